@@ -1,0 +1,50 @@
+"""Shared bits of the benchmark scripts: result folder, table printing, JSON output."""
+
+from __future__ import annotations
+
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def machine() -> dict[str, Any]:
+    import os
+
+    import torch
+
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cpus": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "platform": platform.platform(),
+        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
+
+
+def print_table(rows: list[dict[str, Any]], columns: list[str]) -> None:
+    widths = {c: max(len(c), *(len(_fmt(r.get(c))) for r in rows)) for c in columns}
+    print("  ".join(c.ljust(widths[c]) for c in columns))
+    print("  ".join("-" * widths[c] for c in columns))
+    for r in rows:
+        print("  ".join(_fmt(r.get(c)).ljust(widths[c]) for c in columns))
+    sys.stdout.flush()
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.3g}" if abs(v) < 1000 else f"{v:,.0f}"
+    return "-" if v is None else str(v)
+
+
+def write_result(name: str, payload: dict[str, Any], out: str | None = None) -> Path:
+    from interp_toolkit.io import write_json
+
+    path = Path(out) if out else RESULTS / f"{name}.json"
+    write_json(path, {"benchmark": name, "machine": machine(), **payload})
+    print(f"wrote {path}")
+    return path

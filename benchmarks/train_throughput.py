@@ -1,0 +1,171 @@
+"""Training throughput: our training step (TransformerLens's ``train`` loop on a TransformerBridge,
+with our metrics/checkpoint hooks) against a reference attention-only model written the way the
+seed writes it (plain PyTorch modules, same config, batch, optimizer and threads).
+
+    python benchmarks/train_throughput.py [--steps 60] [--threads 2] [--layers 2] [--preset cpu]
+
+Prints a table and writes benchmarks/results/train_throughput.json. Goal: ratio >= 1.0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import tempfile
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from _common import print_table, write_result
+
+
+class SeedAttnOnly(nn.Module):
+    """An attention-only transformer as the seed writes it: nn.Embedding, nn.Linear, manual attention."""
+
+    def __init__(
+        self, d_vocab: int, d_model: int, n_heads: int, d_head: int, n_layers: int, n_ctx: int
+    ):
+        super().__init__()
+        self.n_heads, self.d_head = n_heads, d_head
+        self.embed = nn.Embedding(d_vocab, d_model)
+        self.pos = nn.Embedding(n_ctx, d_model)
+        self.layers = nn.ModuleList(
+            nn.ModuleDict(
+                {
+                    "q": nn.Linear(d_model, n_heads * d_head),
+                    "k": nn.Linear(d_model, n_heads * d_head),
+                    "v": nn.Linear(d_model, n_heads * d_head),
+                    "o": nn.Linear(n_heads * d_head, d_model),
+                }
+            )
+            for _ in range(n_layers)
+        )
+        self.unembed = nn.Linear(d_model, d_vocab, bias=False)
+        self.register_buffer("mask", torch.tril(torch.ones(n_ctx, n_ctx, dtype=torch.bool)))
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        b, p = tokens.shape
+        x = self.embed(tokens) + self.pos(torch.arange(p))
+        for layer in self.layers:
+            q = layer["q"](x).view(b, p, self.n_heads, self.d_head).transpose(1, 2)
+            k = layer["k"](x).view(b, p, self.n_heads, self.d_head).transpose(1, 2)
+            v = layer["v"](x).view(b, p, self.n_heads, self.d_head).transpose(1, 2)
+            scores = q @ k.transpose(-1, -2) / math.sqrt(self.d_head)
+            scores = scores.masked_fill(~self.mask[:p, :p], float("-inf"))
+            z = torch.softmax(scores, dim=-1) @ v
+            x = x + layer["o"](z.transpose(1, 2).reshape(b, p, -1))
+        return self.unembed(x)
+
+
+def reference_tokens_per_s(preset, batches, warmup: int) -> float:
+    cfg, tc = preset.model, preset.train
+    model = SeedAttnOnly(cfg.d_vocab, cfg.d_model, cfg.n_heads, cfg.d_head, cfg.n_layers, cfg.n_ctx)
+    opt = torch.optim.AdamW(
+        model.parameters(), lr=tc.lr, betas=tc.betas, weight_decay=tc.weight_decay or 0.0
+    )
+    t0 = None
+    for i, tokens in enumerate(batches):
+        if i == warmup:
+            t0 = time.perf_counter()
+        logits = model(tokens)
+        loss = F.cross_entropy(
+            logits[:, :-1].reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1)
+        )
+        loss.backward()
+        if tc.max_grad_norm is not None:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), tc.max_grad_norm)
+        opt.step()
+        opt.zero_grad()
+    dt = time.perf_counter() - t0
+    return (len(batches) - warmup) * batches[0].numel() / dt
+
+
+def ours_tokens_per_s(preset, steps: int, warmup: int) -> tuple[float, list[torch.Tensor]]:
+    from interp_toolkit.training import train_model
+
+    marks: dict[int, float] = {}
+
+    def clock(info):
+        marks[info.step] = time.perf_counter()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        res = train_model(
+            f"{tmp}/run", preset.model, preset.data, preset.train, progress=False, callbacks=[clock]
+        )
+
+    # steps warmup+1 .. steps-1 are timed (the last step also scores heads and checkpoints)
+    dt = marks[steps - 1] - marks[warmup]
+    tokens = (steps - 1 - warmup) * preset.train.batch_size * preset.model.n_ctx
+    return tokens / dt, res
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--preset", default="cpu")
+    ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=60)
+    ap.add_argument("--warmup", type=int, default=10)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument(
+        "--json", default=None, help="where to write the JSON (default benchmarks/results/)"
+    )
+    args = ap.parse_args()
+
+    from interp_toolkit.presets import get_preset, with_overrides
+
+    torch.set_num_threads(args.threads)
+    preset = get_preset(args.preset, args.layers)
+    # no periodic scoring/checkpointing inside the timed window: this measures the training step
+    preset = with_overrides(
+        preset,
+        steps=args.steps,
+        threads=args.threads,
+        score_every=10**9,
+        checkpoint_every=10**9,
+        log_every=10,
+    )
+    ours, res = ours_tokens_per_s(preset, args.steps, args.warmup)
+    preset = with_overrides(preset, d_vocab=res.run.codec.d_vocab)
+
+    # the reference trains on batches drawn the same way (same stream, same shapes)
+    from interp_toolkit.analysis.batches import default_token_range
+    from interp_toolkit.data import TrainStream, tokenize_corpus, windows
+
+    corpus = tokenize_corpus(preset.data.corpus, preset.data.val_fraction, preset.data.max_tokens)
+    low, high = default_token_range(res.run.codec)
+    stream = TrainStream(
+        windows(corpus.train_ids, res.run.codec, preset.model.n_ctx),
+        batch_size=preset.train.batch_size,
+        repeat_fraction=preset.data.repeat_fraction,
+        low=low,
+        high=high,
+        span_min=preset.data.span_min,
+        span_max=preset.data.span_max or preset.model.n_ctx // 3,
+        seed=preset.train.seed,
+        end_step=args.steps,
+    )
+    batches = [stream.batch(s) for s in range(args.steps)]
+    ref = reference_tokens_per_s(preset, batches, args.warmup)
+
+    row = {
+        "preset": args.preset,
+        "layers": args.layers,
+        "d_model": preset.model.d_model,
+        "d_vocab": preset.model.d_vocab,
+        "batch": f"{preset.train.batch_size}x{preset.model.n_ctx}",
+        "threads": args.threads,
+        "ours_tok_s": round(ours, 1),
+        "seed_style_tok_s": round(ref, 1),
+        "ratio": round(ours / ref, 3),
+    }
+    print_table([row], list(row))
+    write_result(
+        "train_throughput", {"rows": [row], "steps": args.steps, "warmup": args.warmup}, args.json
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,370 @@
+"""QK and OV circuits read off the weights, copying scores, and composition scores.
+
+Conventions (TransformerLens row-vector convention, ``x @ W``):
+
+- full OV circuit of head ``L.H``: ``W_E W_V W_O W_U`` — rows are the attended-to (source) token,
+  columns the output logit. A :class:`~transformer_lens.FactoredMatrix` of shape [V, V] with inner
+  dimension d_head; never materialised.
+- full QK circuit: ``W_E W_Q W_K^T W_E^T`` — rows query token, columns key token.
+- Models with LayerNorm (GPT-2) are read on a ``copy.deepcopy`` put through
+  ``enable_compatibility_mode()`` (LN folded into the weights); the caller's model is untouched.
+  The final LN's scale is ignored, as usual.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from jaxtyping import Float, Int
+from transformer_lens import FactoredMatrix, TransformerBridge
+
+from interp_toolkit.errors import UserError
+
+COMPOSITION_KINDS = ("q", "k", "v")
+_PROCESSED = "_interp_toolkit_circuit_copy"
+
+
+def circuit_model(model: TransformerBridge) -> TransformerBridge:
+    """``model`` itself when it has no normalisation, else a processed deep copy (compat mode)."""
+    if not getattr(model.cfg, "normalization_type", None) or getattr(model, _PROCESSED, False):
+        return model
+    twin = copy.deepcopy(model)
+    twin.enable_compatibility_mode(disable_warnings=True)
+    setattr(twin, _PROCESSED, True)
+    return twin.eval()
+
+
+def check_head(model: TransformerBridge, layer: int, head: int) -> None:
+    n_layers, n_heads = int(model.cfg.n_layers), int(model.cfg.n_heads)
+    if not (0 <= layer < n_layers and 0 <= head < n_heads):
+        raise UserError(
+            f"head {layer}.{head} does not exist: this model has layers 0..{n_layers - 1} and "
+            f"heads 0..{n_heads - 1} (write L.H, e.g. 1.0)."
+        )
+
+
+def parse_head(text: str, model: TransformerBridge | None = None) -> tuple[int, int]:
+    """``"1.4"`` -> ``(1, 4)``; checked against ``model`` when given."""
+    parts = str(text).strip().split(".")
+    if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
+        raise UserError(f"head {text!r} is not of the form L.H: write layer.head, e.g. 1.4.")
+    layer, head = int(parts[0]), int(parts[1])
+    if model is not None:
+        check_head(model, layer, head)
+    return layer, head
+
+
+def full_ov(model: TransformerBridge, layer: int, head: int) -> FactoredMatrix:
+    """``W_E W_V W_O W_U`` of one head as a FactoredMatrix [d_vocab, d_vocab] (rank <= d_head)."""
+    check_head(model, layer, head)
+    m = circuit_model(model)
+    with torch.no_grad():
+        attn = m.blocks[layer].attn
+        left = m.W_E @ attn.W_V[head]  # [V, D]
+        right = attn.W_O[head] @ m.W_U  # [D, V]
+        return FactoredMatrix(left.detach(), right.detach())
+
+
+def full_qk(model: TransformerBridge, layer: int, head: int) -> FactoredMatrix:
+    """``W_E W_Q W_K^T W_E^T`` of one head as a FactoredMatrix [d_vocab, d_vocab] (no biases,
+    no 1/sqrt(d_head) scale)."""
+    check_head(model, layer, head)
+    m = circuit_model(model)
+    with torch.no_grad():
+        attn = m.blocks[layer].attn
+        left = m.W_E @ attn.W_Q[head]  # [V, D]
+        right = (m.W_E @ attn.W_K[head]).T  # [D, V]
+        return FactoredMatrix(left.detach(), right.detach())
+
+
+def ov_eigenvalues(model: TransformerBridge) -> torch.Tensor:
+    """Non-zero eigenvalues of every head's full OV circuit, [layer, head, d_head] complex128.
+
+    They equal the eigenvalues of the d_head x d_head product ``W_O (W_U W_E) W_V``.
+    """
+    m = circuit_model(model)
+    with torch.no_grad():
+        ue = (m.W_U @ m.W_E).double()  # [d, d]
+        small = m.W_O.double() @ ue @ m.W_V.double()  # [L, H, D, D]
+        return torch.linalg.eigvals(small)
+
+
+def copying_scores(model: TransformerBridge) -> Float[torch.Tensor, "layer head"]:
+    """Σ Re λ / Σ |λ| over the eigenvalues of each head's full OV circuit, in [-1, 1].
+
+    Positive: the head tends to raise the logit of the token it attends to (copying)."""
+    ev = ov_eigenvalues(model)
+    return (ev.real.sum(-1) / ev.abs().sum(-1).clamp_min(1e-30)).float()
+
+
+def _ov_factors(m: TransformerBridge, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``W_E``-side and ``W_U``-side factors of every head of a layer: [H, d, D] and [H, D, V]."""
+    attn = m.blocks[layer].attn
+    return attn.W_V.detach(), (attn.W_O @ m.W_U).detach()
+
+
+def copy_ranks(
+    model: TransformerBridge,
+    layer: int,
+    head: int,
+    *,
+    rows: Int[torch.Tensor, " n"] | None = None,
+    chunk: int = 1024,
+    _m: TransformerBridge | None = None,
+    _right: torch.Tensor | None = None,
+) -> Int[torch.Tensor, " n"]:
+    """For each source token ``t`` (all of the vocabulary, or ``rows``): how many output logits
+    of the full OV circuit row ``t`` are strictly larger than the logit of ``t`` itself.
+    Rank 0 means the head boosts ``t`` more than any other token. Computed in row chunks."""
+    m = _m if _m is not None else circuit_model(model)
+    check_head(m, layer, head)
+    d_vocab = int(m.cfg.d_vocab)
+    if rows is None:
+        rows = torch.arange(d_vocab)
+    with torch.no_grad():
+        attn = m.blocks[layer].attn
+        right = _right if _right is not None else (attn.W_O[head] @ m.W_U).detach()  # [D, V]
+        w_v = attn.W_V[head].detach()
+        w_e = m.W_E.detach()
+        out = torch.empty(len(rows), dtype=torch.long)
+        for lo in range(0, len(rows), chunk):
+            idx = rows[lo : lo + chunk].to(w_e.device)
+            logits = (w_e[idx] @ w_v) @ right  # [c, V]
+            own = logits.gather(1, idx[:, None])
+            out[lo : lo + chunk] = (logits > own).sum(1).cpu()
+            del logits
+    return out
+
+
+def copy_accuracy(
+    model: TransformerBridge,
+    ks: tuple[int, ...] = (1, 5),
+    *,
+    chunk: int = 1024,
+    rows: Int[torch.Tensor, " n"] | None = None,
+    heads: list[tuple[int, int]] | None = None,
+) -> dict[int, Float[torch.Tensor, "layer head"]]:
+    """Top-k "does this token boost itself" accuracy for every head and every k in ``ks``:
+    the fraction of source tokens whose own logit is among the k largest of their full-OV row
+    (ties counted in the token's favour). Heads not in ``heads`` are NaN. Row-chunked: peak
+    memory is about ``chunk x d_vocab`` floats per step."""
+    m = circuit_model(model)
+    n_layers, n_heads = int(m.cfg.n_layers), int(m.cfg.n_heads)
+    out = {k: torch.full((n_layers, n_heads), float("nan")) for k in ks}
+    wanted = (
+        heads if heads is not None else [(la, h) for la in range(n_layers) for h in range(n_heads)]
+    )
+    with torch.no_grad():
+        for layer, head in wanted:
+            ranks = copy_ranks(m, layer, head, rows=rows, chunk=chunk, _m=m)
+            for k in ks:
+                out[k][layer, head] = (ranks < k).float().mean()
+    return out
+
+
+def top_k_copy_accuracy(
+    model: TransformerBridge,
+    k: int = 1,
+    chunk: int = 1024,
+    *,
+    rows: Int[torch.Tensor, " n"] | None = None,
+) -> Float[torch.Tensor, "layer head"]:
+    """Top-k copy accuracy of every head (see :func:`copy_accuracy`)."""
+    if k < 1:
+        raise UserError(f"k={k} cannot work: use k >= 1.")
+    return copy_accuracy(model, (k,), chunk=chunk, rows=rows)[k]
+
+
+def top_boosted_tokens(
+    model: TransformerBridge, layer: int, head: int, token_id: int, k: int = 10
+) -> list[tuple[int, float]]:
+    """The ``k`` output tokens whose logits the head raises most when it attends to ``token_id``
+    (one row of the full OV circuit): ``[(token_id, logit), ...]`` in decreasing order."""
+    check_head(model, layer, head)
+    d_vocab = int(model.cfg.d_vocab)
+    if not 0 <= token_id < d_vocab:
+        raise UserError(
+            f"token id {token_id} is outside this model's vocabulary (0..{d_vocab - 1})."
+        )
+    m = circuit_model(model)
+    with torch.no_grad():
+        attn = m.blocks[layer].attn
+        row = (m.W_E[token_id] @ attn.W_V[head]) @ attn.W_O[head] @ m.W_U  # [V]
+        vals, idx = row.topk(min(k, d_vocab))
+    return [(int(i), float(v)) for i, v in zip(idx.tolist(), vals.tolist(), strict=True)]
+
+
+def pos_qk_pattern(model: TransformerBridge, layer: int, head: int) -> Float[torch.Tensor, "q k"]:
+    """Position-position attention of a head from positional embeddings alone:
+    ``softmax(mask(W_pos W_Q W_K^T W_pos^T / sqrt(d_head)))`` (no biases, as in ARENA)."""
+    check_head(model, layer, head)
+    if getattr(model.cfg, "positional_embedding_type", "standard") != "standard":
+        raise UserError(
+            f"this model uses {model.cfg.positional_embedding_type} positions and has no W_pos: "
+            "the position-position QK pattern needs learned absolute positions."
+        )
+    m = circuit_model(model)
+    with torch.no_grad():
+        attn = m.blocks[layer].attn
+        q = m.W_pos @ attn.W_Q[head]
+        k = m.W_pos @ attn.W_K[head]
+        scores = (q @ k.T) / math.sqrt(int(m.cfg.d_head))
+        n = scores.shape[0]
+        mask = torch.triu(torch.ones(n, n, dtype=torch.bool, device=scores.device), 1)
+        return scores.masked_fill(mask, float("-inf")).softmax(-1).detach()
+
+
+def pos_prev_token_score(model: TransformerBridge, layer: int, head: int) -> float:
+    """Mean of the sub-diagonal of :func:`pos_qk_pattern` (ARENA's "avg lower-diagonal value")."""
+    return float(pos_qk_pattern(model, layer, head).diagonal(-1).mean())
+
+
+# ---------------------------------------------------------------------------------------------
+# Composition
+
+
+def _factors(m: TransformerBridge, kind: str, side: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """Left/right factors [L, H, d, D], [L, H, D, d] of every head's W_OV, W_QK or W_QK^T."""
+    with torch.no_grad():
+        if side == "a" or kind == "v":
+            return m.W_V.detach().double(), m.W_O.detach().double()
+        if kind == "q":  # W_QK = W_Q W_K^T
+            return m.W_Q.detach().double(), m.W_K.detach().double().transpose(-1, -2)
+        # kind == "k": W_QK^T = W_K W_Q^T
+        return m.W_K.detach().double(), m.W_Q.detach().double().transpose(-1, -2)
+
+
+def _comp(a1: torch.Tensor, a2: torch.Tensor, b1: torch.Tensor, b2: torch.Tensor) -> torch.Tensor:
+    """‖(a1 a2)(b1 b2)‖_F / (‖a1 a2‖_F ‖b1 b2‖_F) for all pairs: a* [n, ...], b* [m, ...] -> [n, m].
+
+    Uses Gram matrices so everything is d_head x d_head: ‖A1 M B2‖² = Σ (G_A M) ∘ (M G_B) with
+    G_A = A1ᵀA1, G_B = B2 B2ᵀ, M = A2 B1."""
+    ga = a1.transpose(-1, -2) @ a1  # [n, D, D]
+    gb = b2 @ b2.transpose(-1, -2)  # [m, D, D]
+    na = (a2 * (ga @ a2)).sum((-1, -2)).clamp_min(0).sqrt()  # ‖a1 a2‖
+    gb1 = b1.transpose(-1, -2) @ b1  # for ‖b1 b2‖
+    nb = (b2 * (gb1 @ b2)).sum((-1, -2)).clamp_min(0).sqrt()
+    mm = torch.einsum("nie,mej->nmij", a2, b1)  # [n, m, D, D]
+    left = torch.einsum("nik,nmkj->nmij", ga, mm)
+    right = torch.einsum("nmik,mkj->nmij", mm, gb)
+    nab = (left * right).sum((-1, -2)).clamp_min(0).sqrt()
+    return nab / (na[:, None] * nb[None, :]).clamp_min(1e-30)
+
+
+def composition_scores(
+    model: TransformerBridge, kind: str
+) -> Float[torch.Tensor, "layer_a head_a layer_b head_b"]:
+    """Q-, K- or V-composition of every earlier head A with every later head B.
+
+    ``score[la, ha, lb, hb] = ‖W_A W_B‖_F / (‖W_A‖_F ‖W_B‖_F)`` with ``W_A = W_OV`` of A and
+    ``W_B`` = ``W_QK`` (q), ``W_QK^T`` (k) or ``W_OV`` (v) of B (row convention, as in ARENA);
+    NaN where ``lb <= la``. Computed through d_head x d_head Gram matrices (never d_model²·pairs).
+    """
+    kind = kind.lower()
+    if kind not in COMPOSITION_KINDS:
+        raise UserError(f"composition kind {kind!r} is unknown: use q, k or v.")
+    m = circuit_model(model)
+    n_layers, n_heads = int(m.cfg.n_layers), int(m.cfg.n_heads)
+    out = torch.full((n_layers, n_heads, n_layers, n_heads), float("nan"))
+    a1, a2 = _factors(m, kind, "a")
+    b1, b2 = _factors(m, kind, "b")
+    for la in range(n_layers):
+        for lb in range(la + 1, n_layers):
+            out[la, :, lb, :] = _comp(a1[la], a2[la], b1[lb], b2[lb]).float()
+    return out
+
+
+def composition_baseline(model: TransformerBridge, n_samples: int = 200, seed: int = 0) -> float:
+    """Mean composition score of random low-rank matrices of the same shapes (ARENA: factors
+    [d_model, d_head] drawn with ``kaiming_uniform_(a=sqrt(5))``). Subtract it, or compare."""
+    d_model, d_head = int(model.cfg.d_model), int(model.cfg.d_head)
+    gen = torch.Generator().manual_seed(seed)
+    bound = 1.0 / math.sqrt(
+        d_head
+    )  # kaiming_uniform(a=sqrt(5)) on [d_model, d_head]: U(±1/sqrt(fan_in))
+
+    def draw() -> torch.Tensor:
+        return (
+            torch.rand(n_samples, d_model, d_head, generator=gen, dtype=torch.float64) * 2 - 1
+        ) * bound
+
+    a1, a2, b1, b2 = draw(), draw().transpose(-1, -2), draw(), draw().transpose(-1, -2)
+    scores = torch.stack(
+        [
+            _comp(a1[i : i + 1], a2[i : i + 1], b1[i : i + 1], b2[i : i + 1])[0, 0]
+            for i in range(n_samples)
+        ]
+    )
+    return float(scores.mean())
+
+
+@dataclass
+class HeadCircuit:
+    """Summary of one head's circuits (what ``interp-toolkit circuits`` prints)."""
+
+    head: str
+    copying_score: float
+    top1_accuracy: float
+    top5_accuracy: float
+    pos_prev_token: float | None
+    boosted: list[dict[str, Any]]
+    n_rows: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "head": self.head,
+            "copying_score": self.copying_score,
+            "top1_accuracy": self.top1_accuracy,
+            "top5_accuracy": self.top5_accuracy,
+            "pos_prev_token": self.pos_prev_token,
+            "n_rows": self.n_rows,
+            "boosted": self.boosted,
+        }
+
+
+def head_circuit(
+    model: TransformerBridge,
+    codec: Any,
+    layer: int,
+    head: int,
+    *,
+    token_ids: list[int],
+    k: int = 10,
+    rows: Int[torch.Tensor, " n"] | None = None,
+) -> HeadCircuit:
+    """Copying score, top-1/top-5 copy accuracy, the pos-QK previous-token value (when the model
+    has W_pos), and the top ``k`` boosted tokens of each of ``token_ids``."""
+    check_head(model, layer, head)
+    m = circuit_model(model)
+    score = float(copying_scores(m)[layer, head])
+    ranks = copy_ranks(m, layer, head, rows=rows, _m=m)
+    pos = None
+    if getattr(m.cfg, "positional_embedding_type", "standard") == "standard":
+        pos = pos_prev_token_score(m, layer, head)
+    boosted = []
+    for tid in token_ids:
+        top = top_boosted_tokens(m, layer, head, int(tid), k)
+        strs = codec.str_tokens([t for t, _ in top])
+        boosted.append(
+            {
+                "token": codec.str_tokens([int(tid)])[0],
+                "token_id": int(tid),
+                "top": [
+                    {"token": s, "token_id": t, "logit": v}
+                    for s, (t, v) in zip(strs, top, strict=True)
+                ],
+            }
+        )
+    return HeadCircuit(
+        head=f"{layer}.{head}",
+        copying_score=score,
+        top1_accuracy=float((ranks < 1).float().mean()),
+        top5_accuracy=float((ranks < 5).float().mean()),
+        pos_prev_token=pos,
+        boosted=boosted,
+        n_rows=int(len(ranks)),
+    )

@@ -1,0 +1,43 @@
+"""``interp-toolkit reproduce``: the whole study in one command."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("reproduce")
+    def reproduce_cmd(
+        out: Path = typer.Option(
+            Path("study"), "--out", help="Study folder (new, empty, or an earlier study to reuse)."
+        ),
+        preset: str = typer.Option(
+            "cpu", "--preset", help="cpu (minutes on a CPU) or seed (GPU scale)."
+        ),
+        layers: str = typer.Option(
+            "1,2", "--layers", help="Comma-separated layer counts from 1,2,3,8."
+        ),
+        seed: int = typer.Option(0, "--seed", help="Seed for init, data and analysis."),
+        steps: int | None = typer.Option(
+            None, "--steps", help="Override the preset's training steps."
+        ),
+        corpus: str | None = typer.Option(
+            None, "--corpus", help="stdlib (default) | PATH | hf:NAME."
+        ),
+    ) -> None:
+        """Train 1- and 2-layer models and write the side-by-side study report (DIR/index.html)."""
+        from interp_toolkit.study import StudyConfig, parse_layers, reproduce, summary_lines
+
+        cfg = StudyConfig(
+            out=out,
+            preset=preset,
+            layers=parse_layers(layers),
+            seed=seed,
+            steps=steps,
+            corpus=corpus,
+        )
+        result = reproduce(cfg)
+        for line in summary_lines(result):
+            typer.echo(line)

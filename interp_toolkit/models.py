@@ -1,0 +1,113 @@
+"""Attention-only transformers built with TransformerLens 4.x (``TransformerBridge.boot_native``).
+
+One config dataclass (:class:`AttnOnlyConfig`) describes the architecture; :func:`build_model` turns
+it into a ``TransformerBridge``: attention only, no LayerNorm, learned absolute positions (or
+rotary), exactly what the seed study trains.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import torch
+from transformer_lens import TransformerBridge
+
+from interp_toolkit.errors import UserError
+
+Positional = Literal["standard", "rotary"]
+
+
+@dataclass(frozen=True)
+class AttnOnlyConfig:
+    """Architecture of an attention-only transformer.
+
+    ``embed_init_std``: when set, token and positional embeddings are re-drawn N(0, std²) after
+    TransformerLens's own init (its default, N(0, 0.8/√d_model), keeps attention near-uniform for
+    a long time and delays induction heads; see README "The CPU recipe").
+    """
+
+    n_layers: int
+    d_model: int
+    n_heads: int
+    d_head: int
+    n_ctx: int
+    d_vocab: int
+    positional: Positional = "standard"
+    embed_init_std: float | None = 1.0
+    seed: int = 0
+
+    def validate(self) -> None:
+        for name in ("n_layers", "d_model", "n_heads", "d_head", "n_ctx", "d_vocab"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise UserError(f"{name}={value!r} cannot work: it must be a positive integer.")
+        if self.n_ctx < 4:
+            raise UserError(f"n_ctx={self.n_ctx} cannot work: use a context of at least 4 tokens.")
+        if self.n_heads * self.d_head != self.d_model:
+            raise UserError(
+                f"d_model={self.d_model} cannot work with {self.n_heads} heads of {self.d_head}: "
+                f"make d_model = n_heads * d_head ({self.n_heads * self.d_head})."
+            )
+        if self.positional not in ("standard", "rotary"):
+            raise UserError(
+                f"positional={self.positional!r} is not supported: use 'standard' or 'rotary'."
+            )
+        if self.positional == "rotary" and self.d_head % 2:
+            raise UserError(f"rotary positions need an even d_head, got {self.d_head}.")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> AttnOnlyConfig:
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+    def replace(self, **changes: Any) -> AttnOnlyConfig:
+        return dataclasses.replace(self, **changes)
+
+
+def tl_config(cfg: AttnOnlyConfig) -> Any:
+    """The ``TransformerBridgeConfig`` for ``cfg``."""
+    from transformer_lens import TransformerBridgeConfig
+
+    return TransformerBridgeConfig(
+        d_model=cfg.d_model,
+        d_head=cfg.d_head,
+        n_heads=cfg.n_heads,
+        n_layers=cfg.n_layers,
+        n_ctx=cfg.n_ctx,
+        d_vocab=cfg.d_vocab,
+        attn_only=True,
+        normalization_type=None,
+        positional_embedding_type=cfg.positional,
+        seed=cfg.seed,
+        init_mode="gpt2",
+        default_prepend_bos=False,
+    )
+
+
+def build_model(cfg: AttnOnlyConfig, device: str = "cpu") -> TransformerBridge:
+    """A freshly initialised attention-only ``TransformerBridge`` (eval mode, deterministic in ``cfg.seed``)."""
+    cfg.validate()
+    model = TransformerBridge.boot_native(tl_config(cfg), device=device, dtype=torch.float32)
+    if cfg.embed_init_std is not None:
+        gen = torch.Generator().manual_seed(cfg.seed + 1_000_003)
+        with torch.no_grad():
+            for param in embedding_parameters(model):
+                param.copy_(torch.randn(param.shape, generator=gen) * cfg.embed_init_std)
+    return model.eval()
+
+
+def embedding_parameters(model: TransformerBridge) -> list[Any]:
+    """Token (and learned positional) embedding weights of a native model, as live parameters."""
+    params = [model.embed.original_component.weight]
+    if hasattr(model, "pos_embed"):
+        params.append(model.pos_embed.original_component.weight)
+    return params
+
+
+def n_params(model: TransformerBridge) -> int:
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)

@@ -1,0 +1,103 @@
+"""Named recipes: architecture + data + training, for 1, 2, 3 and 8 layers at two scales.
+
+- ``seed``: the seed study's recipe (d_model 768, 12 heads of 64, n_ctx 128, full GPT-2 vocabulary,
+  lr 3e-4, batch 32, plain text). Meant for a GPU; the seed trained on OpenWebText
+  (``--corpus hf:Skylion007/openwebtext``); offline it falls back to the embedded corpus.
+- ``cpu``: what grows induction heads on a 2-core CPU in minutes (see README "The CPU recipe"):
+  a compact vocabulary, a short context, and half of every batch made of repeated-span windows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from interp_toolkit.data import DataConfig
+from interp_toolkit.errors import UserError
+from interp_toolkit.models import AttnOnlyConfig
+from interp_toolkit.training import TrainSettings
+
+LAYER_CHOICES = (1, 2, 3, 8)
+
+
+@dataclass(frozen=True)
+class Preset:
+    name: str
+    model: AttnOnlyConfig
+    data: DataConfig
+    train: TrainSettings
+
+
+def _seed(n_layers: int) -> Preset:
+    return Preset(
+        name="seed",
+        model=AttnOnlyConfig(
+            n_layers=n_layers, d_model=768, n_heads=12, d_head=64, n_ctx=128, d_vocab=50257
+        ),
+        data=DataConfig(corpus="stdlib", vocab_size=None, repeat_fraction=0.0),
+        train=TrainSettings(
+            steps=20_000,
+            batch_size=32,
+            lr=3e-4,
+            log_every=50,
+            score_every=500,
+            checkpoint_every=1000,
+        ),
+    )
+
+
+def _cpu(n_layers: int) -> Preset:
+    return Preset(
+        name="cpu",
+        model=AttnOnlyConfig(
+            n_layers=n_layers, d_model=128, n_heads=4, d_head=32, n_ctx=32, d_vocab=1024
+        ),
+        data=DataConfig(corpus="stdlib", vocab_size=1024, repeat_fraction=0.5),
+        train=TrainSettings(
+            steps=1500,
+            batch_size=128,
+            lr=3e-3,
+            log_every=10,
+            score_every=50,
+            checkpoint_every=250,
+            threads=2,
+        ),
+    )
+
+
+PRESETS = {"cpu": _cpu, "seed": _seed}
+
+
+def get_preset(name: str, n_layers: int) -> Preset:
+    if name not in PRESETS:
+        raise UserError(f"unknown preset {name!r}: use one of {', '.join(PRESETS)}.")
+    if n_layers not in LAYER_CHOICES:
+        raise UserError(
+            f"--layers {n_layers} is not offered: use one of {', '.join(map(str, LAYER_CHOICES))}."
+        )
+    return PRESETS[name](n_layers)
+
+
+def with_overrides(preset: Preset, **changes: object) -> Preset:
+    """Replace fields by name across model/data/train (``None`` values are ignored)."""
+    model_f = {f.name for f in dataclasses.fields(AttnOnlyConfig)}
+    data_f = {f.name for f in dataclasses.fields(DataConfig)}
+    train_f = {f.name for f in dataclasses.fields(TrainSettings)}
+    m, d, t = {}, {}, {}
+    for key, value in changes.items():
+        if value is None:
+            continue
+        if key in model_f:
+            m[key] = value
+        elif key in data_f:
+            d[key] = value
+        elif key in train_f:
+            t[key] = value
+        else:
+            raise KeyError(key)
+    return dataclasses.replace(
+        preset,
+        model=dataclasses.replace(preset.model, **m),
+        data=dataclasses.replace(preset.data, **d),
+        train=dataclasses.replace(preset.train, **t),
+    )

@@ -1,0 +1,71 @@
+"""Shared fixtures. Tiny models (d_model <= 64) are built here; trained models are session-scoped."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+torch.set_num_threads(1)
+
+
+@pytest.fixture
+def tiny_cfg():
+    from interp_toolkit.models import AttnOnlyConfig
+
+    return AttnOnlyConfig(n_layers=2, d_model=32, n_heads=4, d_head=8, n_ctx=32, d_vocab=64, seed=0)
+
+
+@pytest.fixture
+def tiny_model(tiny_cfg):
+    from interp_toolkit.models import build_model
+
+    return build_model(tiny_cfg)
+
+
+def _train_preset(out, n_layers: int, **overrides):
+    from interp_toolkit.presets import get_preset, with_overrides
+    from interp_toolkit.training import train_model
+
+    p = with_overrides(get_preset("cpu", n_layers), **overrides)
+    return train_model(out, p.model, p.data, p.train, preset="cpu", progress=False)
+
+
+@pytest.fixture(scope="session")
+def trained_2l_result(tmp_path_factory):
+    """The cpu preset's 2-layer model, trained until a layer-1 head's induction score stays > 0.4."""
+    torch.set_num_threads(2)
+    try:
+        return _train_preset(
+            tmp_path_factory.mktemp("runs") / "cpu-2l", 2, stop_score=0.4, score_every=25
+        )
+    finally:
+        torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="session")
+def trained_1l_result(tmp_path_factory, trained_2l_result):
+    """The cpu preset's 1-layer model, trained identically for as many steps as the 2-layer one took."""
+    torch.set_num_threads(2)
+    try:
+        return _train_preset(
+            tmp_path_factory.mktemp("runs") / "cpu-1l",
+            1,
+            steps=trained_2l_result.steps_done,
+            score_every=25,
+        )
+    finally:
+        torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="session")
+def trained_2l(trained_2l_result):
+    return trained_2l_result.run
+
+
+@pytest.fixture(scope="session")
+def trained_1l(trained_1l_result):
+    return trained_1l_result.run

@@ -1,0 +1,97 @@
+"""``heads``, ``exam`` and ``circuits`` commands on a tiny saved run (fast)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from analysis_helpers import tiny_codec
+
+
+@pytest.fixture
+def tiny_run(tmp_path, tiny_cfg, tiny_model):
+    from interp_toolkit.runs import save_run
+
+    return save_run(tmp_path / "run", tiny_model, tiny_codec(tiny_cfg.d_vocab), tiny_cfg)
+
+
+def _main(argv):
+    from interp_toolkit.cli import main
+
+    try:
+        main(argv)
+    except SystemExit as exc:
+        return exc.code
+    return 0
+
+
+def test_heads_json_csv(tiny_run, tmp_path, capsys):
+    out, csv_out = tmp_path / "o" / "heads.json", tmp_path / "heads.csv"
+    code = _main(
+        [
+            "heads",
+            str(tiny_run),
+            "--n-seqs",
+            "4",
+            "--n-null",
+            "2",
+            "--json",
+            str(out),
+            "--csv",
+            str(csv_out),
+        ]
+    )
+    assert code == 0
+    data = json.loads(out.read_text())
+    assert data["target"] == "run"
+    assert {"probe", "null", "taus", "floors", "rule", "heads", "roles"} <= set(data)
+    assert len(data["heads"]) == 8 and data["heads"][5]["head"] == "1.1"
+    lines = csv_out.read_text().splitlines()
+    assert lines[0].startswith("head,layer,index,previous_token") and len(lines) == 9
+    assert "induction" in capsys.readouterr().out
+
+
+def test_heads_bad_null_writes_nothing(tiny_run, tmp_path, capsys):
+    out = tmp_path / "h.json"
+    assert _main(["heads", str(tiny_run), "--null", "bogus", "--json", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and len(err.strip().splitlines()) == 1
+    assert not out.exists()
+
+
+def test_exam_command(tiny_run, tmp_path, capsys):
+    out = tmp_path / "exam.json"
+    # the tiny vocabulary has no letters: the built-in exams name the unknown tokens
+    assert _main(["exam", str(tiny_run)]) == 2
+    assert "<unk>" in capsys.readouterr().err
+    code = _main(
+        [
+            "exam",
+            str(tiny_run),
+            "--prompt",
+            "1,2,1,2,1",
+            "--target",
+            ",",
+            "--top-k",
+            "3",
+            "--json",
+            str(out),
+        ]
+    )
+    assert code == 0
+    data = json.loads(out.read_text())
+    assert data["exams"][0]["target"] == "," and len(data["exams"][0]["top"]) == 3
+    assert _main(["exam", str(tiny_run), "--prompt", "!"]) == 2
+
+
+def test_circuits_command(tiny_run, tmp_path, capsys):
+    out = tmp_path / "c.json"
+    assert (
+        _main(["circuits", str(tiny_run), "--head", "1.2", "--token", "!", "--json", str(out)]) == 0
+    )
+    data = json.loads(out.read_text())
+    assert data["head"] == "1.2" and data["boosted"][0]["token"] == "!"
+    assert {"copying_score", "top1_accuracy", "top5_accuracy", "pos_prev_token"} <= set(data)
+    assert _main(["circuits", str(tiny_run), "--head", "5.0"]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert _main(["circuits", str(tiny_run), "--head", "x"]) == 2

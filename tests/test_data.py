@@ -1,0 +1,75 @@
+import numpy as np
+import pytest
+import torch
+
+from interp_toolkit import data
+from interp_toolkit.errors import UserError
+from interp_toolkit.tokenizer import EOT_ID
+
+
+def test_stdlib_files_exclude_tests():
+    files = data.stdlib_files()
+    assert len(files) > 300
+    assert all("test" not in p.parts for p in files)
+    assert any(p.name == "os.py" for p in files)
+
+
+def test_local_folder_corpus_split_and_windows(tmp_path):
+    for i in range(60):
+        (tmp_path / f"doc{i}.txt").write_text(f"def f{i}(x):\n    return x + {i}\n" * 20)
+    corpus = data.tokenize_corpus(str(tmp_path), val_fraction=0.1)
+    assert corpus.n_documents == 60
+    assert len(corpus.train_ids) > 0 and len(corpus.val_ids) > 0
+    assert (corpus.train_ids == EOT_ID).sum() + (corpus.val_ids == EOT_ID).sum() == 60
+    codec = data.build_codec(corpus, 64)
+    w = data.windows(corpus.train_ids, codec, 16)
+    assert w.shape[1] == 16 and w.dtype == torch.int64 and int(w.max()) < 64
+    # the split is a deterministic function of the document name
+    again = data.tokenize_corpus(str(tmp_path), val_fraction=0.1)
+    assert np.array_equal(again.val_ids, corpus.val_ids)
+
+
+@pytest.mark.parametrize(
+    "spec, match",
+    [("/nonexistent/corpus", "existing path"), ("hf:Skylion007/openwebtext", "offline")],
+)
+def test_bad_corpora_are_one_line_errors(spec, match, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(UserError, match=match):
+        data.tokenize_corpus(spec)
+
+
+def test_empty_corpus_and_folder_without_text(tmp_path):
+    (tmp_path / "empty.txt").write_text("   \n")
+    with pytest.raises(UserError, match="empty"):
+        data.tokenize_corpus(str(tmp_path / "empty.txt"))
+    other = tmp_path / "bin"
+    other.mkdir()
+    (other / "x.bin").write_bytes(b"\x00\x01")
+    with pytest.raises(UserError, match="no text files"):
+        data.tokenize_corpus(str(other))
+
+
+def test_repeated_span_window_repeats_with_its_period():
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        x = data.repeated_span_window(rng, 32, 0, 100, 3, 10)
+        # some period L in [3, 10] holds from some start to the end
+        assert any(
+            all(x[j] == x[j - L] for j in range(32 - L, 32))
+            and all(x[j] == x[j - L] for j in range(32 - 2 * L + L, 32))
+            for L in range(3, 11)
+        )
+
+
+def test_train_stream_is_a_function_of_the_global_index():
+    text = torch.arange(40 * 8).reshape(40, 8)
+    kw = dict(batch_size=4, repeat_fraction=0.5, low=0, high=50, span_min=2, span_max=3, seed=3)
+    full = data.TrainStream(text, start_step=0, end_step=6, **kw)
+    resumed = data.TrainStream(text, start_step=4, end_step=6, **kw)
+    served_full = [full[0]["tokens"] for _ in range(len(full))]
+    served_resumed = [resumed[0]["tokens"] for _ in range(len(resumed))]
+    assert len(served_resumed) == 8
+    for a, b in zip(served_full[16:], served_resumed, strict=True):
+        assert torch.equal(a, b)
+    assert torch.equal(full.batch(5), torch.stack(served_full[20:24]))

@@ -1,0 +1,61 @@
+import hashlib
+import inspect
+
+import numpy as np
+import pytest
+
+from interp_toolkit import tokenizer as tk
+from interp_toolkit.errors import UserError
+
+
+def test_gpt2_encoding_matches_known_ids():
+    enc = tk.gpt2_encoding()
+    assert enc.encode("Hello world") == [15496, 995]
+    assert enc.n_vocab == 50257
+    assert enc.decode([15496, 995]) == "Hello world"
+
+
+def test_pinned_hashes_equal_tiktoken_and_files():
+    import tiktoken_ext.openai_public as op
+
+    src = inspect.getsource(op.gpt2)
+    assert tk.VOCAB_BPE_SHA256 in src and tk.ENCODER_JSON_SHA256 in src
+    enc_json, vocab_bpe = tk.gpt2_bpe_files()
+    assert hashlib.sha256(enc_json.read_bytes()).hexdigest() == tk.ENCODER_JSON_SHA256
+    assert hashlib.sha256(vocab_bpe.read_bytes()).hexdigest() == tk.VOCAB_BPE_SHA256
+
+
+def test_hash_mismatch_fails_loudly(tmp_path):
+    enc_json, vocab_bpe = tk.gpt2_bpe_files()
+    bad = tmp_path / "vocab.bpe"
+    bad.write_bytes(vocab_bpe.read_bytes() + b"\n")
+    with pytest.raises(RuntimeError, match="sha256"):
+        tk.verify_bpe_files(enc_json, bad)
+
+
+def test_compact_vocab_keeps_most_frequent_and_maps_rest_to_unk():
+    counts = np.zeros(50257, dtype=np.int64)
+    counts[[15496, 995, 11, 13]] = [50, 40, 30, 1]
+    v = tk.CompactVocab.from_counts(counts, size=4)  # eot + 2 most frequent + unk
+    assert v.d_vocab == 4 and v.unk_id == 3
+    assert set(v.gpt2_ids.tolist()) == {tk.EOT_ID, 15496, 995}
+    ids = v.encode("Hello world,")
+    assert ids[:2] == [int(v.from_gpt2(np.array([15496]))[0]), int(v.from_gpt2(np.array([995]))[0])]
+    assert ids[2] == v.unk_id and v.contains_unk(ids)
+    assert not v.contains_unk(ids[:2])
+    assert v.decode(ids) == "Hello world<unk>"
+    assert v.str_tokens([v.bos_id]) == ["<|endoftext|>"]
+
+
+def test_codec_round_trip(tmp_path):
+    v = tk.CompactVocab([tk.EOT_ID, 15496, 995])
+    tk.save_codec(v, tmp_path / "vocab.json")
+    w = tk.load_codec(tmp_path / "vocab.json")
+    assert isinstance(w, tk.CompactVocab) and w.gpt2_ids.tolist() == v.gpt2_ids.tolist()
+    tk.save_codec(tk.GPT2Codec(), tmp_path / "g.json")
+    assert isinstance(tk.load_codec(tmp_path / "g.json"), tk.GPT2Codec)
+
+
+def test_too_small_vocab_is_user_error():
+    with pytest.raises(UserError, match="too small"):
+        tk.CompactVocab.from_counts(np.ones(50257), 2)

@@ -1,0 +1,98 @@
+import json
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from interp_toolkit.data import DataConfig
+from interp_toolkit.errors import UserError
+from interp_toolkit.models import AttnOnlyConfig
+from interp_toolkit.runs import load_run, read_metrics
+from interp_toolkit.training import TrainSettings, train_model
+
+
+def _tiny(tmp_path, name="run", steps=12, **train_kw):
+    corpus = tmp_path / "corpus"
+    if not corpus.exists():
+        corpus.mkdir()
+        for i in range(30):
+            (corpus / f"m{i}.py").write_text(f"def f{i}(x, y):\n    return x * y + {i}\n" * 30)
+    model_cfg = AttnOnlyConfig(n_layers=2, d_model=32, n_heads=4, d_head=8, n_ctx=16, d_vocab=1)
+    data_cfg = DataConfig(corpus=str(corpus), vocab_size=64, repeat_fraction=0.5)
+    kw = dict(steps=steps, batch_size=8, lr=1e-3, log_every=2, score_every=4, checkpoint_every=4)
+    kw.update(train_kw)
+    return tmp_path / name, model_cfg, data_cfg, TrainSettings(**kw)
+
+
+def test_train_writes_a_loadable_run_with_metrics(tmp_path):
+    out, m, d, t = _tiny(tmp_path, snapshot_steps=(4, 8))
+    res = train_model(out, m, d, t, progress=False)
+    assert res.steps_done == 12
+    for name in ("config.json", "model.safetensors", "vocab.json", "metrics.jsonl"):
+        assert (out / name).is_file()
+    assert sorted(p.name for p in (out / "snapshots").iterdir()) == [
+        "step_4.safetensors",
+        "step_8.safetensors",
+    ]
+    rows = read_metrics(out)
+    assert [r["step"] for r in rows] == [2, 4, 6, 8, 10, 12]
+    scored = [r for r in rows if "induction" in r]
+    assert [r["step"] for r in scored] == [4, 8, 12]
+    assert len(scored[0]["induction"]) == 2 and len(scored[0]["induction"][0]) == 4
+    assert all(r["loss"] > 0 for r in rows)
+    # a loaded model gives bit-identical logits
+    run = load_run(out)
+    toks = torch.randint(0, run.codec.d_vocab, (2, 16))
+    with torch.no_grad():
+        assert torch.equal(run.model(toks), res.run.model(toks))
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["model"]["d_vocab"] == 64 and cfg["settings"]["train"]["steps"] == 12
+
+
+def test_resume_after_interrupt_gives_identical_weights(tmp_path):
+    out_a, m, d, t = _tiny(tmp_path, "a")
+    train_model(out_a, m, d, t, progress=False)
+
+    out_b = tmp_path / "b"
+
+    def crash(info):
+        if info.step == 6:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        train_model(out_b, m, d, t, progress=False, callbacks=[crash])
+    assert not (out_b / "model.safetensors").exists()
+    assert json.loads((out_b / "checkpoints" / "state.json").read_text())["step"] == 4
+    res = train_model(out_b, m, d, t, resume=True, progress=False)
+    assert res.steps_done == 12
+    a = load_file(str(out_a / "model.safetensors"))
+    b = load_file(str(out_b / "model.safetensors"))
+    assert a.keys() == b.keys()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert [r["step"] for r in read_metrics(out_b)] == [r["step"] for r in read_metrics(out_a)]
+
+
+def test_existing_run_and_missing_checkpoint_are_user_errors(tmp_path):
+    out, m, d, t = _tiny(tmp_path, steps=4)
+    train_model(out, m, d, t, progress=False)
+    with pytest.raises(UserError, match="already holds a run"):
+        train_model(out, m, d, t, progress=False)
+    (out / "checkpoints" / "state.json").unlink()
+    with pytest.raises(UserError, match="no checkpoint"):
+        train_model(out, m, d, t, resume=True, progress=False)
+
+
+@pytest.mark.slow
+def test_two_layers_grow_an_induction_head_and_one_layer_does_not(
+    trained_2l_result, trained_1l_result
+):
+    """The study's claim, on the cpu preset: checked on every commit."""
+    from interp_toolkit.training import first_induction_step
+
+    two, one = trained_2l_result, trained_1l_result
+    assert two.first_induction_step is not None, "the 2-layer cpu preset grew no induction head"
+    last2 = two.metrics[-1]["induction"]
+    assert max(last2[1]) > 0.4
+    assert one.steps_done == two.steps_done
+    assert first_induction_step(one.metrics, 0.4, layer_min=0) is None
+    assert max(max(r["induction"][0]) for r in one.metrics if "induction" in r) < 0.4

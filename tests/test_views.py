@@ -1,0 +1,340 @@
+"""Views: offline circuitsvis pages, plotly figures, the run report and the study comparison."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+import torch
+from _views_fixtures import make_tiny_run, tiny_vocab
+
+from interp_toolkit.errors import UserError
+
+PROMPT = "The cat sat on the zebra"
+
+
+def assert_offline(page: str) -> None:
+    """No external script, stylesheet or module import: the page must work with no network.
+
+    The inlined libraries (plotly.js, the circuitsvis bundle) mention URLs in strings they never
+    load for our figures (map tiles, error messages); the check reads the page without them.
+    """
+    from interp_toolkit.views.report import circuitsvis_bundle
+
+    ours = page.replace(_plotly_js(), "").replace(circuitsvis_bundle(), "")
+    assert not re.search(r"<script[^>]*\bsrc=", ours)
+    assert not re.search(r"<link[^>]*\bhref=", ours)
+    assert not re.search(r"\bimport\b[^;]*\bfrom\s*[\"']https?:", ours)
+    assert "https://" not in ours and "http://" not in ours
+    assert "unpkg.com" not in ours and "cdn" not in ours.lower()
+
+
+def _plotly_js() -> str:
+    from plotly.offline import get_plotlyjs
+
+    return get_plotlyjs()
+
+
+@pytest.fixture
+def vocab():
+    return tiny_vocab()
+
+
+@pytest.fixture
+def model(tiny_cfg, vocab):
+    from interp_toolkit.models import build_model
+
+    return build_model(tiny_cfg.replace(d_vocab=vocab.d_vocab))
+
+
+# ---------------------------------------------------------------- tokens
+
+
+def test_visible_token_labels(vocab):
+    from interp_toolkit.views import token_labels, visible_token
+
+    assert visible_token(" the") == "·the"
+    assert visible_token("a\nb\t") == "a↵b→"
+    assert visible_token("<unk>") == "<unk>"
+    ids = [vocab.bos_id, *vocab.encode(PROMPT)]
+    labels = token_labels(vocab, ids)
+    assert labels[0] == "<|endoftext|>"
+    assert "·cat" in labels and "<unk>" in labels  # " zebra" is not in the tiny vocabulary
+
+
+def test_prompt_tokens_checks_context(vocab):
+    from interp_toolkit.views import prompt_tokens
+
+    toks = prompt_tokens(vocab, PROMPT, n_ctx=32)
+    assert toks[0] == vocab.bos_id and toks.dtype == torch.long
+    assert prompt_tokens(vocab, PROMPT, n_ctx=32, prepend_bos=False).shape[0] == toks.shape[0] - 1
+    with pytest.raises(UserError, match="context is 4"):
+        prompt_tokens(vocab, PROMPT, n_ctx=4)
+    with pytest.raises(UserError, match="empty"):
+        prompt_tokens(vocab, "", n_ctx=8, prepend_bos=False)
+
+
+# ---------------------------------------------------------------- attention views
+
+
+def test_attention_patterns_caches_only_needed_hooks(model, vocab):
+    from interp_toolkit.views import attention_patterns, prompt_tokens
+
+    seen: list[str] = []
+    original = model.run_with_cache
+
+    def spy(*args, **kwargs):
+        logits, cache = original(*args, **kwargs)
+        seen.extend(cache.keys())
+        return logits, cache
+
+    model.run_with_cache = spy
+    toks = prompt_tokens(vocab, PROMPT, n_ctx=32)
+    pats = attention_patterns(model, toks, [1])
+    assert list(pats) == [1] and pats[1].shape == (4, len(toks), len(toks))
+    assert torch.allclose(pats[1].sum(-1), torch.ones(4, len(toks)), atol=1e-5)
+    assert seen == ["blocks.1.attn.hook_pattern"]
+
+
+def test_attention_view_objects(model, vocab):
+    from interp_toolkit.views import attention_view
+
+    one = attention_view(model, PROMPT, codec=vocab, layer=1, heads=[0, 2])
+    assert hasattr(one, "local_src") and hasattr(one, "_repr_html_")
+    assert '"attention_head_names": ["L1H0", "L1H2"]' in one.local_src.replace("\\u00b7", "·") or (
+        "L1H0" in one.local_src and "L1H2" in one.local_src
+    )
+    views = attention_view(model, PROMPT, codec=vocab)
+    assert isinstance(views, list) and len(views) == 2
+    pairs = attention_view(model, PROMPT, codec=vocab, heads=[(0, 1), (1, 3)])
+    assert len(pairs) == 2
+    with pytest.raises(UserError, match="layer 5 does not exist"):
+        attention_view(model, PROMPT, codec=vocab, layer=5)
+    with pytest.raises(UserError, match="context"):
+        attention_view(model, "the cat " * 40, codec=vocab)
+
+
+def test_save_attention_view_is_offline(model, vocab, tmp_path):
+    from interp_toolkit.views import save_attention_view
+    from interp_toolkit.views.report import circuitsvis_bundle
+
+    path = save_attention_view(model, PROMPT, tmp_path / "att.html", codec=vocab)
+    page = path.read_text(encoding="utf-8")
+    assert_offline(page)
+    bundle = circuitsvis_bundle()
+    assert len(bundle) > 500_000 and page.count(bundle) == 1  # inlined once for both layers
+    assert page.count("CircuitsVis.render(") == 2  # one attention_heads view per layer
+    assert '/>\n    <script crossorigin type="module">' not in page  # the div is closed
+    props = page[page.index("CircuitsVis.render(") :]
+    tokens_json = json.dumps(["<|endoftext|>", "<unk>", "·cat"]).replace("<", "\\u003c")
+    for label in json.loads(tokens_json):
+        assert json.dumps(label).replace("<", "\\u003c") in props
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+# ---------------------------------------------------------------- plots
+
+
+def test_plots_build(tmp_path):
+    from interp_toolkit.views import plots
+
+    run = make_tiny_run(tmp_path / "run")
+    from interp_toolkit.runs import read_metrics
+
+    rows = read_metrics(run)
+    fig = plots.loss_curve(rows)
+    names = [t.name for t in fig.data]
+    assert names[0] == "train loss" and names[1:9] == names[9:] and names[1] == "L0H0"
+    assert len(fig.data) == 1 + 8 + 8
+    assert len(plots.loss_curve([{"step": 1, "tokens": 1, "loss": 2.0}]).data) == 1
+
+    scores = torch.tensor([[0.1, 0.9, 0.2], [0.05, 0.3, 0.7]])
+    heat = plots.head_score_heatmap(scores, kind="induction", tau=0.5)
+    assert heat.data[0].type == "heatmap" and "τ = 0.5" in heat.layout.title.text
+    assert len(heat.layout.shapes) == 2  # the two heads above τ are outlined
+    assert "★" in heat.data[0].text[0][1] and "★" not in heat.data[0].text[0][0]
+    assert "τ 0.5" in heat.data[0].colorbar.ticktext
+    heat = plots.head_score_heatmap(scores, kind="induction", tau=0.5, floor=0.8)
+    assert len(heat.layout.shapes) == 1 and "floor 0.8" in heat.layout.title.text
+
+    impact = torch.rand(2, 3, 9)
+    curves = plots.head_impact_curves(impact, labels=[f"t{i}" for i in range(9)])
+    assert len(curves.data) == 6 and curves.data[0].name == "L0H0"
+    assert len(plots.head_impact_curves(impact, top=2).data) == 2
+
+    pattern = torch.softmax(torch.randn(9, 9), -1).tril()
+    att = plots.attention_heatmap(pattern, ["<|endoftext|>", *"abcdabcd"], period=4, stripe_from=5)
+    assert att.data[0].type == "heatmap" and att.data[1].mode == "lines"
+    assert list(att.data[1].y) == [5, 6, 7, 8] and list(att.data[1].x) == [2, 3, 4, 5]
+    assert "&lt;|endoftext|&gt;" in att.layout.xaxis.ticktext
+
+
+def test_exam_chart_highlights_target():
+    from types import SimpleNamespace
+
+    from interp_toolkit.views.plots import TARGET_COLOUR, exam_topk
+
+    res = SimpleNamespace(
+        prompt="A B C A B",
+        target=" C",
+        target_id=3,
+        rank=1,
+        prob=0.3,
+        top=[(" D", 0.5), (" C", 0.3), (" E", 0.1)],
+    )
+    fig = exam_topk(res)
+    assert list(fig.data[0].marker.color).count(TARGET_COLOUR) == 1
+    assert fig.data[0].marker.color[1] == TARGET_COLOUR and fig.data[0].y[1] == "#2 ·C"
+    res.top, res.rank, res.prob = [(" D", 0.9)], 7, 0.01
+    fig = exam_topk(res)
+    assert len(fig.data[0].y) == 2 and "(target)" in fig.data[0].y[1]
+
+
+# ---------------------------------------------------------------- report
+
+
+def test_render_report_inlines_plotly_once():
+    import plotly.graph_objects as go
+
+    from interp_toolkit.views import Row, Section, render_report
+    from interp_toolkit.views.report import table
+
+    figs = [go.Figure(go.Scatter(x=[1, 2], y=[3, 4], name=f"f{i}")) for i in range(3)]
+    page = render_report(
+        [
+            Section("A", [figs[0], Row(figs[1:], ["left", "right"])], intro="<b>x</b>"),
+            Section("B", [table(["k"], [["<unk>"]])]),
+        ],
+        title="T <1>",
+    )
+    assert_offline(page)
+    assert page.count(_plotly_js()) == 1 and page.count('class="plotly-graph-div"') == 3
+    assert (
+        "&lt;unk&gt;" in page
+        and "&lt;b&gt;x&lt;/b&gt;" in page
+        and "<title>T &lt;1&gt;</title>" in page
+    )
+    assert "CircuitsVis" not in page  # no circuitsvis bundle when no view is on the page
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("study")
+    return make_tiny_run(root / "L1", n_layers=1), make_tiny_run(root / "L2", n_layers=2)
+
+
+@pytest.fixture(scope="module")
+def analyses(two_runs):
+    from interp_toolkit.runs import load_run
+    from interp_toolkit.views import analyse_run
+
+    return [analyse_run(load_run(p)) for p in two_runs]
+
+
+def test_run_report(two_runs, analyses):
+    from interp_toolkit.views import build_run_report
+    from interp_toolkit.views.report import circuitsvis_bundle
+
+    path = build_run_report(two_runs[1], head_report=analyses[1].head_report)
+    assert path == two_runs[1] / "report.html"
+    page = path.read_text(encoding="utf-8")
+    assert_offline(page)
+    assert page.count(_plotly_js()) == 1 and page.count(circuitsvis_bundle()) == 1
+    for heading in (
+        "Config and recipe",
+        "Training",
+        "Samples",
+        "Exam",
+        "Heads",
+        "Impact and the induction stripe",
+        "Attention of the key heads",
+    ):
+        assert f"<h2>{heading}</h2>" in page
+    assert "The cat &lt;sat&gt; &amp; ran" in page  # samples are escaped
+    assert "τ(induction) = " in page and "★ = score &gt; τ and ≥ floor" in page
+    assert page.count('class="plotly-graph-div"') >= 5
+    assert 1 <= page.count("CircuitsVis.render(") <= 2  # one view per layer holding a key head
+
+
+def test_summary_and_comparison(analyses):
+    from interp_toolkit.views import describe_run, render_comparison
+
+    summaries = [a.summary() for a in analyses]
+    json.dumps(summaries)  # JSON-safe
+    s1, s2 = summaries
+    assert s1["n_layers"] == 1 and s1["href"] == "L1/report.html"
+    assert len(s2["scores"]["induction"]) == 2 and s1["partner"] is None
+    assert "1 layer (L1)" in describe_run(s1)
+    page = render_comparison(summaries, title="Study")
+    assert_offline(page)
+    assert '<a href="L1/report.html">L1</a>' in page and '<a href="L2/report.html">L2</a>' in page
+    assert page.count(_plotly_js()) == 1 and page.count('class="plotly-graph-div"') >= 4
+    with pytest.raises(UserError):
+        render_comparison([])
+
+
+# ---------------------------------------------------------------- CLI
+
+
+def _cli(argv, capsys):
+    from interp_toolkit.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+        raise SystemExit(0)
+    out = capsys.readouterr()
+    return exc.value.code, out.out, out.err
+
+
+def test_cli_view_and_bad_input(tmp_path, capsys):
+    run = make_tiny_run(tmp_path / "run", n_layers=1, metrics=False)
+    out = tmp_path / "v" / "view.html"
+    code, stdout, _ = _cli(["view", str(run), "--prompt", PROMPT, "--out", str(out)], capsys)
+    assert code == 0 and out.is_file() and "wrote" in stdout
+    assert_offline(out.read_text(encoding="utf-8"))
+
+    long_out = tmp_path / "long.html"
+    code, _, err = _cli(
+        ["view", str(run), "--prompt", "the cat " * 40, "--out", str(long_out)], capsys
+    )
+    assert code == 2 and err.count("\n") == 1 and "context" in err and not long_out.exists()
+
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    code, _, err = _cli(
+        ["view", str(run), "--prompt", PROMPT, "--out", str(blocker / "v.html")], capsys
+    )
+    assert code == 2 and err.count("\n") == 1 and "not writable" in err
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "config.json").write_text((run / "config.json").read_text())
+    code, _, err = _cli(["report", str(empty)], capsys)
+    assert code == 2 and err.count("\n") == 1 and "no trained model" in err
+    assert not (empty / "report.html").exists()
+    assert not [p for p in tmp_path.rglob("*.tmp")]
+
+
+def test_cli_report_bad_output(tmp_path, capsys):
+    run = make_tiny_run(tmp_path / "run", n_layers=1, metrics=False)
+    code, _, err = _cli(["report", str(run), "--out", str(tmp_path)], capsys)
+    assert code == 2 and "is a folder" in err
+    assert not (run / "report.html").exists()
+
+
+def test_views_help_is_fast():
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, interp_toolkit.commands.views; print('torch' in sys.modules)",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.strip() == "False"
