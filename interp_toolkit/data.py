@@ -192,9 +192,61 @@ class TokenizedCorpus:
         return np.bincount(self.train_ids, minlength=50257)
 
 
+def cache_dir() -> Path:
+    """Where tokenized corpora are cached (``$INTERP_TOOLKIT_CACHE``, else ``~/.cache/interp-toolkit``)."""
+    env = os.environ.get("INTERP_TOOLKIT_CACHE")
+    if env:
+        return Path(env)
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "interp-toolkit"
+
+
+def _stdlib_cache_key(val_fraction: float) -> str:
+    import hashlib
+    import sys
+
+    h = hashlib.sha1(f"v1|{sys.version}|{val_fraction}".encode())
+    for path in stdlib_files():
+        st = path.stat()
+        h.update(f"{path}|{st.st_size}|{st.st_mtime_ns}".encode())
+    return h.hexdigest()[:16]
+
+
 def tokenize_corpus(
     corpus: str, val_fraction: float = 0.02, max_tokens: int | None = None
 ) -> TokenizedCorpus:
+    """GPT-2 ids of a corpus, split into training and held-out documents.
+
+    The embedded ``stdlib`` corpus is cached (keyed by the files' names, sizes and times) so
+    later runs skip the ~10 s of reading and tokenizing.
+    """
+    if corpus != "stdlib":
+        return _tokenize(corpus, val_fraction, max_tokens)
+    file = cache_dir() / f"stdlib-{_stdlib_cache_key(val_fraction)}.npz"
+    full = None
+    if file.is_file():
+        try:
+            with np.load(file) as z:
+                full = TokenizedCorpus(corpus, z["train"], z["val"], int(z["n_documents"]))
+        except (OSError, ValueError, KeyError):
+            full = None  # unreadable cache: rebuild it
+    if full is None:
+        full = _tokenize(corpus, val_fraction, None)
+        try:
+            from interp_toolkit.io import write_with
+
+            def _save(tmp: Path) -> None:
+                with open(tmp, "wb") as fh:
+                    np.savez(fh, train=full.train_ids, val=full.val_ids, n_documents=full.n_documents)
+
+            write_with(file, _save)
+        except OSError:
+            pass  # a read-only home is fine: we just do not cache
+    if max_tokens is not None:
+        full.train_ids = full.train_ids[:max_tokens]
+    return full
+
+
+def _tokenize(corpus: str, val_fraction: float, max_tokens: int | None) -> TokenizedCorpus:
     docs = list(iter_documents(corpus, max_tokens))
     docs = [d for d in docs if d.text.strip()]
     if not docs:

@@ -309,6 +309,17 @@ def test_discovery_probe_and_view(planted_model, planted_discovery):
     assert len(out["heads"]) == N_LAYER * N_HEAD
 
 
+@pytest.mark.slow
+def test_scores_do_not_depend_on_compatibility_mode(gpt2_dirs, planted_discovery):
+    """Folding LN / centring weights leaves attention patterns, hence the scores, unchanged."""
+    raw = gpt2.load(gpt2_dirs["good"], compat=False)
+    again = gpt2.discover(raw, n_seqs=16, n_null=4, seed=0)
+    for kind in ("previous_token", "duplicate_token", "induction", "induction_vw"):
+        a, b = planted_discovery.report.scores.get(kind), again.report.scores.get(kind)
+        assert torch.allclose(a, b, atol=1e-4), kind
+    assert again.report.roles == planted_discovery.report.roles
+
+
 # ----------------------------------------------------------------------------- CLI
 
 

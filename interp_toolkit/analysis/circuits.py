@@ -30,7 +30,11 @@ _PROCESSED = "_interp_toolkit_circuit_copy"
 
 def circuit_model(model: TransformerBridge) -> TransformerBridge:
     """``model`` itself when it has no normalisation, else a processed deep copy (compat mode)."""
-    if not getattr(model.cfg, "normalization_type", None) or getattr(model, _PROCESSED, False):
+    if (
+        not getattr(model.cfg, "normalization_type", None)
+        or getattr(model, _PROCESSED, False)
+        or getattr(model, "compatibility_mode", False) is True  # already processed (e.g. gpt2.load)
+    ):
         return model
     twin = copy.deepcopy(model)
     twin.enable_compatibility_mode(disable_warnings=True)
