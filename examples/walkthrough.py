@@ -41,9 +41,13 @@ for n_layers in (1, 2):
     preset = get_preset("cpu", n_layers)
     if TINY:
         preset = with_overrides(preset, steps=20, d_model=32, d_head=8, score_every=10, log_every=5)
-    result = train_model(work / f"cpu-{n_layers}l", preset.model, preset.data, preset.train, progress=not TINY)
+    result = train_model(
+        work / f"cpu-{n_layers}l", preset.model, preset.data, preset.train, progress=not TINY
+    )
     runs[n_layers] = result.run
-    print(f"{n_layers} layer(s): {result.steps_done} steps, final loss {result.metrics[-1]['loss']:.3f}")
+    print(
+        f"{n_layers} layer(s): {result.steps_done} steps, final loss {result.metrics[-1]['loss']:.3f}"
+    )
 
 # %%
 plots.loss_curve(runs[2].metrics(), title="2 layers: loss and induction score while training")
@@ -84,7 +88,9 @@ plots.head_score_heatmap(rep2.scores.induction, kind="induction", tau=rep2.taus[
 ind = rep2.scores.induction[1:]
 flat = int(ind.reshape(-1).argmax())
 layer, head = 1 + flat // ind.shape[1], flat % ind.shape[1]
-circ = head_circuit(runs[2].model, runs[2].codec, layer, head, token_ids=runs[2].codec.encode(" F"), k=5)
+circ = head_circuit(
+    runs[2].model, runs[2].codec, layer, head, token_ids=runs[2].codec.encode(" F"), k=5
+)
 print(circ.to_dict())
 print("copying scores per head:\n", copying_scores(runs[2].model))
 
@@ -97,7 +103,9 @@ pflat = int(prev.reshape(-1).argmax())
 partner = (pflat // prev.shape[1], pflat % prev.shape[1])
 low, high = default_token_range(runs[2].codec)
 period, prefix = default_layout(runs[2].model_cfg.n_ctx)
-batch = repeated_tokens(32, period, low=low, high=high, bos_id=runs[2].codec.bos_id, prefix_max=prefix, seed=1)
+batch = repeated_tokens(
+    32, period, low=low, high=high, bos_id=runs[2].codec.bos_id, prefix_max=prefix, seed=1
+)
 after = induction_after_ablation(runs[2].model, batch, [partner], mode="mean")
 print(
     f"induction score of {layer}.{head}: {float(rep2.scores.induction[layer, head]):.3f} -> "

@@ -351,3 +351,123 @@ def summary_lines(result: StudyResult) -> Sequence[str]:
 
 def load_study(out: Path) -> dict[str, Any]:
     return json.loads((Path(out) / STUDY_MARKER).read_text(encoding="utf-8"))
+
+
+SWEEPABLE = {
+    "n_ctx": "model",
+    "vocab_size": "data",
+    "repeat_fraction": "data",
+    "d_model": "model",
+    "lr": "train",
+}
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    """Train the same preset at several values of one setting and time induction in each."""
+
+    out: Path
+    param: str
+    values: tuple[float, ...]
+    preset: str = "cpu"
+    layers: int = 2
+    steps: int | None = None
+    seed: int = 0
+    threshold: float = 0.4
+
+
+def sweep(cfg: SweepConfig) -> list[dict[str, Any]]:
+    """For each value: train (stopping once a layer-1+ head stays above ``threshold``), then record
+    the step, tokens and minutes to induction and the final loss. Writes ``OUT/sweep.json`` and
+    ``OUT/index.html``; finished runs are reused."""
+    from interp_toolkit.analysis.dynamics import trajectory
+    from interp_toolkit.views.report import Section, render_report, table
+
+    if cfg.param not in SWEEPABLE:
+        raise UserError(f"cannot sweep {cfg.param!r}: choose one of {', '.join(SWEEPABLE)}.")
+    if not cfg.values:
+        raise UserError("--values is empty: give e.g. 16,32,64.")
+    out = Path(cfg.out)
+    check_study_dir(out)
+    write_json(
+        out / STUDY_MARKER, {"sweep": cfg.param, "values": list(cfg.values), "status": "running"}
+    )
+    rows = []
+    for value in cfg.values:
+        v: Any = (
+            int(value)
+            if float(value).is_integer() and cfg.param != "lr" and cfg.param != "repeat_fraction"
+            else value
+        )
+        changes: dict[str, Any] = {
+            cfg.param: v,
+            "steps": cfg.steps,
+            "seed": cfg.seed,
+            "stop_score": cfg.threshold,
+        }
+        base = get_preset(cfg.preset, cfg.layers)
+        if cfg.param == "d_model":
+            changes["d_head"] = int(v) // base.model.n_heads
+        preset = with_overrides(base, **changes)
+        path = out / f"{cfg.param}-{value:g}"
+        finished = (path / WEIGHTS).is_file()
+        if not finished:
+            resume = (path / "checkpoints" / "state.json").is_file()
+            _say(f"[sweep] {cfg.param}={v}: training")
+            train_model(
+                path, preset.model, preset.data, preset.train, resume=resume, preset=preset.name
+            )
+        tr = trajectory(path)
+        pc = tr.phase_change(cfg.threshold)
+        rows_m = read_metrics(path)
+        hit = next((r for r in rows_m if r["step"] == pc["step"]), None)
+        rows.append(
+            {
+                cfg.param: v,
+                "steps_trained": rows_m[-1]["step"],
+                "step_to_induction": pc["step"],
+                "tokens_to_induction": pc.get("tokens"),
+                "minutes_to_induction": round(hit["elapsed_s"] / 60, 2) if hit else None,
+                "best_induction": round(
+                    float(tr.induction[:, min(1, tr.induction.shape[1] - 1) :].max()), 3
+                ),
+                "final_loss": rows_m[-1]["loss"],
+            }
+        )
+    write_json(
+        out / "sweep.json",
+        {
+            "param": cfg.param,
+            "preset": cfg.preset,
+            "layers": cfg.layers,
+            "threshold": cfg.threshold,
+            "rows": rows,
+        },
+    )
+    import plotly.graph_objects as go
+
+    fig = go.Figure(
+        go.Scatter(
+            x=[r[cfg.param] for r in rows],
+            y=[r["step_to_induction"] for r in rows],
+            mode="lines+markers",
+            name="steps to induction",
+        )
+    )
+    fig.update_layout(
+        title=f"Steps until a layer-1+ head's induction score > {cfg.threshold}",
+        xaxis_title=cfg.param,
+        yaxis_title="steps (none = never)",
+        height=380,
+    )
+    cols = list(rows[0])
+    html = render_report(
+        [Section("Sweep", [fig, table(cols, [[r[c] for c in cols] for r in rows])])],
+        title=f"Sweep over {cfg.param}",
+        subtitle=f"preset {cfg.preset}, {cfg.layers} layers, seed {cfg.seed}",
+    )
+    write_text(out / "index.html", html)
+    write_json(
+        out / STUDY_MARKER, {"sweep": cfg.param, "values": list(cfg.values), "status": "done"}
+    )
+    return rows

@@ -393,8 +393,9 @@ def _run_tl_loop(
     def ours(optimizer: torch.optim.Optimizer) -> bool:
         return any(id(p) in params for g in optimizer.param_groups for p in g["params"])
 
-    def on_forward(_module: Any, _args: Any, output: Any) -> None:
-        if torch.is_tensor(output) and output.ndim == 0:
+    def on_forward(module: Any, _args: Any, output: Any) -> None:
+        # only TL's training forward (train mode); our scoring/held-out passes run in eval mode
+        if module.training and torch.is_tensor(output) and output.ndim == 0:
             state["loss"] = float(output.detach())
 
     def pre_step(optimizer: torch.optim.Optimizer, _args: Any, _kwargs: Any) -> None:
@@ -437,11 +438,16 @@ def _run_tl_loop(
                 "lr": optimizer.param_groups[0]["lr"],
             }
         if step % cfg.score_every == 0 or step == stream.end_step:
-            scores = training_scores(model, score_batch)
+            model.eval()
+            try:
+                scores = training_scores(model, score_batch)
+                val = _val_loss(model, val_windows) if len(val_windows) else None
+            finally:
+                model.train()
             assert row is not None
             row.update(scores)
-            if len(val_windows):
-                row["val_loss"] = round(_val_loss(model, val_windows), 5)
+            if val is not None:
+                row["val_loss"] = round(val, 5)
             best = (
                 max(max(r) for r in scores["induction"][1:])
                 if len(scores["induction"]) > 1

@@ -7,7 +7,6 @@ with the cpu preset (2 and 1 layers).
 from __future__ import annotations
 
 import pytest
-import torch
 
 from interp_toolkit.analysis.ablation import induction_after_ablation
 from interp_toolkit.analysis.batches import default_layout, default_token_range, repeated_tokens
@@ -23,14 +22,13 @@ def report_2l(trained_2l):
 
 
 def test_prev_and_induction_heads_above_tau(report_2l):
-    prev = [lh for lh in report_2l.heads_with_role("previous-token") if lh[0] == 0]
-    ind = [lh for lh in report_2l.heads_with_role("induction") if lh[0] == 1]
-    assert prev, f"no layer-0 previous-token head: {report_2l.to_dict()['heads']}"
-    assert ind, f"no layer-1 induction head: {report_2l.to_dict()['heads']}"
-    for layer, head in prev:
-        assert report_2l.scores.previous_token[layer, head] > report_2l.taus["previous_token"]
-    for layer, head in ind:
-        assert report_2l.scores.induction[layer, head] > report_2l.taus["induction"]
+    s, taus = report_2l.scores, report_2l.taus
+    detail = report_2l.to_dict()["heads"]
+    assert (s.previous_token[0] > taus["previous_token"]).any(), detail
+    assert (s.induction[1] > taus["induction"]).any(), detail
+    # and the roles (tau and the 0.4 floor) name them
+    assert any(layer == 0 for layer, _ in report_2l.heads_with_role("previous-token")), detail
+    assert any(layer == 1 for layer, _ in report_2l.heads_with_role("induction")), detail
 
 
 def test_fresh_init_null_agrees(trained_2l):
@@ -50,17 +48,13 @@ def test_exam_rank0_for_2l_not_for_1l(trained_2l, trained_1l):
 
 def test_ablating_prev_head_lowers_induction(trained_2l, report_2l):
     model, codec = trained_2l.model, trained_2l.codec
-    prev_heads = [lh for lh in report_2l.heads_with_role("previous-token") if lh[0] == 0]
-    ind_heads = [lh for lh in report_2l.heads_with_role("induction") if lh[0] == 1]
-    assert prev_heads and ind_heads
+    prev = (0, int(report_2l.scores.previous_token[0].argmax()))
+    ind = (1, int(report_2l.scores.induction[1].argmax()))
     period, prefix_max = default_layout(int(model.cfg.n_ctx))
     low, high = default_token_range(codec)
     batch = repeated_tokens(
         32, period, low=low, high=high, bos_id=codec.bos_id, prefix_max=prefix_max, seed=123
     )
-    clean = induction_after_ablation(model, batch, [])
-    ablated = induction_after_ablation(model, batch, prev_heads)
-    ind = torch.tensor([float(clean.induction[lh]) for lh in ind_heads])
-    after = torch.tensor([float(ablated.induction[lh]) for lh in ind_heads])
-    assert (after < ind).all(), (ind, after)
-    assert after.mean() < 0.8 * ind.mean(), (ind, after)
+    clean = float(induction_after_ablation(model, batch, []).induction[ind])
+    ablated = float(induction_after_ablation(model, batch, [prev]).induction[ind])
+    assert ablated < 0.8 * clean, (prev, ind, clean, ablated)

@@ -54,11 +54,21 @@ def test_train_bad_input(capsys, tmp_path, monkeypatch, args, match):
 def test_train_empty_corpus_and_folder_without_text(capsys, tmp_path):
     (tmp_path / "empty").mkdir()
     (tmp_path / "empty" / "a.txt").write_text("")
-    code, err = run_cli(capsys, "train", "--out", str(tmp_path / "r1"), "--quiet", "--corpus", str(tmp_path / "empty"))
+    code, err = run_cli(
+        capsys,
+        "train",
+        "--out",
+        str(tmp_path / "r1"),
+        "--quiet",
+        "--corpus",
+        str(tmp_path / "empty"),
+    )
     assert_one_line_error(code, err, "is empty")
     (tmp_path / "bin").mkdir()
     (tmp_path / "bin" / "a.dat").write_bytes(b"\x00")
-    code, err = run_cli(capsys, "train", "--out", str(tmp_path / "r2"), "--quiet", "--corpus", str(tmp_path / "bin"))
+    code, err = run_cli(
+        capsys, "train", "--out", str(tmp_path / "r2"), "--quiet", "--corpus", str(tmp_path / "bin")
+    )
     assert_one_line_error(code, err, "no text files")
     assert not (tmp_path / "r1").exists() and not (tmp_path / "r2").exists()
 
@@ -100,7 +110,11 @@ def test_sample_is_seeded(capsys, tiny_run):
 
 def test_help_is_fast_and_lists_commands():
     proc = subprocess.run(
-        [sys.executable, "-c", "import sys, interp_toolkit.cli as c; print('torch' in sys.modules)"],
+        [
+            sys.executable,
+            "-c",
+            "import sys, interp_toolkit.cli as c; print('torch' in sys.modules)",
+        ],
         capture_output=True,
         text=True,
         check=True,

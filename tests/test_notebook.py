@@ -28,7 +28,9 @@ def test_notebook_executes(monkeypatch):
 
     monkeypatch.setenv("INTERP_TOOLKIT_TINY", "1")
     nb = nbformat.read(EXAMPLES / "walkthrough.ipynb", as_version=4)
-    NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(EXAMPLES)}}).execute()
+    NotebookClient(
+        nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(EXAMPLES)}}
+    ).execute()
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
     assert not [o for o in outputs if o.get("output_type") == "error"]
     text = "".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream")

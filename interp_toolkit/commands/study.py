@@ -41,3 +41,46 @@ def register(app: typer.Typer) -> None:
         result = reproduce(cfg)
         for line in summary_lines(result):
             typer.echo(line)
+
+    register_sweep(app)
+
+
+def register_sweep(app: typer.Typer) -> None:
+    @app.command("sweep")
+    def sweep_cmd(
+        over: str = typer.Option(
+            ..., "--over", help="n_ctx | vocab_size | repeat_fraction | d_model | lr"
+        ),
+        values: str = typer.Option(..., "--values", help="Comma-separated values, e.g. 16,32,64."),
+        out: Path = typer.Option(
+            ..., "--out", help="Sweep folder (new, empty, or an earlier sweep)."
+        ),
+        preset: str = typer.Option("cpu", "--preset"),
+        layers: int = typer.Option(2, "--layers"),
+        steps: int | None = typer.Option(
+            None, "--steps", help="Step budget per value (default: the preset's)."
+        ),
+        seed: int = typer.Option(0, "--seed"),
+    ) -> None:
+        """Time induction-head formation across values of one setting (context length, vocabulary size, ...)."""
+        from interp_toolkit.errors import UserError
+        from interp_toolkit.study import SweepConfig, sweep
+
+        try:
+            vals = tuple(float(v) for v in values.split(",") if v.strip())
+        except ValueError:
+            raise UserError(f"--values {values!r} must be comma-separated numbers.") from None
+        rows = sweep(
+            SweepConfig(
+                out=out,
+                param=over,
+                values=vals,
+                preset=preset,
+                layers=layers,
+                steps=steps,
+                seed=seed,
+            )
+        )
+        for r in rows:
+            typer.echo("  ".join(f"{k}={v}" for k, v in r.items()))
+        typer.echo(f"report: {out / 'index.html'}")

@@ -1,0 +1,71 @@
+import json
+
+import pytest
+
+from interp_toolkit.cli import main
+from interp_toolkit.errors import UserError
+from interp_toolkit.study import StudyConfig, parse_layers, reproduce
+
+
+def test_reproduce_refuses_a_folder_holding_something_else(tmp_path, capsys):
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(SystemExit) as exc:
+        main(["reproduce", "--out", str(tmp_path)])
+    err = capsys.readouterr().err.strip()
+    assert exc.value.code == 2 and len(err.splitlines()) == 1 and "holds something else" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
+def test_parse_layers():
+    assert parse_layers("2,1") == (1, 2)
+    with pytest.raises(UserError):
+        parse_layers("one")
+
+
+def test_reproduce_bad_layers_and_preset(tmp_path):
+    with pytest.raises(UserError, match="not offered"):
+        reproduce(StudyConfig(out=tmp_path / "s", layers=(1, 4)))
+    with pytest.raises(UserError, match="unknown preset"):
+        reproduce(StudyConfig(out=tmp_path / "s", preset="tpu"))
+    assert not (tmp_path / "s").exists()
+
+
+@pytest.mark.slow
+def test_reproduce_end_to_end_and_reuse(tmp_path, capsys):
+    out = tmp_path / "study"
+    result = reproduce(StudyConfig(out=out, steps=12, sample_tokens=8))
+    assert result.index.is_file()
+    html = result.index.read_text()
+    assert "cpu-1l/report.html" in html and "cpu-2l/report.html" in html
+    assert "unpkg.com" not in html
+    for run in ("cpu-1l", "cpu-2l"):
+        for name in (
+            "report.html",
+            "heads.json",
+            "exam.json",
+            "samples.json",
+            "circuits.json",
+            "model.safetensors",
+        ):
+            assert (out / run / name).is_file(), (run, name)
+    study = json.loads((out / "study.json").read_text())
+    assert study["status"] == "done" and [r["n_layers"] for r in study["runs"]] == [1, 2]
+    assert study["causal"] and study["causal"][0]["run"] == "cpu-2l"
+    assert {"q", "k", "v"} <= set(study["composition"][0])
+    # running again reuses the finished runs
+    before = (out / "cpu-2l" / "model.safetensors").stat().st_mtime_ns
+    reproduce(StudyConfig(out=out, steps=12, sample_tokens=8))
+    assert "reusing" in capsys.readouterr().err
+    assert (out / "cpu-2l" / "model.safetensors").stat().st_mtime_ns == before
+
+
+@pytest.mark.slow
+def test_sweep_over_context_length(tmp_path):
+    from interp_toolkit.study import SweepConfig, sweep
+
+    rows = sweep(SweepConfig(out=tmp_path / "sw", param="n_ctx", values=(16.0, 24.0), steps=6))
+    assert [r["n_ctx"] for r in rows] == [16, 24]
+    assert all(r["steps_trained"] == 6 for r in rows)
+    assert (tmp_path / "sw" / "index.html").is_file() and (tmp_path / "sw" / "sweep.json").is_file()
+    with pytest.raises(UserError, match="cannot sweep"):
+        sweep(SweepConfig(out=tmp_path / "sw2", param="colour", values=(1.0,)))
