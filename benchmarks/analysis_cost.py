@@ -244,6 +244,9 @@ def main() -> None:
     ap.add_argument("--full", action="store_true", help="top-1 accuracy over all 50,257 rows")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--only", nargs="*", help="run only these cases")
+    ap.add_argument(
+        "--no-gpt2", action="store_true", help="skip the GPT-2-small-shaped discovery case"
+    )
     args = ap.parse_args()
     if args.child:
         child(args.child, args.full, args.threads)
@@ -253,6 +256,15 @@ def main() -> None:
     for name in names:
         print(f"running {name} ...", flush=True)
         results[name] = run_case(name, args.full, args.threads)
+    gpt2_rows: dict[str, Any] = {}
+    if not args.no_gpt2:
+        # GPT-2-small shape (random init, saved and loaded through interp_toolkit.gpt2.load):
+        # full discovery on 64 x 128 tokens; see gpt2_discovery_cost.py for the cases.
+        import gpt2_discovery_cost
+
+        print("running the GPT-2-small-shaped discovery cases ...", flush=True)
+        gpt2_rows = gpt2_discovery_cost.run_all(args.threads)
+        gpt2_discovery_cost._print_and_save(gpt2_rows)
     summary: dict[str, Any] = {}
     if "scores" in results and "scores_naive" in results:
         ours, naive = results["scores"], results["scores_naive"]
@@ -308,6 +320,7 @@ def main() -> None:
         "full_vocab_top1": args.full,
         "cases": {n: CASES[n] for n in names},
         "results": results,
+        "gpt2_small_discovery": gpt2_rows,
         "summary": summary,
     }
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))

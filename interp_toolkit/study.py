@@ -4,7 +4,7 @@
 writes samples, exam results, the head table (with its null-model τ), circuits, impact curves and
 a report per run, and finally ``DIR/index.html``: the seed's finding side by side (1 layer fails the
 exam and has no induction head; 2 layers pass and have one, with its previous-token partner), plus
-the causal check (ablate the partner and the induction score collapses) and composition scores.
+the causal check (ablate the heads an induction head reads from and its score collapses) and composition scores.
 Re-running reuses finished runs and resumes interrupted ones.
 """
 
@@ -114,44 +114,57 @@ def write_samples(run: Run, n_tokens: int, seed: int) -> list[dict[str, str]]:
     return samples
 
 
-def causal_check(run: Run, report: Any, *, seed: int = 0) -> dict[str, Any] | None:
-    """Ablate the strongest earlier-layer previous-token head; how much does the best induction score drop?"""
+def causal_check(run: Run, report: Any, *, seed: int = 0) -> list[dict[str, Any]]:
+    """Ablate earlier-layer heads and re-score the best later-layer induction head.
+
+    Rows: the strongest previous-token head (the textbook K-composition partner), each
+    earlier-layer duplicate-token head (the Q-composition route: find the earlier copy, then shift
+    by position), and every earlier-layer head with a role at once. Mean ablation on hook_z.
+    """
     from interp_toolkit.analysis.ablation import induction_after_ablation
-    from interp_toolkit.analysis.batches import default_layout, default_token_range, repeated_tokens
+    from interp_toolkit.analysis.batches import default_probe
     from interp_toolkit.analysis.scores import head_name, head_scores
 
-    sc = report.scores
     if run.model_cfg.n_layers < 2:
-        return None
+        return []
+    sc = report.scores
     later = sc.induction[1:]
     flat = int(later.reshape(-1).argmax())
     ind = (1 + flat // later.shape[1], flat % later.shape[1])
     prev = sc.previous_token[: ind[0]]
     pflat = int(prev.reshape(-1).argmax())
     partner = (pflat // prev.shape[1], pflat % prev.shape[1])
-    low, high = default_token_range(run.codec)
-    period, prefix_max = default_layout(run.model_cfg.n_ctx)
-    batch = repeated_tokens(
-        64,
-        period,
-        low=low,
-        high=high,
-        bos_id=run.codec.bos_id,
-        prefix_max=prefix_max,
-        seed=seed + 11,
-    )
+    earlier_roles = [
+        (layer, head, role)
+        for layer, row in enumerate(report.roles[: ind[0]])
+        for head, role in enumerate(row)
+        if role != "none"
+    ]
+    sets: list[tuple[str, list[tuple[int, int]]]] = [("previous-token partner", [partner])]
+    sets += [
+        ("duplicate-token head", [(la, h)]) for la, h, r in earlier_roles if r == "duplicate-token"
+    ]
+    all_roles = [(la, h) for la, h, _ in earlier_roles]
+    if len(all_roles) > 1:
+        sets.append(("all earlier heads with a role", all_roles))
+    batch = default_probe(run.codec, run.model_cfg.n_ctx, n_seqs=64, seed=seed + 11)
     with torch.no_grad():
-        before = head_scores(run.model, batch)
-        after = induction_after_ablation(run.model, batch, [partner], mode="mean")
-    return {
-        "run": run.name,
-        "induction_head": head_name(*ind),
-        "ablated_previous_token_head": head_name(*partner),
-        "ablation": "mean (hook_z)",
-        "induction_before": round(float(before.induction[ind]), 4),
-        "induction_after": round(float(after.induction[ind]), 4),
-        "previous_token_score_of_ablated": round(float(before.previous_token[partner]), 4),
-    }
+        before = float(head_scores(run.model, batch).induction[ind])
+        rows = []
+        for what, heads in sets:
+            after = induction_after_ablation(run.model, batch, heads, mode="mean")
+            rows.append(
+                {
+                    "run": run.name,
+                    "induction_head": head_name(*ind),
+                    "ablated": what,
+                    "ablated_heads": [head_name(*h) for h in heads],
+                    "ablation": "mean (hook_z)",
+                    "induction_before": round(before, 4),
+                    "induction_after": round(float(after.induction[ind]), 4),
+                }
+            )
+    return rows
 
 
 def composition_summary(run: Run) -> dict[str, Any] | None:
@@ -162,18 +175,12 @@ def composition_summary(run: Run) -> dict[str, Any] | None:
     if run.model_cfg.n_layers < 2:
         return None
     out: dict[str, Any] = {"run": run.name}
+    base = composition_baseline(run.model)  # same shapes for Q, K and V composition
     for kind in ("q", "k", "v"):
         comp = composition_scores(run.model, kind)
         flat = comp.reshape(-1)
         best = int(torch.nan_to_num(flat, nan=-1.0).argmax())
-        n_l, n_h = comp.shape[0], comp.shape[1]
-        la, ha, lb, hb = (
-            best // (n_h * n_l * n_h),
-            (best // (n_l * n_h)) % n_h,
-            (best // n_h) % n_l,
-            best % n_h,
-        )
-        base = composition_baseline(run.model, kind)
+        la, ha, lb, hb = (int(i) for i in torch.unravel_index(torch.tensor(best), comp.shape))
         out[kind] = {
             "max": round(float(flat[best]), 4),
             "from": head_name(la, ha),
@@ -229,9 +236,7 @@ def reproduce(cfg: StudyConfig) -> StudyResult:
         run = train_or_reuse(out / f"{cfg.preset}-{n}l", n, cfg)
         summary, report = analyse_and_report(run, cfg)
         summaries.append(summary)
-        check = causal_check(run, report, seed=cfg.seed)
-        if check:
-            causal.append(check)
+        causal.extend(causal_check(run, report, seed=cfg.seed))
         comp = composition_summary(run)
         if comp:
             comps.append(comp)
@@ -240,24 +245,21 @@ def reproduce(cfg: StudyConfig) -> StudyResult:
     if causal:
         extra.append(
             Section(
-                "Causal check: ablate the previous-token partner",
+                "Causal check: ablate the earlier-layer heads",
                 [
-                    "<p>Mean-ablating (hook_z) the strongest earlier-layer previous-token head, then re-scoring the "
-                    "best later-layer induction head on repeated random tokens. Induction needs its partner: the "
-                    "score should collapse.</p>",
+                    "<p>Mean-ablating (hook_z) earlier-layer heads, then re-scoring the best later-layer "
+                    "induction head on repeated random tokens. The textbook circuit runs through a "
+                    "previous-token head (K-composition); a model can also find the earlier copy with a "
+                    "duplicate-token head and shift by position (Q-composition). Whichever head the "
+                    "induction head needs, ablating it makes the score collapse.</p>",
                     table(
-                        [
-                            "run",
-                            "induction head",
-                            "ablated head",
-                            "induction before",
-                            "induction after",
-                        ],
+                        ["run", "induction head", "ablated", "heads", "induction before", "after"],
                         [
                             [
                                 c["run"],
                                 c["induction_head"],
-                                c["ablated_previous_token_head"],
+                                c["ablated"],
+                                ", ".join(c["ablated_heads"]),
                                 c["induction_before"],
                                 c["induction_after"],
                             ]
@@ -342,7 +344,7 @@ def summary_lines(result: StudyResult) -> Sequence[str]:
     lines = [describe_run(s) for s in result.summaries]
     for c in result.causal:
         lines.append(
-            f"causal check ({c['run']}): ablating {c['ablated_previous_token_head']} moves induction head "
+            f"causal check ({c['run']}): ablating {c['ablated']} {', '.join(c['ablated_heads'])} moves induction head "
             f"{c['induction_head']} from {c['induction_before']:.2f} to {c['induction_after']:.2f}"
         )
     lines.append(f"report: {result.index} ({result.elapsed_s / 60:.1f} min)")

@@ -102,8 +102,8 @@ def test_attention_view_objects(model, vocab):
 
     one = attention_view(model, PROMPT, codec=vocab, layer=1, heads=[0, 2])
     assert hasattr(one, "local_src") and hasattr(one, "_repr_html_")
-    assert '"attention_head_names": ["L1H0", "L1H2"]' in one.local_src.replace("\\u00b7", "·") or (
-        "L1H0" in one.local_src and "L1H2" in one.local_src
+    assert '"attention_head_names": ["1.0", "1.2"]' in one.local_src.replace("\\u00b7", "·") or (
+        "1.0" in one.local_src and "1.2" in one.local_src
     )
     views = attention_view(model, PROMPT, codec=vocab)
     assert isinstance(views, list) and len(views) == 2
@@ -145,7 +145,7 @@ def test_plots_build(tmp_path):
     rows = read_metrics(run)
     fig = plots.loss_curve(rows)
     names = [t.name for t in fig.data]
-    assert names[0] == "train loss" and names[1:9] == names[9:] and names[1] == "L0H0"
+    assert names[0] == "train loss" and names[1:9] == names[9:] and names[1] == "0.0"
     assert len(fig.data) == 1 + 8 + 8
     assert len(plots.loss_curve([{"step": 1, "tokens": 1, "loss": 2.0}]).data) == 1
 
@@ -160,7 +160,7 @@ def test_plots_build(tmp_path):
 
     impact = torch.rand(2, 3, 9)
     curves = plots.head_impact_curves(impact, labels=[f"t{i}" for i in range(9)])
-    assert len(curves.data) == 6 and curves.data[0].name == "L0H0"
+    assert len(curves.data) == 6 and curves.data[0].name == "0.0"
     assert len(plots.head_impact_curves(impact, top=2).data) == 2
 
     pattern = torch.softmax(torch.randn(9, 9), -1).tril()

@@ -208,3 +208,13 @@ def default_layout(n_ctx: int, *, n_repeats: int = 2, has_bos: bool = True) -> t
             "use a model with n_ctx >= 8 or fewer repeats."
         )
     return period, prefix_max
+
+
+def default_probe(codec: Any, n_ctx: int, *, n_seqs: int = 32, seed: int = 0) -> RepeatedTokens:
+    """The standard probe for a model: ``[BOS] prefix x x`` in :func:`default_layout` with ids
+    from :func:`default_token_range` (what training logs and the study's checks use)."""
+    low, high = default_token_range(codec)
+    period, prefix_max = default_layout(n_ctx)
+    return repeated_tokens(
+        n_seqs, period, low=low, high=high, bos_id=codec.bos_id, prefix_max=prefix_max, seed=seed
+    )

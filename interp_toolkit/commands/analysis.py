@@ -83,7 +83,7 @@ def heads(
     from interp_toolkit.io import write_json, write_text
     from interp_toolkit.targets import load_target
 
-    tgt = load_target(target)
+    tgt = load_target(target, for_weights=False)
     model_cfg = getattr(tgt.source, "model_cfg", None)
     report = discover_heads(
         tgt.model,
@@ -161,7 +161,7 @@ def exam(
     from interp_toolkit.targets import load_target
 
     exams = BUILTIN_EXAMS if prompt is None else (Exam("custom", prompt, target_text or ""),)
-    tgt = load_target(target)
+    tgt = load_target(target, for_weights=False)
     results = [
         run_exam(tgt.model, tgt.codec, e.prompt, e.target, top_k, not no_bos, name=e.name)
         for e in exams

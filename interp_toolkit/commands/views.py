@@ -40,7 +40,7 @@ def view(
     from interp_toolkit.targets import load_target
     from interp_toolkit.views.attention import prompt_tokens, save_attention_view
 
-    tgt = load_target(target)
+    tgt = load_target(target, for_weights=False)
     tokens = prompt_tokens(tgt.codec, prompt, n_ctx=tgt.n_ctx, prepend_bos=not no_bos)
     save_attention_view(
         tgt.model,

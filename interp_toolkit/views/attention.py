@@ -135,7 +135,7 @@ def attention_view(
 
     With ``layer`` set, returns one ``RenderedHTML``; otherwise a list, one per layer shown.
     ``heads``: head indices (in each layer shown) or ``(layer, head)`` pairs; default all heads.
-    ``head_labels`` renames heads, e.g. ``{(1, 3): "L1H3 induction"}``.
+    ``head_labels`` renames heads, e.g. ``{(1, 3): "1.3 induction"}``.
     """
     views = _views(
         model,
@@ -169,7 +169,7 @@ def _views(
     labels = token_labels(codec, tokens)
     out = []
     for ly, hds in plan.items():
-        names = [(head_labels or {}).get((ly, h), f"L{ly}H{h}") for h in hds]
+        names = [(head_labels or {}).get((ly, h), f"{ly}.{h}") for h in hds]
         out.append(
             (
                 ly,

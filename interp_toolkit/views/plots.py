@@ -28,7 +28,7 @@ HEIGHT = 380
 
 
 def _head_name(layer: int, head: int) -> str:
-    return f"L{layer}H{head}"
+    return f"{layer}.{head}"
 
 
 def _tick_step(n: int, max_ticks: int = 48) -> int:

@@ -231,7 +231,7 @@ def render_report(
 
 
 def _head(layer: int, head: int) -> str:
-    return f"L{layer}H{head}"
+    return f"{layer}.{head}"
 
 
 def _argmax(scores: Float[Tensor, "layer head"]) -> tuple[int, int]:
