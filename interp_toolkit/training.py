@@ -131,21 +131,10 @@ def settings_dict(
     }
 
 
-def _score_batch(codec: CompactVocab | GPT2Codec, n_ctx: int, seed: int):
-    from interp_toolkit.analysis.batches import default_layout, default_token_range, repeated_tokens
+def _score_batch(codec: CompactVocab | GPT2Codec, n_ctx: int, seed: int) -> Any:
+    from interp_toolkit.analysis.batches import default_probe
 
-    low, high = default_token_range(codec)
-    period, prefix_max = default_layout(n_ctx)
-    return repeated_tokens(
-        32,
-        period,
-        n_repeats=2,
-        low=low,
-        high=high,
-        bos_id=codec.bos_id,
-        prefix_max=prefix_max,
-        seed=seed,
-    )
+    return default_probe(codec, n_ctx, n_seqs=32, seed=seed)
 
 
 def training_scores(model: TransformerBridge, batch: Any) -> dict[str, list[list[float]]]:

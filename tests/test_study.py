@@ -37,7 +37,8 @@ def test_reproduce_end_to_end_and_reuse(tmp_path, capsys):
     assert result.index.is_file()
     html = result.index.read_text()
     assert "cpu-1l/report.html" in html and "cpu-2l/report.html" in html
-    assert "unpkg.com" not in html
+    # offline: no external scripts and no ESM import from the circuitsvis CDN
+    assert "<script src" not in html and 'from "https://unpkg.com' not in html
     for run in ("cpu-1l", "cpu-2l"):
         for name in (
             "report.html",
