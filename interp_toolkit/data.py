@@ -236,7 +236,9 @@ def tokenize_corpus(
 
             def _save(tmp: Path) -> None:
                 with open(tmp, "wb") as fh:
-                    np.savez(fh, train=full.train_ids, val=full.val_ids, n_documents=full.n_documents)
+                    np.savez(
+                        fh, train=full.train_ids, val=full.val_ids, n_documents=full.n_documents
+                    )
 
             write_with(file, _save)
         except OSError:

@@ -37,6 +37,7 @@ from typing import Any
 
 import torch
 from jaxtyping import Float, Int
+from safetensors import SafetensorError
 from torch import Tensor
 from transformer_lens import TransformerBridge
 
@@ -355,7 +356,7 @@ def _boot(name: str, device: str, tokenizer: Any | None) -> TransformerBridge:
             f"cannot load {name} ({_first_line(exc)}): pass a folder saved with transformers "
             "save_pretrained, or a GPT-2 name."
         ) from None
-    except Exception as exc:  # safetensors HeaderTooLarge / SafetensorError etc.
+    except SafetensorError as exc:  # HeaderTooLarge, truncated files, ...
         raise UserError(
             f"cannot load {name}: its weights are unreadable ({type(exc).__name__}: "
             f"{_first_line(exc)}): save the model again with save_pretrained."
