@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import statistics
 import tempfile
 import time
 
@@ -81,7 +82,7 @@ def reference_tokens_per_s(preset, batches, warmup: int) -> float:
     return (len(batches) - warmup) * batches[0].numel() / dt
 
 
-def ours_tokens_per_s(preset, steps: int, warmup: int) -> tuple[float, list[torch.Tensor]]:
+def ours_tokens_per_s(preset, steps: int, warmup: int) -> float:
     from interp_toolkit.training import train_model
 
     marks: dict[int, float] = {}
@@ -90,14 +91,14 @@ def ours_tokens_per_s(preset, steps: int, warmup: int) -> tuple[float, list[torc
         marks[info.step] = time.perf_counter()
 
     with tempfile.TemporaryDirectory() as tmp:
-        res = train_model(
+        train_model(
             f"{tmp}/run", preset.model, preset.data, preset.train, progress=False, callbacks=[clock]
         )
 
     # steps warmup+1 .. steps-1 are timed (the last step also scores heads and checkpoints)
     dt = marks[steps - 1] - marks[warmup]
     tokens = (steps - 1 - warmup) * preset.train.batch_size * preset.model.n_ctx
-    return tokens / dt, res
+    return tokens / dt
 
 
 def main() -> None:
@@ -109,6 +110,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=60)
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=3, help="alternating repeats (median)")
     ap.add_argument(
         "--json", default=None, help="where to write the JSON (default benchmarks/results/)"
     )
@@ -127,17 +129,16 @@ def main() -> None:
         checkpoint_every=10**9,
         log_every=10,
     )
-    ours, res = ours_tokens_per_s(preset, args.steps, args.warmup)
-    preset = with_overrides(preset, d_vocab=res.run.codec.d_vocab)
-
     # the reference trains on batches drawn the same way (same stream, same shapes)
     from interp_toolkit.analysis.batches import default_token_range
-    from interp_toolkit.data import TrainStream, tokenize_corpus, windows
+    from interp_toolkit.data import TrainStream, build_codec, tokenize_corpus, windows
 
     corpus = tokenize_corpus(preset.data.corpus, preset.data.val_fraction, preset.data.max_tokens)
-    low, high = default_token_range(res.run.codec)
+    codec = build_codec(corpus, preset.data.vocab_size)
+    preset = with_overrides(preset, d_vocab=codec.d_vocab)
+    low, high = default_token_range(codec)
     stream = TrainStream(
-        windows(corpus.train_ids, res.run.codec, preset.model.n_ctx),
+        windows(corpus.train_ids, codec, preset.model.n_ctx),
         batch_size=preset.train.batch_size,
         repeat_fraction=preset.data.repeat_fraction,
         low=low,
@@ -148,7 +149,12 @@ def main() -> None:
         end_step=args.steps,
     )
     batches = [stream.batch(s) for s in range(args.steps)]
-    ref = reference_tokens_per_s(preset, batches, args.warmup)
+    # alternate the two, several times: a shared 2-core machine is noisy; compare medians
+    ours_runs, ref_runs = [], []
+    for _ in range(args.repeats):
+        ours_runs.append(ours_tokens_per_s(preset, args.steps, args.warmup))
+        ref_runs.append(reference_tokens_per_s(preset, batches, args.warmup))
+    ours, ref = statistics.median(ours_runs), statistics.median(ref_runs)
 
     row = {
         "preset": args.preset,
@@ -160,10 +166,14 @@ def main() -> None:
         "ours_tok_s": round(ours, 1),
         "seed_style_tok_s": round(ref, 1),
         "ratio": round(ours / ref, 3),
+        "ours_runs": [round(x) for x in ours_runs],
+        "seed_style_runs": [round(x) for x in ref_runs],
     }
     print_table([row], list(row))
     write_result(
-        "train_throughput", {"rows": [row], "steps": args.steps, "warmup": args.warmup}, args.json
+        "train_throughput",
+        {"rows": [row], "steps": args.steps, "warmup": args.warmup, "repeats": args.repeats},
+        args.json,
     )
 
 

@@ -285,16 +285,17 @@ def windows(
     return torch.from_numpy(np.ascontiguousarray(mapped.reshape(n, n_ctx)))
 
 
-def repeated_span_window(
-    rng: np.random.Generator, n_ctx: int, low: int, high: int, span_min: int, span_max: int
+def repeated_span_windows(
+    rng: np.random.Generator, n: int, n_ctx: int, low: int, high: int, span_min: int, span_max: int
 ) -> np.ndarray:
-    """Random ids in [low, high) where a span of length L repeats with period L from a random start."""
-    x = rng.integers(low, high, n_ctx)
-    span = int(rng.integers(span_min, span_max + 1))
-    start = int(rng.integers(0, max(1, n_ctx - 2 * span + 1)))
-    for j in range(start + span, n_ctx):
-        x[j] = x[j - span]
-    return x
+    """``n`` windows of random ids in [low, high); in each, a span of random length L in
+    [span_min, span_max] repeats with period L from a random start to the window's end."""
+    x = rng.integers(low, high, (n, n_ctx))
+    span = rng.integers(span_min, span_max + 1, n)[:, None]
+    start = (rng.random(n) * np.maximum(1, n_ctx - 2 * span[:, 0] + 1)).astype(np.int64)[:, None]
+    pos = np.arange(n_ctx)[None, :]
+    src = np.where(pos >= start + span, start + (pos - start) % span, pos)
+    return np.take_along_axis(x, src, axis=1)
 
 
 class TrainStream(torch.utils.data.Dataset):
@@ -335,6 +336,8 @@ class TrainStream(torch.utils.data.Dataset):
         self.start_step, self.end_step = start_step, end_step
         self._cursor = start_step * batch_size
         self._perms: dict[int, np.ndarray] = {}
+        self._block_step = -1
+        self._block = torch.zeros(0, self.n_ctx, dtype=torch.long)
         if self.n_repeat < batch_size and len(self.text) == 0:
             raise UserError(
                 "the corpus is too short for one window: use a larger corpus or a smaller n_ctx."
@@ -343,14 +346,21 @@ class TrainStream(torch.utils.data.Dataset):
     def __len__(self) -> int:
         return max(0, (self.end_step - self.start_step) * self.batch_size)
 
+    def _repeat_block(self, step: int) -> torch.Tensor:
+        """The repeated-span rows of one step, drawn at once from the step's own generator."""
+        if self._block_step != step:
+            rng = np.random.default_rng([self.seed, 1, step])
+            ids = repeated_span_windows(
+                rng, self.n_repeat, self.n_ctx, self.low, self.high, self.span_min, self.span_max
+            )
+            self._block = torch.from_numpy(ids)
+            self._block_step = step
+        return self._block
+
     def sample(self, g: int) -> Int[torch.Tensor, " pos"]:
         step, row = divmod(g, self.batch_size)
         if row < self.n_repeat:
-            rng = np.random.default_rng([self.seed, 1, g])
-            ids = repeated_span_window(
-                rng, self.n_ctx, self.low, self.high, self.span_min, self.span_max
-            )
-            return torch.from_numpy(ids)
+            return self._repeat_block(step)[row]
         per_step = self.batch_size - self.n_repeat
         t = step * per_step + (row - self.n_repeat)
         epoch, i = divmod(t, len(self.text))

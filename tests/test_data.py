@@ -50,15 +50,16 @@ def test_empty_corpus_and_folder_without_text(tmp_path):
         data.tokenize_corpus(str(other))
 
 
-def test_repeated_span_window_repeats_with_its_period():
+def test_repeated_span_windows_repeat_with_their_period():
     rng = np.random.default_rng(0)
-    for _ in range(20):
-        x = data.repeated_span_window(rng, 32, 0, 100, 3, 10)
-        # some period L in [3, 10] holds from some start to the end
+    x = data.repeated_span_windows(rng, 200, 32, 0, 100, 3, 10)
+    assert x.shape == (200, 32) and x.min() >= 0 and x.max() < 100
+    for row in x:
+        # some period L in [3, 10] holds over a suffix of at least L tokens after the first copy
         assert any(
-            all(x[j] == x[j - L] for j in range(32 - L, 32))
-            and all(x[j] == x[j - L] for j in range(32 - 2 * L + L, 32))
+            all(row[j] == row[j - L] for j in range(start + L, 32))
             for L in range(3, 11)
+            for start in range(0, 32 - 2 * L + 1)
         )
 
 
