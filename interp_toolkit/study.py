@@ -140,7 +140,7 @@ def causal_check(run: Run, report: Any, *, seed: int = 0) -> list[dict[str, Any]
         for head, role in enumerate(row)
         if role != "none"
     ]
-    sets: list[tuple[str, list[tuple[int, int]]]] = [("previous-token partner", [partner])]
+    sets: list[tuple[str, list[tuple[int, int]]]] = [("strongest previous-token head", [partner])]
     sets += [
         ("duplicate-token head", [(la, h)]) for la, h, r in earlier_roles if r == "duplicate-token"
     ]
