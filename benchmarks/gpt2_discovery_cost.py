@@ -39,12 +39,12 @@ GIB = 2**30
 #: name -> discovery settings (GPT-2 small shape for every case).
 _GOAL = {"peak_rss_gib": 2.0, "discover_s": 60.0}
 CASES: dict[str, dict[str, Any]] = {
-    # what `interp-toolkit heads gpt2` does: no TL weight processing (patterns are identical), null x4
-    "gpt2-small 64x128 heads-cmd null4": {
+    # what `interp-toolkit heads gpt2` does: no TL weight processing (patterns are identical), null x2
+    "gpt2-small 64x128 heads-cmd null2": {
         "n_seqs": 64,
         "period": 60,
         "prefix_max": 7,
-        "n_null": 4,
+        "n_null": 2,
         "seed": 0,
         "compat": False,
         "goal": _GOAL,

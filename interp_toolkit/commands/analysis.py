@@ -65,8 +65,10 @@ def heads(
     period: int | None = typer.Option(
         None, "--period", help="Repeat period (default: fits the context, at most 50)."
     ),
-    n_null: int = typer.Option(
-        4, "--n-null", help="Null batches (shuffled) or models (fresh_init)."
+    n_null: int | None = typer.Option(
+        None,
+        "--n-null",
+        help="Null batches (shuffled) or models (fresh_init); default 4, or 2 for GPT-2 (CPU time).",
     ),
     quantile: float = typer.Option(0.95, "--quantile", help="tau = this quantile of the null."),
     seed: int = typer.Option(0, "--seed", help="Seed of the random tokens."),
@@ -84,6 +86,8 @@ def heads(
     from interp_toolkit.targets import load_target
 
     tgt = load_target(target, for_weights=False)
+    if n_null is None:
+        n_null = 2 if tgt.kind == "gpt2" else 4
     model_cfg = getattr(tgt.source, "model_cfg", None)
     report = discover_heads(
         tgt.model,
