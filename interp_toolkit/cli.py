@@ -112,20 +112,12 @@ def sample_cmd(
     )
 
 
-def _register_groups() -> None:
-    import importlib
+from interp_toolkit.commands import analysis as _analysis_cmds  # noqa: E402  (after app exists)
+from interp_toolkit.commands import study as _study_cmds  # noqa: E402
+from interp_toolkit.commands import views as _views_cmds  # noqa: E402
 
-    for name in ("analysis", "views", "study"):
-        try:
-            module = importlib.import_module(f"interp_toolkit.commands.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"interp_toolkit.commands.{name}":
-                raise
-            continue
-        module.register(app)
-
-
-_register_groups()
+for _group in (_analysis_cmds, _views_cmds, _study_cmds):
+    _group.register(app)
 
 
 def main(argv: list[str] | None = None) -> None:

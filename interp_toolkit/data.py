@@ -131,11 +131,9 @@ def _iter_hf(spec: str, max_tokens: int | None) -> Iterator[Document]:
         raise UserError(
             "an HF corpus needs a dataset name: use --corpus hf:NAME (e.g. hf:Skylion007/openwebtext)."
         )
-    if (
-        os.environ.get("HF_HUB_OFFLINE") == "1"
-        or os.environ.get("HF_DATASETS_OFFLINE") == "1"
-        or not _online()
-    ):
+    from interp_toolkit.io import hub_offline
+
+    if hub_offline("HF_DATASETS_OFFLINE"):
         raise UserError(
             f"dataset {name!r} needs the network, and this machine is offline: "
             "use --corpus stdlib, or a local folder of text files."
@@ -158,20 +156,6 @@ def _iter_hf(spec: str, max_tokens: int | None) -> Iterator[Document]:
         seen += len(text)
         if budget is not None and seen >= budget:
             break
-
-
-def _online(host: str = "huggingface.co", timeout: float = 1.5) -> bool:
-    import socket
-
-    try:
-        socket.setdefaulttimeout(timeout)
-        socket.getaddrinfo(host, 443)
-        with socket.create_connection((host, 443), timeout=timeout):
-            return True
-    except OSError:
-        return False
-    finally:
-        socket.setdefaulttimeout(None)
 
 
 def is_validation(name: str, val_fraction: float) -> bool:

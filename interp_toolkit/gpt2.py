@@ -28,7 +28,6 @@ import logging
 import os
 import re
 import shutil
-import socket
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -42,6 +41,7 @@ from torch import Tensor
 from transformer_lens import TransformerBridge
 
 from interp_toolkit.errors import UserError
+from interp_toolkit.io import hub_offline
 from interp_toolkit.targets import Target
 from interp_toolkit.tokenizer import EOT_ID, GPT2_VOCAB_SIZE, GPT2Codec, gpt2_bpe_files
 
@@ -150,18 +150,6 @@ def _cached_snapshot(repo_id: str) -> Path | None:
     return folder if (folder / "config.json").is_file() else None
 
 
-def _hub_offline() -> bool:
-    """HF_HUB_OFFLINE set, or huggingface.co cannot even be resolved/connected (fails in ms here)."""
-    flag = os.environ.get("HF_HUB_OFFLINE", "").strip().lower()
-    if flag in ("1", "true", "yes", "on"):
-        return True
-    try:
-        with socket.create_connection(("huggingface.co", 443), timeout=3):
-            return False
-    except OSError:
-        return True
-
-
 @dataclass(frozen=True)
 class Source:
     """Where a spec's weights come from: a local folder or (online only) a hub id to download."""
@@ -189,7 +177,7 @@ def resolve(spec: str | os.PathLike[str]) -> Source:
             snap = _cached_snapshot(repo)
             if snap is not None:
                 return Source(label=name, folder=snap)
-        if _hub_offline():
+        if hub_offline():
             raise UserError(
                 f"the weights of '{name}' are not in the Hugging Face cache "
                 f"({_hub_cache_dir()}) and the Hub cannot be reached: {_supply_hint(name)}."

@@ -61,3 +61,18 @@ def check_writable_dir(path: str | os.PathLike[str], what: str = "output folder"
             f"{what} {path} is not writable ({exc.strerror}): choose a folder you can write to."
         ) from None
     return path
+
+
+def hub_offline(*flags: str, timeout: float = 3.0) -> bool:
+    """True when ``HF_HUB_OFFLINE`` (or any of ``flags``) is set, or huggingface.co cannot be
+    reached (no network fails in milliseconds here, so callers can say so at once)."""
+    import socket
+
+    for name in ("HF_HUB_OFFLINE", *flags):
+        if os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on"):
+            return True
+    try:
+        with socket.create_connection(("huggingface.co", 443), timeout=timeout):
+            return False
+    except OSError:
+        return True

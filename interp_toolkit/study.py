@@ -10,7 +10,6 @@ Re-running reuses finished runs and resumes interrupted ones.
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from collections.abc import Sequence
@@ -351,16 +350,13 @@ def summary_lines(result: StudyResult) -> Sequence[str]:
     return lines
 
 
-def load_study(out: Path) -> dict[str, Any]:
-    return json.loads((Path(out) / STUDY_MARKER).read_text(encoding="utf-8"))
-
-
+#: settings ``sweep`` can vary -> whether their values are integers
 SWEEPABLE = {
-    "n_ctx": "model",
-    "vocab_size": "data",
-    "repeat_fraction": "data",
-    "d_model": "model",
-    "lr": "train",
+    "n_ctx": True,
+    "vocab_size": True,
+    "d_model": True,
+    "repeat_fraction": False,
+    "lr": False,
 }
 
 
@@ -396,11 +392,7 @@ def sweep(cfg: SweepConfig) -> list[dict[str, Any]]:
     )
     rows = []
     for value in cfg.values:
-        v: Any = (
-            int(value)
-            if float(value).is_integer() and cfg.param != "lr" and cfg.param != "repeat_fraction"
-            else value
-        )
+        v: Any = int(value) if SWEEPABLE[cfg.param] else value
         changes: dict[str, Any] = {
             cfg.param: v,
             "steps": cfg.steps,

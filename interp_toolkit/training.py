@@ -26,7 +26,6 @@ import dataclasses
 import json
 import math
 import os
-import shutil
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -514,7 +513,3 @@ def _run_tl_loop(
         metrics_file.close()
         model.eval()
     return state["step"], elapsed0 + time.perf_counter() - t_start, stopped
-
-
-def discard_checkpoints(out: str | Path) -> None:
-    shutil.rmtree(Path(out) / CHECKPOINT_DIR, ignore_errors=True)
