@@ -6,12 +6,12 @@ import torch
 from transformer_lens import TransformerBridge
 
 from interp_toolkit.errors import UserError
-from interp_toolkit.tokenizer import CompactVocab, GPT2Codec
+from interp_toolkit.tokenizer import Codec
 
 
 def sample(
     model: TransformerBridge,
-    codec: CompactVocab | GPT2Codec,
+    codec: Codec,
     prompt: str = "",
     *,
     n_tokens: int = 40,

@@ -19,7 +19,7 @@ import json
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -90,6 +90,7 @@ def encode_batch(texts: Sequence[str], num_threads: int = 2) -> list[list[int]]:
     return gpt2_encoding().encode_ordinary_batch(list(texts), num_threads=num_threads)
 
 
+@runtime_checkable
 class Codec(Protocol):
     """What models and analysis need from a vocabulary."""
 

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from jaxtyping import Float, Int
 from transformer_lens import TransformerBridge
 
-from interp_toolkit.analysis.batches import RepeatedTokens
-from interp_toolkit.analysis.scores import HeadScores, head_scores
+from interp_toolkit.analysis.batches import RepeatedTokens, default_probe
+from interp_toolkit.analysis.heads import ROLES, HeadId, partner_of, top_head
+from interp_toolkit.analysis.scores import HeadReport
+from interp_toolkit.analysis.stripes import HeadScores, head_scores
 from interp_toolkit.errors import UserError
+from interp_toolkit.tokenizer import Codec
 
 ABLATION_MODES = ("zero", "mean")
 
@@ -126,3 +130,67 @@ def induction_after_ablation(
     means = mean_z(model, batch.tokens) if mode == "mean" else None
     hooks = ablation_hooks(list(ablate), mode=mode, means=means)
     return head_scores(model, batch, fwd_hooks=hooks, batch_size=batch_size)
+
+
+@dataclass
+class CausalRow:
+    """Induction head ``induction_head``'s score before and after mean-ablating ``ablated_heads``."""
+
+    run: str
+    induction_head: str
+    ablated: str  # which set, in words
+    ablated_heads: list[str]
+    ablation: str
+    induction_before: float
+    induction_after: float
+
+
+def causal_check(
+    model: TransformerBridge, codec: Codec, report: HeadReport, *, name: str, seed: int = 0
+) -> list[CausalRow]:
+    """Ablate earlier-layer heads and re-score the best later-layer induction head.
+
+    Rows: the strongest previous-token head (the textbook K-composition partner), each
+    earlier-layer duplicate-token head (the Q-composition route: find the earlier copy, then shift
+    by position), and every earlier-layer head with a role at once. Mean ablation on hook_z, on
+    the standard probe (seed ``seed + 11``). Empty for a 1-layer model.
+    """
+    n_layers = int(model.cfg.n_layers)
+    if n_layers < 2:
+        return []
+    sc = report.scores
+    ind = top_head(sc.induction, layers=range(1, n_layers))
+    assert ind is not None  # layer 1 has heads
+    partner = partner_of(sc.previous_token, ind)
+    assert partner is not None  # ind is in layer >= 1
+    earlier = [
+        h for role in ROLES[:-1] for h in report.heads_with_role(role) if h.layer < ind.layer
+    ]
+    sets: list[tuple[str, list[HeadId]]] = [("strongest previous-token head", [partner])]
+    sets += [
+        ("duplicate-token head", [h])
+        for h in sorted(earlier)
+        if report.has_role(h, "duplicate-token")
+    ]
+    if len(earlier) > 1:
+        sets.append(("all earlier heads with a role", sorted(earlier)))
+    batch = default_probe(codec, int(model.cfg.n_ctx), n_seqs=64, seed=seed + 11)
+    with torch.no_grad():
+        before = float(head_scores(model, batch).induction[ind])
+        return [
+            CausalRow(
+                run=name,
+                induction_head=str(ind),
+                ablated=what,
+                ablated_heads=[str(h) for h in heads],
+                ablation="mean (hook_z)",
+                induction_before=round(before, 4),
+                induction_after=round(
+                    float(
+                        induction_after_ablation(model, batch, heads, mode="mean").induction[ind]
+                    ),
+                    4,
+                ),
+            )
+            for what, heads in sets
+        ]

@@ -20,6 +20,7 @@ import torch
 from jaxtyping import Int
 
 from interp_toolkit.errors import UserError
+from interp_toolkit.tokenizer import Codec
 
 #: GPT-2 ids used for random tokens: skips the ~1000 most frequent merges (bytes, common words)
 #: and the rare tail above 20000 (TL's ``induction_loss`` uses 100..20000; Olsson et al. exclude
@@ -75,15 +76,14 @@ class RepeatedTokens:
         }
 
 
-def default_token_range(codec: Any) -> tuple[int, int]:
+def default_token_range(codec: Codec) -> tuple[int, int]:
     """The default ``[low, high)`` id range for random tokens of a codec.
 
     Compact vocabularies: every id below ``<unk>`` (``[0, unk_id)``; the BOS id is skipped by
     :func:`repeated_tokens` itself). GPT-2 (no ``<unk>``): :data:`GPT2_TOKEN_RANGE`.
     """
-    unk = getattr(codec, "unk_id", None)
-    if unk is not None:
-        return 0, int(unk)
+    if codec.unk_id is not None:
+        return 0, int(codec.unk_id)
     d_vocab = int(codec.d_vocab)
     low, high = GPT2_TOKEN_RANGE
     if d_vocab < high:  # a GPT-2-like codec with a small vocabulary
@@ -210,11 +210,34 @@ def default_layout(n_ctx: int, *, n_repeats: int = 2, has_bos: bool = True) -> t
     return period, prefix_max
 
 
-def default_probe(codec: Any, n_ctx: int, *, n_seqs: int = 32, seed: int = 0) -> RepeatedTokens:
+def probe_batch(
+    codec: Codec,
+    d_vocab: int,
+    n_seqs: int,
+    period: int,
+    *,
+    n_repeats: int = 2,
+    prefix_max: int = 0,
+    seed: int = 0,
+    token_range: tuple[int, int] | None = None,
+) -> RepeatedTokens:
+    """A probe for a model of ``d_vocab`` ids read through ``codec``: ``[BOS] prefix seg×n filler``
+    with ids from ``token_range`` (default :func:`default_token_range`, capped at ``d_vocab``)."""
+    low, high = token_range or default_token_range(codec)
+    return repeated_tokens(
+        n_seqs,
+        period,
+        n_repeats=n_repeats,
+        low=low,
+        high=min(high, d_vocab),
+        bos_id=codec.bos_id,
+        prefix_max=prefix_max,
+        seed=seed,
+    )
+
+
+def default_probe(codec: Codec, n_ctx: int, *, n_seqs: int = 32, seed: int = 0) -> RepeatedTokens:
     """The standard probe for a model: ``[BOS] prefix x x`` in :func:`default_layout` with ids
     from :func:`default_token_range` (what training logs and the study's checks use)."""
-    low, high = default_token_range(codec)
     period, prefix_max = default_layout(n_ctx)
-    return repeated_tokens(
-        n_seqs, period, low=low, high=high, bos_id=codec.bos_id, prefix_max=prefix_max, seed=seed
-    )
+    return probe_batch(codec, codec.d_vocab, n_seqs, period, prefix_max=prefix_max, seed=seed)

@@ -22,7 +22,9 @@ import torch
 from jaxtyping import Float, Int
 from transformer_lens import FactoredMatrix, TransformerBridge
 
+from interp_toolkit.analysis.heads import HeadId
 from interp_toolkit.errors import UserError
+from interp_toolkit.tokenizer import Codec
 
 COMPOSITION_KINDS = ("q", "k", "v")
 _PROCESSED = "_interp_toolkit_circuit_copy"
@@ -43,23 +45,7 @@ def circuit_model(model: TransformerBridge) -> TransformerBridge:
 
 
 def check_head(model: TransformerBridge, layer: int, head: int) -> None:
-    n_layers, n_heads = int(model.cfg.n_layers), int(model.cfg.n_heads)
-    if not (0 <= layer < n_layers and 0 <= head < n_heads):
-        raise UserError(
-            f"head {layer}.{head} does not exist: this model has layers 0..{n_layers - 1} and "
-            f"heads 0..{n_heads - 1} (write L.H, e.g. 1.0)."
-        )
-
-
-def parse_head(text: str, model: TransformerBridge | None = None) -> tuple[int, int]:
-    """``"1.4"`` -> ``(1, 4)``; checked against ``model`` when given."""
-    parts = str(text).strip().split(".")
-    if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
-        raise UserError(f"head {text!r} is not of the form L.H: write layer.head, e.g. 1.4.")
-    layer, head = int(parts[0]), int(parts[1])
-    if model is not None:
-        check_head(model, layer, head)
-    return layer, head
+    HeadId(layer, head).check(int(model.cfg.n_layers), int(model.cfg.n_heads))
 
 
 def full_ov(model: TransformerBridge, layer: int, head: int) -> FactoredMatrix:
@@ -332,7 +318,7 @@ class HeadCircuit:
 
 def head_circuit(
     model: TransformerBridge,
-    codec: Any,
+    codec: Codec,
     layer: int,
     head: int,
     *,
@@ -364,7 +350,7 @@ def head_circuit(
             }
         )
     return HeadCircuit(
-        head=f"{layer}.{head}",
+        head=str(HeadId(layer, head)),
         copying_score=score,
         top1_accuracy=float((ranks < 1).float().mean()),
         top5_accuracy=float((ranks < 5).float().mean()),

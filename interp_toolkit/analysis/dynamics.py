@@ -2,12 +2,11 @@
 
 Two sources: ``metrics.jsonl`` (every ``score_every`` steps training logs each head's induction and
 previous-token score on repeated random tokens, and the held-out loss) and the weight snapshots in
-``RUN/snapshots/step_N.safetensors``, which can be re-scored with any analysis function.
+``RUN/snapshots/``, which can be re-scored with any analysis function.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,29 +15,36 @@ from typing import Any
 import torch
 from jaxtyping import Float
 
-from interp_toolkit.runs import load_run, read_metrics
-
-_SNAPSHOT = re.compile(r"step_(\d+)\.safetensors$")
+from interp_toolkit.analysis.heads import SCORE
+from interp_toolkit.runs import Run, RunPaths, load_run, read_metrics
+from interp_toolkit.training.metrics import first_induction_step, induction_layer_min
 
 
 @dataclass
 class Trajectory:
-    """Logged scores over training: ``induction``/``prev_token`` are [checkpoint, layer, head]."""
+    """Logged scores over training: ``induction``/``previous_token`` are [checkpoint, layer, head];
+    ``rows`` are the scored metrics.jsonl lines they come from."""
 
     steps: list[int]
     tokens: list[int]
     loss: list[float]
     val_loss: list[float | None]
     induction: Float[torch.Tensor, "checkpoint layer head"]
-    prev_token: Float[torch.Tensor, "checkpoint layer head"]
+    previous_token: Float[torch.Tensor, "checkpoint layer head"]
+    rows: list[dict[str, Any]]
 
-    def first_step_above(self, threshold: float = 0.4, layer_min: int = 1) -> int | None:
-        """First logged step where a head in a layer >= ``layer_min`` scores above ``threshold``."""
-        if self.induction.shape[1] <= layer_min:
-            layer_min = 0
-        best = self.induction[:, layer_min:].flatten(1).max(dim=1).values
-        hits = (best > threshold).nonzero()
-        return self.steps[int(hits[0])] if len(hits) else None
+    @property
+    def layer_min(self) -> int:
+        return induction_layer_min(int(self.induction.shape[1]))
+
+    def first_step_above(self, threshold: float = 0.4) -> int | None:
+        """First logged step where a head in layer >= 1 (any layer of a 1-layer model) scores
+        above ``threshold``."""
+        return first_induction_step(self.rows, threshold, layer_min=self.layer_min)
+
+    def best_induction(self) -> float:
+        """The highest induction score logged in layer >= 1 (any layer of a 1-layer model)."""
+        return float(self.induction[:, self.layer_min :].max())
 
     def phase_change(self, threshold: float = 0.4) -> dict[str, Any]:
         """The step induction appears, with the loss just before and after it."""
@@ -55,7 +61,8 @@ class Trajectory:
 
 def trajectory(run_path: str | Path) -> Trajectory:
     """The scored rows of a run's metrics.jsonl as tensors."""
-    rows = [r for r in read_metrics(run_path) if "induction" in r]
+    ind, prev = SCORE["induction"].logged_as, SCORE["previous_token"].logged_as
+    rows = [r for r in read_metrics(run_path) if ind in r]
     if not rows:
         raise ValueError(f"{run_path} has no scored steps in metrics.jsonl")
     return Trajectory(
@@ -63,23 +70,22 @@ def trajectory(run_path: str | Path) -> Trajectory:
         tokens=[int(r["tokens"]) for r in rows],
         loss=[float(r["loss"]) for r in rows],
         val_loss=[r.get("val_loss") for r in rows],
-        induction=torch.tensor([r["induction"] for r in rows], dtype=torch.float32),
-        prev_token=torch.tensor([r["prev_token"] for r in rows], dtype=torch.float32),
+        induction=torch.tensor([r[ind] for r in rows], dtype=torch.float32),
+        previous_token=torch.tensor([r[prev] for r in rows], dtype=torch.float32),
+        rows=rows,
     )
 
 
 def snapshot_steps(run_path: str | Path) -> list[int]:
-    folder = Path(run_path) / "snapshots"
-    if not folder.is_dir():
-        return []
-    return sorted(int(m.group(1)) for p in folder.iterdir() if (m := _SNAPSHOT.search(p.name)))
+    return RunPaths(Path(run_path)).snapshot_steps()
 
 
-def over_snapshots(run_path: str | Path, fn: Callable[[Any], Any]) -> dict[int, Any]:
+def over_snapshots(run_path: str | Path, fn: Callable[[Run], Any]) -> dict[int, Any]:
     """Apply ``fn(run)`` to the run loaded at every snapshot (e.g. ``lambda r: discover_heads(r.model, r.codec)``)."""
+    paths = RunPaths(Path(run_path))
     out = {}
-    for step in snapshot_steps(run_path):
-        run = load_run(run_path, weights=Path(run_path) / "snapshots" / f"step_{step}.safetensors")
+    for step in paths.snapshot_steps():
+        run = load_run(paths.root, weights=paths.snapshot(step))
         with torch.no_grad():
             out[step] = fn(run)
     return out

@@ -10,6 +10,7 @@ from jaxtyping import Float
 from transformer_lens import TransformerBridge
 
 from interp_toolkit.errors import UserError
+from interp_toolkit.tokenizer import Codec, gpt2_encoding
 
 
 @dataclass(frozen=True)
@@ -72,11 +73,9 @@ class ExamResult:
         }
 
 
-def _unk_pieces(codec: Any, text: str) -> list[str]:
+def _unk_pieces(codec: Codec, text: str) -> list[str]:
     """The GPT-2 pieces of ``text`` that a compact vocabulary maps to ``<unk>`` (for messages)."""
     import numpy as np
-
-    from interp_toolkit.tokenizer import gpt2_encoding
 
     enc = gpt2_encoding()
     g_ids = enc.encode_ordinary(text)
@@ -86,7 +85,7 @@ def _unk_pieces(codec: Any, text: str) -> list[str]:
 
 
 def encode_exam(
-    codec: Any, prompt: str, target: str, *, n_ctx: int, prepend_bos: bool = True
+    codec: Codec, prompt: str, target: str, *, n_ctx: int, prepend_bos: bool = True
 ) -> tuple[list[int], int]:
     """Prompt ids (with BOS when asked) and the single target id; UserError on bad input."""
     target_ids = codec.encode(target)
@@ -129,7 +128,7 @@ def next_token_logprobs(
 
 def run_exam(
     model: TransformerBridge,
-    codec: Any,
+    codec: Codec,
     prompt: str,
     target: str,
     top_k: int = 10,
@@ -160,9 +159,3 @@ def run_exam(
         top_ids=[int(i) for i in idx.tolist()],
         n_tokens=len(ids),
     )
-
-
-def run_exams(
-    model: TransformerBridge, codec: Any, exams: tuple[Exam, ...] = BUILTIN_EXAMS, top_k: int = 10
-) -> list[ExamResult]:
-    return [run_exam(model, codec, e.prompt, e.target, top_k, name=e.name) for e in exams]

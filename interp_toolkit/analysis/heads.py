@@ -1,0 +1,236 @@
+"""The head vocabulary: what a head is called, which scores a head has, which head plays a role.
+
+- :class:`HeadId`: ``(layer, head)``, printed ``L.H`` and parsed from it (the one place a head is
+  formatted).
+- :data:`SCORES`, the **score registry**: one :class:`Score` per head score, with its name, title,
+  definition, the attention stripe it reads (:class:`Stripe`), what the shuffled null model reads
+  instead, its effect-size floor and the role it decides, if any. The scorer
+  (:mod:`~interp_toolkit.analysis.stripes`), the null model (:mod:`~interp_toolkit.analysis.nulls`),
+  discovery (:mod:`~interp_toolkit.analysis.scores`), the CLI tables, JSON/CSV and the reports all
+  read it: **adding a head score is one entry here plus its test** (see docs/architecture.md).
+- :func:`top_head` and :func:`partner_of`: which head is strongest, and which earlier head an
+  induction head reads from.
+
+Notation: ``A[q, k]`` is a head's attention pattern (``hook_pattern``, query ``q``, key ``k``) on the
+repeated-random-token probe (:mod:`~interp_toolkit.analysis.batches`); ``Δ`` is its period and
+``s`` a row's first repeated position.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal, NamedTuple
+
+import torch
+from jaxtyping import Float
+
+from interp_toolkit.errors import UserError
+
+
+class HeadId(NamedTuple):
+    """A head, ``layer`` and ``head`` 0-indexed; ``str(HeadId(1, 3)) == "1.3"``.
+
+    A tuple, so it indexes ``[layer, head]`` tensors directly (``scores[head_id]``)."""
+
+    layer: int
+    head: int
+
+    def __str__(self) -> str:
+        return f"{self.layer}.{self.head}"
+
+    @classmethod
+    def parse(cls, text: str) -> HeadId:
+        """``"1.4"`` -> ``HeadId(1, 4)``; anything else is a one-line :class:`UserError`."""
+        parts = str(text).strip().split(".")
+        if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
+            raise UserError(f"head {text!r} is not of the form L.H: write layer.head, e.g. 1.4.")
+        return cls(int(parts[0]), int(parts[1]))
+
+    def check(self, n_layers: int, n_heads: int) -> HeadId:
+        """This head, if a model of ``n_layers`` x ``n_heads`` has it; a UserError otherwise."""
+        if not (0 <= self.layer < n_layers and 0 <= self.head < n_heads):
+            raise UserError(
+                f"head {self} does not exist: this model has layers 0..{n_layers - 1} and "
+                f"heads 0..{n_heads - 1} (write L.H, e.g. 1.0)."
+            )
+        return self
+
+
+# ------------------------------------------------------------------------------- the registry
+
+
+@dataclass(frozen=True)
+class Stripe:
+    """The entries ``A[q, k]`` a score averages.
+
+    ``queries``:
+
+    - ``"repeats"``: the queries of the 2nd and later repeats, ``q = s+Δ … s+n·Δ−1``;
+    - ``"body"``: every query from position 1 up to the last repeated position (the filler after
+      the repeats is left out; position 0 can only attend to itself); with a relative key, only
+      queries whose key is not BOS.
+
+    The key is ``k = q − lag − periods·Δ`` (relative), or ``k = column`` for every query
+    (absolute). ``value_weighted`` reads ``ŵ[q,k] = A[q,k]·‖v_k‖ / Σ_k' A[q,k']·‖v_k'‖``
+    instead of ``A[q, k]`` (implemented for ``"repeats"`` queries).
+    """
+
+    queries: Literal["body", "repeats"]
+    lag: int = 0
+    periods: int = 0
+    column: int | None = None
+    value_weighted: bool = False
+
+    def __post_init__(self) -> None:
+        if self.value_weighted and self.queries != "repeats":
+            raise ValueError("value weighting is implemented for 'repeats' queries only")
+        if self.column is not None and (self.lag or self.periods):
+            raise ValueError("a stripe has a relative key (lag, periods) or a column, not both")
+
+    def offset(self, period: int) -> int:
+        """How far back the key is (``q − k``) for a relative key on a probe of this period."""
+        return self.lag + self.periods * period
+
+
+@dataclass(frozen=True)
+class Score:
+    """One head score.
+
+    ``name``: the key in JSON, CSV and :class:`~interp_toolkit.analysis.stripes.HeadScores`.
+    ``label``: a table column; ``title``: a figure title. ``definition``: one line, written into
+    every heads.json. ``null_lags``: under the shuffled null (no token repeated), read the stripe
+    at these lags instead, cycling over the null samples (a *control* stripe, for scores whose
+    stripe needs no repetition); empty: the same stripe on the non-repeating batch. ``floor``:
+    the effect-size floor a head's score must also reach (ARENA's detectors use 0.4). ``role``: the
+    role this score decides (:data:`ROLE_PRECEDENCE`), if any. ``metrics_key``: the score's key in
+    metrics.jsonl when training logs it (default: ``name``).
+    """
+
+    name: str
+    label: str
+    title: str
+    definition: str
+    stripe: Stripe
+    null_lags: tuple[int, ...] = ()
+    floor: float = 0.4
+    role: str | None = None
+    metrics_key: str = ""
+
+    @property
+    def logged_as(self) -> str:
+        return self.metrics_key or self.name
+
+
+SCORES: tuple[Score, ...] = (
+    Score(
+        "previous_token",
+        "prev-token",
+        "previous-token score",
+        "mean A[q, q-1] over q from the first non-BOS key to the end of the repeats",
+        Stripe("body", lag=1),
+        # The stripe needs no repeats, so the shuffled null reads "attends to a fixed short
+        # offset that is not the previous token" instead.
+        null_lags=(2, 3, 4),
+        role="previous-token",
+        metrics_key="prev_token",  # metrics.jsonl's spelling since the first runs
+    ),
+    Score(
+        "duplicate_token",
+        "duplicate",
+        "duplicate-token score",
+        "mean A[q, q-period] over queries in the 2nd and later repeats",
+        Stripe("repeats", periods=1),
+        role="duplicate-token",
+    ),
+    Score(
+        "induction",
+        "induction",
+        "induction score",
+        "mean A[q, q-period+1] over queries in the 2nd and later repeats",
+        Stripe("repeats", periods=1, lag=-1),
+        role="induction",
+    ),
+    Score(
+        "induction_vw",
+        "induction (vw)",
+        "value-weighted induction score",
+        "mean over the same queries of A[q,k]*|v_k| / sum_k' A[q,k']*|v_k'| at k = q-period+1",
+        Stripe("repeats", periods=1, lag=-1, value_weighted=True),
+    ),
+    # ARENA's current-token detector (mean A[q, q]); query 0 is left out (it can only attend to
+    # itself). No role: it describes a head, it is not a step of the induction circuit.
+    Score(
+        "current_token",
+        "current-token",
+        "current-token score",
+        "mean A[q, q] over q from 1 to the end of the repeats",
+        Stripe("body", lag=0),
+    ),
+    # ARENA's first-token detector (mean A[q, 0]: attention resting on BOS, an "attention sink"),
+    # over queries q >= 1 (query 0 can only attend to itself). No role, as above.
+    Score(
+        "first_token",
+        "first-token",
+        "first-token (BOS) score",
+        "mean A[q, 0] (BOS when the probe has one) over q from 1 to the end of the repeats",
+        Stripe("body", column=0),
+    ),
+)
+SCORE: dict[str, Score] = {s.name: s for s in SCORES}
+SCORE_KINDS: tuple[str, ...] = tuple(SCORE)
+DEFAULT_FLOORS: dict[str, float] = {s.name: s.floor for s in SCORES}
+
+#: Scores that decide a role, in precedence order: a head's role is the first whose score is
+#: > τ and >= floor. New role-carrying scores go at the end, so no existing role changes.
+ROLE_PRECEDENCE: tuple[str, ...] = ("induction", "previous_token", "duplicate_token")
+NO_ROLE = "none"
+ROLE_SCORE: dict[str, str] = {str(SCORE[name].role): name for name in ROLE_PRECEDENCE}
+ROLES: tuple[str, ...] = (*ROLE_SCORE, NO_ROLE)
+ROLE_RULE = (
+    f"a head's role is the first of {', '.join(ROLE_SCORE)} whose score "
+    f"({', '.join(ROLE_PRECEDENCE)}) is > tau and >= floor; otherwise {NO_ROLE}"
+)
+
+
+def score(name: str) -> Score:
+    """The registry entry of ``name`` (a KeyError naming the known scores otherwise)."""
+    if name not in SCORE:
+        raise KeyError(f"unknown score {name!r}; scores are {', '.join(SCORE_KINDS)}")
+    return SCORE[name]
+
+
+# ------------------------------------------------------------------------------- head queries
+
+
+def top_head(
+    scores: Float[torch.Tensor, "layer head"],
+    *,
+    layers: range | None = None,
+    among: Iterable[tuple[int, int]] | None = None,
+) -> HeadId | None:
+    """The head with the highest score (the first in layer-major order on a tie), among the heads
+    of ``layers`` and of ``among`` when given; None when no head is left to choose from."""
+    allowed = torch.ones(scores.shape, dtype=torch.bool)
+    if layers is not None:
+        in_layers = torch.zeros_like(allowed)
+        in_layers[list(layers)] = True
+        allowed &= in_layers
+    if among is not None:
+        chosen = torch.zeros_like(allowed)
+        for layer, head in among:
+            chosen[layer, head] = True
+        allowed &= chosen
+    if not bool(allowed.any()):
+        return None
+    masked = scores.detach().float().cpu().masked_fill(~allowed, float("-inf"))
+    flat = int(masked.reshape(-1).argmax())
+    return HeadId(flat // scores.shape[1], flat % scores.shape[1])
+
+
+def partner_of(
+    previous_token: Float[torch.Tensor, "layer head"], head: tuple[int, int]
+) -> HeadId | None:
+    """The head with the strongest previous-token score in a layer before ``head``: the
+    K-composition partner an induction head would read from (None for a layer-0 head)."""
+    return top_head(previous_token, layers=range(head[0])) if head[0] > 0 else None

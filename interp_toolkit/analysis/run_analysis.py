@@ -1,0 +1,215 @@
+"""The analysis of one run that its report shows, as data: :func:`analyse_run` -> :class:`RunAnalysis`.
+
+Head scores and roles (discovery with its null τ), the exams, per-head impact curves on repeated
+random tokens, and the attention patterns of the key heads: the highest induction score and its
+previous-token partner. :meth:`RunAnalysis.summary` is the :class:`RunSummary` a study compares.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor
+
+from interp_toolkit.analysis.ablation import head_impact
+from interp_toolkit.analysis.batches import probe_batch
+from interp_toolkit.analysis.exam import BUILTIN_EXAMS, Exam, ExamResult, run_exam
+from interp_toolkit.analysis.heads import ROLES, HeadId, partner_of, top_head
+from interp_toolkit.analysis.patterns import attention_patterns
+from interp_toolkit.analysis.scores import HeadReport, discover_heads
+from interp_toolkit.errors import UserError
+from interp_toolkit.runs import Run, read_samples
+
+#: The scores whose per-head grids a summary carries (the comparison page draws them).
+SUMMARY_SCORES = ("induction", "previous_token")
+
+
+@dataclass
+class ExamOutcome:
+    """One exam on a run: its result, or why it could not run (e.g. a token the vocabulary lacks)."""
+
+    exam: Exam
+    result: ExamResult | None = None
+    error: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return self.result is not None and self.result.passed
+
+
+@dataclass
+class ExamRow:
+    name: str
+    prompt: str
+    target: str
+    passed: bool
+    rank: int | None
+    prob: float | None
+    error: str
+
+
+@dataclass
+class ExamSummary:
+    passed: bool  # every exam that ran passed
+    n_passed: int
+    n_total: int  # exams that ran
+    results: list[ExamRow]
+
+
+@dataclass
+class TopHead:
+    head: str
+    score: float
+
+
+@dataclass
+class RunSummary:
+    """What a study compares across runs (JSON-safe through :meth:`to_dict`)."""
+
+    name: str
+    href: str
+    n_layers: int
+    n_heads: int
+    final_loss: float | None
+    tokens_seen: int | None
+    exam: ExamSummary
+    heads: dict[str, list[str]]  # role -> heads with it
+    has_induction_head: bool
+    top_induction: TopHead
+    top_previous_token: TopHead
+    partner: str | None  # the induction head's previous-token partner, if it has the role
+    taus: dict[str, float]
+    floors: dict[str, float]
+    scores: dict[str, list[list[float]]]  # SUMMARY_SCORES, [layer][head]
+    loss_curve: list[list[int | float]]  # [tokens (or step), loss]
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass
+class RunAnalysis:
+    """Everything a run report shows."""
+
+    run: Run
+    rows: list[dict[str, Any]]  # metrics.jsonl
+    head_report: HeadReport
+    exams: list[ExamOutcome]
+    samples: list[dict[str, str]]
+    repeated: Int[Tensor, " pos"]  # one repeated-random-token row
+    period: int
+    impact: Float[Tensor, "layer head impact_pos"] | None
+    induction_head: HeadId  # the highest induction score, whatever its role
+    prev_token_head: HeadId  # its partner in an earlier layer (the top score when in layer 0)
+    patterns: dict[int, Float[Tensor, "head dest src"]]  # on ``repeated``, layers of the two
+
+    @property
+    def name(self) -> str:
+        return self.run.name
+
+    def partner(self) -> HeadId | None:
+        """The strongest previous-token head before the induction head, if it has the role."""
+        partner = partner_of(self.head_report.scores.previous_token, self.induction_head)
+        if partner is None or not self.head_report.has_role(partner, "previous-token"):
+            return None
+        return partner
+
+    def summary(self, href: str | None = None) -> RunSummary:
+        rep, cfg = self.head_report, self.run.model_cfg
+        sc = rep.scores
+        ran = [e for e in self.exams if e.result is not None]
+        n_passed = sum(e.passed for e in self.exams)
+        losses = [r for r in self.rows if "loss" in r]
+        step = max(1, len(losses) // 200)
+        heads = {role: [str(h) for h in rep.heads_with_role(role)] for role in ROLES[:-1]}
+        partner = self.partner()
+        return RunSummary(
+            name=self.name,
+            href=href if href is not None else f"{self.name}/{self.run.paths.report.name}",
+            n_layers=cfg.n_layers,
+            n_heads=cfg.n_heads,
+            final_loss=float(losses[-1]["loss"]) if losses else None,
+            tokens_seen=losses[-1].get("tokens") if losses else None,
+            exam=ExamSummary(
+                passed=bool(ran) and n_passed == len(ran),
+                n_passed=n_passed,
+                n_total=len(ran),
+                results=[
+                    ExamRow(
+                        name=e.exam.name,
+                        prompt=e.exam.prompt,
+                        target=e.exam.target,
+                        passed=e.passed,
+                        rank=None if e.result is None else int(e.result.rank),
+                        prob=None if e.result is None else float(e.result.prob),
+                        error=e.error,
+                    )
+                    for e in self.exams
+                ],
+            ),
+            heads=heads,
+            has_induction_head=bool(heads["induction"]),
+            top_induction=TopHead(
+                str(self.induction_head), float(sc.induction[self.induction_head])
+            ),
+            top_previous_token=TopHead(
+                str(self.prev_token_head), float(sc.previous_token[self.prev_token_head])
+            ),
+            partner=str(partner) if partner is not None and heads["induction"] else None,
+            taus={k: float(v) for k, v in rep.taus.items()},
+            floors={k: float(v) for k, v in rep.floors.items()},
+            scores={k: sc.get(k).tolist() for k in SUMMARY_SCORES},
+            loss_curve=[[r.get("tokens", r.get("step")), float(r["loss"])] for r in losses[::step]],
+        )
+
+
+def analyse_run(
+    run: Run,
+    *,
+    samples: list[dict[str, str]] | None = None,
+    head_report: HeadReport | None = None,
+    exams: Sequence[Exam] | None = None,
+    n_seqs: int = 16,
+    seed: int = 0,
+) -> RunAnalysis:
+    """Run the analysis a report shows: head scores and roles, exams, impact curves, key patterns."""
+    model, codec = run.model, run.codec
+    if head_report is None:
+        head_report = discover_heads(model, codec, seed=seed)
+    outcomes = []
+    for exam in BUILTIN_EXAMS if exams is None else exams:
+        try:
+            outcomes.append(
+                ExamOutcome(exam, run_exam(model, codec, exam.prompt, exam.target, name=exam.name))
+            )
+        except UserError as exc:
+            outcomes.append(ExamOutcome(exam, None, str(exc)))
+    period = max(2, min(24, (int(model.cfg.n_ctx) - 1) // 2))
+    batch = probe_batch(codec, codec.d_vocab, n_seqs, period, seed=seed).tokens
+    with torch.no_grad():
+        impact = head_impact(model, batch, mode="mean").detach().float().cpu()
+    sc = head_report.scores
+    induction_head = top_head(sc.induction)
+    prev_token_head = partner_of(sc.previous_token, induction_head) or top_head(sc.previous_token)
+    assert induction_head is not None and prev_token_head is not None  # every model has heads
+    repeated = batch[0].cpu()
+    return RunAnalysis(
+        run=run,
+        rows=run.metrics(),
+        head_report=head_report,
+        exams=outcomes,
+        samples=read_samples(run.path) if samples is None else list(samples),
+        repeated=repeated,
+        period=period,
+        impact=impact,
+        induction_head=induction_head,
+        prev_token_head=prev_token_head,
+        patterns=attention_patterns(
+            model, repeated, sorted({induction_head.layer, prev_token_head.layer})
+        ),
+    )

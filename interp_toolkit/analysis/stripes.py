@@ -1,0 +1,209 @@
+"""The generic head scorer: every registry score of every head, in one forward pass.
+
+Each :class:`~interp_toolkit.analysis.heads.Score` names a :class:`~interp_toolkit.analysis.heads.Stripe`
+(which queries, which key); :func:`head_scores` reduces each layer's attention pattern to the sum
+of every stripe over its queries, then divides by the number of queries. The forward pass hooks
+only ``hook_v`` and ``hook_pattern`` (a names filter); each layer's pattern is reduced as soon as
+both hooks of that layer have fired and is then dropped, and the pass stops after the last layer,
+so the unembedding is never computed. Rows go through in chunks (~256 MiB of patterns each).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from jaxtyping import Float, Int
+from transformer_lens import TransformerBridge
+from transformer_lens.hook_points import HookPoint
+
+from interp_toolkit.analysis.batches import RepeatedTokens
+from interp_toolkit.analysis.heads import SCORE_KINDS, SCORES, Stripe, score
+from interp_toolkit.errors import UserError
+
+CHUNK_BYTES = 256 * 2**20
+Hooks = Sequence[tuple[Any, Callable[..., Any]]]
+
+
+@dataclass
+class HeadScores:
+    """Every head's scores: ``values[name]`` is a ``[layer, head]`` tensor (float32, CPU) for each
+    registry score, also readable as an attribute (``scores.induction``)."""
+
+    values: dict[str, Float[torch.Tensor, "layer head"]]
+
+    def get(self, kind: str) -> Float[torch.Tensor, "layer head"]:
+        score(kind)  # a KeyError naming the known scores
+        return self.values[kind]
+
+    def __getattr__(self, name: str) -> Float[torch.Tensor, "layer head"]:
+        values = self.__dict__.get("values", {})
+        if name in values:
+            return values[name]
+        raise AttributeError(name)
+
+    @property
+    def n_layers(self) -> int:
+        return int(next(iter(self.values.values())).shape[0])
+
+    @property
+    def n_heads(self) -> int:
+        return int(next(iter(self.values.values())).shape[1])
+
+    def to_dict(self) -> dict[str, list[list[float]]]:
+        return {k: [[float(x) for x in row] for row in self.get(k).tolist()] for k in SCORE_KINDS}
+
+
+class _Stop(Exception):
+    """Raised by the last hook to end the forward pass before the unembedding."""
+
+
+def _chunk_rows(model: TransformerBridge, seq_len: int) -> int:
+    cfg = model.cfg
+    per_row = 4 * seq_len * (cfg.n_heads * seq_len + 8 * cfg.d_model) * 2
+    return max(1, CHUNK_BYTES // max(per_row, 1))
+
+
+class _Queries:
+    """Where the queries of one chunk of rows are (shared by every stripe of every layer)."""
+
+    def __init__(self, batch: RepeatedTokens, starts: Int[torch.Tensor, " b"], seq_len: int):
+        period, n_rep = batch.period, batch.n_repeats
+        b = int(starts.shape[0])
+        self.period, self.seq_len, self.b = period, seq_len, b
+        self.first_key = 1 if batch.has_bos else 0  # relative keys never land on BOS
+        self.n_q = (n_rep - 1) * period
+        # queries of the 2nd and later repeats: [b, n_q]
+        self.repeats = starts[:, None] + period + torch.arange(self.n_q)[None, :]
+        self.rows = torch.arange(b)[:, None].expand(b, self.n_q)
+        self.ends = starts + n_rep * period  # one past the last repeated position, [b]
+
+    def body_mask(self, stripe: Stripe) -> torch.Tensor:
+        """[b, n] mask of the "body" queries in the layout the stripe is read in: for a relative
+        key at offset d, ``diagonal(-d)[i]`` is the entry (q = i + d, k = i); for a column, q = i."""
+        if stripe.column is None:
+            d = stripe.offset(self.period)
+            q = torch.arange(d, self.seq_len)[None, :]
+            keep = (q - d >= self.first_key) & (q >= 1)
+        else:
+            q = torch.arange(self.seq_len)[None, :]
+            keep = q >= max(1, stripe.column)
+        return keep & (q < self.ends[:, None])
+
+    def count(self, stripe: Stripe) -> int:
+        if stripe.queries == "repeats":
+            return self.b * self.n_q
+        return int(self.body_mask(stripe).sum())
+
+
+def _stripe_sum(
+    stripe: Stripe,
+    pat: Float[torch.Tensor, "b head q k"],
+    vnorm: Float[torch.Tensor, "b k head"],
+    qs: _Queries,
+    rows_q: Callable[[], torch.Tensor],
+) -> Float[torch.Tensor, " head"]:
+    """Sum of one stripe over its queries, per head."""
+    dev = pat.device
+    if stripe.queries == "body":
+        if stripe.column is None:
+            vals = pat.diagonal(offset=-stripe.offset(qs.period), dim1=-2, dim2=-1)  # [b, H, P-d]
+        else:
+            vals = pat[..., :, stripe.column]  # [b, H, P]
+        return (vals * qs.body_mask(stripe).to(dev)[:, None, :]).sum((0, 2))
+    rq = rows_q()  # [b, n_q, H, P]
+    keys = (qs.repeats.to(dev) - stripe.offset(qs.period))[:, :, None, None]
+    keys = keys.expand(qs.b, qs.n_q, pat.shape[1], 1)
+    if not stripe.value_weighted:
+        return rq.gather(-1, keys)[..., 0].sum((0, 1))
+    w = rq * vnorm.permute(0, 2, 1)[:, None, :, :]  # [b, n_q, H, P]
+    total = w.sum(-1).clamp_min(1e-30)
+    return (w.gather(-1, keys)[..., 0] / total).sum((0, 1))
+
+
+def _reduce_chunk(
+    model: TransformerBridge,
+    toks: Int[torch.Tensor, "b pos"],
+    qs: _Queries,
+    stripes: Mapping[str, Stripe],
+    sums: dict[str, torch.Tensor],
+    fwd_hooks: Hooks,
+) -> None:
+    """Run one chunk of rows, adding every stripe's per-head sums into ``sums``."""
+    n_layers = int(model.cfg.n_layers)
+    device = next(model.parameters()).device
+    pending: dict[int, dict[str, torch.Tensor]] = {}
+    done: set[int] = set()
+
+    def finish(layer: int) -> None:
+        item = pending.pop(layer)
+        pat = item["pattern"].detach().float()  # [b, H, P, P]
+        vnorm = item["v"].detach().float().norm(dim=-1)  # [b, P, H]
+        cache: dict[str, torch.Tensor] = {}
+
+        def rows_q() -> torch.Tensor:  # the rows of the repeat queries, gathered once per layer
+            if "rows" not in cache:
+                cache["rows"] = pat[qs.rows.to(pat.device), :, qs.repeats.to(pat.device)]
+            return cache["rows"]
+
+        for name, stripe in stripes.items():
+            total = _stripe_sum(stripe, pat, vnorm, qs, rows_q)
+            sums[name][layer] += total.detach().to("cpu", torch.float64)
+        done.add(layer)
+        if len(done) == n_layers:
+            raise _Stop
+
+    def on_act(act: torch.Tensor, hook: HookPoint) -> None:
+        layer = hook.layer()
+        key = "pattern" if hook.name.endswith("hook_pattern") else "v"
+        pending.setdefault(layer, {})[key] = act
+        if len(pending[layer]) == 2:
+            finish(layer)
+
+    hooks = list(fwd_hooks) + [(lambda n: n.endswith(("attn.hook_pattern", "attn.hook_v")), on_act)]
+    try:
+        with torch.no_grad(), model.hooks(fwd_hooks=hooks):
+            model(toks.to(device))
+    except _Stop:
+        pass
+    if len(done) != n_layers:  # pragma: no cover - a model whose hooks never fired
+        raise RuntimeError(f"only layers {sorted(done)} reported hook_pattern/hook_v")
+
+
+def head_scores(
+    model: TransformerBridge,
+    batch: RepeatedTokens,
+    *,
+    batch_size: int | None = None,
+    fwd_hooks: Hooks = (),
+    stripes: Mapping[str, Stripe] | None = None,
+) -> HeadScores:
+    """Every registry score of every head on ``batch`` (definitions: :data:`~.heads.SCORES`).
+
+    ``fwd_hooks`` run alongside (e.g. ablations). ``stripes`` replaces the stripe of the scores it
+    names (the shuffled null reads control stripes this way)."""
+    cfg = model.cfg
+    seq_len = batch.seq_len
+    if seq_len > int(cfg.n_ctx):
+        raise UserError(
+            f"the probe has {seq_len} tokens but the model's context is {cfg.n_ctx}: "
+            "use a shorter --period."
+        )
+    plan = {s.name: s.stripe for s in SCORES} | dict(stripes or {})
+    first_key = int(batch.has_bos)
+    for name, stripe in plan.items():
+        d = stripe.offset(batch.period)
+        if stripe.queries == "body" and stripe.column is None and not 0 <= d < seq_len - first_key:
+            raise ValueError(f"{name}: key offset {d} does not fit a sequence of {seq_len}")
+    n_layers, n_heads = int(cfg.n_layers), int(cfg.n_heads)
+    sums = {k: torch.zeros(n_layers, n_heads, dtype=torch.float64) for k in plan}
+    counts = dict.fromkeys(plan, 0)
+    rows = batch_size or _chunk_rows(model, seq_len)
+    for lo in range(0, batch.n_seqs, rows):
+        qs = _Queries(batch, batch.starts[lo : lo + rows], seq_len)
+        _reduce_chunk(model, batch.tokens[lo : lo + rows], qs, plan, sums, fwd_hooks)
+        for name, stripe in plan.items():
+            counts[name] += qs.count(stripe)
+    return HeadScores({k: (sums[k] / max(counts[k], 1)).float() for k in plan})

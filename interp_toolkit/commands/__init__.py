@@ -1,1 +1,0 @@
-"""CLI command groups. Each module defines ``register(app)``; ``interp_toolkit.cli`` wires them."""
