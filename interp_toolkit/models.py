@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import torch
-from transformer_lens import TransformerBridge
+from transformer_lens import TransformerBridge, TransformerBridgeConfig
 
 from interp_toolkit.errors import UserError
 
@@ -69,10 +69,8 @@ class AttnOnlyConfig:
         return dataclasses.replace(self, **changes)
 
 
-def tl_config(cfg: AttnOnlyConfig) -> Any:
+def tl_config(cfg: AttnOnlyConfig) -> TransformerBridgeConfig:
     """The ``TransformerBridgeConfig`` for ``cfg``."""
-    from transformer_lens import TransformerBridgeConfig
-
     return TransformerBridgeConfig(
         d_model=cfg.d_model,
         d_head=cfg.d_head,
@@ -101,7 +99,7 @@ def build_model(cfg: AttnOnlyConfig, device: str = "cpu") -> TransformerBridge:
     return model.eval()
 
 
-def embedding_parameters(model: TransformerBridge) -> list[Any]:
+def embedding_parameters(model: TransformerBridge) -> list[torch.nn.Parameter]:
     """Token (and learned positional) embedding weights of a native model, as live parameters."""
     params = [model.embed.original_component.weight]
     if hasattr(model, "pos_embed"):

@@ -1,18 +1,21 @@
-"""Run folders: what training writes and everything else reads.
+"""Run folders: what training writes and everything else reads. :class:`RunPaths` names every file.
 
 ::
 
     RUN/
       config.json          format version, model config, training and data settings (JSON-safe)
-      model.safetensors    weights (no pickle)
+      model.safetensors    weights (no pickle); written when training ends
       vocab.json           the codec (compact vocabulary or full GPT-2)
-      metrics.jsonl        one line per logged step (see interp_toolkit.training)
-      checkpoints/         latest resumable state; snapshots/step_N.safetensors for dynamics
+      metrics.jsonl        one line per logged step (see interp_toolkit.training.metrics)
+      checkpoints/         latest resumable state: model.safetensors, optimizer.pt, state.json
+      snapshots/           step_N.safetensors, for training-dynamics analysis
+      samples.json heads.json exam.json circuits.json report.html   analysis outputs
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,10 +28,38 @@ from interp_toolkit.models import AttnOnlyConfig, build_model
 from interp_toolkit.tokenizer import CompactVocab, GPT2Codec, load_codec, save_codec
 
 FORMAT_VERSION = 1
-CONFIG = "config.json"
-WEIGHTS = "model.safetensors"
-VOCAB = "vocab.json"
-METRICS = "metrics.jsonl"
+_SNAPSHOT = re.compile(r"step_(\d+)\.safetensors$")
+
+
+@dataclass(frozen=True)
+class RunPaths:
+    """The files of the run folder ``root``: the one place their names are written."""
+
+    root: Path
+
+    config = property(lambda self: self.root / "config.json")
+    weights = property(lambda self: self.root / "model.safetensors")
+    vocab = property(lambda self: self.root / "vocab.json")
+    metrics = property(lambda self: self.root / "metrics.jsonl")
+    checkpoints = property(lambda self: self.root / "checkpoints")
+    checkpoint_weights = property(lambda self: self.checkpoints / "model.safetensors")
+    checkpoint_optimizer = property(lambda self: self.checkpoints / "optimizer.pt")
+    checkpoint_state = property(lambda self: self.checkpoints / "state.json")  # written last
+    snapshots = property(lambda self: self.root / "snapshots")
+    samples = property(lambda self: self.root / "samples.json")
+    heads = property(lambda self: self.root / "heads.json")
+    exam = property(lambda self: self.root / "exam.json")
+    circuits = property(lambda self: self.root / "circuits.json")
+    report = property(lambda self: self.root / "report.html")
+
+    def snapshot(self, step: int) -> Path:
+        return self.snapshots / f"step_{step}.safetensors"
+
+    def snapshot_steps(self) -> list[int]:
+        if not self.snapshots.is_dir():
+            return []
+        found = (_SNAPSHOT.search(p.name) for p in self.snapshots.iterdir())
+        return sorted(int(m.group(1)) for m in found if m)
 
 
 @dataclass
@@ -44,6 +75,10 @@ class Run:
     @property
     def name(self) -> str:
         return self.path.name
+
+    @property
+    def paths(self) -> RunPaths:
+        return RunPaths(self.path)
 
     def metrics(self) -> list[dict[str, Any]]:
         return read_metrics(self.path)
@@ -75,6 +110,27 @@ def load_weights(model: TransformerBridge, path: Path) -> None:
         ) from None
 
 
+def init_run(
+    path: str | Path,
+    codec: CompactVocab | GPT2Codec,
+    model_cfg: AttnOnlyConfig,
+    settings: dict[str, Any] | None = None,
+) -> RunPaths:
+    """Start a run folder: vocab.json and config.json (each atomically); weights come later."""
+    paths = RunPaths(Path(path))
+    paths.root.mkdir(parents=True, exist_ok=True)
+    save_codec(codec, paths.vocab)
+    write_json(
+        paths.config,
+        {
+            "format_version": FORMAT_VERSION,
+            "model": model_cfg.to_dict(),
+            "settings": settings or {},
+        },
+    )
+    return paths
+
+
 def save_run(
     path: str | Path,
     model: TransformerBridge,
@@ -82,37 +138,27 @@ def save_run(
     model_cfg: AttnOnlyConfig,
     settings: dict[str, Any] | None = None,
 ) -> Path:
-    """Write config.json, model.safetensors and vocab.json (each atomically)."""
-    path = Path(path)
-    path.mkdir(parents=True, exist_ok=True)
-    save_codec(codec, path / VOCAB)
-    save_weights(model, path / WEIGHTS)
-    write_json(
-        path / CONFIG,
-        {
-            "format_version": FORMAT_VERSION,
-            "model": model_cfg.to_dict(),
-            "settings": settings or {},
-        },
-    )
-    return path
+    """Write config.json, vocab.json and model.safetensors (each atomically)."""
+    paths = init_run(path, codec, model_cfg, settings)
+    save_weights(model, paths.weights)
+    return paths.root
 
 
 def read_config(path: str | Path) -> dict[str, Any]:
-    path = Path(path)
-    if not path.is_dir():
+    paths = RunPaths(Path(path))
+    if not paths.root.is_dir():
         raise UserError(
             f"run folder {path} does not exist: train one with `interp-toolkit train --out {path}`."
         )
-    cfg_path = path / CONFIG
-    if not cfg_path.is_file():
+    if not paths.config.is_file():
         raise UserError(
-            f"{path} is not a run folder (no {CONFIG}): train one with `interp-toolkit train --out {path}`."
+            f"{path} is not a run folder (no {paths.config.name}): train one with "
+            f"`interp-toolkit train --out {path}`."
         )
     try:
-        data = json.loads(cfg_path.read_text(encoding="utf-8"))
+        data = json.loads(paths.config.read_text(encoding="utf-8"))
     except json.JSONDecodeError:
-        raise UserError(f"{cfg_path} is not valid JSON: retrain the run.") from None
+        raise UserError(f"{paths.config} is not valid JSON: retrain the run.") from None
     version = data.get("format_version") if isinstance(data, dict) else None
     if version != FORMAT_VERSION:
         raise UserError(
@@ -124,18 +170,18 @@ def read_config(path: str | Path) -> dict[str, Any]:
 
 def load_run(path: str | Path, device: str = "cpu", weights: str | Path | None = None) -> Run:
     """Load a run folder; ``weights`` overrides the weights file (e.g. a training snapshot)."""
-    path = Path(path)
-    data = read_config(path)
+    paths = RunPaths(Path(path))
+    data = read_config(paths.root)
     model_cfg = AttnOnlyConfig.from_dict(data["model"])
-    weights_path = Path(weights) if weights is not None else path / WEIGHTS
+    weights_path = Path(weights) if weights is not None else paths.weights
     if not weights_path.is_file():
         raise UserError(
             f"{path} has no trained model ({weights_path.name} missing): "
             f"finish training with `interp-toolkit train --resume --out {path}`."
         )
-    if not (path / VOCAB).is_file():
-        raise UserError(f"{path} has no {VOCAB}: retrain the run.")
-    codec = load_codec(path / VOCAB)
+    if not paths.vocab.is_file():
+        raise UserError(f"{path} has no {paths.vocab.name}: retrain the run.")
+    codec = load_codec(paths.vocab)
     if codec.d_vocab != model_cfg.d_vocab:
         raise UserError(
             f"{path}: vocab.json has {codec.d_vocab} tokens but the model expects "
@@ -144,7 +190,7 @@ def load_run(path: str | Path, device: str = "cpu", weights: str | Path | None =
     model = build_model(model_cfg, device=device)
     load_weights(model, weights_path)
     return Run(
-        path=path,
+        path=paths.root,
         model=model.eval(),
         codec=codec,
         model_cfg=model_cfg,
@@ -154,7 +200,7 @@ def load_run(path: str | Path, device: str = "cpu", weights: str | Path | None =
 
 def read_metrics(path: str | Path) -> list[dict[str, Any]]:
     """The metrics.jsonl lines of a run folder (an unfinished last line is skipped)."""
-    file = Path(path) / METRICS
+    file = RunPaths(Path(path)).metrics
     if not file.is_file():
         return []
     rows = []
@@ -164,3 +210,21 @@ def read_metrics(path: str | Path) -> list[dict[str, Any]]:
         except json.JSONDecodeError:
             continue
     return rows
+
+
+def read_samples(path: str | Path) -> list[dict[str, str]]:
+    """``RUN/samples.json`` (a list of {"prompt", "text"}), or [] when absent or unreadable."""
+    file = RunPaths(Path(path)).samples
+    if not file.is_file():
+        return []
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except json.JSONDecodeError:
+        return []
+    if not isinstance(data, list):
+        return []
+    return [
+        {"prompt": str(d.get("prompt", "")), "text": str(d.get("text", ""))}
+        for d in data
+        if isinstance(d, dict)
+    ]

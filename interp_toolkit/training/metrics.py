@@ -1,0 +1,77 @@
+"""metrics.jsonl: what training logs, and "the first step with an induction head".
+
+One JSON line per logged step: ``step``, ``tokens``, ``loss``, ``elapsed_s``, ``tokens_per_s``,
+``lr``; every ``score_every`` steps also each head's :data:`LOGGED_SCORES` as ``[layer][head]``
+grids (rounded to 4 decimals) on repeated random tokens, and ``val_loss`` (held-out). Score keys are
+the registry's ``Score.logged_as`` (the previous-token score is ``prev_token`` in this file).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+import torch
+from transformer_lens import TransformerBridge
+
+from interp_toolkit.analysis.batches import RepeatedTokens
+from interp_toolkit.analysis.heads import SCORE
+from interp_toolkit.analysis.stripes import head_scores
+from interp_toolkit.io import write_text
+from interp_toolkit.runs import RunPaths, read_metrics
+
+#: The scores training logs every ``score_every`` steps, in the order they are written.
+LOGGED_SCORES = ("induction", "previous_token")
+
+
+def score_grids(model: TransformerBridge, batch: RepeatedTokens) -> dict[str, list[list[float]]]:
+    """Each head's :data:`LOGGED_SCORES` (rounded), keyed as in metrics.jsonl."""
+    with torch.no_grad():
+        s = head_scores(model, batch)
+    return {
+        SCORE[name].logged_as: [[round(float(v), 4) for v in row] for row in s.get(name)]
+        for name in LOGGED_SCORES
+    }
+
+
+class MetricsLog:
+    """metrics.jsonl of a run, open for appending one line per logged step."""
+
+    def __init__(self, paths: RunPaths) -> None:
+        self._file: TextIO = paths.metrics.open("a", encoding="utf-8")
+
+    def write(self, row: dict[str, Any]) -> None:
+        self._file.write(json.dumps(row) + "\n")
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def truncate_metrics(paths: RunPaths, step: int) -> None:
+    """Drop the lines after ``step`` (a resumed run logs them again)."""
+    rows = [r for r in read_metrics(paths.root) if int(r.get("step", 0)) <= step]
+    write_text(paths.metrics, "".join(json.dumps(r) + "\n" for r in rows))
+
+
+def induction_layer_min(n_layers: int) -> int:
+    """Induction needs an earlier layer to compose with: count layer >= 1 heads (any head for a
+    1-layer model)."""
+    return 1 if n_layers > 1 else 0
+
+
+def best_induction(induction: Sequence[Sequence[float]], layer_min: int) -> float:
+    """The highest induction score among heads in layers >= ``layer_min`` (-inf if none)."""
+    return max((v for row in induction[layer_min:] for v in row), default=float("-inf"))
+
+
+def first_induction_step(
+    metrics: Sequence[dict[str, Any]], threshold: float = 0.4, layer_min: int = 1
+) -> int | None:
+    """First logged step where a head in layer >= ``layer_min`` has induction score > threshold."""
+    key = SCORE["induction"].logged_as
+    for row in metrics:
+        if row.get(key) and best_induction(row[key], layer_min) > threshold:
+            return int(row["step"])
+    return None
