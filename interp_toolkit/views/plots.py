@@ -12,23 +12,13 @@ from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 from torch import Tensor
 
+from interp_toolkit.analysis.exam import ExamResult
+from interp_toolkit.analysis.heads import SCORE, HeadId
 from interp_toolkit.views.attention import escape_label, visible_token
 
-SCORE_TITLES = {
-    "previous_token": "previous-token score",
-    "prev_token": "previous-token score",
-    "duplicate_token": "duplicate-token score",
-    "induction": "induction score",
-    "induction_vw": "value-weighted induction score",
-    "copying": "copying score",
-}
 TARGET_COLOUR = "#d62728"
 OTHER_COLOUR = "#7f9fbf"
 HEIGHT = 380
-
-
-def _head_name(layer: int, head: int) -> str:
-    return f"{layer}.{head}"
 
 
 def _tick_step(n: int, max_ticks: int = 48) -> int:
@@ -39,20 +29,21 @@ def loss_curve(
     rows: Sequence[dict[str, Any]],
     *,
     x: str = "tokens",
-    scores: Sequence[str] = ("prev_token", "induction"),
+    scores: Sequence[str] = ("previous_token", "induction"),
     log_x: bool = False,
     title: str = "Training",
 ) -> go.Figure:
-    """Loss over training; below it, one line per head for each per-head score in ``scores`` that the
-    metrics rows carry (``"induction"``: the phase change; ``"prev_token"``: its partner)."""
+    """Loss over training (metrics.jsonl rows); below it, one line per head for each score in
+    ``scores`` (registry names) that the rows carry (induction: the phase change; previous-token:
+    its partner)."""
     rows = [r for r in rows if "loss" in r and x in r]
-    present = [k for k in scores if any(k in r for r in rows)]
+    present = [SCORE[k] for k in scores if any(SCORE[k].logged_as in r for r in rows)]
     fig = make_subplots(
         rows=1 + len(present),
         cols=1,
         shared_xaxes=True,
         vertical_spacing=0.08,
-        subplot_titles=["loss", *[f"{SCORE_TITLES.get(k, k)} per head" for k in present]],
+        subplot_titles=["loss", *[f"{s.title} per head" for s in present]],
     )
     fig.add_trace(
         go.Scatter(
@@ -78,13 +69,14 @@ def loss_curve(
             col=1,
         )
     palette = qualitative.Plotly + qualitative.D3
-    for i, key in enumerate(present, start=2):
+    for i, score in enumerate(present, start=2):
+        key = score.logged_as
         sr = [r for r in rows if key in r]
         grid = sr[0][key]
         n_heads = len(grid[0]) if grid else 0
         for layer, per_head in enumerate(grid):
             for head in range(len(per_head)):
-                name = _head_name(layer, head)
+                name = str(HeadId(layer, head))
                 fig.add_trace(
                     go.Scatter(
                         x=[r[x] for r in sr],
@@ -124,7 +116,7 @@ def head_score_heatmap(
     Heads that pass (score > τ and >= floor) are outlined and starred."""
     s = scores.detach().float().cpu()
     n_layers, n_heads = s.shape
-    label = SCORE_TITLES.get(kind, kind)
+    label = SCORE[kind].title
     passes = torch.ones_like(s, dtype=torch.bool) if tau is not None or floor is not None else None
     if passes is not None:
         if tau is not None:
@@ -163,7 +155,8 @@ def head_score_heatmap(
             zmin=zmin,
             zmax=zmax,
             colorbar=colorbar,
-            hovertemplate="L%{y}H%{x}: %{z:.3f}<extra></extra>",
+            customdata=[[str(HeadId(i, j)) for j in range(n_heads)] for i in range(n_layers)],
+            hovertemplate="%{customdata}: %{z:.3f}<extra></extra>",
             name=label,
         )
     )
@@ -215,7 +208,7 @@ def head_impact_curves(
     for ly, h in order:
         fig.add_trace(
             go.Scatter(
-                x=list(range(n_pos)), y=imp[ly, h].tolist(), mode="lines", name=_head_name(ly, h)
+                x=list(range(n_pos)), y=imp[ly, h].tolist(), mode="lines", name=str(HeadId(ly, h))
             )
         )
     xaxis: dict[str, Any] = {"title": "position"}
@@ -237,7 +230,7 @@ def head_impact_curves(
     return fig
 
 
-def exam_topk(result: Any, *, title: str | None = None) -> go.Figure:
+def exam_topk(result: ExamResult, *, title: str | None = None) -> go.Figure:
     """Bar chart of an exam's top-k next-token probabilities (``result``: an ExamResult, rank 0 = top);
     the target is highlighted, and added as an extra bar when it is not in the top k."""
     target_label = visible_token(result.target)

@@ -1,0 +1,195 @@
+"""The HTML page kit: self-contained, offline report pages.
+
+A page is a list of :class:`Section`; each item is a plotly Figure, a circuitsvis view (a
+``RenderedHTML`` or its HTML), a :class:`Row` of items shown side by side, or trusted HTML (build it
+with :func:`text`, :func:`table`, :func:`kv_table`). Plotly's JS is inlined once in ``<head>``; the
+circuitsvis bundle is inlined once too (:mod:`.cv`; its views then only carry their render call).
+No CDN.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import plotly.graph_objects as go
+from circuitsvis.utils.render import RenderedHTML
+
+from interp_toolkit.views import cv
+
+
+@dataclass
+class Row:
+    """Items shown side by side (e.g. one figure per run)."""
+
+    items: list[Item]
+    captions: list[str] | None = None
+
+
+@dataclass
+class Section:
+    title: str
+    items: list[Item] = field(default_factory=list)
+    intro: str = ""  # plain text, escaped
+    anchor: str | None = None
+
+
+#: What a section (or a row) can hold: see the module docstring.
+Item = Row | go.Figure | RenderedHTML | str
+
+
+# ---------------------------------------------------------------- HTML helpers
+
+
+def text(s: str, tag: str = "p", cls: str | None = None) -> str:
+    c = f' class="{cls}"' if cls else ""
+    return f"<{tag}{c}>{html.escape(s)}</{tag}>"
+
+
+def cell(v: object) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    if isinstance(v, (list, tuple)):
+        return html.escape(", ".join(map(str, v))) if v else "—"
+    if v is None or v == "":
+        return "—"
+    return html.escape(str(v))
+
+
+def table(
+    header: Sequence[str],
+    rows: Sequence[Sequence[object]],
+    *,
+    raw: Sequence[int] = (),
+    cls: str = "",
+) -> str:
+    """An HTML table; cells are escaped except in the column indices listed in ``raw``."""
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    body = "".join(
+        "<tr>"
+        + "".join(f"<td>{v if i in raw else cell(v)}</td>" for i, v in enumerate(r))
+        + "</tr>"
+        for r in rows
+    )
+    return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def _flatten(d: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    out: list[tuple[str, Any]] = []
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict) and v:
+            out.extend(_flatten(v, key + "."))
+        else:
+            out.append(
+                (
+                    key,
+                    v
+                    if not isinstance(v, (dict, list)) or len(json.dumps(v)) < 200
+                    else json.dumps(v)[:200] + "…",
+                )
+            )
+    return out
+
+
+def kv_table(d: dict[str, Any]) -> str:
+    """A two-column table of a (nested) dict."""
+    return table(["setting", "value"], _flatten(d), cls="kv")
+
+
+# ---------------------------------------------------------------- page assembly
+
+
+def _figure_html(fig: go.Figure) -> str:
+    return fig.to_html(
+        full_html=False, include_plotlyjs=False, config={"displaylogo": False, "responsive": True}
+    )
+
+
+def _item_html(item: Item, state: dict[str, bool]) -> str:
+    if isinstance(item, Row):
+        caps = item.captions or [""] * len(item.items)
+        cells = "".join(
+            f'<div class="cell">{text(c, "div", "caption") if c else ""}{_item_html(it, state)}</div>'
+            for it, c in zip(item.items, caps, strict=False)
+        )
+        return f'<div class="row">{cells}</div>'
+    if isinstance(item, go.Figure):
+        state["plotly"] = True
+        return f'<div class="fig">{_figure_html(item)}</div>'
+    if isinstance(item, RenderedHTML):
+        item = item.local_src
+    if isinstance(item, str):
+        frag, used = cv.page_fragment(item)
+        state["circuitsvis"] |= used
+        return frag
+    raise TypeError(f"cannot put a {type(item).__name__} in a report")
+
+
+CSS = """
+body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;background:#f6f7f9;color:#1d232b}
+header{background:#23395b;color:#fff;padding:18px 32px}
+header h1{margin:0;font-size:1.6em} header p{margin:6px 0 0;opacity:.85}
+nav{padding:8px 32px;background:#e8ecf2;font-size:.9em} nav a{margin-right:14px;color:#23395b}
+main{max-width:1280px;margin:0 auto;padding:8px 32px 40px}
+section{background:#fff;border-radius:8px;box-shadow:0 1px 3px rgba(0,0,0,.08);margin:18px 0;padding:6px 20px 16px}
+h2{color:#23395b;border-bottom:1px solid #dde3ea;padding-bottom:4px}
+table{border-collapse:collapse;margin:8px 0;font-size:.92em}
+th,td{border:1px solid #d5dbe3;padding:4px 9px;text-align:left;vertical-align:top}
+th{background:#eef2f7} table.kv td:first-child{font-family:ui-monospace,monospace;color:#445}
+td.pass,span.pass{color:#1a7f37;font-weight:600} td.fail,span.fail{color:#c62828;font-weight:600}
+.row{display:grid;grid-template-columns:repeat(auto-fill,minmax(440px,1fr));gap:16px}.cell{min-width:0}
+.caption{font-weight:600;margin:6px 0}
+pre.sample{white-space:pre-wrap;background:#f3f5f8;padding:8px;border-radius:6px;font-size:.9em}
+.finding{font-size:1.05em;background:#fff8e1;border-left:4px solid #f0b400;padding:8px 14px}
+.note{color:#556;font-size:.9em}
+"""
+
+
+def _anchor(title: str, i: int) -> str:
+    return "s" + str(i) + "-" + re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")
+
+
+def render_report(
+    sections: Sequence[Section], *, title: str = "interp-toolkit report", subtitle: str = ""
+) -> str:
+    """One self-contained offline HTML page (plotly and circuitsvis JS inlined once each)."""
+    state = {"plotly": False, "circuitsvis": False}
+    body, nav = [], []
+    for i, sec in enumerate(sections):
+        anchor = sec.anchor or _anchor(sec.title, i)
+        nav.append(f'<a href="#{anchor}">{html.escape(sec.title)}</a>')
+        items = "\n".join(_item_html(it, state) for it in sec.items)
+        intro = text(sec.intro, "p", "note") if sec.intro else ""
+        body.append(
+            f'<section id="{anchor}"><h2>{html.escape(sec.title)}</h2>{intro}\n{items}</section>'
+        )
+    scripts = []
+    if state["plotly"]:
+        from plotly.offline import get_plotlyjs
+
+        scripts.append(f'<script type="text/javascript">{get_plotlyjs()}</script>')
+    if state["circuitsvis"]:
+        scripts.append(f'<script type="text/javascript">{cv.bundle()}</script>')
+    sub = f"<p>{html.escape(subtitle)}</p>" if subtitle else ""
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>{html.escape(title)}</title><style>{CSS}</style>\n"
+        + "\n".join(scripts)
+        + f"\n</head><body><header><h1>{html.escape(title)}</h1>{sub}</header>"
+        + (f"<nav>{''.join(nav)}</nav>" if len(nav) > 1 else "")
+        + "<main>\n"
+        + "\n".join(body)
+        + "\n</main></body></html>\n"
+    )
+
+
+def verdict(passed: bool, error: str = "") -> str:
+    """``pass`` / ``fail`` (coloured), or ``skipped: error`` when the check could not run."""
+    if error:
+        return f'<span class="fail">skipped: {html.escape(error)}</span>'
+    return '<span class="pass">pass</span>' if passed else '<span class="fail">fail</span>'
