@@ -11,25 +11,9 @@ from typing import Any
 
 import typer
 
+from interp_toolkit.cli.app import TARGET_HELP, app, check_out_file, emit, setup_torch
 from interp_toolkit.errors import UserError
-
-TARGET_HELP = "A run folder, or a GPT-2 model (gpt2, gpt2-medium… or an HF folder)."
-
-
-def _check_out(path: Path | None, flag: str) -> None:
-    if path is None:
-        return
-    from interp_toolkit.io import check_writable_dir
-
-    if path.is_dir():
-        raise UserError(f"{flag} {path} is a folder: give a file name such as {path / 'out.json'}.")
-    check_writable_dir(path.parent if str(path.parent) else Path("."), "output folder")
-
-
-def _setup_torch() -> None:
-    import torch
-
-    torch.set_num_threads(min(4, torch.get_num_threads()))
+from interp_toolkit.tokenizer import Codec
 
 
 def _fmt(x: float | None, digits: int = 3) -> str:
@@ -41,7 +25,7 @@ def heads_csv(report_dict: dict[str, Any]) -> str:
     import csv
     import io
 
-    from interp_toolkit.analysis.scores import SCORE_KINDS
+    from interp_toolkit.analysis.heads import SCORE_KINDS
 
     buf = io.StringIO()
     cols = ["head", "layer", "index", *SCORE_KINDS, *[f"tau_{k}" for k in SCORE_KINDS], "role"]
@@ -54,6 +38,7 @@ def heads_csv(report_dict: dict[str, Any]) -> str:
     return buf.getvalue()
 
 
+@app.command("heads")
 def heads(
     target: str = typer.Argument(..., help=TARGET_HELP),
     json_out: Path | None = typer.Option(None, "--json", help="Write the report as JSON here."),
@@ -74,21 +59,19 @@ def heads(
     seed: int = typer.Option(0, "--seed", help="Seed of the random tokens."),
 ) -> None:
     """Score every head (previous-token, duplicate-token, induction) against a null-model tau."""
-    from interp_toolkit.analysis.scores import NULL_MODELS
+    from interp_toolkit.analysis.nulls import check_null
 
-    if null not in NULL_MODELS:
-        raise UserError(f"--null {null!r} is unknown: use one of {', '.join(NULL_MODELS)}.")
-    _check_out(json_out, "--json")
-    _check_out(csv_out, "--csv")
-    _setup_torch()
+    check_null(null)
+    check_out_file(json_out, "--json")
+    check_out_file(csv_out, "--csv")
+    setup_torch()
     from interp_toolkit.analysis.scores import discover_heads
-    from interp_toolkit.io import write_json, write_text
+    from interp_toolkit.io import write_text
     from interp_toolkit.targets import load_target
 
     tgt = load_target(target, for_weights=False)
     if n_null is None:
         n_null = 2 if tgt.kind == "gpt2" else 4
-    model_cfg = getattr(tgt.source, "model_cfg", None)
     report = discover_heads(
         tgt.model,
         tgt.codec,
@@ -98,13 +81,10 @@ def heads(
         null=null,
         n_null=n_null,
         quantile=quantile,
-        model_cfg=model_cfg,
+        model_cfg=tgt.model_cfg,
     )
     data = {"target": tgt.name, **report.to_dict()}
-    _print_heads(data)
-    if json_out:
-        write_json(json_out, data)
-        typer.echo(f"wrote {json_out}")
+    emit(data, _print_heads, json_out)
     if csv_out:
         write_text(csv_out, heads_csv(data))
         typer.echo(f"wrote {csv_out}")
@@ -114,7 +94,7 @@ def _print_heads(data: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from interp_toolkit.analysis.scores import SCORE_KINDS
+    from interp_toolkit.analysis.heads import SCORE_KINDS
 
     probe, taus = data["probe"], data["taus"]
     title = (
@@ -141,6 +121,7 @@ def _print_heads(data: dict[str, Any]) -> None:
     )
 
 
+@app.command("exam")
 def exam(
     target: str = typer.Argument(..., help=TARGET_HELP),
     prompt: str | None = typer.Option(
@@ -158,10 +139,9 @@ def exam(
         raise UserError("give --prompt and --target together (or neither, for the built-in exams).")
     if top_k < 1:
         raise UserError(f"--top-k {top_k} cannot work: use 1 or more.")
-    _check_out(json_out, "--json")
-    _setup_torch()
+    check_out_file(json_out, "--json")
+    setup_torch()
     from interp_toolkit.analysis.exam import BUILTIN_EXAMS, Exam, run_exam
-    from interp_toolkit.io import write_json
     from interp_toolkit.targets import load_target
 
     exams = BUILTIN_EXAMS if prompt is None else (Exam("custom", prompt, target_text or ""),)
@@ -170,41 +150,32 @@ def exam(
         run_exam(tgt.model, tgt.codec, e.prompt, e.target, top_k, not no_bos, name=e.name)
         for e in exams
     ]
-    _print_exams(tgt.name, results)
-    if json_out:
-        write_json(
-            json_out,
-            {
-                "target": tgt.name,
-                "prepend_bos": not no_bos,
-                "exams": [r.to_dict() for r in results],
-            },
-        )
-        typer.echo(f"wrote {json_out}")
+    data = {"target": tgt.name, "prepend_bos": not no_bos, "exams": [r.to_dict() for r in results]}
+    emit(data, _print_exams, json_out)
 
 
-def _print_exams(name: str, results: list[Any]) -> None:
+def _print_exams(data: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
 
     console = Console()
-    for r in results:
+    for r in data["exams"]:
         table = Table(
             title=(
-                f"{name} exam {r.name}: {r.prompt!r} -> {r.target!r}: rank {r.rank}, "
-                f"p = {r.prob:.3f} ({'PASS' if r.passed else 'fail'})"
+                f"{data['target']} exam {r['name']}: {r['prompt']!r} -> {r['target']!r}: "
+                f"rank {r['rank']}, p = {r['prob']:.3f} ({'PASS' if r['passed'] else 'fail'})"
             )
         )
         table.add_column("#", justify="right")
         table.add_column("token")
         table.add_column("prob", justify="right")
-        for i, (tok, p) in enumerate(r.top):
-            style = "bold green" if r.top_ids and r.top_ids[i] == r.target_id else None
-            table.add_row(str(i), repr(tok), f"{p:.4f}", style=style)
+        for i, t in enumerate(r["top"]):
+            style = "bold green" if t["token_id"] == r["target_id"] else None
+            table.add_row(str(i), repr(t["token"]), f"{t['prob']:.4f}", style=style)
         console.print(table)
 
 
-def _default_token_ids(codec: Any, d_vocab: int) -> list[int]:
+def _default_token_ids(codec: Codec, d_vocab: int) -> list[int]:
     """Source tokens to show boosts for: ' A', ' B', ' C', ' D' where single known tokens."""
     ids = []
     for text in (" A", " B", " C", " D"):
@@ -214,6 +185,7 @@ def _default_token_ids(codec: Any, d_vocab: int) -> list[int]:
     return ids or [i for i in range(min(4, d_vocab)) if i != codec.bos_id][:3]
 
 
+@app.command("circuits")
 def circuits(
     target: str = typer.Argument(..., help=TARGET_HELP),
     head: str = typer.Option(..., "--head", help="Head as L.H, e.g. 1.4."),
@@ -224,15 +196,14 @@ def circuits(
     json_out: Path | None = typer.Option(None, "--json", help="Write the results as JSON here."),
 ) -> None:
     """A head's OV copying score, top-1/top-5 copy accuracy and top boosted tokens."""
-    from interp_toolkit.analysis.circuits import parse_head
+    from interp_toolkit.analysis.heads import HeadId
 
-    layer, index = parse_head(head)
+    layer, index = HeadId.parse(head)
     if top_k < 1:
         raise UserError(f"--top-k {top_k} cannot work: use 1 or more.")
-    _check_out(json_out, "--json")
-    _setup_torch()
+    check_out_file(json_out, "--json")
+    setup_torch()
     from interp_toolkit.analysis.circuits import check_head, head_circuit
-    from interp_toolkit.io import write_json
     from interp_toolkit.targets import load_target
 
     tgt = load_target(target)
@@ -251,11 +222,7 @@ def circuits(
     else:
         ids = _default_token_ids(tgt.codec, d_vocab)
     result = head_circuit(tgt.model, tgt.codec, layer, index, token_ids=ids, k=top_k)
-    data = {"target": tgt.name, **result.to_dict()}
-    _print_circuit(data)
-    if json_out:
-        write_json(json_out, data)
-        typer.echo(f"wrote {json_out}")
+    emit({"target": tgt.name, **result.to_dict()}, _print_circuit, json_out)
 
 
 def _print_circuit(data: dict[str, Any]) -> None:
@@ -282,9 +249,3 @@ def _print_circuit(data: dict[str, Any]) -> None:
         for t in b["top"]:
             table.add_row(repr(t["token"]), f"{t['logit']:.3f}")
         console.print(table)
-
-
-def register(app: typer.Typer) -> None:
-    app.command("heads")(heads)
-    app.command("exam")(exam)
-    app.command("circuits")(circuits)

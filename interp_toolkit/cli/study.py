@@ -1,4 +1,4 @@
-"""``interp-toolkit reproduce``: the whole study in one command."""
+"""``reproduce`` and ``sweep``: the whole study, or one setting varied, in one command."""
 
 from __future__ import annotations
 
@@ -6,81 +6,60 @@ from pathlib import Path
 
 import typer
 
-
-def register(app: typer.Typer) -> None:
-    @app.command("reproduce")
-    def reproduce_cmd(
-        out: Path = typer.Option(
-            Path("study"), "--out", help="Study folder (new, empty, or an earlier study to reuse)."
-        ),
-        preset: str = typer.Option(
-            "cpu", "--preset", help="cpu (minutes on a CPU) or seed (GPU scale)."
-        ),
-        layers: str = typer.Option(
-            "1,2", "--layers", help="Comma-separated layer counts from 1,2,3,8."
-        ),
-        seed: int = typer.Option(0, "--seed", help="Seed for init, data and analysis."),
-        steps: int | None = typer.Option(
-            None, "--steps", help="Override the preset's training steps."
-        ),
-        corpus: str | None = typer.Option(
-            None, "--corpus", help="stdlib (default) | PATH | hf:NAME."
-        ),
-    ) -> None:
-        """Train 1- and 2-layer models and write the side-by-side study report (DIR/index.html)."""
-        from interp_toolkit.study import StudyConfig, parse_layers, reproduce, summary_lines
-
-        cfg = StudyConfig(
-            out=out,
-            preset=preset,
-            layers=parse_layers(layers),
-            seed=seed,
-            steps=steps,
-            corpus=corpus,
-        )
-        result = reproduce(cfg)
-        for line in summary_lines(result):
-            typer.echo(line)
-
-    register_sweep(app)
+from interp_toolkit.cli.app import app
+from interp_toolkit.errors import UserError
 
 
-def register_sweep(app: typer.Typer) -> None:
-    @app.command("sweep")
-    def sweep_cmd(
-        over: str = typer.Option(
-            ..., "--over", help="n_ctx | vocab_size | repeat_fraction | d_model | lr"
-        ),
-        values: str = typer.Option(..., "--values", help="Comma-separated values, e.g. 16,32,64."),
-        out: Path = typer.Option(
-            ..., "--out", help="Sweep folder (new, empty, or an earlier sweep)."
-        ),
-        preset: str = typer.Option("cpu", "--preset"),
-        layers: int = typer.Option(2, "--layers"),
-        steps: int | None = typer.Option(
-            None, "--steps", help="Step budget per value (default: the preset's)."
-        ),
-        seed: int = typer.Option(0, "--seed"),
-    ) -> None:
-        """Time induction-head formation across values of one setting (context length, vocabulary size, ...)."""
-        from interp_toolkit.errors import UserError
-        from interp_toolkit.study import SweepConfig, sweep
+@app.command("reproduce")
+def reproduce_cmd(
+    out: Path = typer.Option(
+        Path("study"), "--out", help="Study folder (new, empty, or an earlier study to reuse)."
+    ),
+    preset: str = typer.Option(
+        "cpu", "--preset", help="cpu (minutes on a CPU) or seed (GPU scale)."
+    ),
+    layers: str = typer.Option(
+        "1,2", "--layers", help="Comma-separated layer counts from 1,2,3,8."
+    ),
+    seed: int = typer.Option(0, "--seed", help="Seed for init, data and analysis."),
+    steps: int | None = typer.Option(None, "--steps", help="Override the preset's training steps."),
+    corpus: str | None = typer.Option(None, "--corpus", help="stdlib (default) | PATH | hf:NAME."),
+) -> None:
+    """Train 1- and 2-layer models and write the side-by-side study report (DIR/index.html)."""
+    from interp_toolkit.study import StudyConfig, parse_layers, reproduce, summary_lines
 
-        try:
-            vals = tuple(float(v) for v in values.split(",") if v.strip())
-        except ValueError:
-            raise UserError(f"--values {values!r} must be comma-separated numbers.") from None
-        rows = sweep(
-            SweepConfig(
-                out=out,
-                param=over,
-                values=vals,
-                preset=preset,
-                layers=layers,
-                steps=steps,
-                seed=seed,
-            )
-        )
-        for r in rows:
-            typer.echo("  ".join(f"{k}={v}" for k, v in r.items()))
-        typer.echo(f"report: {out / 'index.html'}")
+    cfg = StudyConfig(
+        out=out, preset=preset, layers=parse_layers(layers), seed=seed, steps=steps, corpus=corpus
+    )
+    for line in summary_lines(reproduce(cfg)):
+        typer.echo(line)
+
+
+@app.command("sweep")
+def sweep_cmd(
+    over: str = typer.Option(
+        ..., "--over", help="n_ctx | vocab_size | repeat_fraction | d_model | lr"
+    ),
+    values: str = typer.Option(..., "--values", help="Comma-separated values, e.g. 16,32,64."),
+    out: Path = typer.Option(..., "--out", help="Sweep folder (new, empty, or an earlier sweep)."),
+    preset: str = typer.Option("cpu", "--preset"),
+    layers: int = typer.Option(2, "--layers"),
+    steps: int | None = typer.Option(
+        None, "--steps", help="Step budget per value (default: the preset's)."
+    ),
+    seed: int = typer.Option(0, "--seed"),
+) -> None:
+    """Time induction-head formation across values of one setting (context length, vocabulary size, ...)."""
+    from interp_toolkit.study import INDEX
+    from interp_toolkit.sweep import SweepConfig, sweep
+
+    try:
+        vals = tuple(float(v) for v in values.split(",") if v.strip())
+    except ValueError:
+        raise UserError(f"--values {values!r} must be comma-separated numbers.") from None
+    cfg = SweepConfig(
+        out=out, param=over, values=vals, preset=preset, layers=layers, steps=steps, seed=seed
+    )
+    for r in sweep(cfg):
+        typer.echo("  ".join(f"{k}={v}" for k, v in r.items()))
+    typer.echo(f"report: {out / INDEX}")

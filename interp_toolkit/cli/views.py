@@ -1,4 +1,4 @@
-"""``view`` and ``report``: a thin shell over :mod:`interp_toolkit.views` (torch is imported lazily)."""
+"""``view`` and ``report``: a thin shell over :mod:`interp_toolkit.reports` (torch is imported lazily)."""
 
 from __future__ import annotations
 
@@ -6,22 +6,12 @@ from pathlib import Path
 
 import typer
 
-from interp_toolkit.errors import UserError
+from interp_toolkit.cli.app import TARGET_HELP, app, check_out_file, setup_torch
 
 
-def _check_out_file(out: Path) -> Path:
-    from interp_toolkit.io import check_writable_dir
-
-    if out.is_dir():
-        raise UserError(f"--out {out} is a folder: give a file name such as {out / 'view.html'}.")
-    check_writable_dir(out.parent, "output folder")
-    return out
-
-
+@app.command("view")
 def view(
-    target: str = typer.Argument(
-        ..., help="A run folder, or a GPT-2 model (gpt2, gpt2-medium… or an HF folder)."
-    ),
+    target: str = typer.Argument(..., help=TARGET_HELP),
     prompt: str = typer.Option(..., "--prompt", "-p", help="Text to run the model on."),
     out: Path = typer.Option(
         ..., "--out", "-o", help="HTML file to write (standalone, works offline)."
@@ -33,27 +23,22 @@ def view(
     no_bos: bool = typer.Option(False, "--no-bos", help="Do not put BOS before the prompt."),
 ) -> None:
     """Write the attention patterns of a model on a prompt as an offline circuitsvis page."""
-    _check_out_file(out)
-    import torch
-
-    torch.set_num_threads(min(4, torch.get_num_threads()))
+    check_out_file(out, "--out", "view.html")
+    setup_torch()
+    from interp_toolkit.io import write_text
+    from interp_toolkit.reports.attention import attention_page, model_views
     from interp_toolkit.targets import load_target
-    from interp_toolkit.views.attention import prompt_tokens, save_attention_view
 
     tgt = load_target(target, for_weights=False)
-    tokens = prompt_tokens(tgt.codec, prompt, n_ctx=tgt.n_ctx, prepend_bos=not no_bos)
-    save_attention_view(
-        tgt.model,
-        tokens,
-        out,
-        codec=tgt.codec,
-        layer=layer,
-        heads=head or None,
-        title=f"Attention: {tgt.name}",
+    views = model_views(
+        tgt.model, prompt, codec=tgt.codec, layer=layer, heads=head or None, prepend_bos=not no_bos
     )
+    page = attention_page(views, title=f"Attention: {tgt.name}", intro=f"Prompt: {prompt!r}")
+    write_text(out, page)
     typer.echo(f"wrote {out}")
 
 
+@app.command("report")
 def report(
     run: Path = typer.Argument(..., help="A run folder (from `interp-toolkit train`)."),
     out: Path | None = typer.Option(
@@ -64,15 +49,8 @@ def report(
     from interp_toolkit.runs import read_config
 
     read_config(run)  # fail fast on a folder that is not a run
-    import torch
-
-    torch.set_num_threads(min(4, torch.get_num_threads()))
-    from interp_toolkit.views.report import build_run_report
+    setup_torch()
+    from interp_toolkit.reports.run_report import build_run_report
 
     path = build_run_report(run, out)
     typer.echo(f"wrote {path}")
-
-
-def register(app: typer.Typer) -> None:
-    app.command("view")(view)
-    app.command("report")(report)

@@ -1,0 +1,41 @@
+"""The ``interp-toolkit`` command line: a thin typer shell over the Python API.
+
+Commands live in one module per group (:mod:`.train`, :mod:`.analysis`, :mod:`.views`,
+:mod:`.study`), each registering with ``@app.command`` on :data:`.app.app`. Bad input raises
+:class:`~interp_toolkit.errors.UserError`; :func:`main` prints it as one line and exits with code 2.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from interp_toolkit.cli import analysis, study, train, views  # noqa: F401  (registers commands)
+from interp_toolkit.cli.app import app
+from interp_toolkit.errors import UserError
+
+__all__ = ["app", "main"]
+
+
+def main(argv: list[str] | None = None) -> None:
+    try:
+        app(args=argv, standalone_mode=False)
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(UserError.exit_code)
+    except KeyboardInterrupt:
+        print(
+            "interrupted: nothing half-written; a training run can continue with --resume.",
+            file=sys.stderr,
+        )
+        sys.exit(130)
+    except SystemExit:
+        raise
+    except Exception as exc:  # click usage errors come through here in non-standalone mode
+        import click
+
+        if isinstance(exc, click.exceptions.ClickException):
+            exc.show()
+            sys.exit(2)
+        if isinstance(exc, click.exceptions.Abort):
+            sys.exit(130)
+        raise

@@ -1,0 +1,54 @@
+"""The typer app every command registers on, the one way: ``@app.command("name")`` in a module
+of :mod:`interp_toolkit.cli` (imported by the package, so the decorator runs).
+
+Heavy imports (torch, TransformerLens) happen inside commands so that ``--help`` answers fast.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from interp_toolkit.errors import UserError
+
+app = typer.Typer(
+    name="interp-toolkit",
+    help="Grow attention-only transformers, watch induction heads appear, and find them in GPT-2.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+TARGET_HELP = "A run folder, or a GPT-2 model (gpt2, gpt2-medium… or an HF folder)."
+
+
+def check_out_file(path: Path | None, flag: str, example: str = "out.json") -> None:
+    """An output file option must name a file in a folder we can write, checked before any work."""
+    if path is None:
+        return
+    from interp_toolkit.io import check_writable_dir
+
+    if path.is_dir():
+        raise UserError(f"{flag} {path} is a folder: give a file name such as {path / example}.")
+    check_writable_dir(path.parent if str(path.parent) else Path("."), "output folder")
+
+
+def setup_torch() -> None:
+    import torch
+
+    torch.set_num_threads(min(4, torch.get_num_threads()))
+
+
+def emit(
+    data: dict[str, Any], show: Callable[[dict[str, Any]], None], json_out: Path | None
+) -> None:
+    """Print a result (``show`` draws its table), and write the same fields as JSON when asked."""
+    show(data)
+    if json_out:
+        from interp_toolkit.io import write_json
+
+        write_json(json_out, data)
+        typer.echo(f"wrote {json_out}")

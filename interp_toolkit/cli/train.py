@@ -1,0 +1,99 @@
+"""``train`` and ``sample``: a thin shell over :mod:`interp_toolkit.training` and sampling."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from interp_toolkit.cli.app import app
+from interp_toolkit.errors import UserError
+
+
+@app.command("train")
+def train_cmd(
+    out: Path = typer.Option(
+        ..., "--out", help="Run folder to create (or continue with --resume)."
+    ),
+    layers: int = typer.Option(2, "--layers", help="Number of layers: 1, 2, 3 or 8."),
+    preset: str = typer.Option(
+        "cpu", "--preset", help="cpu (minutes on a laptop CPU) or seed (the seed study; GPU)."
+    ),
+    steps: int | None = typer.Option(
+        None, "--steps", help="Optimizer steps (default: the preset's)."
+    ),
+    corpus: str | None = typer.Option(
+        None, "--corpus", help="stdlib | PATH | hf:NAME (default: stdlib)."
+    ),
+    seed: int | None = typer.Option(None, "--seed", help="Seed for init and data order."),
+    n_ctx: int | None = typer.Option(None, "--n-ctx", help="Override the context length."),
+    d_model: int | None = typer.Option(
+        None, "--d-model", help="Override d_model (n_heads * d_head)."
+    ),
+    vocab_size: int | None = typer.Option(
+        None, "--vocab-size", help="Override the compact vocabulary size."
+    ),
+    resume: bool = typer.Option(False, "--resume", help="Continue from the run's last checkpoint."),
+    quiet: bool = typer.Option(False, "--quiet", help="No progress output."),
+) -> None:
+    """Train an attention-only transformer into a run folder."""
+    from interp_toolkit.presets import get_preset, with_overrides
+    from interp_toolkit.training import train_model
+
+    p = get_preset(preset, layers)
+    changes: dict[str, object] = {
+        "steps": steps,
+        "corpus": corpus,
+        "n_ctx": n_ctx,
+        "vocab_size": vocab_size,
+    }
+    if seed is not None:
+        changes["seed"] = seed
+    if d_model is not None:
+        if d_model % p.model.n_heads:
+            raise UserError(
+                f"--d-model {d_model} cannot work with {p.model.n_heads} heads: use a multiple of {p.model.n_heads}."
+            )
+        changes["d_model"] = d_model
+        changes["d_head"] = d_model // p.model.n_heads
+    p = with_overrides(p, **changes)
+    result = train_model(
+        out, p.model, p.data, p.train, resume=resume, preset=p.name, progress=not quiet
+    )
+    last = result.metrics[-1] if result.metrics else {}
+    typer.echo(
+        f"trained {out} to step {result.steps_done} in {result.elapsed_s:.0f}s: "
+        f"loss {last.get('loss', float('nan')):.3f}; first layer>=1 induction head > 0.4 at step "
+        f"{result.first_induction_step if result.first_induction_step is not None else 'never'}"
+    )
+
+
+@app.command("sample")
+def sample_cmd(
+    run: Path = typer.Argument(..., help="Run folder."),
+    prompt: str = typer.Option(
+        "", "--prompt", help="Text to continue (empty: start from <|endoftext|>)."
+    ),
+    tokens: int = typer.Option(40, "--tokens", help="How many tokens to generate."),
+    temperature: float = typer.Option(1.0, "--temperature", help="0 = greedy."),
+    top_k: int | None = typer.Option(
+        None, "--top-k", help="Sample only among the k most likely tokens."
+    ),
+    seed: int = typer.Option(0, "--seed", help="Sampling seed."),
+) -> None:
+    """Generate text from a trained run."""
+    from interp_toolkit.runs import load_run
+    from interp_toolkit.sampling import sample
+
+    r = load_run(run)
+    typer.echo(
+        sample(
+            r.model,
+            r.codec,
+            prompt,
+            n_tokens=tokens,
+            temperature=temperature,
+            top_k=top_k,
+            seed=seed,
+        )
+    )
