@@ -258,7 +258,7 @@ def main() -> None:
         results[name] = run_case(name, args.full, args.threads)
     gpt2_rows: dict[str, Any] = {}
     if not args.no_gpt2:
-        # GPT-2-small shape (random init, saved and loaded through interp_toolkit.gpt2.load):
+        # GPT-2-small shape (random init, saved and loaded through interp_toolkit.targets.gpt2.load):
         # full discovery on 64 x 128 tokens; see gpt2_discovery_cost.py for the cases.
         import gpt2_discovery_cost
 

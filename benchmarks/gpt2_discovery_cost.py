@@ -5,7 +5,7 @@ n_ctx 1024, vocab 50,257; 124M parameters), randomly initialised locally because
 weights cannot be downloaded here. Only the cost is measured, not which heads are found: the
 forward pass and the hooks cost the same for any weights of this shape.
 
-The case: ``interp_toolkit.gpt2.discover`` on 64 sequences x 128 tokens
+The case: ``interp_toolkit.analysis.discovery.discover`` on 64 sequences x 128 tokens
 (``[BOS] prefix(0..7) seg(60) seg(60) filler``), shuffled null with 4 samples, so
 5 x 64 = 320 sequences go through the model. Goal: peak RSS < 2 GiB, discovery < 60 s.
 
@@ -72,7 +72,7 @@ def build_folder(folder: Path) -> None:
     from transformers import GPT2Config, GPT2LMHeadModel
     from transformers.utils import logging as hf_logging
 
-    from interp_toolkit.gpt2 import save_gpt2_tokenizer
+    from interp_toolkit.targets.gpt2 import save_gpt2_tokenizer
 
     hf_logging.disable_progress_bar()
     torch.manual_seed(0)
@@ -85,7 +85,9 @@ def run_case(folder: Path, settings: dict[str, Any], threads: int) -> dict[str, 
     import torch
 
     torch.set_num_threads(threads)
-    from interp_toolkit import gpt2
+    from interp_toolkit.analysis.discovery import discover
+    from interp_toolkit.targets import gpt2
+    from interp_toolkit.tokenizer import GPT2Codec
 
     rss0 = _maxrss_bytes()
     t0 = time.perf_counter()
@@ -94,7 +96,7 @@ def run_case(folder: Path, settings: dict[str, Any], threads: int) -> dict[str, 
     rss_loaded = _maxrss_bytes()
     kw = {k: settings[k] for k in ("n_seqs", "period", "prefix_max", "n_null", "seed")}
     t0, c0 = time.perf_counter(), time.process_time()
-    result = gpt2.discover(model, **kw)
+    result = discover(model, GPT2Codec(), **kw)
     discover_s, discover_cpu_s = time.perf_counter() - t0, time.process_time() - c0
     rss_peak = _maxrss_bytes()
     probe = result.report.probe
@@ -124,8 +126,8 @@ def run_case(folder: Path, settings: dict[str, Any], threads: int) -> dict[str, 
         "peak_rss_after_load_gib": round(rss_loaded / GIB, 3),
         "peak_rss_gib": round(rss_peak / GIB, 3),
         "discovery_extra_gib": round((rss_peak - rss_loaded) / GIB, 3),
-        "prev_head": gpt2._name(result.top_prev),
-        "induction_head": gpt2._name(result.top_induction),
+        "prev_head": str(result.top["previous-token"]),
+        "induction_head": str(result.top["induction"]),
     }
 
 

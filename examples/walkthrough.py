@@ -20,11 +20,12 @@ from interp_toolkit.analysis.ablation import induction_after_ablation
 from interp_toolkit.analysis.batches import default_layout, default_token_range, repeated_tokens
 from interp_toolkit.analysis.circuits import copying_scores, head_circuit
 from interp_toolkit.analysis.exam import BUILTIN_EXAMS, run_exam
+from interp_toolkit.analysis.heads import partner_of, top_head
 from interp_toolkit.analysis.scores import discover_heads
 from interp_toolkit.presets import get_preset, with_overrides
+from interp_toolkit.reports.attention import attention_view
 from interp_toolkit.training import train_model
 from interp_toolkit.views import plots
-from interp_toolkit.views.attention import attention_view
 
 TINY = os.environ.get("INTERP_TOOLKIT_TINY") == "1"
 torch.set_num_threads(2)
@@ -85,9 +86,8 @@ plots.head_score_heatmap(rep2.scores.induction, kind="induction", tau=rep2.taus[
 # OV and QK circuits stay factored (`FactoredMatrix`); the copying score is Σλ/Σ|λ| of the OV circuit.
 
 # %%
-ind = rep2.scores.induction[1:]
-flat = int(ind.reshape(-1).argmax())
-layer, head = 1 + flat // ind.shape[1], flat % ind.shape[1]
+best = top_head(rep2.scores.induction, layers=range(1, 2))  # the strongest layer-1 head
+layer, head = best
 circ = head_circuit(
     runs[2].model, runs[2].codec, layer, head, token_ids=runs[2].codec.encode(" F"), k=5
 )
@@ -98,9 +98,7 @@ print("copying scores per head:\n", copying_scores(runs[2].model))
 # ## 5. The causal check: ablate the previous-token partner
 
 # %%
-prev = rep2.scores.previous_token[:layer]
-pflat = int(prev.reshape(-1).argmax())
-partner = (pflat // prev.shape[1], pflat % prev.shape[1])
+partner = partner_of(rep2.scores.previous_token, best)  # strongest previous-token score before it
 low, high = default_token_range(runs[2].codec)
 period, prefix = default_layout(runs[2].model_cfg.n_ctx)
 batch = repeated_tokens(
@@ -108,8 +106,8 @@ batch = repeated_tokens(
 )
 after = induction_after_ablation(runs[2].model, batch, [partner], mode="mean")
 print(
-    f"induction score of {layer}.{head}: {float(rep2.scores.induction[layer, head]):.3f} -> "
-    f"{float(after.induction[layer, head]):.3f} after ablating {partner[0]}.{partner[1]}"
+    f"induction score of {best}: {float(rep2.scores.induction[best]):.3f} -> "
+    f"{float(after.induction[best]):.3f} after ablating {partner}"
 )
 
 # %% [markdown]

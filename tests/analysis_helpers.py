@@ -14,14 +14,13 @@ def tiny_codec(d_vocab: int) -> CompactVocab:
     return CompactVocab([EOT_ID] + list(range(d_vocab - 2)))
 
 
-def make_prev_token_head(model, layer: int = 0, head: int = 0, alpha: float = 6.0) -> None:
-    """Make ``layer.head`` attend to the previous token through W_pos, and no other head see position.
-
-    Position p is written as (p, p^2, 1) in residual dims 0..2 (the rest of W_pos is zero, and W_E
-    is zero there). The head's q/k read those dims so that q_i . k_j = -alpha (j - (i-1))^2 after
-    the 1/sqrt(d_head) scale; every other head's Q/K/V ignore dims 0..2.
-    """
-    d_head = int(model.cfg.d_head)
+def _position_only(model) -> None:
+    """Write position p as (p, p^2, 1) in residual dims 0..2 (the rest of W_pos zero, W_E zero
+    there) and make every head's Q/K/V ignore those dims. Once per model, so heads planted
+    afterwards keep their reads."""
+    if getattr(model, "_position_only", False):
+        return
+    model._position_only = True
     n_ctx = int(model.cfg.n_ctx)
     with torch.no_grad():
         pos = model.pos_embed.original_component.weight
@@ -32,15 +31,47 @@ def make_prev_token_head(model, layer: int = 0, head: int = 0, alpha: float = 6.
         for blk in model.blocks:
             for lin in (blk.attn.q, blk.attn.k, blk.attn.v):
                 lin.original_component.weight[:, :3] = 0.0
-        q = model.blocks[layer].attn.q.original_component.weight
-        k = model.blocks[layer].attn.k.original_component.weight
-        rows = slice(head * d_head, (head + 1) * d_head)
+
+
+def make_offset_head(model, layer: int = 0, head: int = 0, offset: int = 1, alpha: float = 6.0):
+    """Make ``layer.head`` attend to the token ``offset`` positions back through W_pos (offset 1:
+    a previous-token head; 0: a current-token head), and no other head see position.
+
+    With position p written as (p, p^2, 1) in residual dims 0..2 (:func:`_position_only`), the
+    head's q/k read those dims so that q_i . k_j = -alpha (j - (i - d))^2 after the
+    1/sqrt(d_head) scale."""
+    _position_only(model)
+    d = float(offset)
+    q, k, base, s = _qk_rows(model, layer, head, alpha)
+    with torch.no_grad():
+        # q = s * (2 x0 - 2d x2, -x2, 2d x0 - x1 - d^2 x2); k = (x0, x1, x2)
+        q[base + 0, 0], q[base + 0, 2] = 2 * s, -2 * d * s
+        q[base + 1, 2] = -s
+        q[base + 2, 0], q[base + 2, 1], q[base + 2, 2] = 2 * d * s, -s, -d * d * s
+        k[base + 0, 0], k[base + 1, 1], k[base + 2, 2] = 1.0, 1.0, 1.0
+
+
+def make_prev_token_head(model, layer: int = 0, head: int = 0, alpha: float = 6.0) -> None:
+    """A previous-token head (:func:`make_offset_head` with offset 1)."""
+    make_offset_head(model, layer, head, offset=1, alpha=alpha)
+
+
+def make_first_token_head(model, layer: int = 0, head: int = 0, alpha: float = 6.0) -> None:
+    """Make ``layer.head`` attend to position 0 from every query: q_i . k_j = -alpha j^2."""
+    _position_only(model)
+    q, k, base, s = _qk_rows(model, layer, head, alpha)
+    with torch.no_grad():
+        q[base + 0, 2] = -s  # q = -s * x2 (the constant 1)
+        k[base + 0, 1] = 1.0  # k = x1 = j^2
+
+
+def _qk_rows(model, layer: int, head: int, alpha: float):
+    """The head's W_Q/W_K rows zeroed; returns (W_Q, W_K, first row, scale)."""
+    d_head = int(model.cfg.d_head)
+    q = model.blocks[layer].attn.q.original_component.weight
+    k = model.blocks[layer].attn.k.original_component.weight
+    rows = slice(head * d_head, (head + 1) * d_head)
+    with torch.no_grad():
         q[rows] = 0.0
         k[rows] = 0.0
-        s = alpha * math.sqrt(d_head)
-        base = head * d_head
-        # q = s * (2 x0 - 2 x2, -x2, 2 x0 - x1 - x2); k = (x0, x1, x2)
-        q[base + 0, 0], q[base + 0, 2] = 2 * s, -2 * s
-        q[base + 1, 2] = -s
-        q[base + 2, 0], q[base + 2, 1], q[base + 2, 2] = 2 * s, -s, -s
-        k[base + 0, 0], k[base + 1, 1], k[base + 2, 2] = 1.0, 1.0, 1.0
+    return q, k, head * d_head, alpha * math.sqrt(d_head)

@@ -1,8 +1,16 @@
-"""Shared fixtures. Tiny models (d_model <= 64) are built here; trained models are session-scoped."""
+"""Shared fixtures and the test tiers.
+
+Tiers: ``tests/unit`` is the fast default (tiny models, no training): ``pytest -q``.
+``tests/integration`` (marked ``slow`` automatically: training the cpu preset, whole pipelines,
+GPT-2-shaped models, the notebook) and ``browser`` tests (headless Chromium) run with
+``pytest -q --all-tiers``, which CI runs. Naming a test file or tests/integration, or giving a
+``-m`` expression, also runs what it selects from the slow tiers.
+"""
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -10,6 +18,33 @@ import torch
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 torch.set_num_threads(1)
+
+INTEGRATION = Path(__file__).resolve().parent / "integration"
+SLOW_TIERS = ("slow", "browser")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--all-tiers",
+        action="store_true",
+        help="also run the slow tiers (tests/integration, marked slow or browser); CI runs this",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if INTEGRATION in Path(item.fspath).parents:
+            item.add_marker(pytest.mark.slow)
+    if config.getoption("--all-tiers") or config.getoption("markexpr"):
+        return
+    for arg in config.getoption("file_or_dir") or []:
+        path = Path(arg.split("::")[0]).resolve()
+        if path.is_file() or path == INTEGRATION or INTEGRATION in path.parents:
+            return  # a named test file, or the slow tier's folder: run what was asked for
+    fast = [i for i in items if not any(i.get_closest_marker(m) for m in SLOW_TIERS)]
+    if len(fast) < len(items):
+        config.hook.pytest_deselected(items=[i for i in items if i not in fast])
+        items[:] = fast
 
 
 @pytest.fixture
@@ -26,60 +61,9 @@ def tiny_model(tiny_cfg):
     return build_model(tiny_cfg)
 
 
-def _train_preset(out, n_layers: int, **overrides):
-    from interp_toolkit.presets import get_preset, with_overrides
-    from interp_toolkit.training import train_model
-
-    p = with_overrides(get_preset("cpu", n_layers), **overrides)
-    return train_model(out, p.model, p.data, p.train, preset="cpu", progress=False)
-
-
-# The cpu preset's layer-1 induction heads form at ~500 steps for every seed we tried (0, 1, 2). What
-# they read from in layer 0 varies by seed: with seed 2 a previous-token head (the textbook
-# K-composition circuit); with seeds 0 and 1 a duplicate-token head whose output carries the earlier
-# copy's position (Q-composition; see README "Two routes to induction"). The analysis tests check
-# the textbook circuit, so the fixture uses seed 2, trained past the phase change.
-FIXTURE_SEED = 2
-FIXTURE_STEPS = 700
-
-
 @pytest.fixture(scope="session")
-def trained_2l_result(tmp_path_factory):
-    """The cpu preset's 2-layer model (seed 2), trained for 700 steps."""
-    torch.set_num_threads(2)
-    try:
-        return _train_preset(
-            tmp_path_factory.mktemp("runs") / "cpu-2l",
-            2,
-            steps=FIXTURE_STEPS,
-            seed=FIXTURE_SEED,
-            score_every=25,
-        )
-    finally:
-        torch.set_num_threads(1)
+def gpt2_dirs(tmp_path_factory):
+    """GPT-2-architecture folders built once: the planted model and bad variants of it."""
+    from gpt2_helpers import build_gpt2_dirs
 
-
-@pytest.fixture(scope="session")
-def trained_1l_result(tmp_path_factory, trained_2l_result):
-    """The cpu preset's 1-layer model, trained identically (same seed, data and steps)."""
-    torch.set_num_threads(2)
-    try:
-        return _train_preset(
-            tmp_path_factory.mktemp("runs") / "cpu-1l",
-            1,
-            steps=trained_2l_result.steps_done,
-            seed=FIXTURE_SEED,
-            score_every=25,
-        )
-    finally:
-        torch.set_num_threads(1)
-
-
-@pytest.fixture(scope="session")
-def trained_2l(trained_2l_result):
-    return trained_2l_result.run
-
-
-@pytest.fixture(scope="session")
-def trained_1l(trained_1l_result):
-    return trained_1l_result.run
+    return build_gpt2_dirs(tmp_path_factory.mktemp("gpt2"))

@@ -69,7 +69,7 @@ def run_chromium(binary: str, tmp: Path, url: str, *extra: str) -> subprocess.Co
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory) -> Path:
-    from interp_toolkit.views import build_run_report
+    from interp_toolkit.reports.run_report import build_run_report
 
     run = make_tiny_run(tmp_path_factory.mktemp("browser") / "run", n_layers=2)
     return build_run_report(run)

@@ -130,13 +130,10 @@ def test_composition_scores_match_direct(tiny_cfg):
         C.composition_scores(model, "x")
 
 
-def test_parse_head(tiny_model):
-    assert C.parse_head("1.3", tiny_model) == (1, 3)
-    for bad in ("1", "a.b", "1.2.3"):
-        with pytest.raises(UserError, match="L.H"):
-            C.parse_head(bad)
-    with pytest.raises(UserError, match="does not exist"):
-        C.parse_head("2.0", tiny_model)
+def test_check_head(tiny_model):
+    C.check_head(tiny_model, 1, 3)
+    with pytest.raises(UserError, match="head 2.0 does not exist"):
+        C.check_head(tiny_model, 2, 0)
 
 
 def test_head_circuit_summary(tiny_model):

@@ -69,11 +69,14 @@ def _direct_scores(model, b):
         pat = cache[f"blocks.{layer}.attn.hook_pattern"]
         vn = cache[f"blocks.{layer}.attn.hook_v"].norm(dim=-1)  # [b, pos, head]
         for h in range(n_heads):
-            prev, dup, ind, vw = [], [], [], []
+            prev, dup, ind, vw, cur, first = [], [], [], [], [], []
             for i in range(b.tokens.shape[0]):
                 s, end = int(b.starts[i]), int(b.starts[i]) + b.n_repeats * b.period
                 for q in range(2, end):
                     prev.append(pat[i, h, q, q - 1])
+                for q in range(1, end):
+                    cur.append(pat[i, h, q, q])
+                    first.append(pat[i, h, q, 0])
                 for q in range(s + b.period, end):
                     dup.append(pat[i, h, q, q - b.period])
                     ind.append(pat[i, h, q, q - b.period + 1])
@@ -83,6 +86,8 @@ def _direct_scores(model, b):
             out["duplicate_token"][layer, h] = torch.stack(dup).mean()
             out["induction"][layer, h] = torch.stack(ind).mean()
             out["induction_vw"][layer, h] = torch.stack(vw).mean()
+            out["current_token"][layer, h] = torch.stack(cur).mean()
+            out["first_token"][layer, h] = torch.stack(first).mean()
     return out
 
 

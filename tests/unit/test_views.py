@@ -20,9 +20,9 @@ def assert_offline(page: str) -> None:
     The inlined libraries (plotly.js, the circuitsvis bundle) mention URLs in strings they never
     load for our figures (map tiles, error messages); the check reads the page without them.
     """
-    from interp_toolkit.views.report import circuitsvis_bundle
+    from interp_toolkit.views.cv import bundle
 
-    ours = page.replace(_plotly_js(), "").replace(circuitsvis_bundle(), "")
+    ours = page.replace(_plotly_js(), "").replace(bundle(), "")
     assert not re.search(r"<script[^>]*\bsrc=", ours)
     assert not re.search(r"<link[^>]*\bhref=", ours)
     assert not re.search(r"\bimport\b[^;]*\bfrom\s*[\"']https?:", ours)
@@ -52,7 +52,7 @@ def model(tiny_cfg, vocab):
 
 
 def test_visible_token_labels(vocab):
-    from interp_toolkit.views import token_labels, visible_token
+    from interp_toolkit.views.attention import token_labels, visible_token
 
     assert visible_token(" the") == "·the"
     assert visible_token("a\nb\t") == "a↵b→"
@@ -64,7 +64,7 @@ def test_visible_token_labels(vocab):
 
 
 def test_prompt_tokens_checks_context(vocab):
-    from interp_toolkit.views import prompt_tokens
+    from interp_toolkit.analysis.patterns import prompt_tokens
 
     toks = prompt_tokens(vocab, PROMPT, n_ctx=32)
     assert toks[0] == vocab.bos_id and toks.dtype == torch.long
@@ -79,7 +79,7 @@ def test_prompt_tokens_checks_context(vocab):
 
 
 def test_attention_patterns_caches_only_needed_hooks(model, vocab):
-    from interp_toolkit.views import attention_patterns, prompt_tokens
+    from interp_toolkit.analysis.patterns import attention_patterns, prompt_tokens
 
     seen: list[str] = []
     original = model.run_with_cache
@@ -98,7 +98,7 @@ def test_attention_patterns_caches_only_needed_hooks(model, vocab):
 
 
 def test_attention_view_objects(model, vocab):
-    from interp_toolkit.views import attention_view
+    from interp_toolkit.reports.attention import attention_view
 
     one = attention_view(model, PROMPT, codec=vocab, layer=1, heads=[0, 2])
     assert hasattr(one, "local_src") and hasattr(one, "_repr_html_")
@@ -115,14 +115,13 @@ def test_attention_view_objects(model, vocab):
         attention_view(model, "the cat " * 40, codec=vocab)
 
 
-def test_save_attention_view_is_offline(model, vocab, tmp_path):
-    from interp_toolkit.views import save_attention_view
-    from interp_toolkit.views.report import circuitsvis_bundle
+def test_attention_page_is_offline(model, vocab):
+    from interp_toolkit.reports.attention import attention_page, model_views
+    from interp_toolkit.views.cv import bundle as cv_bundle
 
-    path = save_attention_view(model, PROMPT, tmp_path / "att.html", codec=vocab)
-    page = path.read_text(encoding="utf-8")
+    page = attention_page(model_views(model, PROMPT, codec=vocab))
     assert_offline(page)
-    bundle = circuitsvis_bundle()
+    bundle = cv_bundle()
     assert len(bundle) > 500_000 and page.count(bundle) == 1  # inlined once for both layers
     assert page.count("CircuitsVis.render(") == 2  # one attention_heads view per layer
     assert '/>\n    <script crossorigin type="module">' not in page  # the div is closed
@@ -130,7 +129,6 @@ def test_save_attention_view_is_offline(model, vocab, tmp_path):
     tokens_json = json.dumps(["<|endoftext|>", "<unk>", "·cat"]).replace("<", "\\u003c")
     for label in json.loads(tokens_json):
         assert json.dumps(label).replace("<", "\\u003c") in props
-    assert not list(tmp_path.glob(".*.tmp"))
 
 
 # ---------------------------------------------------------------- plots
@@ -171,11 +169,10 @@ def test_plots_build(tmp_path):
 
 
 def test_exam_chart_highlights_target():
-    from types import SimpleNamespace
-
+    from interp_toolkit.analysis.exam import ExamResult
     from interp_toolkit.views.plots import TARGET_COLOUR, exam_topk
 
-    res = SimpleNamespace(
+    res = ExamResult(
         prompt="A B C A B",
         target=" C",
         target_id=3,
@@ -197,8 +194,7 @@ def test_exam_chart_highlights_target():
 def test_render_report_inlines_plotly_once():
     import plotly.graph_objects as go
 
-    from interp_toolkit.views import Row, Section, render_report
-    from interp_toolkit.views.report import table
+    from interp_toolkit.views.page import Row, Section, render_report, table
 
     figs = [go.Figure(go.Scatter(x=[1, 2], y=[3, 4], name=f"f{i}")) for i in range(3)]
     page = render_report(
@@ -226,15 +222,15 @@ def two_runs(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def analyses(two_runs):
+    from interp_toolkit.analysis.run_analysis import analyse_run
     from interp_toolkit.runs import load_run
-    from interp_toolkit.views import analyse_run
 
     return [analyse_run(load_run(p)) for p in two_runs]
 
 
 def test_run_report(two_runs, analyses):
-    from interp_toolkit.views import build_run_report
-    from interp_toolkit.views.report import circuitsvis_bundle
+    from interp_toolkit.reports.run_report import build_run_report
+    from interp_toolkit.views.cv import bundle as circuitsvis_bundle
 
     path = build_run_report(two_runs[1], head_report=analyses[1].head_report)
     assert path == two_runs[1] / "report.html"
@@ -258,13 +254,13 @@ def test_run_report(two_runs, analyses):
 
 
 def test_summary_and_comparison(analyses):
-    from interp_toolkit.views import describe_run, render_comparison
+    from interp_toolkit.reports.study_report import describe_run, render_comparison
 
     summaries = [a.summary() for a in analyses]
-    json.dumps(summaries)  # JSON-safe
+    json.dumps([s.to_dict() for s in summaries])  # JSON-safe
     s1, s2 = summaries
-    assert s1["n_layers"] == 1 and s1["href"] == "L1/report.html"
-    assert len(s2["scores"]["induction"]) == 2 and s1["partner"] is None
+    assert s1.n_layers == 1 and s1.href == "L1/report.html"
+    assert len(s2.scores["induction"]) == 2 and s1.partner is None
     assert "1 layer (L1)" in describe_run(s1)
     page = render_comparison(summaries, title="Study")
     assert_offline(page)
@@ -331,7 +327,7 @@ def test_views_help_is_fast():
         [
             sys.executable,
             "-c",
-            "import sys, interp_toolkit.commands.views; print('torch' in sys.modules)",
+            "import sys, interp_toolkit.cli.views; print('torch' in sys.modules)",
         ],
         capture_output=True,
         text=True,

@@ -1,0 +1,65 @@
+"""Trained models, session-scoped (the cpu preset, 1 and 2 layers): shared by the slow tier."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+
+def _train_preset(out, n_layers: int, **overrides):
+    from interp_toolkit.presets import get_preset, with_overrides
+    from interp_toolkit.training import train_model
+
+    p = with_overrides(get_preset("cpu", n_layers), **overrides)
+    return train_model(out, p.model, p.data, p.train, preset="cpu", progress=False)
+
+
+# The cpu preset's layer-1 induction heads form at ~500 steps for every seed we tried (0, 1, 2). What
+# they read from in layer 0 varies by seed: with seed 2 a previous-token head (the textbook
+# K-composition circuit); with seeds 0 and 1 a duplicate-token head whose output carries the earlier
+# copy's position (Q-composition; see README "Two routes to induction"). The analysis tests check
+# the textbook circuit, so the fixture uses seed 2, trained past the phase change.
+FIXTURE_SEED = 2
+FIXTURE_STEPS = 700
+
+
+@pytest.fixture(scope="session")
+def trained_2l_result(tmp_path_factory):
+    """The cpu preset's 2-layer model (seed 2), trained for 700 steps."""
+    torch.set_num_threads(2)
+    try:
+        return _train_preset(
+            tmp_path_factory.mktemp("runs") / "cpu-2l",
+            2,
+            steps=FIXTURE_STEPS,
+            seed=FIXTURE_SEED,
+            score_every=25,
+        )
+    finally:
+        torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="session")
+def trained_1l_result(tmp_path_factory, trained_2l_result):
+    """The cpu preset's 1-layer model, trained identically (same seed, data and steps)."""
+    torch.set_num_threads(2)
+    try:
+        return _train_preset(
+            tmp_path_factory.mktemp("runs") / "cpu-1l",
+            1,
+            steps=trained_2l_result.steps_done,
+            seed=FIXTURE_SEED,
+            score_every=25,
+        )
+    finally:
+        torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="session")
+def trained_2l(trained_2l_result):
+    return trained_2l_result.run
+
+
+@pytest.fixture(scope="session")
+def trained_1l(trained_1l_result):
+    return trained_1l_result.run

@@ -1,0 +1,99 @@
+"""The layout's rules, checked on the source: no import cycle anywhere in interp_toolkit (imports
+at module level and inside functions both count), no module over 400 lines, and views/ never
+reaches for a model (no TransformerLens, no training, runs, targets or reports)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PKG = Path(__file__).resolve().parents[2] / "interp_toolkit"
+MAX_LINES = 400
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in sorted(PKG.rglob("*.py")):
+        parts = list(path.relative_to(PKG.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = path
+    return out
+
+
+def _imported(name: str, path: Path, modules: dict[str, Path], prefix: str) -> set[str]:
+    """Every module (of ``modules``, or any name starting with ``prefix``) ``path`` imports."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                base = f"{up}.{base}" if base else up
+            targets = [base, *(f"{base}.{a.name}" for a in node.names)]
+        else:
+            continue
+        for target in targets:
+            if not target.startswith(prefix):
+                continue
+            while target and target not in modules and target.startswith("interp_toolkit"):
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                found.add(target)
+    return found
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = _modules()
+    return {n: _imported(n, p, modules, "interp_toolkit") for n, p in modules.items()}
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}  # 1: on the stack, 2: done
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return stack[stack.index(nxt) :] + [nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (found := visit(node)):
+            return found
+    return None
+
+
+def test_cycle_finder_finds_a_cycle():
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": set(), "c": {"a", "b"}}) is None
+
+
+def test_no_import_cycles():
+    graph = _graph()
+    assert "interp_toolkit.analysis.stripes" in graph["interp_toolkit.analysis.scores"]
+    assert _cycle(graph) is None, " -> ".join(_cycle(graph) or [])
+
+
+def test_no_module_over_400_lines():
+    sizes = {n: len(p.read_text(encoding="utf-8").splitlines()) for n, p in _modules().items()}
+    assert not {n: s for n, s in sizes.items() if s > MAX_LINES}
+
+
+def test_views_take_data():
+    modules = _modules()
+    forbidden = ("transformer_lens", "interp_toolkit.training", "interp_toolkit.runs")
+    forbidden += ("interp_toolkit.targets", "interp_toolkit.reports")
+    for name, path in modules.items():
+        if name.startswith("interp_toolkit.views"):
+            reached = _imported(name, path, modules, "")
+            assert not [m for m in reached if m.startswith(forbidden)], name

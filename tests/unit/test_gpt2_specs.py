@@ -1,0 +1,117 @@
+"""GPT-2 specs and bad input: one fast line each, before any model is booted when possible."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from interp_toolkit.errors import UserError
+from interp_toolkit.targets import gpt2
+from interp_toolkit.targets.hub import is_gpt2_spec
+
+
+def _one_line(exc: pytest.ExceptionInfo) -> str:
+    msg = str(exc.value)
+    assert "\n" not in msg and msg
+    return msg
+
+
+# ----------------------------------------------------------------------------- specs
+
+
+def test_is_gpt2_spec(gpt2_dirs, tmp_path):
+    for name in ("gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl", "distilgpt2", "GPT2"):
+        assert is_gpt2_spec(name)
+    assert is_gpt2_spec("openai-community/gpt2")
+    assert is_gpt2_spec("gpt-5")  # claimed, so the error names the known sizes
+    assert is_gpt2_spec(gpt2_dirs["good"])
+    assert is_gpt2_spec(str(gpt2_dirs["no_tokenizer"]))
+    assert is_gpt2_spec(gpt2_dirs["no_config"])
+    assert is_gpt2_spec(gpt2_dirs["llama"])
+    assert not is_gpt2_spec(gpt2_dirs["toy_run"])  # our run folder: format_version
+    assert not is_gpt2_spec(tmp_path / "missing_run")
+    assert not is_gpt2_spec(tmp_path)  # an empty folder is nobody's model
+
+
+# ----------------------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize("name", ["gpt-5", "gpt2-small", "openai-community/gpt3"])
+def test_unknown_name_is_one_fast_line(name):
+    t0 = time.perf_counter()
+    with pytest.raises(UserError) as exc:
+        gpt2.load(name)
+    assert time.perf_counter() - t0 < 2.0
+    msg = _one_line(exc)
+    assert "unknown model" in msg and "gpt2-medium" in msg
+
+
+def test_hub_name_not_cached_is_one_fast_line(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    t0 = time.perf_counter()
+    with pytest.raises(UserError) as exc:
+        gpt2.load("gpt2")
+    assert time.perf_counter() - t0 < 2.0
+    msg = _one_line(exc)
+    assert "not in the Hugging Face cache" in msg
+    assert "HF_HOME" in msg and "save_pretrained" in msg
+
+
+@pytest.mark.parametrize(
+    "which, needle",
+    [
+        ("no_weights", "no weights"),
+        ("no_config", "no config.json"),
+        ("mismatched", "do not match its config.json"),
+        ("llama", "not a GPT-2-like"),
+        ("bad_tokenizer", "tokenizer"),
+    ],
+)
+def test_bad_folders_are_one_line(gpt2_dirs, which, needle):
+    with pytest.raises(UserError) as exc:
+        gpt2.load(gpt2_dirs[which])
+    assert needle in _one_line(exc)
+
+
+def test_a_file_is_not_a_folder(gpt2_dirs):
+    with pytest.raises(UserError) as exc:
+        gpt2.load(gpt2_dirs["good"] / "config.json")
+    assert "not a model folder" in _one_line(exc)
+
+
+def test_small_vocab_is_refused(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt2", "vocab_size": 100}))
+    (tmp_path / "model.safetensors").write_bytes(b"")
+    with pytest.raises(UserError) as exc:
+        gpt2.load(tmp_path)
+    assert "vocab_size=100" in _one_line(exc)
+
+
+# ----------------------------------------------------------------------------- CLI
+
+
+def _run_cli(capsys, *args: str) -> tuple[int, str, str]:
+    """``interp-toolkit ARGS`` in this process (``cli.main``, as the console script runs it)."""
+    from interp_toolkit.cli import main
+
+    code = 0
+    try:
+        main(list(args))
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+@pytest.mark.parametrize("spec", ["gpt-5", "gpt2"])
+def test_cli_bad_name_exits_2_with_one_line(spec, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    code, _, err = _run_cli(capsys, "heads", spec)
+    assert code == 2, err
+    lines = [ln for ln in err.strip().splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), err

@@ -1,0 +1,104 @@
+"""The head vocabulary: HeadId, the score registry, head queries, and the two registry scores
+added through it (current-token, first-token), each on a hand-built head with a known answer."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from analysis_helpers import (
+    make_first_token_head,
+    make_offset_head,
+    make_prev_token_head,
+    tiny_codec,
+)
+
+from interp_toolkit.analysis.batches import repeated_tokens
+from interp_toolkit.analysis.heads import (
+    ROLE_RULE,
+    ROLES,
+    SCORE_KINDS,
+    SCORES,
+    HeadId,
+    partner_of,
+    top_head,
+)
+from interp_toolkit.analysis.scores import discover_heads, head_scores
+from interp_toolkit.errors import UserError
+
+
+def test_head_id_prints_and_parses():
+    head = HeadId(1, 3)
+    assert str(head) == "1.3" and f"{head}" == "1.3" and head == (1, 3)
+    assert HeadId.parse(" 2.10 ") == HeadId(2, 10)
+    for bad in ("1", "a.b", "1.2.3", "L1H3"):
+        with pytest.raises(UserError, match="L.H"):
+            HeadId.parse(bad)
+    assert HeadId(1, 3).check(2, 4) == head
+    with pytest.raises(UserError, match="head 2.0 does not exist"):
+        HeadId(2, 0).check(2, 4)
+    scores = torch.arange(8.0).reshape(2, 4)
+    assert float(scores[head]) == 7.0  # a HeadId indexes [layer, head] directly
+
+
+def test_registry_names_each_score_once():
+    assert SCORE_KINDS[:4] == ("previous_token", "duplicate_token", "induction", "induction_vw")
+    assert SCORE_KINDS[4:] == ("current_token", "first_token")
+    assert len({s.label for s in SCORES}) == len({s.title for s in SCORES}) == len(SCORES)
+    assert all(s.definition and 0 < s.floor < 1 for s in SCORES)
+    # the role precedence is unchanged by the added scores (they carry no role)
+    assert ROLES == ("induction", "previous-token", "duplicate-token", "none")
+    assert ROLE_RULE.startswith("a head's role is the first of induction, previous-token, dup")
+
+
+def test_top_head_and_partner():
+    s = torch.tensor([[0.1, 0.9, 0.2], [0.9, 0.3, 0.95]])
+    assert top_head(s) == HeadId(1, 2)
+    assert top_head(s, layers=range(1)) == HeadId(0, 1)
+    assert top_head(torch.tensor([[0.5, 0.5], [0.5, 0.1]])) == HeadId(0, 0)  # first on a tie
+    assert top_head(s, among=[(1, 0), (0, 2)]) == HeadId(1, 0)
+    assert top_head(s, among=[]) is None
+    assert partner_of(s, HeadId(1, 1)) == HeadId(0, 1)
+    assert partner_of(s, HeadId(0, 1)) is None
+
+
+@pytest.fixture
+def probe():
+    return repeated_tokens(8, 6, low=0, high=63, bos_id=0, prefix_max=4, seed=1)
+
+
+def _model(tiny_cfg):
+    from interp_toolkit.models import build_model
+
+    return build_model(tiny_cfg)
+
+
+def test_current_token_score_on_a_hand_built_head(tiny_cfg, probe):
+    model = _model(tiny_cfg)
+    make_offset_head(model, layer=0, head=1, offset=0)  # attends to itself
+    make_prev_token_head(model, layer=0, head=2)
+    with torch.no_grad():
+        s = head_scores(model, probe)
+    assert s.current_token[0, 1] > 0.95  # the known answer: ~1
+    assert s.previous_token[0, 1] < 0.05 and s.first_token[0, 1] < 0.05
+    assert s.current_token[0, 2] < 0.05 and s.previous_token[0, 2] > 0.95
+
+
+def test_first_token_score_on_a_hand_built_head(tiny_cfg, probe):
+    model = _model(tiny_cfg)
+    make_first_token_head(model, layer=1, head=0)  # every query rests on position 0 (BOS)
+    with torch.no_grad():
+        s = head_scores(model, probe)
+    assert s.first_token[1, 0] > 0.95  # the known answer: ~1
+    assert s.current_token[1, 0] < 0.05 and s.previous_token[1, 0] < 0.05
+
+
+def test_added_scores_decide_no_role(tiny_cfg):
+    model = _model(tiny_cfg)
+    make_offset_head(model, layer=0, head=1, offset=0)
+    make_first_token_head(model, layer=1, head=0)
+    report = discover_heads(model, tiny_codec(tiny_cfg.d_vocab), n_seqs=16, n_null=3)
+    assert report.scores.current_token[0, 1] > 0.95 and report.scores.first_token[1, 0] > 0.95
+    assert report.roles[0][1] == "none" and report.roles[1][0] == "none"
+    head = report.to_dict()["heads"][1]
+    assert head["head"] == "0.1" and head["current_token"] > 0.95
+    assert set(report.to_dict()["taus"]) == set(SCORE_KINDS)

@@ -1,0 +1,30 @@
+"""The study's bad input: checked before any training starts."""
+
+import pytest
+
+from interp_toolkit.cli import main
+from interp_toolkit.errors import UserError
+from interp_toolkit.study import StudyConfig, parse_layers, reproduce
+
+
+def test_reproduce_refuses_a_folder_holding_something_else(tmp_path, capsys):
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(SystemExit) as exc:
+        main(["reproduce", "--out", str(tmp_path)])
+    err = capsys.readouterr().err.strip()
+    assert exc.value.code == 2 and len(err.splitlines()) == 1 and "holds something else" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
+def test_parse_layers():
+    assert parse_layers("2,1") == (1, 2)
+    with pytest.raises(UserError):
+        parse_layers("one")
+
+
+def test_reproduce_bad_layers_and_preset(tmp_path):
+    with pytest.raises(UserError, match="not offered"):
+        reproduce(StudyConfig(out=tmp_path / "s", layers=(1, 4)))
+    with pytest.raises(UserError, match="unknown preset"):
+        reproduce(StudyConfig(out=tmp_path / "s", preset="tpu"))
+    assert not (tmp_path / "s").exists()
