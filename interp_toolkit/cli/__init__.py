@@ -30,12 +30,11 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(130)
     except SystemExit:
         raise
-    except Exception as exc:  # click usage errors come through here in non-standalone mode
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
-            exc.show()
+    except Exception as exc:  # usage errors: click's, or the click typer >= 0.29 vendors
+        if callable(getattr(exc, "format_message", None)) and hasattr(exc, "exit_code"):
+            where = getattr(getattr(exc, "ctx", None), "command_path", None) or "interp-toolkit"
+            print(f"error: {exc.format_message()} (see {where} --help)", file=sys.stderr)
             sys.exit(2)
-        if isinstance(exc, click.exceptions.Abort):
+        if type(exc).__name__ == "Abort":
             sys.exit(130)
         raise

@@ -120,3 +120,10 @@ def test_help_is_fast_and_lists_commands():
         check=True,
     )
     assert proc.stdout.strip() == "False", "importing the CLI must not import torch"
+
+
+@pytest.mark.parametrize("args", [["train", "--bogus"], ["heads"], ["bogus"]])
+def test_usage_errors_are_one_line(capsys, args):
+    code, err = run_cli(capsys, *args)
+    assert_one_line_error(code, err, "--help")
+    assert "Traceback" not in err
