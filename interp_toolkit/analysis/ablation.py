@@ -9,6 +9,7 @@ from typing import Any
 import torch
 from jaxtyping import Float, Int
 from transformer_lens import TransformerBridge
+from transformer_lens.hook_points import HookPoint
 
 from interp_toolkit.analysis.batches import RepeatedTokens, default_probe
 from interp_toolkit.analysis.heads import ROLES, HeadId, partner_of, top_head
@@ -60,7 +61,7 @@ def ablation_hooks(
     for layer, hs in by_layer.items():
 
         def hook(
-            z: torch.Tensor, hook: Any, layer: int = layer, hs: list[int] = hs
+            z: torch.Tensor, hook: HookPoint, layer: int = layer, hs: list[int] = hs
         ) -> torch.Tensor:
             z = z.clone()
             for h in hs:
