@@ -26,11 +26,11 @@ def view(
     check_out_file(out, "--out", "view.html")
     setup_torch()
     from interp_toolkit.io import write_text
-    from interp_toolkit.reports.attention import attention_page, model_views
+    from interp_toolkit.reports.attention import attention_page, attention_view
     from interp_toolkit.targets import load_target
 
     tgt = load_target(target, for_weights=False)
-    views = model_views(
+    views = attention_view(
         tgt.model, prompt, codec=tgt.codec, layer=layer, heads=head or None, prepend_bos=not no_bos
     )
     page = attention_page(views, title=f"Attention: {tgt.name}", intro=f"Prompt: {prompt!r}")

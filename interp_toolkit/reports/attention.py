@@ -1,7 +1,7 @@
 """Attention views of a model on a prompt: patterns (analysis) rendered by circuitsvis (views).
 
-``attention_view`` renders inline in Jupyter; ``attention_page`` makes an offline page of
-``model_views`` (what ``interp-toolkit view`` writes).
+``attention_view`` renders inline in Jupyter; ``attention_page`` makes an offline page of it (what
+``interp-toolkit view`` writes).
 """
 
 from __future__ import annotations
@@ -19,27 +19,8 @@ from interp_toolkit.analysis.patterns import (
     prompt_tokens,
 )
 from interp_toolkit.tokenizer import Codec
-from interp_toolkit.views.attention import layer_views, layers_html, token_labels
+from interp_toolkit.views.attention import LayerViews, layer_views, layers_html, token_labels
 from interp_toolkit.views.page import Section, render_report
-
-
-def model_views(
-    model: TransformerBridge,
-    text_or_tokens: str | Sequence[int] | Tensor,
-    *,
-    codec: Codec | None,
-    layer: int | None = None,
-    heads: HeadSpec = None,
-    prepend_bos: bool = True,
-    head_labels: Mapping[tuple[int, int], str] | None = None,
-) -> dict[int, RenderedHTML]:
-    """One circuitsvis view per layer shown. ``heads``: head indices (in each layer shown) or
-    ``(layer, head)`` pairs; default all heads. Only the needed layers' patterns are computed."""
-    cfg = model.cfg
-    tokens = prompt_tokens(codec, text_or_tokens, n_ctx=int(cfg.n_ctx), prepend_bos=prepend_bos)
-    plan = heads_by_layer(int(cfg.n_layers), int(cfg.n_heads), layer, heads)
-    patterns = attention_patterns(model, tokens, list(plan))
-    return layer_views(patterns, plan, token_labels(codec, tokens), head_labels)
 
 
 def attention_view(
@@ -51,27 +32,23 @@ def attention_view(
     heads: HeadSpec = None,
     prepend_bos: bool = True,
     head_labels: Mapping[tuple[int, int], str] | None = None,
-) -> RenderedHTML | list[RenderedHTML]:
-    """circuitsvis ``attention_heads`` view(s) of ``model`` on a prompt; they render inline in
-    Jupyter. With ``layer`` set, one view; otherwise a list, one per layer shown (see
-    :func:`model_views`). ``head_labels`` renames heads, e.g. ``{(1, 3): "1.3 induction"}``."""
-    views = model_views(
-        model,
-        text_or_tokens,
-        codec=codec,
-        layer=layer,
-        heads=heads,
-        prepend_bos=prepend_bos,
-        head_labels=head_labels,
-    )
-    rendered = list(views.values())
-    return rendered[0] if layer is not None and len(rendered) == 1 else rendered
+) -> LayerViews:
+    """circuitsvis ``attention_heads`` views of ``model`` on a prompt, one per layer shown (all
+    layers, or ``layer``); they render inline in Jupyter, and ``views[layer]`` is one layer's.
+    ``heads``: head indices (in each layer shown) or ``(layer, head)`` pairs; default all heads.
+    ``head_labels`` renames heads, e.g. ``{(1, 3): "1.3 induction"}``. Only the needed layers'
+    patterns are computed."""
+    cfg = model.cfg
+    tokens = prompt_tokens(codec, text_or_tokens, n_ctx=int(cfg.n_ctx), prepend_bos=prepend_bos)
+    plan = heads_by_layer(int(cfg.n_layers), int(cfg.n_heads), layer, heads)
+    patterns = attention_patterns(model, tokens, list(plan))
+    return layer_views(patterns, plan, token_labels(codec, tokens), head_labels)
 
 
 def attention_page(
     views: Mapping[int, RenderedHTML], *, title: str = "Attention view", intro: str = ""
 ) -> str:
-    """A standalone, offline HTML page of :func:`model_views` (what ``interp-toolkit view`` writes)."""
+    """A standalone, offline HTML page of :func:`attention_view` (what ``interp-toolkit view`` writes)."""
     return render_report(
         [Section("Attention patterns", [layers_html(views)], intro=intro)],
         title=title,

@@ -46,24 +46,33 @@ def escape_label(label: str) -> str:
     return html.escape(label, quote=False)
 
 
+class LayerViews(dict[int, RenderedHTML]):
+    """circuitsvis views by layer; renders inline in Jupyter (each layer under a heading)."""
+
+    def _repr_html_(self) -> str:
+        return layers_html(self)
+
+
 def layer_views(
     patterns: Mapping[int, Float[Tensor, "head dest src"]],
     plan: Mapping[int, Sequence[int]],
     labels: Sequence[str],
     head_labels: Mapping[tuple[int, int], str] | None = None,
-) -> dict[int, RenderedHTML]:
+) -> LayerViews:
     """One circuitsvis ``attention_heads`` view per layer of ``plan`` (layer -> head indices),
     from that layer's patterns ``[head, dest, src]``. Heads are named ``L.H`` unless
     ``head_labels`` renames them, e.g. ``{(1, 3): "1.3 induction"}``."""
     names = dict(head_labels or {})
-    return {
-        layer: attention_heads(
-            attention=patterns[layer][list(heads)],
-            tokens=list(labels),
-            attention_head_names=[names.get((layer, h), str(HeadId(layer, h))) for h in heads],
-        )
-        for layer, heads in plan.items()
-    }
+    return LayerViews(
+        {
+            layer: attention_heads(
+                attention=patterns[layer][list(heads)],
+                tokens=list(labels),
+                attention_head_names=[names.get((layer, h), str(HeadId(layer, h))) for h in heads],
+            )
+            for layer, heads in plan.items()
+        }
+    )
 
 
 def layers_html(views: Mapping[int, RenderedHTML]) -> str:
