@@ -1,10 +1,18 @@
-"""Analysis: pure functions over a TransformerBridge and tensors.
+"""Analysis: pure functions over a TransformerBridge and tensors (model and tensors in; tensors or
+dataclasses out).
 
-- :mod:`.batches`  repeated-random-token probes
-- :mod:`.scores`   per-head scores, null-model τ, roles (:func:`discover_heads`)
-- :mod:`.circuits` QK/OV FactoredMatrix circuits, copying scores, composition scores
-- :mod:`.exam`     the repeated-pattern exam
-- :mod:`.ablation` per-head impact across positions, causal checks
+- :mod:`.heads`        the head vocabulary: HeadId, the score registry, roles, top head / partner
+- :mod:`.batches`      repeated-random-token probes
+- :mod:`.stripes`      the generic scorer (every registry score, one forward pass)
+- :mod:`.nulls`        null models and τ
+- :mod:`.scores`       discovery: τ and roles (:func:`discover_heads`); re-exports the scorer
+- :mod:`.discovery`    discovery plus the heads and probe row an attention view needs
+- :mod:`.patterns`     attention patterns of a model on one sequence
+- :mod:`.circuits`     QK/OV FactoredMatrix circuits, copying scores, composition scores
+- :mod:`.exam`         the repeated-pattern exam
+- :mod:`.ablation`     per-head impact across positions, the causal check
+- :mod:`.dynamics`     scores over training (metrics.jsonl, snapshots)
+- :mod:`.run_analysis` everything a run report shows, as data (:func:`analyse_run`)
 
 Submodules import torch and TransformerLens; import them directly (this package stays light).
 """
