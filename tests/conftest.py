@@ -21,6 +21,7 @@ torch.set_num_threads(1)
 
 INTEGRATION = Path(__file__).resolve().parent / "integration"
 SLOW_TIERS = ("slow", "browser")
+_SKIPPED_TIERS = pytest.StashKey[int]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -44,7 +45,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     fast = [i for i in items if not any(i.get_closest_marker(m) for m in SLOW_TIERS)]
     if len(fast) < len(items):
         config.hook.pytest_deselected(items=[i for i in items if i not in fast])
+        config.stash[_SKIPPED_TIERS] = len(items) - len(fast)
         items[:] = fast
+
+
+def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
+    n = config.stash.get(_SKIPPED_TIERS, 0)
+    if n:
+        terminalreporter.write_line(
+            f"fast tier only: {n} slow/browser tests deselected (run them with --all-tiers)"
+        )
 
 
 @pytest.fixture
