@@ -5,22 +5,24 @@ For each row ``t`` asked for, :func:`self_ranks` returns ``min(cap, r_t)`` with
     r_t = #{ j != t : L[t, j] >= L[t, t] }
 
 (the columns that beat **or tie** the row's own entry), where ``L`` is the exact real-number
-product of the float32 factors ``A`` [V, D] and ``B`` [D, V]. A head's full OV circuit
+product of the factors ``A`` [V, D] and ``B`` [D, V] (taken as float32). A head's full OV circuit
 ``W_E W_V · W_O W_U`` is such a product (V = 50,257, D = d_head); ``r_t < k`` is "token ``t`` is
 among the ``k`` largest logits of its own row".
 
-Algorithm. Columns are visited in blocks of decreasing ‖b_j‖ whose width grows 4x per block, and
-a row leaves as soon as it is decided:
+Algorithm. Columns are sorted by falling ‖b_j‖ and visited in blocks whose width grows 4x
+(256, 1024, ...); a row leaves as soon as it is decided:
 
 1. *Cauchy–Schwarz*: ``L[t, j] <= ‖a_t‖‖b_j‖``; once ``L[t, t]`` exceeds ``‖a_t‖`` times the
    largest remaining column norm, no remaining column can reach it and the row is finished. When
    that bound is exactly 0 every remaining entry is exactly 0, decided by the sign of ``L[t, t]``.
 2. Each block is one float32 matmul of the live rows. An entry is a *certain* beater when it is
-   above ``L[t, t] + ε_t`` and certainly below when under ``L[t, t] − ε_t``, with
-   ``ε_t = 2(D+2)·2⁻²⁴·‖a_t‖·max(‖b_t‖, max_block ‖b_j‖)`` — twice the worst-case float32 error of
-   a D-term dot product (|error| ≤ γ_D Σ|a_i b_i| ≤ γ_D ‖a‖‖b‖, for any summation order) plus the
-   rounding of the threshold. A row is finished once it has ``cap`` beaters (most rows of a head
-   that does not copy are finished by the first block).
+   above ``L[t, t] + ε_t`` and certainly not one when below ``L[t, t] − ε_t``, with
+   ``ε_t = 2(D+2)·2⁻²⁴·‖a_t‖·max_j ‖b_j‖ + D·2⁻¹²⁴``: at least twice the worst float32 error of a
+   D-term dot product (|error| ≤ γ_D Σ|a_i b_ji| ≤ γ_D ‖a_t‖‖b_j‖ for any summation order, γ_D ≈
+   D·2⁻²⁴) plus the rounding of the threshold and of underflow. A row is finished once it has
+   ``cap`` beaters: a head that does not copy has most of its rows finished by the first block.
+   From the second block on, a row chunk is first reduced to the rows whose block maximum reaches
+   ``L[t, t] − ε_t`` (rows that copy rarely have any).
 3. Entries inside the band are re-checked in float64 (each product of two float32 numbers is
    exact in float64, so only the D-term sum rounds, with a bound of the same form); the rare pairs
    that float64 cannot separate are bitwise-equal columns (an exact tie) or are summed exactly
