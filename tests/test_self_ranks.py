@@ -138,3 +138,13 @@ def test_outer_autocast_and_low_precision_matmuls_do_not_leak_in():
     finally:
         torch.backends.mkldnn.matmul.fp32_precision = saved
     assert torch.equal(got, want)
+
+
+def test_the_callers_thread_count_is_restored():
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        self_ranks(torch.randn(300, 4), torch.randn(4, 300), torch.arange(300), 5)
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)

@@ -213,9 +213,9 @@ def copy_accuracy(
     for layer, head, left, right in tqdm(
         factors, total=len(wanted), desc="copy accuracy", unit="head", disable=not progress
     ):
-        ranks = self_ranks(left, right, idx, max(ks), budget).cpu()
+        ranks = self_ranks(left, right, idx, max(ks), budget).tolist()
         for k in ks:
-            out[k][layer, head] = (ranks < k).double().mean().float()
+            out[k][layer, head] = sum(r < k for r in ranks) / max(1, len(ranks))
     return out
 
 

@@ -36,6 +36,8 @@ so the error bound holds on every device; the work stays on the factors' device.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import torch
 from jaxtyping import Float, Int
@@ -59,8 +61,23 @@ def self_ranks(
     """``min(cap, #{j != t : (AB)[t, j] >= (AB)[t, t]})`` for each ``t`` in ``rows`` (exact; see
     the module docstring). ``budget``: bytes for one block (default: the device's memory budget).
     Returns an int64 tensor on the factors' device."""
-    with torch.no_grad(), STRICT_FP32.apply(a.device):
-        return _Scan(a, b, rows, budget).run(cap)
+    threads = torch.get_num_threads()
+    with torch.no_grad(), STRICT_FP32.apply(a.device), _cpu_threads(1):
+        return _Scan(a, b, rows, budget, threads).run(cap)
+
+
+@contextmanager
+def _cpu_threads(n: int) -> Iterator[None]:
+    """Run the block with ``n`` intra-op CPU threads. The bookkeeping here is many small ops on
+    vectors of V entries; with 2+ threads each op waits until every thread is scheduled, which on
+    a busy machine costs milliseconds per op (measured 20x slower than one thread on the shared
+    2-core machine). Only the matmuls use the caller's threads."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 class _Scan:
@@ -72,20 +89,22 @@ class _Scan:
         b: torch.Tensor,
         rows: torch.Tensor,
         budget: int | None,
+        threads: int,
     ) -> None:
         dev = a.device
-        self.dev, self.budget = dev, budget
+        self.dev, self.budget, self.threads = dev, budget, threads
         self.d, self.n_cols = int(a.shape[1]), int(b.shape[1])
         self.rows = rows.to(dev)
-        self.a = a.float()[self.rows].contiguous()  # [n, D]
-        b_norm = torch.linalg.vector_norm(b.float(), dim=0, dtype=torch.float64)
+        self.a = a.float()[self.rows]  # [n, D]
+        b_t = b.float().T.contiguous()  # [V, D]
+        b_norm = torch.linalg.vector_norm(b_t, dim=1, dtype=torch.float64)
         self.order = b_norm.argsort(descending=True)
         self.pos = torch.empty_like(self.order)
         self.pos[self.order] = torch.arange(self.n_cols, device=dev)
-        self.bt = b.float().T[self.order]  # [V, D]: column j of B at row pos[j], by falling norm
+        self.bt = b_t[self.order]  # [V, D]: column j of B at row pos[j], by falling norm
         self.norm_sorted = b_norm[self.order]
         self.own_pos = self.pos[self.rows]
-        self.own = (self.a.double() * self.bt[self.own_pos].double()).sum(1)
+        self.own = (self.a.double() * b_t[self.rows]).sum(1)  # float64 (type promotion)
         self.a_norm = torch.linalg.vector_norm(self.a, dim=1, dtype=torch.float64)
         # |float64 error of own| <= γ_D Σ|a_i b_i| <= γ_D ‖a‖‖b_t‖ (doubled for safety)
         self.own_err = 2 * (self.d + 2) * _U64 * self.a_norm * b_norm[self.rows]
@@ -124,7 +143,8 @@ class _Scan:
 
     def _block(self, idx: torch.Tensor, lo: int, hi: int, cap: int) -> None:
         """Count the beaters of rows ``idx`` among sorted columns ``lo:hi``."""
-        s = self.a[idx] @ self.bt[lo:hi].T  # [c, w] float32
+        with _cpu_threads(self.threads):
+            s = self.a[idx] @ self.bt[lo:hi].T  # [c, w] float32
         p = self.own_pos[idx] - lo
         own_here = (p >= 0) & (p < hi - lo)
         s[own_here.nonzero().squeeze(1), p[own_here]] = float("-inf")
