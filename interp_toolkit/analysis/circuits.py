@@ -133,9 +133,10 @@ def copying_scores(model: TransformerBridge) -> Float[torch.Tensor, "layer head"
     Positive: the head tends to raise the logit of the token it attends to (copying). NaN for a
     head whose OV circuit is empty (:func:`ov_gain` <= :data:`EMPTY_OV_GAIN`): its eigenvalues
     are rounding noise, so there is no score to report."""
-    ev = ov_eigenvalues(model)
+    m = circuit_model(model)  # once: an LN model is processed on a copy
+    ev = ov_eigenvalues(m)
     score = (ev.real.sum(-1) / ev.abs().sum(-1).clamp_min(1e-30)).float().cpu()
-    return score.masked_fill(ov_gain(model) <= EMPTY_OV_GAIN, float("nan"))
+    return score.masked_fill(ov_gain(m) <= EMPTY_OV_GAIN, float("nan"))
 
 
 def _heads_factors(
@@ -146,6 +147,10 @@ def _heads_factors(
     for layer, head in heads:
         check_head(m, layer, head)
         yield (layer, head, *_head_ov(m, layer, head, w_e, w_u))
+
+
+def _device(m: TransformerBridge, device: str | torch.device | None) -> torch.device:
+    return m.W_E.device if device is None else resolve_device(device)
 
 
 def _rows(m: TransformerBridge, rows: torch.Tensor | None, dev: torch.device) -> torch.Tensor:
@@ -177,10 +182,6 @@ def copy_ranks(
     cap = int(m.cfg.d_vocab) if cap is None else cap
     (_, _, left, right) = next(_heads_factors(m, [(layer, head)], dev))
     return self_ranks(left, right, _rows(m, rows, dev), cap, budget).cpu()
-
-
-def _device(m: TransformerBridge, device: str | torch.device | None) -> torch.device:
-    return m.W_E.device if device is None else resolve_device(device)
 
 
 def copy_accuracy(

@@ -120,8 +120,8 @@ class _Scan:
         while lo < self.n_cols and len(live):
             live = self._settle(live, lo)
             hi = min(self.n_cols, lo + width)
-            # the block, a float32 work buffer and a copy of some of its rows
-            per_row = 12 * (hi - lo)
+            # the block, a float32 work buffer and up to two copies of some of its rows
+            per_row = 16 * (hi - lo)
             for idx in live.split(rows_per_chunk(self.dev, per_row, self.budget)):
                 self._block(idx, lo, hi, cap)
             live = live[self.count[live] < cap]
