@@ -7,13 +7,9 @@ Cases (``CASES``; each runs in a fresh child process):
   each pattern on the fly, stops before the unembedding, in row chunks.
 - ``scores_naive``: ``model.run_with_cache(tokens)`` with no names filter on the same 64 sequences
   (then the induction score from the cached patterns). Goal: ours <= 0.3x this case's peak.
-- ``circuits``: :func:`copying_scores` and top-1 copy accuracy (:func:`copy_accuracy`) for all 144
-  heads at vocab 50,257, chunks of 1024 rows. Goal: peak <= 2 GiB. The copying score covers all
-  144 heads. By default top-1 is measured on the heads of the first ``top1_layers`` layers and a
-  fixed sample of ``rows`` source tokens per head — the per-head code path and chunk shape, hence
-  the peak memory, are the same as for the full run — and the time of the full run is
-  extrapolated by flop count; ``--full`` does all 144 heads x 50,257 rows (about 23 TFLOP: hours
-  on one busy core, minutes on a GPU).
+
+Copying scores and full-vocabulary copy accuracy of every head (on the same model) are measured
+by ``full_vocab_circuits.py``, which imports the model spec and the peak-memory helpers below.
 
 Peak memory: the child builds the model, records its RSS, resets the kernel's high-water mark
 (``/proc/self/clear_refs`` = 5), runs the case, and reads ``VmHWM``. ``peak_rss`` is the whole
@@ -23,7 +19,7 @@ the RSS right after the model was built. ``ru_maxrss`` (lifetime, including the 
 More cases (e.g. GPT-2 small discovery) can be added to ``CASES`` with a runner in ``RUNNERS``.
 Run::
 
-    .venv/bin/python benchmarks/analysis_cost.py [--full] [--threads N] [--only NAME ...]
+    .venv/bin/python benchmarks/analysis_cost.py [--threads N] [--only NAME ...]
 
 It prints a table and writes ``benchmarks/results/analysis_cost.json``.
 """
@@ -61,13 +57,6 @@ PROBE = {"n_seqs": 64, "period": 60, "prefix_max": 7, "low": 1000, "high": 20000
 CASES: dict[str, dict[str, Any]] = {
     "scores": {"runner": "scores", "model": MODEL_12L, "probe": PROBE},
     "scores_naive": {"runner": "scores_naive", "model": MODEL_12L, "probe": PROBE},
-    "circuits": {
-        "runner": "circuits",
-        "model": MODEL_12L,
-        "rows": 1024,
-        "chunk": 1024,
-        "top1_layers": 2,
-    },
 }
 
 
@@ -106,7 +95,7 @@ def _probe(spec: dict[str, Any]) -> Any:
     )
 
 
-def run_scores(model: Any, case: dict[str, Any], full: bool) -> dict[str, Any]:
+def run_scores(model: Any, case: dict[str, Any]) -> dict[str, Any]:
     from interp_toolkit.analysis.scores import head_scores
 
     batch = _probe(case["probe"])
@@ -119,7 +108,7 @@ def run_scores(model: Any, case: dict[str, Any], full: bool) -> dict[str, Any]:
     }
 
 
-def run_scores_naive(model: Any, case: dict[str, Any], full: bool) -> dict[str, Any]:
+def run_scores_naive(model: Any, case: dict[str, Any]) -> dict[str, Any]:
     import torch
 
     batch = _probe(case["probe"])
@@ -145,53 +134,13 @@ def run_scores_naive(model: Any, case: dict[str, Any], full: bool) -> dict[str, 
     }
 
 
-def run_circuits(model: Any, case: dict[str, Any], full: bool) -> dict[str, Any]:
-    import torch
-
-    from interp_toolkit.analysis.circuits import copy_accuracy, copying_scores
-
-    d_vocab = int(model.cfg.d_vocab)
-    t0 = time.perf_counter()
-    scores = copying_scores(model)
-    t_copy = time.perf_counter() - t0
-    n_layers, n_heads = int(model.cfg.n_layers), int(model.cfg.n_heads)
-    rows = None
-    n_rows = d_vocab
-    heads = [(la, h) for la in range(n_layers) for h in range(n_heads)]
-    if not full:
-        gen = torch.Generator().manual_seed(0)
-        rows = torch.randperm(d_vocab, generator=gen)[: case["rows"]]
-        n_rows = len(rows)
-        heads = [(la, h) for la, h in heads if la < case["top1_layers"]]
-    t1 = time.perf_counter()
-    acc = copy_accuracy(model, (1,), chunk=case["chunk"], rows=rows, heads=heads)[1]
-    t_acc = time.perf_counter() - t1
-    # per head: W_O W_U (2 D d V flops) + rows x V logits (2 rows D V flops)
-    d, dh = int(model.cfg.d_model), int(model.cfg.d_head)
-    per_head = 2 * dh * d * d_vocab + 2 * n_rows * dh * d_vocab
-    per_head_full = 2 * dh * d * d_vocab + 2 * d_vocab * dh * d_vocab
-    est_full = t_acc * (n_layers * n_heads * per_head_full) / (len(heads) * per_head)
-    return {
-        "seconds": t_copy + t_acc,
-        "copying_seconds": t_copy,
-        "copying_heads": n_layers * n_heads,
-        "top1_seconds": t_acc,
-        "top1_heads": len(heads),
-        "top1_rows_per_head": n_rows,
-        "top1_seconds_all_heads_full_vocab_est": est_full,
-        "copying_score_range": [float(scores.min()), float(scores.max())],
-        "top1_mean": float(acc.nanmean()),
-    }
-
-
-RUNNERS: dict[str, Callable[[Any, dict[str, Any], bool], dict[str, Any]]] = {
+RUNNERS: dict[str, Callable[[Any, dict[str, Any]], dict[str, Any]]] = {
     "scores": run_scores,
     "scores_naive": run_scores_naive,
-    "circuits": run_circuits,
 }
 
 
-def child(name: str, full: bool, threads: int) -> None:
+def child(name: str, threads: int) -> None:
     import torch
 
     torch.set_num_threads(threads)
@@ -201,7 +150,7 @@ def child(name: str, full: bool, threads: int) -> None:
     build_s = time.perf_counter() - t0
     rss_model = _status_kib("VmRSS") * 1024
     reset = _reset_peak()
-    out = RUNNERS[case["runner"]](model, case, full)
+    out = RUNNERS[case["runner"]](model, case)
     peak = _status_kib("VmHWM") * 1024
     out.update(
         {
@@ -217,11 +166,10 @@ def child(name: str, full: bool, threads: int) -> None:
     print("RESULT " + json.dumps(out))
 
 
-def run_case(name: str, full: bool, threads: int) -> dict[str, Any]:
+def run_case(name: str, threads: int) -> dict[str, Any]:
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
     proc = subprocess.run(
-        [sys.executable, __file__, "--child", name, "--threads", str(threads)]
-        + (["--full"] if full else []),
+        [sys.executable, __file__, "--child", name, "--threads", str(threads)],
         capture_output=True,
         text=True,
         env=env,
@@ -241,7 +189,6 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument("--child")
-    ap.add_argument("--full", action="store_true", help="top-1 accuracy over all 50,257 rows")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--only", nargs="*", help="run only these cases")
     ap.add_argument(
@@ -249,13 +196,13 @@ def main() -> None:
     )
     args = ap.parse_args()
     if args.child:
-        child(args.child, args.full, args.threads)
+        child(args.child, args.threads)
         return
     names = args.only or list(CASES)
     results = {}
     for name in names:
         print(f"running {name} ...", flush=True)
-        results[name] = run_case(name, args.full, args.threads)
+        results[name] = run_case(name, args.threads)
     gpt2_rows: dict[str, Any] = {}
     if not args.no_gpt2:
         # GPT-2-small shape (random init, saved and loaded through interp_toolkit.targets.gpt2.load):
@@ -271,9 +218,6 @@ def main() -> None:
         summary["scores_peak_ratio"] = ours["peak_rss"] / naive["peak_rss"]
         summary["scores_peak_over_model_ratio"] = ours["peak_over_model"] / naive["peak_over_model"]
         summary["scores_goal_met"] = summary["scores_peak_ratio"] <= 0.3
-    if "circuits" in results:
-        summary["circuits_peak_gib"] = results["circuits"]["peak_rss"] / GIB
-        summary["circuits_goal_met"] = results["circuits"]["peak_rss"] <= 2 * GIB
     from rich.console import Console
     from rich.table import Table
 
@@ -293,12 +237,6 @@ def main() -> None:
         notes = ""
         if name == "scores_naive":
             notes = f"{r['cached_hooks']} hooks cached, {r['cached_gib']:.2f} GiB"
-        if name == "circuits":
-            notes = (
-                f"copying ({r['copying_heads']} heads) {r['copying_seconds']:.1f}s; top-1 on "
-                f"{r['top1_heads']} heads x {r['top1_rows_per_head']} rows {r['top1_seconds']:.1f}s "
-                f"(144 heads x full vocab est. {r['top1_seconds_all_heads_full_vocab_est']:.0f}s)"
-            )
         table.add_row(
             name,
             f"{r['seconds']:.1f}",
@@ -317,7 +255,6 @@ def main() -> None:
             "cpus": os.cpu_count(),
             "threads": args.threads,
         },
-        "full_vocab_top1": args.full,
         "cases": {n: CASES[n] for n in names},
         "results": results,
         "gpt2_small_discovery": gpt2_rows,

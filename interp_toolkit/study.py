@@ -22,11 +22,8 @@ from typing import Any
 import torch
 
 from interp_toolkit.analysis.ablation import CausalRow, causal_check
-from interp_toolkit.analysis.circuits import (
-    composition_baseline,
-    composition_scores,
-    copying_scores,
-)
+from interp_toolkit.analysis.circuits import copying_scores
+from interp_toolkit.analysis.composition import composition_baseline, composition_scores
 from interp_toolkit.analysis.heads import HeadId
 from interp_toolkit.analysis.run_analysis import RunSummary, analyse_run
 from interp_toolkit.analysis.scores import HeadReport

@@ -8,7 +8,9 @@ dataclasses out).
 - :mod:`.scores`       discovery: τ and roles (:func:`discover_heads`); re-exports the scorer
 - :mod:`.discovery`    discovery plus the heads and probe row an attention view needs
 - :mod:`.patterns`     attention patterns of a model on one sequence
-- :mod:`.circuits`     QK/OV FactoredMatrix circuits, copying scores, composition scores
+- :mod:`.circuits`     QK/OV FactoredMatrix circuits, copying scores, copy accuracy
+- :mod:`.composition`  Q/K/V composition scores and their random baseline
+- :mod:`.self_ranks`   exact top-k self-ranks of a factored V x V matrix (full-vocabulary copy accuracy)
 - :mod:`.exam`         the repeated-pattern exam
 - :mod:`.ablation`     per-head impact across positions, the causal check
 - :mod:`.dynamics`     scores over training (metrics.jsonl, snapshots)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,10 +24,14 @@ from jaxtyping import Float, Int
 from transformer_lens import FactoredMatrix, TransformerBridge
 
 from interp_toolkit.analysis.heads import HeadId
+from interp_toolkit.analysis.self_ranks import self_ranks
+from interp_toolkit.devices import STRICT_FP32, resolve_device
 from interp_toolkit.errors import UserError
 from interp_toolkit.tokenizer import Codec
 
-COMPOSITION_KINDS = ("q", "k", "v")
+#: A head whose full OV circuit has :func:`ov_gain` at or below this carries (almost) nothing of
+#: the embedding to the logits: "empty". Random init of GPT-2 small gives about 1e-3.
+EMPTY_OV_GAIN = 1e-6
 _PROCESSED = "_interp_toolkit_circuit_copy"
 
 
@@ -48,15 +53,24 @@ def check_head(model: TransformerBridge, layer: int, head: int) -> None:
     HeadId(layer, head).check(int(model.cfg.n_layers), int(model.cfg.n_heads))
 
 
+def _head_ov(
+    m: TransformerBridge, layer: int, head: int, w_e: torch.Tensor, w_u: torch.Tensor
+) -> tuple[Float[torch.Tensor, "v dh"], Float[torch.Tensor, "dh v"]]:
+    """``W_E W_V`` and ``W_O W_U`` of one head of the processed model ``m``, computed in IEEE
+    float32 on the device of ``w_e`` (``w_e``/``w_u``: that model's W_E/W_U on that device)."""
+    attn = m.blocks[layer].attn
+    dev = w_e.device
+    with torch.no_grad(), STRICT_FP32.apply(dev):
+        left = w_e @ attn.W_V[head].detach().to(dev)
+        right = attn.W_O[head].detach().to(dev) @ w_u
+    return left, right
+
+
 def full_ov(model: TransformerBridge, layer: int, head: int) -> FactoredMatrix:
     """``W_E W_V W_O W_U`` of one head as a FactoredMatrix [d_vocab, d_vocab] (rank <= d_head)."""
     check_head(model, layer, head)
     m = circuit_model(model)
-    with torch.no_grad():
-        attn = m.blocks[layer].attn
-        left = m.W_E @ attn.W_V[head]  # [V, D]
-        right = attn.W_O[head] @ m.W_U  # [D, V]
-        return FactoredMatrix(left.detach(), right.detach())
+    return FactoredMatrix(*_head_ov(m, layer, head, m.W_E.detach(), m.W_U.detach()))
 
 
 def full_qk(model: TransformerBridge, layer: int, head: int) -> FactoredMatrix:
@@ -83,18 +97,54 @@ def ov_eigenvalues(model: TransformerBridge) -> torch.Tensor:
         return torch.linalg.eigvals(small)
 
 
+def ov_gain(model: TransformerBridge) -> Float[torch.Tensor, "layer head"]:
+    """``‖W_E W_V W_O W_U‖_F / (‖W_E‖_F ‖W_U‖_F)`` of every head (float64): how much of the
+    embedding the head's full OV circuit carries to the logits. Computed through d x d Gram
+    matrices (``‖A B‖² = Σ (AᵀA) ∘ (B Bᵀ)``), never V x V."""
+    m = circuit_model(model)
+    with torch.no_grad():
+        w_e, w_u = m.W_E.double(), m.W_U.double()
+        g_e, g_u = w_e.T @ w_e, w_u @ w_u.T  # [d, d]
+        w_v, w_o = m.W_V.double(), m.W_O.double()  # [L, H, d, D], [L, H, D, d]
+        left = w_v.transpose(-1, -2) @ g_e @ w_v  # [L, H, D, D]
+        right = w_o @ g_u @ w_o.transpose(-1, -2)
+        sq = (left * right).sum((-1, -2)).clamp_min(0)
+        return (sq.sqrt() / (g_e.trace() * g_u.trace()).sqrt().clamp_min(1e-300)).cpu()
+
+
 def copying_scores(model: TransformerBridge) -> Float[torch.Tensor, "layer head"]:
     """Σ Re λ / Σ |λ| over the eigenvalues of each head's full OV circuit, in [-1, 1].
 
-    Positive: the head tends to raise the logit of the token it attends to (copying)."""
-    ev = ov_eigenvalues(model)
-    return (ev.real.sum(-1) / ev.abs().sum(-1).clamp_min(1e-30)).float()
+    Positive: the head tends to raise the logit of the token it attends to (copying). NaN for a
+    head whose OV circuit is empty (:func:`ov_gain` <= :data:`EMPTY_OV_GAIN`): its eigenvalues
+    are rounding noise, so there is no score to report."""
+    m = circuit_model(model)  # once: an LN model is processed on a copy
+    ev = ov_eigenvalues(m)
+    score = (ev.real.sum(-1) / ev.abs().sum(-1).clamp_min(1e-30)).float().cpu()
+    return score.masked_fill(ov_gain(m) <= EMPTY_OV_GAIN, float("nan"))
 
 
-def _ov_factors(m: TransformerBridge, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """``W_E``-side and ``W_U``-side factors of every head of a layer: [H, d, D] and [H, D, V]."""
-    attn = m.blocks[layer].attn
-    return attn.W_V.detach(), (attn.W_O @ m.W_U).detach()
+def _heads_factors(
+    m: TransformerBridge, heads: list[tuple[int, int]], dev: torch.device
+) -> Iterator[tuple[int, int, torch.Tensor, torch.Tensor]]:
+    """``(layer, head, W_E W_V, W_O W_U)`` of each head, computed on ``dev``."""
+    w_e, w_u = m.W_E.detach().to(dev), m.W_U.detach().to(dev)
+    for layer, head in heads:
+        check_head(m, layer, head)
+        yield (layer, head, *_head_ov(m, layer, head, w_e, w_u))
+
+
+def _device(m: TransformerBridge, device: str | torch.device | None) -> torch.device:
+    return m.W_E.device if device is None else resolve_device(device)
+
+
+def _rows(m: TransformerBridge, rows: torch.Tensor | None, dev: torch.device) -> torch.Tensor:
+    d_vocab = int(m.cfg.d_vocab)
+    if rows is None:
+        return torch.arange(d_vocab, device=dev)
+    if len(rows) and not (0 <= int(rows.min()) and int(rows.max()) < d_vocab):
+        raise UserError(f"rows must be token ids in 0..{d_vocab - 1}.")
+    return rows.to(dev)
 
 
 def copy_ranks(
@@ -103,70 +153,67 @@ def copy_ranks(
     head: int,
     *,
     rows: Int[torch.Tensor, " n"] | None = None,
-    chunk: int = 1024,
-    _m: TransformerBridge | None = None,
-    _right: torch.Tensor | None = None,
+    cap: int | None = 5,
+    device: str | torch.device | None = None,
+    budget: int | None = None,
 ) -> Int[torch.Tensor, " n"]:
-    """For each source token ``t`` (all of the vocabulary, or ``rows``): how many output logits
-    of the full OV circuit row ``t`` are strictly larger than the logit of ``t`` itself.
-    Rank 0 means the head boosts ``t`` more than any other token. Computed in row chunks."""
-    m = _m if _m is not None else circuit_model(model)
-    check_head(m, layer, head)
-    d_vocab = int(m.cfg.d_vocab)
-    if rows is None:
-        rows = torch.arange(d_vocab)
-    with torch.no_grad():
-        attn = m.blocks[layer].attn
-        right = _right if _right is not None else (attn.W_O[head] @ m.W_U).detach()  # [D, V]
-        w_v = attn.W_V[head].detach()
-        w_e = m.W_E.detach()
-        out = torch.empty(len(rows), dtype=torch.long)
-        for lo in range(0, len(rows), chunk):
-            idx = rows[lo : lo + chunk].to(w_e.device)
-            logits = (w_e[idx] @ w_v) @ right  # [c, V]
-            own = logits.gather(1, idx[:, None])
-            out[lo : lo + chunk] = (logits > own).sum(1).cpu()
-            del logits
-    return out
+    """For each source token ``t`` (all of the vocabulary, or ``rows``): how many other output
+    logits of the full OV circuit row ``t`` are at least the logit of ``t`` itself (ties count
+    against ``t``), capped at ``cap`` (``cap=None``: the full count). Rank 0 means the head boosts
+    ``t`` strictly more than any other token. Exact (see :mod:`.self_ranks`); runs on ``device``
+    (default: the model's), in blocks of ``budget`` bytes (default: from the device's memory)."""
+    m = circuit_model(model)
+    dev = _device(m, device)
+    cap = int(m.cfg.d_vocab) if cap is None else cap
+    (_, _, left, right) = next(_heads_factors(m, [(layer, head)], dev))
+    return self_ranks(left, right, _rows(m, rows, dev), cap, budget).cpu()
 
 
 def copy_accuracy(
     model: TransformerBridge,
     ks: tuple[int, ...] = (1, 5),
     *,
-    chunk: int = 1024,
     rows: Int[torch.Tensor, " n"] | None = None,
     heads: list[tuple[int, int]] | None = None,
+    device: str | torch.device | None = None,
+    budget: int | None = None,
+    progress: bool = False,
 ) -> dict[int, Float[torch.Tensor, "layer head"]]:
     """Top-k "does this token boost itself" accuracy for every head and every k in ``ks``:
-    the fraction of source tokens whose own logit is among the k largest of their full-OV row
-    (ties counted in the token's favour). Heads not in ``heads`` are NaN. Row-chunked: peak
-    memory is about ``chunk x d_vocab`` floats per step."""
+    the fraction of source tokens whose own logit is among the k largest of their full-OV row,
+    ties counted against the token (:func:`copy_ranks` < k). Heads not in ``heads`` are NaN.
+    Exact and fast enough for every head over the full vocabulary (:mod:`.self_ranks`)."""
+    from tqdm.auto import tqdm
+
+    if not ks or min(ks) < 1:
+        raise UserError(f"ks={ks} cannot work: use k >= 1.")
     m = circuit_model(model)
+    dev = _device(m, device)
     n_layers, n_heads = int(m.cfg.n_layers), int(m.cfg.n_heads)
     out = {k: torch.full((n_layers, n_heads), float("nan")) for k in ks}
     wanted = (
         heads if heads is not None else [(la, h) for la in range(n_layers) for h in range(n_heads)]
     )
-    with torch.no_grad():
-        for layer, head in wanted:
-            ranks = copy_ranks(m, layer, head, rows=rows, chunk=chunk, _m=m)
-            for k in ks:
-                out[k][layer, head] = (ranks < k).float().mean()
+    idx = _rows(m, rows, dev)
+    factors = _heads_factors(m, wanted, dev)
+    for layer, head, left, right in tqdm(
+        factors, total=len(wanted), desc="copy accuracy", unit="head", disable=not progress
+    ):
+        ranks = self_ranks(left, right, idx, max(ks), budget).tolist()
+        for k in ks:
+            out[k][layer, head] = sum(r < k for r in ranks) / max(1, len(ranks))
     return out
 
 
 def top_k_copy_accuracy(
     model: TransformerBridge,
     k: int = 1,
-    chunk: int = 1024,
     *,
     rows: Int[torch.Tensor, " n"] | None = None,
+    device: str | torch.device | None = None,
 ) -> Float[torch.Tensor, "layer head"]:
     """Top-k copy accuracy of every head (see :func:`copy_accuracy`)."""
-    if k < 1:
-        raise UserError(f"k={k} cannot work: use k >= 1.")
-    return copy_accuracy(model, (k,), chunk=chunk, rows=rows)[k]
+    return copy_accuracy(model, (k,), rows=rows, device=device)[k]
 
 
 def top_boosted_tokens(
@@ -213,91 +260,13 @@ def pos_prev_token_score(model: TransformerBridge, layer: int, head: int) -> flo
     return float(pos_qk_pattern(model, layer, head).diagonal(-1).mean())
 
 
-# ---------------------------------------------------------------------------------------------
-# Composition
-
-
-def _factors(m: TransformerBridge, kind: str, side: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """Left/right factors [L, H, d, D], [L, H, D, d] of every head's W_OV, W_QK or W_QK^T."""
-    with torch.no_grad():
-        if side == "a" or kind == "v":
-            return m.W_V.detach().double(), m.W_O.detach().double()
-        if kind == "q":  # W_QK = W_Q W_K^T
-            return m.W_Q.detach().double(), m.W_K.detach().double().transpose(-1, -2)
-        # kind == "k": W_QK^T = W_K W_Q^T
-        return m.W_K.detach().double(), m.W_Q.detach().double().transpose(-1, -2)
-
-
-def _comp(a1: torch.Tensor, a2: torch.Tensor, b1: torch.Tensor, b2: torch.Tensor) -> torch.Tensor:
-    """‖(a1 a2)(b1 b2)‖_F / (‖a1 a2‖_F ‖b1 b2‖_F) for all pairs: a* [n, ...], b* [m, ...] -> [n, m].
-
-    Uses Gram matrices so everything is d_head x d_head: ‖A1 M B2‖² = Σ (G_A M) ∘ (M G_B) with
-    G_A = A1ᵀA1, G_B = B2 B2ᵀ, M = A2 B1."""
-    ga = a1.transpose(-1, -2) @ a1  # [n, D, D]
-    gb = b2 @ b2.transpose(-1, -2)  # [m, D, D]
-    na = (a2 * (ga @ a2)).sum((-1, -2)).clamp_min(0).sqrt()  # ‖a1 a2‖
-    gb1 = b1.transpose(-1, -2) @ b1  # for ‖b1 b2‖
-    nb = (b2 * (gb1 @ b2)).sum((-1, -2)).clamp_min(0).sqrt()
-    mm = torch.einsum("nie,mej->nmij", a2, b1)  # [n, m, D, D]
-    left = torch.einsum("nik,nmkj->nmij", ga, mm)
-    right = torch.einsum("nmik,mkj->nmij", mm, gb)
-    nab = (left * right).sum((-1, -2)).clamp_min(0).sqrt()
-    return nab / (na[:, None] * nb[None, :]).clamp_min(1e-30)
-
-
-def composition_scores(
-    model: TransformerBridge, kind: str
-) -> Float[torch.Tensor, "layer_a head_a layer_b head_b"]:
-    """Q-, K- or V-composition of every earlier head A with every later head B.
-
-    ``score[la, ha, lb, hb] = ‖W_A W_B‖_F / (‖W_A‖_F ‖W_B‖_F)`` with ``W_A = W_OV`` of A and
-    ``W_B`` = ``W_QK`` (q), ``W_QK^T`` (k) or ``W_OV`` (v) of B (row convention, as in ARENA);
-    NaN where ``lb <= la``. Computed through d_head x d_head Gram matrices (never d_model²·pairs).
-    """
-    kind = kind.lower()
-    if kind not in COMPOSITION_KINDS:
-        raise UserError(f"composition kind {kind!r} is unknown: use q, k or v.")
-    m = circuit_model(model)
-    n_layers, n_heads = int(m.cfg.n_layers), int(m.cfg.n_heads)
-    out = torch.full((n_layers, n_heads, n_layers, n_heads), float("nan"))
-    a1, a2 = _factors(m, kind, "a")
-    b1, b2 = _factors(m, kind, "b")
-    for la in range(n_layers):
-        for lb in range(la + 1, n_layers):
-            out[la, :, lb, :] = _comp(a1[la], a2[la], b1[lb], b2[lb]).float()
-    return out
-
-
-def composition_baseline(model: TransformerBridge, n_samples: int = 200, seed: int = 0) -> float:
-    """Mean composition score of random low-rank matrices of the same shapes (ARENA: factors
-    [d_model, d_head] drawn with ``kaiming_uniform_(a=sqrt(5))``). Subtract it, or compare."""
-    d_model, d_head = int(model.cfg.d_model), int(model.cfg.d_head)
-    gen = torch.Generator().manual_seed(seed)
-    bound = 1.0 / math.sqrt(
-        d_head
-    )  # kaiming_uniform(a=sqrt(5)) on [d_model, d_head]: U(±1/sqrt(fan_in))
-
-    def draw() -> torch.Tensor:
-        return (
-            torch.rand(n_samples, d_model, d_head, generator=gen, dtype=torch.float64) * 2 - 1
-        ) * bound
-
-    a1, a2, b1, b2 = draw(), draw().transpose(-1, -2), draw(), draw().transpose(-1, -2)
-    scores = torch.stack(
-        [
-            _comp(a1[i : i + 1], a2[i : i + 1], b1[i : i + 1], b2[i : i + 1])[0, 0]
-            for i in range(n_samples)
-        ]
-    )
-    return float(scores.mean())
-
-
 @dataclass
 class HeadCircuit:
     """Summary of one head's circuits (what ``interp-toolkit circuits`` prints)."""
 
     head: str
-    copying_score: float
+    copying_score: float | None
+    copying_note: str | None
     top1_accuracy: float
     top5_accuracy: float
     pos_prev_token: float | None
@@ -308,6 +277,7 @@ class HeadCircuit:
         return {
             "head": self.head,
             "copying_score": self.copying_score,
+            "copying_note": self.copying_note,
             "top1_accuracy": self.top1_accuracy,
             "top5_accuracy": self.top5_accuracy,
             "pos_prev_token": self.pos_prev_token,
@@ -327,11 +297,17 @@ def head_circuit(
     rows: Int[torch.Tensor, " n"] | None = None,
 ) -> HeadCircuit:
     """Copying score, top-1/top-5 copy accuracy, the pos-QK previous-token value (when the model
-    has W_pos), and the top ``k`` boosted tokens of each of ``token_ids``."""
+    has W_pos), and the top ``k`` boosted tokens of each of ``token_ids``. An empty OV circuit has
+    no copying score (None) and says so in ``copying_note``."""
     check_head(model, layer, head)
     m = circuit_model(model)
-    score = float(copying_scores(m)[layer, head])
-    ranks = copy_ranks(m, layer, head, rows=rows, _m=m)
+    gain = float(ov_gain(m)[layer, head])
+    score: float | None = float(copying_scores(m)[layer, head])
+    note = None
+    if gain <= EMPTY_OV_GAIN:
+        score = None
+        note = f"empty OV circuit: gain {gain:.1e} <= {EMPTY_OV_GAIN:g}, no copying score"
+    ranks = copy_ranks(m, layer, head, rows=rows)
     pos = None
     if getattr(m.cfg, "positional_embedding_type", "standard") == "standard":
         pos = pos_prev_token_score(m, layer, head)
@@ -352,6 +328,7 @@ def head_circuit(
     return HeadCircuit(
         head=str(HeadId(layer, head)),
         copying_score=score,
+        copying_note=note,
         top1_accuracy=float((ranks < 1).float().mean()),
         top5_accuracy=float((ranks < 5).float().mean()),
         pos_prev_token=pos,

@@ -1,0 +1,146 @@
+"""Where work runs: device names, mixed-precision settings, and chunk sizes from device memory.
+
+- :func:`resolve_device` turns ``auto | cpu | cuda | cuda:N | mps`` into a ``torch.device``
+  (``auto``: a CUDA GPU when one is visible, else an Apple-silicon GPU, else the CPU). A device that
+  is absent or a name that is malformed is a :class:`~interp_toolkit.errors.UserError` (one line).
+- :class:`Precision`: bf16 autocast and TF32 matmuls on or off; JSON-safe (``to_dict`` /
+  ``from_dict``) for a run's config, and a context manager (:meth:`Precision.apply`) that sets
+  exactly these settings for a block and restores the previous ones. Both apply on CUDA only; on
+  the CPU and on MPS they are no-ops (:meth:`Precision.effective` says what actually applies).
+- :func:`memory_budget` / :func:`rows_per_chunk`: how much memory one analysis chunk may take —
+  a fixed :data:`CPU_BUDGET_BYTES` on the CPU and MPS, a fraction of the free memory on CUDA.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+import torch
+
+from interp_toolkit.errors import UserError
+
+DEVICE_CHOICES = "auto, cpu, cuda, cuda:N (N = 0, 1, ...) or mps"
+#: One analysis chunk's memory on the CPU (and on MPS, whose free memory torch does not report).
+CPU_BUDGET_BYTES = 256 * 2**20
+#: Share of the GPU's free memory (``torch.cuda.mem_get_info``) one analysis chunk may take.
+CUDA_FREE_FRACTION = 0.25
+
+_DEVICE_RE = re.compile(r"(auto|cpu|mps|cuda)(?::(\d+))?")
+
+
+def resolve_device(spec: str | torch.device = "auto") -> torch.device:
+    """``"auto" | "cpu" | "cuda" | "cuda:N" | "mps"`` (or a ``torch.device``) -> a device that is
+    present on this machine; UserError (one line) when it is absent or the name is malformed."""
+    text = str(spec).strip().lower()
+    match = _DEVICE_RE.fullmatch(text)
+    if match is None or (match.group(2) is not None and match.group(1) != "cuda"):
+        raise UserError(f"--device {spec!s}: not a device name: use {DEVICE_CHOICES}.")
+    kind, index = match.group(1), match.group(2)
+    if kind == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda", torch.cuda.current_device())
+        return torch.device("mps") if _mps_available() else torch.device("cpu")
+    if kind == "cpu":
+        return torch.device("cpu")
+    if kind == "mps":
+        if not _mps_available():
+            raise UserError(
+                "--device mps: no Apple-silicon GPU (MPS) is available on this machine: "
+                "use --device cpu or auto."
+            )
+        return torch.device("mps")
+    if not torch.cuda.is_available():
+        raise UserError(
+            f"--device {text}: no CUDA GPU is visible on this machine: use --device cpu or auto."
+        )
+    n = torch.cuda.device_count()
+    if index is None:
+        return torch.device("cuda", torch.cuda.current_device())
+    if int(index) >= n:
+        raise UserError(
+            f"--device {text}: this machine has {n} CUDA GPU{'s' if n != 1 else ''} "
+            f"(cuda:0..cuda:{n - 1}): use one of those, or auto."
+        )
+    return torch.device("cuda", int(index))
+
+
+def _mps_available() -> bool:
+    mps = getattr(torch.backends, "mps", None)
+    return bool(mps is not None and mps.is_available())
+
+
+def memory_budget(device: torch.device) -> int:
+    """Bytes one analysis chunk may use on ``device``: :data:`CPU_BUDGET_BYTES` on the CPU and MPS,
+    :data:`CUDA_FREE_FRACTION` of the GPU's free memory on CUDA."""
+    if device.type == "cuda":
+        free, _total = torch.cuda.mem_get_info(device)
+        return int(free * CUDA_FREE_FRACTION)
+    return CPU_BUDGET_BYTES
+
+
+def rows_per_chunk(device: torch.device, bytes_per_row: int, budget: int | None = None) -> int:
+    """How many rows of ``bytes_per_row`` fit in ``budget`` bytes (default: the device's
+    :func:`memory_budget`); at least 1."""
+    budget = memory_budget(device) if budget is None else budget
+    return max(1, int(budget) // max(1, int(bytes_per_row)))
+
+
+@dataclass(frozen=True)
+class Precision:
+    """Mixed-precision settings of a run: bf16 autocast and TF32 float32 matmuls (CUDA only).
+
+    Off/off is plain IEEE float32 everywhere. Record :meth:`to_dict` in a run's config and wrap the
+    work in ``with precision.apply(device):``."""
+
+    bf16_autocast: bool = False
+    tf32: bool = False
+
+    def to_dict(self) -> dict[str, bool]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Precision:
+        names = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise UserError(
+                f"precision settings {unknown} are unknown: use {sorted(names)} (true/false)."
+            )
+        bad = sorted(k for k, v in data.items() if not isinstance(v, bool))
+        if bad:
+            raise UserError(f"precision settings {bad} must be true or false.")
+        return cls(**data)
+
+    def effective(self, device: torch.device) -> Precision:
+        """The settings that :meth:`apply` really uses on ``device`` (both off unless CUDA; bf16
+        only on a GPU that supports it)."""
+        if device.type != "cuda":
+            return Precision()
+        return Precision(
+            bf16_autocast=self.bf16_autocast and torch.cuda.is_bf16_supported(), tf32=self.tf32
+        )
+
+    @contextmanager
+    def apply(self, device: torch.device) -> Iterator[None]:
+        """Run the block with exactly these settings on ``device`` (an outer autocast or TF32
+        setting is overridden, not inherited) and restore the previous ones afterwards. float32
+        matmuls are IEEE float32 unless TF32 is on and the device is CUDA."""
+        eff = self.effective(device)
+        backend = (
+            torch.backends.cuda.matmul if device.type == "cuda" else torch.backends.mkldnn.matmul
+        )
+        saved = backend.fp32_precision
+        backend.fp32_precision = "tf32" if eff.tf32 else "ieee"
+        try:
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=eff.bf16_autocast):
+                yield
+        finally:
+            backend.fp32_precision = saved
+
+
+#: IEEE float32 matmuls and no autocast: what exact analysis code runs under.
+STRICT_FP32 = Precision()
