@@ -249,7 +249,7 @@ def train_model(
         f"{len(train_windows):,} windows of {model_cfg.n_ctx}; vocabulary {codec.d_vocab}"
     )
 
-    model = build_model(model_cfg)
+    model = build_model(model_cfg, codec=codec)
     start_step, tokens0, elapsed0 = 0, 0, 0.0
     if resume:
         assert state is not None

@@ -1,4 +1,4 @@
-"""Helpers shared by the analysis tests: a tiny codec and hand-built models."""
+"""Helpers shared by the tests: a tiny codec, hand-built models, greedy decoding by hand."""
 
 from __future__ import annotations
 
@@ -44,3 +44,11 @@ def make_prev_token_head(model, layer: int = 0, head: int = 0, alpha: float = 6.
         q[base + 1, 2] = -s
         q[base + 2, 0], q[base + 2, 1], q[base + 2, 2] = 2 * s, -s, -s
         k[base + 0, 0], k[base + 1, 1], k[base + 2, 2] = 1.0, 1.0, 1.0
+
+
+def greedy_tokens(model, toks: torch.Tensor, n: int) -> torch.Tensor:
+    """``toks`` with ``n`` greedy tokens appended, one full forward pass each (no KV cache)."""
+    with torch.no_grad():
+        for _ in range(n):
+            toks = torch.cat([toks, model(toks)[:, -1].argmax(-1, keepdim=True)], dim=1)
+    return toks
