@@ -57,9 +57,7 @@ class CodecTokenizer(PreTrainedTokenizer):
     expects of a tokenizer with ``add_bos_token=True``.
     """
 
-    model_input_names = ["input_ids", "attention_mask"]
-
-    def __init__(self, codec: CompactVocab | GPT2Codec, **kwargs: Any) -> None:
+    def __init__(self, codec: CompactVocab | GPT2Codec) -> None:
         self.codec = codec
         enc = gpt2_encoding()
         strings = gpt2_token_strings()
@@ -75,8 +73,8 @@ class CodecTokenizer(PreTrainedTokenizer):
             self._strings.append(UNK)
             self._bytes.append(UNK.encode())
         self._ids = {s: i for i, s in enumerate(self._strings)}
-        kwargs.setdefault("name_or_path", label)
         super().__init__(
+            name_or_path=label,
             bos_token=ENDOFTEXT,
             eos_token=ENDOFTEXT,
             pad_token=ENDOFTEXT,
@@ -84,7 +82,6 @@ class CodecTokenizer(PreTrainedTokenizer):
             add_bos_token=True,
             special_tokens_pattern="bos",
             clean_up_tokenization_spaces=False,
-            **kwargs,
         )
 
     @property
@@ -111,11 +108,6 @@ class CodecTokenizer(PreTrainedTokenizer):
     def convert_tokens_to_string(self, tokens: list[str]) -> str:
         data = b"".join(self._bytes[self._ids[t]] for t in tokens)
         return data.decode("utf-8", errors="replace")
-
-    def save_vocabulary(
-        self, save_directory: str, filename_prefix: str | None = None
-    ) -> tuple[str, ...]:
-        return ()  # the codec (vocab.json in a run folder) is the saved vocabulary
 
 
 def make_tokenizer(codec: CompactVocab | GPT2Codec) -> CodecTokenizer:
