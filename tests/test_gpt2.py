@@ -236,7 +236,8 @@ def test_tl_text_methods_on_a_gpt2_target(planted_model):
     m = planted_model
     assert m.to_str_tokens("Hello world") == ["<|endoftext|>", "Hello", " world"]
     assert m.to_tokens("Hello world", prepend_bos=False).tolist() == [[15496, 995]]
-    prompt, greedy = m.to_tokens("Hello world"), greedy_tokens(m, m.to_tokens("Hello world"), 3)
+    prompt = m.to_tokens("Hello world")
+    greedy = greedy_tokens(m, prompt, 3)
     kw = dict(max_new_tokens=3, do_sample=False, stop_at_eos=False, verbose=False)
     with torch.no_grad():
         assert m.generate(prompt, use_past_kv_cache=False, **kw).tolist() == greedy.tolist()
