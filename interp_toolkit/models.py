@@ -15,6 +15,8 @@ import torch
 from transformer_lens import TransformerBridge, TransformerBridgeConfig
 
 from interp_toolkit.errors import UserError
+from interp_toolkit.tl_tokenizer import attach_tokenizer
+from interp_toolkit.tokenizer import CompactVocab, GPT2Codec
 
 Positional = Literal["standard", "rotary"]
 
@@ -87,8 +89,14 @@ def tl_config(cfg: AttnOnlyConfig) -> TransformerBridgeConfig:
     )
 
 
-def build_model(cfg: AttnOnlyConfig, device: str = "cpu") -> TransformerBridge:
-    """A freshly initialised attention-only ``TransformerBridge`` (eval mode, deterministic in ``cfg.seed``)."""
+def build_model(
+    cfg: AttnOnlyConfig, device: str = "cpu", codec: CompactVocab | GPT2Codec | None = None
+) -> TransformerBridge:
+    """A freshly initialised attention-only ``TransformerBridge`` (eval mode, deterministic in ``cfg.seed``).
+
+    With ``codec`` the model carries its tokenizer (:func:`~interp_toolkit.tl_tokenizer.attach_tokenizer`:
+    ``to_tokens``, ``generate``, ``detect_head``... work); without one it takes token ids only.
+    """
     cfg.validate()
     model = TransformerBridge.boot_native(tl_config(cfg), device=device, dtype=torch.float32)
     if cfg.embed_init_std is not None:
@@ -96,6 +104,8 @@ def build_model(cfg: AttnOnlyConfig, device: str = "cpu") -> TransformerBridge:
         with torch.no_grad():
             for param in embedding_parameters(model):
                 param.copy_(torch.randn(param.shape, generator=gen) * cfg.embed_init_std)
+    if codec is not None:
+        attach_tokenizer(model, codec)
     return model.eval()
 
 

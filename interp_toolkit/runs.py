@@ -187,7 +187,7 @@ def load_run(path: str | Path, device: str = "cpu", weights: str | Path | None =
             f"{path}: vocab.json has {codec.d_vocab} tokens but the model expects "
             f"{model_cfg.d_vocab}: retrain the run."
         )
-    model = build_model(model_cfg, device=device)
+    model = build_model(model_cfg, device=device, codec=codec)
     load_weights(model, weights_path)
     return Run(
         path=paths.root,

@@ -1,4 +1,4 @@
-"""Helpers shared by the analysis tests: a tiny codec and hand-built models."""
+"""Helpers shared by the tests: a tiny codec, hand-built models, greedy decoding by hand."""
 
 from __future__ import annotations
 
@@ -75,3 +75,11 @@ def _qk_rows(model, layer: int, head: int, alpha: float):
         q[rows] = 0.0
         k[rows] = 0.0
     return q, k, head * d_head, alpha * math.sqrt(d_head)
+
+
+def greedy_tokens(model, toks: torch.Tensor, n: int) -> torch.Tensor:
+    """``toks`` with ``n`` greedy tokens appended, one full forward pass each (no KV cache)."""
+    with torch.no_grad():
+        for _ in range(n):
+            toks = torch.cat([toks, model(toks)[:, -1].argmax(-1, keepdim=True)], dim=1)
+    return toks

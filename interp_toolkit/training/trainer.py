@@ -130,7 +130,7 @@ def train_model(
     )
 
     # 3. The model: fresh (and the run folder started), or restored from the checkpoint.
-    model = build_model(model_cfg)
+    model = build_model(model_cfg, codec=codec)
     start = saved or Progress()
     if saved is not None:
         load_weights(model, paths.checkpoint_weights)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from analysis_helpers import greedy_tokens
 from gpt2_helpers import N_CTX, N_HEAD, N_LAYER, PLANTED
 
 from interp_toolkit.analysis.discovery import discover
@@ -41,6 +42,37 @@ def test_load_folder_with_tokenizer(planted_model):
     assert (m.cfg.n_layers, m.cfg.n_heads, m.cfg.n_ctx) == (N_LAYER, N_HEAD, N_CTX)
     assert "blocks.0.attn.hook_pattern" in m.hook_dict
     assert not m.training
+
+
+def test_tl_text_methods_on_a_gpt2_target(planted_model):
+    """TL's own text helpers on a GPT-2 target: BOS first, greedy generate, the planted head."""
+    from transformer_lens import head_detector
+
+    m = planted_model
+    assert m.to_str_tokens("Hello world") == ["<|endoftext|>", "Hello", " world"]
+    assert m.to_tokens("Hello world", prepend_bos=False).tolist() == [[15496, 995]]
+    prompt = m.to_tokens("Hello world")
+    greedy = greedy_tokens(m, prompt, 3)
+    kw = dict(max_new_tokens=3, do_sample=False, stop_at_eos=False, verbose=False)
+    with torch.no_grad():
+        assert m.generate(prompt, use_past_kv_cache=False, **kw).tolist() == greedy.tolist()
+    text = "The quick brown fox jumps over the lazy dog, and then it runs far away."
+    tl = head_detector.detect_head(m, text, "previous_token_head")
+    assert divmod(int(tl.argmax()), N_HEAD) == PLANTED
+
+
+@pytest.mark.xfail(strict=True, reason="TL 4.3: GPT-2 bridge generate() with its KV cache")
+def test_tl_generate_with_kv_cache_on_a_gpt2_target(planted_model):
+    """TL 4.3's GPT-2 ``generate`` with ``use_past_kv_cache=True`` (its default) gets the first
+    new token right, then departs from greedy decoding by full forward passes (and from HF's own
+    ``generate``): pass ``use_past_kv_cache=False``. Remove the mark when TL fixes it."""
+    m = planted_model
+    prompt = m.to_tokens("Hello world")
+    with torch.no_grad():
+        out = m.generate(
+            prompt, max_new_tokens=3, do_sample=False, stop_at_eos=False, verbose=False
+        )
+    assert out.tolist() == greedy_tokens(m, prompt, 3).tolist()
 
 
 def test_folder_without_tokenizer_falls_back_to_offline_bpe(gpt2_dirs, planted_model):
