@@ -58,6 +58,7 @@ from interp_toolkit.runs import (
     save_weights,
 )
 from interp_toolkit.tokenizer import CompactVocab, GPT2Codec, load_codec, save_codec
+from interp_toolkit.tokens import TokenWindows
 
 CHECKPOINT_DIR = "checkpoints"
 SNAPSHOT_DIR = "snapshots"
@@ -149,7 +150,7 @@ def training_scores(model: TransformerBridge, batch: Any) -> dict[str, list[list
     }
 
 
-def _val_loss(model: TransformerBridge, val: torch.Tensor, max_windows: int = 64) -> float:
+def _val_loss(model: TransformerBridge, val: TokenWindows, max_windows: int = 64) -> float:
     with torch.no_grad():
         return float(model(val[:max_windows], return_type="loss"))
 
@@ -231,7 +232,7 @@ def train_model(
 
     say = (lambda msg: print(msg, file=sys.stderr, flush=True)) if progress else (lambda msg: None)
     say(f"reading corpus {data_cfg.corpus!r} ...")
-    corpus = tokenize_corpus(data_cfg.corpus, data_cfg.val_fraction, data_cfg.max_tokens)
+    corpus = tokenize_corpus(data_cfg.corpus, data_cfg.val_fraction, data_cfg.max_tokens, progress)
     if resume:
         codec = load_codec(out / VOCAB)
     else:
@@ -370,7 +371,7 @@ def _run_tl_loop(
     model: TransformerBridge,
     codec: CompactVocab | GPT2Codec,
     stream: TrainStream,
-    val_windows: torch.Tensor,
+    val_windows: TokenWindows,
     cfg: TrainSettings,
     start_step: int,
     tokens0: int,
