@@ -284,8 +284,8 @@ def test_windows_and_counts_never_load_the_store(tmp_path):
     store = build_store(tmp_path, "big", {"source": "rss"}, np.dtype(np.uint16), fill)
     ids = store.segment("train")
     assert isinstance(ids, np.memmap) and len(ids) == n
-    win = TokenWindows(ids, GPT2Codec(), 1024)
     before = _rss_anon()
+    win = TokenWindows(ids, GPT2Codec(), 1024)
     total = 0
     for i in range(len(win)):
         total += int(win[i][0])
