@@ -62,6 +62,13 @@ def first_run(checkout: Path) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def commit(checkout: Path) -> str:
+    out = subprocess.run(
+        ["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    )
+    return out.stdout.strip() or "unknown"
+
+
 def rss_anon() -> int:
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith("RssAnon:"):
@@ -147,7 +154,7 @@ def main() -> None:
         "token_store",
         {
             "stdlib_first_run": rows,
-            "versions": {k: str(v) for k, v in versions.items()},
+            "versions": {k: f"{v} @ {commit(v)}" for k, v in versions.items()},
             "store_memory": memory,
         },
         args.out,

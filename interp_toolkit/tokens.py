@@ -61,7 +61,7 @@ class StoreWriter:
         self.folder, self.dtype = folder, dtype
         self.sizes = dict.fromkeys(SEGMENTS, 0)
         self.segments: dict[str, list[Any]] | None = None
-        self._files = {s: open(folder / f"{s}.bin", "wb") for s in SEGMENTS}  # noqa: SIM115
+        self._files = {s: open(folder / f"{s}.bin", "wb") for s in SEGMENTS}
 
     def append(self, segment: str, ids: Sequence[int] | np.ndarray) -> None:
         with _writing(self.folder.parent):

@@ -305,3 +305,29 @@ def test_progress_bar_only_when_asked(tmp_path, capfd):
     (tmp_path / "b.txt").write_text("other words " * 100)
     data.tokenize_corpus(str(tmp_path / "b.txt"), progress=True)
     assert "tokenizing b.txt" in capfd.readouterr().err
+
+
+def test_hf_corpus_is_streamed_once_then_read_offline_from_the_store(monkeypatch):
+    import datasets
+
+    import interp_toolkit.io
+
+    texts = _texts(200)
+    opened = []
+
+    def load_dataset(name, split, streaming):
+        opened.append((name, split, streaming))
+        return datasets.Dataset.from_dict({"body": texts}).to_iterable_dataset()
+
+    monkeypatch.setattr(interp_toolkit.io, "hub_offline", lambda *flags: False)
+    monkeypatch.setattr(datasets, "load_dataset", load_dataset)
+    corpus = data.tokenize_corpus("hf:fake/owt:train#body", val_fraction=0.1, progress=False)
+    assert opened == [("fake/owt", "train", True)]
+    train = [i for i in range(200) if not data.is_validation(f"fake/owt/{i}", 0.1)]
+    want = np.concatenate([[*ids, EOT_ID] for ids in encode_batch([texts[i] for i in train])])
+    assert np.array_equal(corpus.train_ids, want)
+    monkeypatch.setattr(interp_toolkit.io, "hub_offline", lambda *flags: True)
+    again = data.tokenize_corpus("hf:fake/owt:train#body", val_fraction=0.1, progress=False)
+    assert len(opened) == 1 and np.array_equal(again.train_ids, want)
+    with pytest.raises(UserError, match="offline"):  # another split is not in the store
+        data.tokenize_corpus("hf:fake/owt:test#body", progress=False)
