@@ -1,44 +1,67 @@
 """Corpora, tokenization and the training stream.
 
-A corpus is named by a string:
+A corpus is named by a string (:mod:`interp_toolkit.corpora` reads them):
 
 - ``stdlib`` (default, offline): the running Python's standard-library ``.py`` files, tests excluded.
-- a path: a text file, or a folder whose text files (``.txt .md .py .rst .json .csv .html .tex``) are read.
-- ``hf:NAME`` or ``hf:NAME:SPLIT`` (e.g. ``hf:Skylion007/openwebtext``): a Hugging Face dataset,
-  streamed; needs the network (or the HF cache).
+- a text file (one document), or a folder whose text files
+  (``.txt .md .py .rst .json .csv .html .tex``) are the documents.
+- a dataset on disk, read offline through ``datasets``, one document per row of its ``text``
+  column: a ``.parquet`` file, a ``.jsonl``/``.json`` file (JSON lines or a JSON list), a folder
+  written by ``save_to_disk`` (a ``DatasetDict`` uses its ``train`` split), or a folder holding
+  only ``.parquet`` (or only ``.jsonl``) shards.
+- ``hf:NAME`` or ``hf:NAME:SPLIT`` (e.g. ``hf:Skylion007/openwebtext``): a Hugging Face Hub
+  dataset, streamed; needs the network the first time (afterwards the token store has it).
+- ``SPEC#COLUMN`` reads another column as the text, for dataset files and ``hf:`` corpora.
 
-Documents are GPT-2-tokenized in parallel, joined with ``<|endoftext|>`` and cut into windows of
-``n_ctx`` tokens. Documents are split deterministically (by a hash of their name) into training and
-held-out sets. The training stream can replace a fraction of windows with *repeated-span windows*:
-random tokens from the model's vocabulary with one span repeated periodically at a random offset —
-the CPU recipe's way of showing the model many repeats per step (see README).
+Tokenized once: documents are GPT-2-tokenized in parallel batches and written, each followed by
+``<|endoftext|>``, to a token store (:mod:`interp_toolkit.tokens`) under :func:`cache_dir`, keyed
+by the source (each file's path, size and modification time; for ``hf:`` the name, split, column
+and character budget) and ``val_fraction``. Later runs memory-map it; nothing reads it whole.
+
+Held-out split: a document goes to the held-out set when the CRC32 of its name (its path in the
+corpus, or its row index) falls in the first ``val_fraction`` of the hash range. When that leaves
+no held-out document, or puts half or more of the tokens in the held-out set (a single file, a
+folder of one or two files), the held-out set is instead the last ``ceil(val_fraction * N)`` of
+the corpus's N tokens (documents in the order read, those the hash assigned to training first).
+
+Training windows are non-overlapping ``n_ctx`` slices of the training tokens. The training stream
+can replace a fraction of windows with *repeated-span windows*: random tokens from the model's
+vocabulary with one span repeated periodically at a random offset — the CPU recipe's way of
+showing the model many repeats per step (see README).
 """
 
 from __future__ import annotations
 
 import os
-import sysconfig
+import re
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 from jaxtyping import Int
 
+from interp_toolkit.corpora import CorpusSource, Document, corpus_source
 from interp_toolkit.errors import UserError
-from interp_toolkit.tokenizer import EOT_ID, CompactVocab, GPT2Codec, encode_batch
-
-TEXT_SUFFIXES = {".txt", ".md", ".py", ".rst", ".json", ".csv", ".html", ".tex"}
-_EXCLUDED_STDLIB_PARTS = {
-    "test",
-    "tests",
-    "idle_test",
-    "site-packages",
-    "dist-packages",
-    "__pycache__",
-}
+from interp_toolkit.tokenizer import (
+    EOT_ID,
+    GPT2_VOCAB_SIZE,
+    CompactVocab,
+    GPT2Codec,
+    encode_batch,
+)
+from interp_toolkit.tokens import (
+    FORMAT,
+    StoreWriter,
+    TokenWindows,
+    bincount,
+    build_store,
+    open_store,
+    token_dtype,
+)
 
 
 @dataclass(frozen=True)
@@ -72,92 +95,6 @@ class DataConfig:
             raise UserError(f"val_fraction={self.val_fraction} must be in (0, 0.5).")
 
 
-@dataclass
-class Document:
-    name: str
-    text: str
-
-
-def stdlib_files() -> list[Path]:
-    """The standard library's ``.py`` files (no tests, no site-packages), sorted."""
-    root = Path(sysconfig.get_paths()["stdlib"])
-    files = []
-    for path in root.rglob("*.py"):
-        parts = path.relative_to(root).parts
-        if any(p in _EXCLUDED_STDLIB_PARTS or p.startswith("test_") for p in parts):
-            continue
-        files.append(path)
-    return sorted(files)
-
-
-def _read(path: Path) -> str:
-    return path.read_text(encoding="utf-8", errors="replace")
-
-
-def iter_documents(corpus: str, max_tokens: int | None = None) -> Iterator[Document]:
-    """Documents of a corpus spec (see module doc). Raises UserError with the fix on bad specs."""
-    if corpus == "stdlib":
-        root = Path(sysconfig.get_paths()["stdlib"])
-        for path in stdlib_files():
-            yield Document(str(path.relative_to(root)), _read(path))
-        return
-    if corpus.startswith("hf:"):
-        yield from _iter_hf(corpus[3:], max_tokens)
-        return
-    path = Path(corpus).expanduser()
-    if not path.exists():
-        raise UserError(
-            f"corpus {corpus!r} is neither 'stdlib', 'hf:NAME' nor an existing path: check the path."
-        )
-    if path.is_file():
-        yield Document(path.name, _read(path))
-        return
-    found = False
-    for file in sorted(path.rglob("*")):
-        if file.is_file() and file.suffix.lower() in TEXT_SUFFIXES:
-            found = True
-            yield Document(str(file.relative_to(path)), _read(file))
-    if not found:
-        raise UserError(
-            f"corpus folder {path} holds no text files ({', '.join(sorted(TEXT_SUFFIXES))}): "
-            "point --corpus at a folder of text."
-        )
-
-
-def _iter_hf(spec: str, max_tokens: int | None) -> Iterator[Document]:
-    name, _, split = spec.partition(":")
-    split = split or "train"
-    if not name:
-        raise UserError(
-            "an HF corpus needs a dataset name: use --corpus hf:NAME (e.g. hf:Skylion007/openwebtext)."
-        )
-    from interp_toolkit.io import hub_offline
-
-    if hub_offline("HF_DATASETS_OFFLINE"):
-        raise UserError(
-            f"dataset {name!r} needs the network, and this machine is offline: "
-            "use --corpus stdlib, or a local folder of text files."
-        )
-    try:
-        import datasets
-
-        ds = datasets.load_dataset(name, split=split, streaming=True)
-    except Exception as exc:  # network and hub errors come in many types
-        raise UserError(
-            f"could not open dataset {name!r} ({type(exc).__name__}): check the name and network."
-        ) from None
-    budget = max_tokens * 5 if max_tokens else None  # ~5 characters per GPT-2 token
-    seen = 0
-    for i, row in enumerate(ds):
-        text = row.get("text") if isinstance(row, dict) else None
-        if not text:
-            continue
-        yield Document(f"{name}/{i}", text)
-        seen += len(text)
-        if budget is not None and seen >= budget:
-            break
-
-
 def is_validation(name: str, val_fraction: float) -> bool:
     """Deterministic held-out assignment of a document by the CRC32 of its name."""
     return (zlib.crc32(name.encode("utf-8")) % 10_000) < val_fraction * 10_000
@@ -165,7 +102,8 @@ def is_validation(name: str, val_fraction: float) -> bool:
 
 @dataclass
 class TokenizedCorpus:
-    """GPT-2 ids of a corpus: training and held-out documents joined with ``<|endoftext|>``."""
+    """GPT-2 ids of a corpus, memory-mapped from the token store: the training and held-out sets
+    (documents joined with ``<|endoftext|>``)."""
 
     corpus: str
     train_ids: np.ndarray
@@ -173,7 +111,7 @@ class TokenizedCorpus:
     n_documents: int
 
     def gpt2_counts(self) -> np.ndarray:
-        return np.bincount(self.train_ids, minlength=50257)
+        return bincount(self.train_ids, GPT2_VOCAB_SIZE)
 
 
 def cache_dir() -> Path:
@@ -184,74 +122,82 @@ def cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "interp-toolkit"
 
 
-def _stdlib_cache_key(val_fraction: float) -> str:
-    import hashlib
-    import sys
-
-    h = hashlib.sha1(f"v1|{sys.version}|{val_fraction}".encode())
-    for path in stdlib_files():
-        st = path.stat()
-        h.update(f"{path}|{st.st_size}|{st.st_mtime_ns}".encode())
-    return h.hexdigest()[:16]
-
-
 def tokenize_corpus(
-    corpus: str, val_fraction: float = 0.02, max_tokens: int | None = None
+    corpus: str,
+    val_fraction: float = 0.02,
+    max_tokens: int | None = None,
+    progress: bool = True,
 ) -> TokenizedCorpus:
-    """GPT-2 ids of a corpus, split into training and held-out documents.
+    """GPT-2 ids of a corpus, split into training and held-out sets (see module doc).
 
-    The embedded ``stdlib`` corpus is cached (keyed by the files' names, sizes and times) so
-    later runs skip the ~10 s of reading and tokenizing.
+    The first call tokenizes the corpus into the token store (with a progress bar unless
+    ``progress=False``); later calls memory-map it. ``max_tokens`` keeps the first training ids.
     """
-    if corpus != "stdlib":
-        return _tokenize(corpus, val_fraction, max_tokens)
-    file = cache_dir() / f"stdlib-{_stdlib_cache_key(val_fraction)}.npz"
-    full = None
-    if file.is_file():
-        try:
-            with np.load(file) as z:
-                full = TokenizedCorpus(corpus, z["train"], z["val"], int(z["n_documents"]))
-        except (OSError, ValueError, KeyError):
-            full = None  # unreadable cache: rebuild it
-    if full is None:
-        full = _tokenize(corpus, val_fraction, None)
-        try:
-            from interp_toolkit.io import write_with
-
-            def _save(tmp: Path) -> None:
-                with open(tmp, "wb") as fh:
-                    np.savez(
-                        fh, train=full.train_ids, val=full.val_ids, n_documents=full.n_documents
-                    )
-
-            write_with(file, _save)
-        except OSError:
-            pass  # a read-only home is fine: we just do not cache
-    if max_tokens is not None:
-        full.train_ids = full.train_ids[:max_tokens]
-    return full
-
-
-def _tokenize(corpus: str, val_fraction: float, max_tokens: int | None) -> TokenizedCorpus:
-    docs = list(iter_documents(corpus, max_tokens))
-    docs = [d for d in docs if d.text.strip()]
-    if not docs:
-        raise UserError(f"corpus {corpus!r} is empty: give it some text.")
-    ids = encode_batch([d.text for d in docs], num_threads=max(1, min(2, os.cpu_count() or 1)))
-    train: list[np.ndarray] = []
-    val: list[np.ndarray] = []
-    eot = np.array([EOT_ID], dtype=np.int64)
-    for doc, toks in zip(docs, ids, strict=True):
-        (val if is_validation(doc.name, val_fraction) else train).extend(
-            [np.asarray(toks, dtype=np.int64), eot]
+    source = corpus_source(corpus, max_tokens)
+    root = cache_dir() / "tokens"
+    name = f"{_slug(source.label)}-{source.key(FORMAT, 'gpt2', val_fraction)}"
+    store = open_store(root / name)
+    if store is None:
+        meta = {"source": source.identity, "path": str(source.path) if source.path else None}
+        store = build_store(
+            root,
+            name,
+            meta,
+            token_dtype(GPT2_VOCAB_SIZE),
+            lambda writer: _tokenize_into(writer, source, val_fraction, progress),
         )
-    if not val:  # tiny corpora: hold out the last document
-        val, train = train[-2:], train[:-2]
-    train_ids = np.concatenate(train) if train else np.zeros(0, dtype=np.int64)
-    val_ids = np.concatenate(val)
-    if max_tokens is not None:
-        train_ids = train_ids[:max_tokens]
-    return TokenizedCorpus(corpus, train_ids, val_ids, len(docs))
+    return TokenizedCorpus(
+        corpus,
+        store.segment("train")[:max_tokens],
+        store.segment("val"),
+        int(store.meta["documents"]),
+    )
+
+
+def _slug(label: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", label).strip("._")[:40] or "corpus"
+
+
+def _tokenize_into(
+    writer: StoreWriter, source: CorpusSource, val_fraction: float, progress: bool
+) -> dict[str, Any]:
+    """Tokenize the source's documents batch by batch into the writer; apply the split rule."""
+    from tqdm.auto import tqdm
+
+    total, docs = source.read()
+    threads = max(1, min(2, os.cpu_count() or 1))
+    n_docs = 0
+    bar = tqdm(
+        docs, total=total, desc=f"tokenizing {source.label}", unit="doc", disable=not progress
+    )
+    with bar:
+        for batch in _batches(d for d in bar if d.text.strip()):
+            ids = encode_batch([d.text for d in batch], num_threads=threads)
+            for doc, toks in zip(batch, ids, strict=True):
+                toks.append(EOT_ID)
+                writer.append("val" if is_validation(doc.name, val_fraction) else "train", toks)
+            n_docs += len(batch)
+            bar.set_postfix_str(f"{sum(writer.sizes.values()):,} tokens", refresh=False)
+    if n_docs == 0:
+        raise UserError(f"corpus {source.spec!r} is empty: give it some text.")
+    split = "documents"
+    if writer.sizes["val"] == 0 or writer.sizes["val"] >= writer.sizes["train"]:
+        writer.hold_out_tail(val_fraction)
+        split = "tail"
+    return {"documents": n_docs, "split": split}
+
+
+def _batches(docs: Iterator[Document], max_chars: int = 1 << 23) -> Iterator[list[Document]]:
+    batch: list[Document] = []
+    size = 0
+    for doc in docs:
+        batch.append(doc)
+        size += len(doc.text)
+        if size >= max_chars:
+            yield batch
+            batch, size = [], 0
+    if batch:
+        yield batch
 
 
 def build_codec(corpus: TokenizedCorpus, vocab_size: int | None) -> CompactVocab | GPT2Codec:
@@ -260,13 +206,9 @@ def build_codec(corpus: TokenizedCorpus, vocab_size: int | None) -> CompactVocab
     return CompactVocab.from_counts(corpus.gpt2_counts(), vocab_size)
 
 
-def windows(
-    ids: np.ndarray, codec: CompactVocab | GPT2Codec, n_ctx: int
-) -> Int[torch.Tensor, "window pos"]:
-    """Cut GPT-2 ids into non-overlapping windows of ``n_ctx`` model ids (the tail is dropped)."""
-    n = len(ids) // n_ctx
-    mapped = codec.from_gpt2(ids[: n * n_ctx])
-    return torch.from_numpy(np.ascontiguousarray(mapped.reshape(n, n_ctx)))
+def windows(ids: np.ndarray, codec: CompactVocab | GPT2Codec, n_ctx: int) -> TokenWindows:
+    """Non-overlapping windows of ``n_ctx`` model ids over GPT-2 ids, read when indexed."""
+    return TokenWindows(ids, codec, n_ctx)
 
 
 def repeated_span_windows(
@@ -298,7 +240,7 @@ class TrainStream(torch.utils.data.Dataset):
 
     def __init__(
         self,
-        text_windows: Int[torch.Tensor, "window pos"],
+        text_windows: Int[torch.Tensor, "window pos"] | TokenWindows,
         *,
         batch_size: int,
         repeat_fraction: float,

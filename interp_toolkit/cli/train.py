@@ -23,7 +23,10 @@ def train_cmd(
         None, "--steps", help="Optimizer steps (default: the preset's)."
     ),
     corpus: str | None = typer.Option(
-        None, "--corpus", help="stdlib | PATH | hf:NAME (default: stdlib)."
+        None,
+        "--corpus",
+        help="stdlib | text file or folder | .parquet/.jsonl/save_to_disk PATH[#COLUMN] | "
+        "hf:NAME[:SPLIT] (default: stdlib).",
     ),
     seed: int | None = typer.Option(None, "--seed", help="Seed for init and data order."),
     n_ctx: int | None = typer.Option(None, "--n-ctx", help="Override the context length."),

@@ -37,6 +37,7 @@ from interp_toolkit.runs import (
     save_weights,
 )
 from interp_toolkit.tokenizer import Codec, load_codec
+from interp_toolkit.tokens import TokenWindows
 from interp_toolkit.training.checkpoints import (
     Progress,
     load_optimizer_state,
@@ -114,7 +115,7 @@ def train_model(
 
     # 2. Data: the corpus, the codec (saved with the run), windows of n_ctx tokens.
     say(f"reading corpus {data_cfg.corpus!r} ...")
-    corpus = tokenize_corpus(data_cfg.corpus, data_cfg.val_fraction, data_cfg.max_tokens)
+    corpus = tokenize_corpus(data_cfg.corpus, data_cfg.val_fraction, data_cfg.max_tokens, progress)
     codec = load_codec(paths.vocab) if resume else build_codec(corpus, data_cfg.vocab_size)
     model_cfg = model_cfg.replace(d_vocab=codec.d_vocab)
     train_windows = windows(corpus.train_ids, codec, model_cfg.n_ctx)
@@ -197,7 +198,7 @@ class StepLog:
         model: TransformerBridge,
         codec: Codec,
         stream: TrainStream,
-        val_windows: torch.Tensor,
+        val_windows: TokenWindows,
         cfg: TrainSettings,
         start: Progress,
         progress: bool,
