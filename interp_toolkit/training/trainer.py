@@ -113,21 +113,22 @@ def train_model(
         torch.set_num_threads(train_cfg.threads)
     say = (lambda msg: print(msg, file=sys.stderr, flush=True)) if progress else (lambda msg: None)
 
-    # 2. Data: the corpus, the codec (saved with the run), windows of n_ctx tokens.
+    # 2. Data: the corpus, the codec (saved with the run), training windows of n_ctx + 1 tokens (the
+    #    model reads n_ctx and every position, the last one too, predicts the next; see TrainStream).
     say(f"reading corpus {data_cfg.corpus!r} ...")
     corpus = tokenize_corpus(data_cfg.corpus, data_cfg.val_fraction, data_cfg.max_tokens, progress)
     codec = load_codec(paths.vocab) if resume else build_codec(corpus, data_cfg.vocab_size)
     model_cfg = model_cfg.replace(d_vocab=codec.d_vocab)
-    train_windows = windows(corpus.train_ids, codec, model_cfg.n_ctx)
+    train_windows = windows(corpus.train_ids, codec, model_cfg.n_ctx + 1)
     val_windows = windows(corpus.val_ids, codec, model_cfg.n_ctx)
     if len(train_windows) == 0 and data_cfg.repeat_fraction < 1.0:
         raise UserError(
             f"corpus {data_cfg.corpus!r} has {len(corpus.train_ids)} tokens, fewer than one window of "
-            f"n_ctx={model_cfg.n_ctx}: use a larger corpus or a smaller context."
+            f"n_ctx+1={model_cfg.n_ctx + 1}: use a larger corpus or a smaller context."
         )
     say(
         f"corpus: {corpus.n_documents} documents, {len(corpus.train_ids):,} training tokens, "
-        f"{len(train_windows):,} windows of {model_cfg.n_ctx}; vocabulary {codec.d_vocab}"
+        f"{len(train_windows):,} windows of {model_cfg.n_ctx} + 1; vocabulary {codec.d_vocab}"
     )
 
     # 3. The model: fresh (and the run folder started), or restored from the checkpoint.
@@ -145,14 +146,15 @@ def train_model(
     if start.step < train_cfg.steps:
         low, high = default_token_range(codec)
         has_text = len(train_windows) > 0
+        span_min, span_max = data_cfg.span_range(model_cfg.n_ctx)
         stream = TrainStream(
-            train_windows if has_text else torch.zeros(1, model_cfg.n_ctx, dtype=torch.long),
+            train_windows if has_text else torch.zeros(1, model_cfg.n_ctx + 1, dtype=torch.long),
             batch_size=train_cfg.batch_size,
             repeat_fraction=data_cfg.repeat_fraction if has_text else 1.0,
             low=low,
             high=high,
-            span_min=data_cfg.span_min,
-            span_max=data_cfg.span_max or max(data_cfg.span_min, model_cfg.n_ctx // 3),
+            span_min=span_min,
+            span_max=span_max,
             seed=train_cfg.seed,
             start_step=start.step,
             end_step=train_cfg.steps,

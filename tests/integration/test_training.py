@@ -47,6 +47,12 @@ def test_train_writes_a_loadable_run_with_metrics(tmp_path):
         assert torch.equal(run.model(toks), res.run.model(toks))
     cfg = json.loads((out / "config.json").read_text())
     assert cfg["model"]["d_vocab"] == 64 and cfg["settings"]["train"]["steps"] == 12
+    # every position is trained, the last one too (windows of n_ctx + 1 tokens)
+    from interp_toolkit.models import build_model
+
+    init = build_model(run.model_cfg).pos_embed.original_component.weight
+    moved = (run.model.pos_embed.original_component.weight - init).norm(dim=1)
+    assert bool((moved > 0).all()), moved
 
 
 def test_resume_after_interrupt_gives_identical_weights(tmp_path):

@@ -63,6 +63,15 @@ def test_repeated_span_windows_repeat_with_their_period():
         )
 
 
+def test_span_range_defaults_to_half_the_context():
+    assert data.DataConfig().span_range(32) == (2, 16)
+    assert data.DataConfig(span_min=3, span_max=10).span_range(32) == (3, 10)
+    with pytest.raises(UserError, match="span_min <= span_max <= 16"):
+        data.DataConfig(span_max=17).span_range(32)
+    with pytest.raises(UserError, match="span_min <= span_max <= 4"):
+        data.DataConfig(span_min=5).span_range(9)
+
+
 def test_train_stream_is_a_function_of_the_global_index():
     text = torch.arange(40 * 8).reshape(40, 8)
     kw = dict(batch_size=4, repeat_fraction=0.5, low=0, high=50, span_min=2, span_max=3, seed=3)
