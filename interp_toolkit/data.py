@@ -227,10 +227,16 @@ def repeated_span_windows(
     rng: np.random.Generator, n: int, n_ctx: int, low: int, high: int, span_min: int, span_max: int
 ) -> np.ndarray:
     """``n`` windows of random ids in [low, high); in each, a span of random length L in
-    [span_min, span_max] repeats with period L from a random start to the window's end."""
+    [span_min, span_max] repeats with period L from a random start to the window's end.
+
+    The start is uniform over the offsets that leave at least two tokens of the second copy (its
+    second token is the first one induction can predict), so the repeat may be cut short by the
+    window's end: spans of every length occur at many positions, and a model cannot learn to copy
+    from a fixed position instead of doing induction.
+    """
     x = rng.integers(low, high, (n, n_ctx))
     span = rng.integers(span_min, span_max + 1, n)[:, None]
-    start = (rng.random(n) * np.maximum(1, n_ctx - 2 * span[:, 0] + 1)).astype(np.int64)[:, None]
+    start = (rng.random(n) * np.maximum(1, n_ctx - span[:, 0] - 1)).astype(np.int64)[:, None]
     pos = np.arange(n_ctx)[None, :]
     src = np.where(pos >= start + span, start + (pos - start) % span, pos)
     return np.take_along_axis(x, src, axis=1)

@@ -52,7 +52,7 @@ def _cpu(n_layers: int) -> Preset:
         model=AttnOnlyConfig(
             n_layers=n_layers, d_model=128, n_heads=4, d_head=32, n_ctx=32, d_vocab=1024
         ),
-        data=DataConfig(corpus="stdlib", vocab_size=1024, repeat_fraction=0.5),
+        data=DataConfig(corpus="stdlib", vocab_size=1024, repeat_fraction=0.9),
         train=TrainSettings(
             steps=1500,
             batch_size=128,
