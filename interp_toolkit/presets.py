@@ -79,25 +79,18 @@ def get_preset(name: str, n_layers: int) -> Preset:
 
 
 def with_overrides(preset: Preset, **changes: object) -> Preset:
-    """Replace fields by name across model/data/train (``None`` values are ignored)."""
-    model_f = {f.name for f in dataclasses.fields(AttnOnlyConfig)}
-    data_f = {f.name for f in dataclasses.fields(DataConfig)}
-    train_f = {f.name for f in dataclasses.fields(TrainSettings)}
-    m, d, t = {}, {}, {}
+    """Replace fields by name across model/data/train (``None`` values are ignored). A name
+    several configs have is replaced in each: ``seed`` sets the model's init and the data order."""
+    parts = {"model": preset.model, "data": preset.data, "train": preset.train}
+    updates: dict[str, dict[str, object]] = {name: {} for name in parts}
     for key, value in changes.items():
         if value is None:
             continue
-        if key in model_f:
-            m[key] = value
-        elif key in data_f:
-            d[key] = value
-        elif key in train_f:
-            t[key] = value
-        else:
+        owners = [n for n, cfg in parts.items() if key in {f.name for f in dataclasses.fields(cfg)}]
+        if not owners:
             raise KeyError(key)
+        for name in owners:
+            updates[name][key] = value
     return dataclasses.replace(
-        preset,
-        model=dataclasses.replace(preset.model, **m),
-        data=dataclasses.replace(preset.data, **d),
-        train=dataclasses.replace(preset.train, **t),
+        preset, **{n: dataclasses.replace(cfg, **updates[n]) for n, cfg in parts.items()}
     )

@@ -1,11 +1,13 @@
-"""The study in one call: train 1- and 2-layer models (3/8 on request), then examine them.
+"""The study in one call: train 1, 2, 3 and 8 layers (the seed's four depths), then examine them.
 
 :func:`reproduce` trains each model on the embedded corpus with the preset's documented recipe,
-writes samples, exam results, the head table (with its null-model τ), circuits, impact curves and
-a report per run, and finally ``DIR/index.html``: the seed's finding side by side (1 layer fails the
-exam and has no induction head; 2 layers pass and have one, with its previous-token partner), plus
-the causal check (ablate the heads an induction head reads from and its score collapses) and
-composition scores. Re-running reuses finished runs and resumes interrupted ones.
+each 2+-layer model only until its induction score has stayed past the floor for
+``StudyConfig.after_induction`` steps, and the 1-layer control as long as the longest of them. It
+writes samples, exam results, the head table (with its null-model τ), circuits, impact curves and a
+report per run, and finally ``DIR/index.html``: the depths side by side (induction heads per layer,
+exam pass rate by period, time to induction, losses, the route each grew by ablation, curves), with
+every sentence built from the measurements (:mod:`interp_toolkit.reports.findings`). Re-running
+reuses finished runs and resumes interrupted ones.
 """
 
 from __future__ import annotations
@@ -25,21 +27,29 @@ from interp_toolkit.analysis.ablation import CausalRow, causal_check
 from interp_toolkit.analysis.circuits import copying_scores
 from interp_toolkit.analysis.composition import composition_baseline, composition_scores
 from interp_toolkit.analysis.heads import HeadId
-from interp_toolkit.analysis.run_analysis import RunSummary, analyse_run
-from interp_toolkit.analysis.scores import HeadReport
+from interp_toolkit.analysis.period_exam import PeriodExam
+from interp_toolkit.analysis.routes import THRESHOLDS, route_of
+from interp_toolkit.analysis.run_analysis import RunAnalysis, RunSummary, analyse_run
 from interp_toolkit.errors import UserError
 from interp_toolkit.io import check_writable_dir, write_json, write_text
 from interp_toolkit.presets import LAYER_CHOICES, Preset, get_preset, with_overrides
+from interp_toolkit.reports.findings import (
+    DepthMeasurement,
+    causal_sentence,
+    data_mix_sentence,
+    study_findings,
+)
 from interp_toolkit.reports.run_report import run_report_html
 from interp_toolkit.reports.study_report import (
     causal_section,
     composition_section,
-    describe_run,
+    depth_section,
     render_comparison,
 )
-from interp_toolkit.runs import Run, RunPaths, load_run, read_metrics
+from interp_toolkit.runs import Run, RunPaths, load_run, read_config, read_metrics
 from interp_toolkit.sampling import sample
 from interp_toolkit.training import train_model
+from interp_toolkit.training.metrics import first_induction_step, induction_layer_min
 
 #: A study (or sweep) folder: this marker, ``index.html`` and one run folder per model.
 STUDY_MARKER = "study.json"
@@ -64,9 +74,11 @@ class StudyConfig:
 
     out: Path = Path("study")
     preset: str = "cpu"
-    layers: tuple[int, ...] = (1, 2)
+    layers: tuple[int, ...] = LAYER_CHOICES
     seed: int = 0
-    steps: int | None = None
+    steps: int | None = None  # train exactly this many steps (default: stop after induction)
+    after_induction: int = 200  # steps a 2+-layer model trains once induction has formed
+    threads: int | None = None  # torch threads for training (default: the preset's)
     corpus: str | None = None
     sample_tokens: int = 40
 
@@ -77,6 +89,7 @@ class StudyResult:
     index: Path
     summaries: list[RunSummary]
     causal: list[CausalRow] = field(default_factory=list)
+    depths: list[DepthMeasurement] = field(default_factory=list)
     elapsed_s: float = 0.0
 
 
@@ -111,21 +124,63 @@ def train_or_resume(path: Path, preset: Preset) -> Run:
 
 
 def _run_is_finished(path: Path, steps: int) -> bool:
+    """Weights written by a run recorded with this step budget (an early stop ends it too)."""
     paths = RunPaths(path)
     if not paths.weights.is_file() or not paths.config.is_file():
         return False
-    rows = read_metrics(path)
-    return bool(rows) and int(rows[-1]["step"]) >= steps
+    return int(read_config(path)["settings"]["train"]["steps"]) == steps
 
 
-def train_or_reuse(path: Path, n_layers: int, cfg: StudyConfig) -> Run:
-    preset = with_overrides(
-        get_preset(cfg.preset, n_layers), steps=cfg.steps, seed=cfg.seed, corpus=cfg.corpus
-    )
+def train_or_reuse(path: Path, preset: Preset) -> Run:
     if _run_is_finished(path, preset.train.steps):
         say(f"[{path.name}] finished run found: reusing it")
         return load_run(path)
     return train_or_resume(path, preset)
+
+
+def depth_preset(cfg: StudyConfig, n_layers: int, control_steps: int | None = None) -> Preset:
+    """What one depth trains with: the preset with the study's seed and corpus; ``--steps`` when
+    given, else a 2+-layer model stops ``after_induction`` steps after its induction score passes
+    the floor, and the 1-layer control trains ``control_steps`` (the longest deeper run)."""
+    preset = with_overrides(
+        get_preset(cfg.preset, n_layers), seed=cfg.seed, corpus=cfg.corpus, threads=cfg.threads
+    )
+    if cfg.steps is not None:
+        return with_overrides(preset, steps=cfg.steps)
+    if n_layers > 1:
+        return with_overrides(
+            preset, stop_score=THRESHOLDS.induction, stop_after=cfg.after_induction
+        )
+    return with_overrides(preset, steps=control_steps)
+
+
+def measure_depth(
+    run: Run, summary: RunSummary, exams: Sequence[PeriodExam], causal: Sequence[CausalRow]
+) -> DepthMeasurement:
+    """What the study page compares about one trained depth (from its metrics and analyses)."""
+    rows = run.metrics()
+    layer_min = induction_layer_min(run.model_cfg.n_layers)
+    step = first_induction_step(rows, THRESHOLDS.induction, layer_min=layer_min)
+    hit = next((r for r in rows if r["step"] == step), None)
+    val = [r["val_loss"] for r in rows if "val_loss" in r]
+    return DepthMeasurement(
+        name=run.name,
+        n_layers=run.model_cfg.n_layers,
+        induction_heads=tuple(summary.heads["induction"]),
+        top_head=summary.top_induction.head,
+        top_score=summary.top_induction.score,
+        induction_step=step,
+        induction_tokens=None if hit is None else int(hit["tokens"]),
+        induction_minutes=None if hit is None else round(hit["elapsed_s"] / 60, 2),
+        steps=int(rows[-1]["step"]) if rows else 0,
+        tokens=int(rows[-1]["tokens"]) if rows else 0,
+        train_minutes=round(rows[-1]["elapsed_s"] / 60, 2) if rows else 0.0,
+        final_loss=summary.final_loss,
+        val_loss=val[-1] if val else None,
+        exams=tuple(exams),
+        route=route_of(causal),
+        causal=tuple(causal),
+    )
 
 
 def write_samples(run: Run, n_tokens: int, seed: int) -> list[dict[str, str]]:
@@ -162,7 +217,7 @@ def composition_summary(run: Run) -> dict[str, Any] | None:
     return out
 
 
-def analyse_and_report(run: Run, cfg: StudyConfig) -> tuple[RunSummary, HeadReport]:
+def analyse_and_report(run: Run, cfg: StudyConfig) -> tuple[RunSummary, RunAnalysis]:
     """Samples, the run analysis (heads, exams, impact), circuits and the run's report.html."""
     say(f"[{run.name}] samples, exams, heads, circuits, impact ...")
     samples = write_samples(run, cfg.sample_tokens, cfg.seed)
@@ -171,10 +226,15 @@ def analyse_and_report(run: Run, cfg: StudyConfig) -> tuple[RunSummary, HeadRepo
     write_json(paths.heads, analysis.head_report.to_dict())
     write_json(
         paths.exam,
-        [
-            e.result.to_dict() if e.result is not None else {"name": e.exam.name, "error": e.error}
-            for e in analysis.exams
-        ],
+        {
+            "prompts": [
+                e.result.to_dict()
+                if e.result is not None
+                else {"name": e.exam.name, "error": e.error}
+                for e in analysis.exams
+            ],
+            "periods": [e.to_dict() for e in analysis.period_exams],
+        },
     )
     with torch.no_grad():
         copy = copying_scores(run.model)
@@ -183,7 +243,7 @@ def analyse_and_report(run: Run, cfg: StudyConfig) -> tuple[RunSummary, HeadRepo
     )
     write_text(paths.report, run_report_html(analysis))
     href = f"{run.name}/{paths.report.name}"
-    return analysis.summary(href=href), analysis.head_report
+    return analysis.summary(href=href), analysis
 
 
 def reproduce(cfg: StudyConfig) -> StudyResult:
@@ -196,19 +256,28 @@ def reproduce(cfg: StudyConfig) -> StudyResult:
     out = Path(cfg.out)
     check_study_dir(out)
     t0 = time.perf_counter()
-    marker = {"preset": cfg.preset, "layers": list(cfg.layers), "seed": cfg.seed}
+    marker = {"preset": cfg.preset, "layers": sorted(cfg.layers), "seed": cfg.seed}
     write_json(out / STUDY_MARKER, {**marker, "status": "running"})
-    summaries, causal, comps = [], [], []
-    for n in sorted(cfg.layers):
-        run = train_or_reuse(out / f"{cfg.preset}-{n}l", n, cfg)
-        summary, report = analyse_and_report(run, cfg)
+    summaries, causal, comps, depths, mix = [], [], [], [], ""
+    # The deeper models first: the 1-layer control trains as long as the longest of them.
+    for n in sorted(cfg.layers, key=lambda n: (n == 1, n)):
+        longest = max((d.steps for d in depths), default=None)
+        run = train_or_reuse(out / f"{cfg.preset}-{n}l", depth_preset(cfg, n, longest))
+        summary, analysis = analyse_and_report(run, cfg)
+        mix = data_mix_sentence(run.settings, run.model_cfg.n_ctx)
+        rows = causal_check(
+            run.model, run.codec, analysis.head_report, name=run.name, seed=cfg.seed
+        )
+        depths.append(measure_depth(run, summary, analysis.period_exams, rows))
         summaries.append(summary)
-        causal.extend(causal_check(run.model, run.codec, report, name=run.name, seed=cfg.seed))
+        causal.extend(rows)
         comp = composition_summary(run)
         if comp:
             comps.append(comp)
+    order = sorted(range(len(depths)), key=lambda i: depths[i].n_layers)
+    summaries, depths = [summaries[i] for i in order], [depths[i] for i in order]
 
-    extra = []
+    extra = [depth_section(depths, curves={s.name: read_metrics(out / s.name) for s in summaries})]
     if causal:
         extra.append(causal_section(causal))
     if comps:
@@ -221,9 +290,10 @@ def reproduce(cfg: StudyConfig) -> StudyResult:
     elapsed = time.perf_counter() - t0
     html = render_comparison(
         summaries,
-        title="Induction heads: one layer versus two",
-        subtitle=f"preset {cfg.preset}, seed {cfg.seed}, layers {', '.join(map(str, sorted(cfg.layers)))}; "
-        f"this run took {elapsed / 60:.1f} min",
+        title="Induction heads at every depth",
+        subtitle=f"preset {cfg.preset}, seed {cfg.seed}, layers "
+        f"{', '.join(str(d.n_layers) for d in depths)}; this run took {elapsed / 60:.1f} min. {mix}",
+        finding=study_findings(depths),
         extra=extra,
     )
     index = write_text(out / INDEX, html)
@@ -231,15 +301,18 @@ def reproduce(cfg: StudyConfig) -> StudyResult:
         out / STUDY_MARKER,
         {
             **marker,
-            "layers": sorted(cfg.layers),
             "status": "done",
             "elapsed_s": round(elapsed, 1),
+            "thresholds": dataclasses.asdict(THRESHOLDS),
             "runs": [{k: s.to_dict()[k] for k in STUDY_JSON_FIELDS} for s in summaries],
+            "depths": [d.to_dict() for d in depths],
             "causal": [dataclasses.asdict(c) for c in causal],
             "composition": comps,
         },
     )
-    return StudyResult(out=out, index=index, summaries=summaries, causal=causal, elapsed_s=elapsed)
+    return StudyResult(
+        out=out, index=index, summaries=summaries, causal=causal, depths=depths, elapsed_s=elapsed
+    )
 
 
 def parse_layers(text: str) -> tuple[int, ...]:
@@ -255,11 +328,7 @@ def parse_layers(text: str) -> tuple[int, ...]:
 
 
 def summary_lines(result: StudyResult) -> Sequence[str]:
-    lines = [describe_run(s) for s in result.summaries]
-    for c in result.causal:
-        lines.append(
-            f"causal check ({c.run}): ablating {c.ablated} {', '.join(c.ablated_heads)} moves induction head "
-            f"{c.induction_head} from {c.induction_before:.2f} to {c.induction_after:.2f}"
-        )
+    lines = list(study_findings(result.depths))
+    lines += [causal_sentence(c) for c in result.causal]
     lines.append(f"report: {result.index} ({result.elapsed_s / 60:.1f} min)")
     return lines

@@ -1,6 +1,7 @@
 """The analysis of one run that its report shows, as data: :func:`analyse_run` -> :class:`RunAnalysis`.
 
-Head scores and roles (discovery with its null τ), the exams, per-head impact curves on repeated
+Head scores and roles (discovery with its null τ), the exams (single prompts, and two-repeat
+exams at every period), per-head impact curves on repeated
 random tokens, and the attention patterns of the key heads: the highest induction score and its
 previous-token partner. :meth:`RunAnalysis.summary` is the :class:`RunSummary` a study compares.
 """
@@ -21,6 +22,7 @@ from interp_toolkit.analysis.batches import probe_batch
 from interp_toolkit.analysis.exam import BUILTIN_EXAMS, Exam, ExamResult, run_exam
 from interp_toolkit.analysis.heads import ROLES, HeadId, partner_of, top_head
 from interp_toolkit.analysis.patterns import attention_patterns
+from interp_toolkit.analysis.period_exam import PeriodExam, exam_by_period
 from interp_toolkit.analysis.scores import HeadReport, discover_heads
 from interp_toolkit.errors import UserError
 from interp_toolkit.runs import Run, read_samples
@@ -107,6 +109,8 @@ class RunAnalysis:
     induction_head: HeadId  # the highest induction score, whatever its role
     prev_token_head: HeadId  # its partner in an earlier layer (the top score when in layer 0)
     patterns: dict[int, Float[Tensor, "head dest src"]]  # on ``repeated``, layers of the two
+    period_exams: list[PeriodExam] = dataclasses.field(default_factory=list)
+    period_exam_error: str = ""  # why there are no period exams (e.g. no letters in the vocabulary)
 
     @property
     def name(self) -> str:
@@ -198,6 +202,10 @@ def analyse_run(
     prev_token_head = partner_of(sc.previous_token, induction_head) or top_head(sc.previous_token)
     assert induction_head is not None and prev_token_head is not None  # every model has heads
     repeated = batch[0].cpu()
+    try:
+        period_exams, period_error = exam_by_period(model, codec, seed=seed), ""
+    except UserError as exc:
+        period_exams, period_error = [], str(exc)
     return RunAnalysis(
         run=run,
         rows=run.metrics(),
@@ -212,4 +220,6 @@ def analyse_run(
         patterns=attention_patterns(
             model, repeated, sorted({induction_head.layer, prev_token_head.layer})
         ),
+        period_exams=period_exams,
+        period_exam_error=period_error,
     )

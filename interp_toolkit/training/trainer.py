@@ -192,7 +192,8 @@ def train_model(
 class StepLog:
     """The bookkeeping after every optimizer step: metrics.jsonl (with head scores and held-out
     loss every ``score_every`` steps), snapshots, checkpoints, the progress bar, callbacks, and
-    the early stop once the best layer>=1 induction score stays above ``stop_score``."""
+    the early stop once the best layer>=1 induction score has stayed above ``stop_score`` for
+    ``stop_after`` steps (every scoring since the first above it; a resumed run re-reads them)."""
 
     def __init__(
         self,
@@ -214,7 +215,10 @@ class StepLog:
         self.score_batch = default_probe(
             codec, int(model.cfg.n_ctx), n_seqs=32, seed=cfg.seed + 7919
         )
-        self.above: list[bool] = []
+        self.above_since: int | None = None  # first step of the current streak above stop_score
+        for row in read_metrics(paths.root):  # a resumed run's scorings so far
+            if SCORE["induction"].logged_as in row:
+                self._track(int(row["step"]), row[SCORE["induction"].logged_as])
         self.t0 = time.perf_counter()
         self.metrics = MetricsLog(paths)
         self.bar = tqdm(
@@ -256,9 +260,7 @@ class StepLog:
         if step % cfg.score_every == 0 or step == end:
             assert row is not None
             scores = self._scores_and_val_loss(row)
-            induction = scores[SCORE["induction"].logged_as]
-            best = best_induction(induction, 1) if len(induction) > 1 else 0.0
-            self.above.append(best > (cfg.stop_score or math.inf))
+            self._track(step, scores[SCORE["induction"].logged_as])
         if row is not None:
             self.metrics.write(row)
             self.bar.set_postfix(loss=f"{loss:.3f}", tok_s=f"{row['tokens_per_s']:.0f}")
@@ -271,9 +273,18 @@ class StepLog:
         info = StepInfo(step, loss, self.tokens, elapsed, self.model, scores)
         for cb in self.callbacks:
             cb(info)
-        if len(self.above) >= 2 and self.above[-1] and self.above[-2]:
+        wait = cfg.score_every if cfg.stop_after is None else cfg.stop_after
+        if self.above_since is not None and step - self.above_since >= wait:
             save_checkpoint(self.paths, self.model, optimizer, at)
             raise StopTraining
+
+    def _track(self, step: int, induction: list[list[float]]) -> None:
+        """Follow the streak of scorings whose best layer>=1 induction score > ``stop_score``."""
+        best = best_induction(induction, 1) if len(induction) > 1 else 0.0
+        if best <= (self.cfg.stop_score or math.inf):
+            self.above_since = None
+        elif self.above_since is None:
+            self.above_since = step
 
     def _scores_and_val_loss(self, row: dict[str, Any]) -> dict[str, list[list[float]]]:
         """Score the heads and the held-out loss (eval mode), adding both to ``row``."""

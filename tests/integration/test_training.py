@@ -1,4 +1,5 @@
 import json
+from dataclasses import replace
 
 import pytest
 import torch
@@ -102,3 +103,23 @@ def test_two_layers_grow_an_induction_head_and_one_layer_does_not(
     assert one.steps_done == two.steps_done
     assert first_induction_step(one.metrics, 0.4, layer_min=0) is None
     assert max(max(r["induction"][0]) for r in one.metrics if "induction" in r) < 0.4
+
+
+def test_stops_a_fixed_number_of_steps_after_the_induction_score_passes(tmp_path):
+    # stop_score -1: every scoring (steps 4, 8, ...) is above it, so the streak starts at step 4
+    out, m, d, t = _tiny(tmp_path, "stop", steps=40, stop_score=-1.0, stop_after=8)
+    res = train_model(out, m, d, t, progress=False)
+    assert (res.steps_done, res.stopped_early) == (12, True)
+    # a run interrupted mid-streak re-reads its scorings: it stops at the same step
+    out_b, *_ = _tiny(tmp_path, "stop_b")
+
+    def crash(info):
+        if info.step == 6:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        train_model(out_b, m, d, t, progress=False, callbacks=[crash])
+    assert train_model(out_b, m, d, t, resume=True, progress=False).steps_done == 12
+    # no stop_score: the whole budget
+    out_c, *_ = _tiny(tmp_path, "full")
+    assert train_model(out_c, m, d, replace(t, stop_score=None), progress=False).steps_done == 40
