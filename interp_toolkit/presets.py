@@ -4,7 +4,7 @@
   lr 3e-4, batch 32, plain text). Meant for a GPU; the seed trained on OpenWebText
   (``--corpus hf:Skylion007/openwebtext``); offline it falls back to the embedded corpus.
 - ``cpu``: what grows induction heads on a 2-core CPU in minutes (see README "The CPU recipe"):
-  a compact vocabulary, a short context, and half of every batch made of repeated-span windows.
+  a compact vocabulary, a short context, and 90% of every batch made of repeated-span windows.
 """
 
 from __future__ import annotations

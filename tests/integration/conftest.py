@@ -14,18 +14,19 @@ def _train_preset(out, n_layers: int, **overrides):
     return train_model(out, p.model, p.data, p.train, preset="cpu", progress=False)
 
 
-# The cpu preset's layer-1 induction heads form at ~500 steps for every seed we tried (0, 1, 2). What
-# they read from in layer 0 varies by seed: with seed 2 a previous-token head (the textbook
-# K-composition circuit); with seeds 0 and 1 a duplicate-token head whose output carries the earlier
-# copy's position (Q-composition; see README "Two routes to induction"). The analysis tests check
-# the textbook circuit, so the fixture uses seed 2, trained past the phase change.
-FIXTURE_SEED = 2
+# The cpu preset's layer-1 induction heads form at step ~325-350 for seeds 0-4 (a seed sets the init
+# and the data order). What they read from in layer 0 varies by seed (benchmarks/seed_robustness.py,
+# README "Seed robustness"): seed 0 grows the textbook K-composition circuit (one layer-0
+# previous-token head; ablating it collapses the induction heads), other seeds a duplicate-token
+# head (Q-composition) or both. The analysis tests check the textbook circuit, so the fixture uses
+# seed 0, trained well past the phase change.
+FIXTURE_SEED = 0
 FIXTURE_STEPS = 700
 
 
 @pytest.fixture(scope="session")
 def trained_2l_result(tmp_path_factory):
-    """The cpu preset's 2-layer model (seed 2), trained for 700 steps."""
+    """The cpu preset's 2-layer model (seed 0), trained for 700 steps."""
     torch.set_num_threads(2)
     try:
         return _train_preset(
