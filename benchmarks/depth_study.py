@@ -1,11 +1,11 @@
 """The default study at every depth: ``interp-toolkit reproduce`` (1, 2, 3 and 8 layers), timed.
 
-    python benchmarks/depth_study.py [--threads 1] [--seed 0] [--out DIR]
+    python benchmarks/depth_study.py [--workers 2] [--seed 0] [--out DIR]
 
 Per depth: steps, tokens and minutes to induction (a layer>=1 head's logged induction score past
 the floor), steps and minutes trained, the route by ablation and the period exam. Also the whole
-study's wall time, its CPU time (load-robust: other users' work does not count) and the load
-average before and after, since the machine is shared. Writes benchmarks/results/depth_study.json.
+study's wall time, its CPU time (this process and its training workers; load-robust: other
+users' work does not count) and the load average before and after, since the machine is shared. Writes benchmarks/results/depth_study.json.
 """
 
 from __future__ import annotations
@@ -21,11 +21,22 @@ from pathlib import Path
 from _common import print_table, write_result
 
 
+def cpu_seconds() -> float:
+    """CPU time of this process and of its finished children (the training workers)."""
+    return sum(
+        r.ru_utime + r.ru_stime
+        for r in (
+            resource.getrusage(resource.RUSAGE_SELF),
+            resource.getrusage(resource.RUSAGE_CHILDREN),
+        )
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    ap.add_argument("--threads", type=int, default=None, help="default: the preset's")
+    ap.add_argument("--workers", type=int, default=2, help="runs trained at once")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=None, help="study folder (default: a new temporary one)")
     ap.add_argument("--json", default=None)
@@ -35,11 +46,9 @@ def main() -> None:
 
     out = Path(args.out or tempfile.mkdtemp(prefix="depths-")) / "study"
     load_before = os.getloadavg()
-    t0, c0 = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
-    result = reproduce(StudyConfig(out=out, seed=args.seed, threads=args.threads))
-    c1 = resource.getrusage(resource.RUSAGE_SELF)
-    wall = time.perf_counter() - t0
-    cpu = (c1.ru_utime + c1.ru_stime) - (c0.ru_utime + c0.ru_stime)
+    t0, cpu0 = time.perf_counter(), cpu_seconds()
+    result = reproduce(StudyConfig(out=out, seed=args.seed, workers=args.workers))
+    wall, cpu = time.perf_counter() - t0, cpu_seconds() - cpu0
     rows = []
     for d in result.depths:
         v = exam_verdict(d.exams)
@@ -70,7 +79,7 @@ def main() -> None:
     write_result(
         "depth_study",
         {
-            "threads": args.threads,
+            "workers": args.workers,
             "seed": args.seed,
             "thresholds": dataclasses.asdict(THRESHOLDS),
             "total": total,

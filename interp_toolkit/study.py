@@ -13,10 +13,12 @@ reuses finished runs and resumes interrupted ones.
 from __future__ import annotations
 
 import dataclasses
+import multiprocessing
 import shutil
 import sys
 import time
 from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -78,7 +80,8 @@ class StudyConfig:
     seed: int = 0
     steps: int | None = None  # train exactly this many steps (default: stop after induction)
     after_induction: int = 200  # steps a 2+-layer model trains once induction has formed
-    threads: int | None = None  # torch threads for training (default: the preset's)
+    threads: int = 1  # torch threads per training run (2 threads on 2 shared cores are slower)
+    workers: int = 2  # runs trained at once, in separate processes (the cores of a small machine)
     corpus: str | None = None
     sample_tokens: int = 40
 
@@ -136,6 +139,25 @@ def train_or_reuse(path: Path, preset: Preset) -> Run:
         say(f"[{path.name}] finished run found: reusing it")
         return load_run(path)
     return train_or_resume(path, preset)
+
+
+def _train_quietly(path: Path, preset: Preset) -> None:
+    """A worker process's job: train (or reuse) one run; the parent loads it afterwards."""
+    train_or_reuse(path, preset)
+
+
+def train_runs(jobs: Sequence[tuple[Path, Preset]], workers: int) -> None:
+    """Train (or reuse) independent runs, ``workers`` at a time in separate processes, in the
+    order given (put the longest first). Each run is a function of its preset alone, so running
+    them side by side changes nothing but the wall time."""
+    if workers <= 1 or len(jobs) <= 1:
+        for path, preset in jobs:
+            train_or_reuse(path, preset)
+        return
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        for job in [pool.submit(_train_quietly, path, preset) for path, preset in jobs]:
+            job.result()
 
 
 def depth_preset(cfg: StudyConfig, n_layers: int, control_steps: int | None = None) -> Preset:
@@ -253,16 +275,22 @@ def reproduce(cfg: StudyConfig) -> StudyResult:
                 f"--layers {n} is not offered: use some of {', '.join(map(str, LAYER_CHOICES))}."
             )
     get_preset(cfg.preset, cfg.layers[0])  # unknown preset -> UserError before any work
+    if cfg.workers < 1 or cfg.threads < 1:
+        raise UserError(f"--workers {cfg.workers} / threads {cfg.threads}: use 1 or more.")
     out = Path(cfg.out)
     check_study_dir(out)
     t0 = time.perf_counter()
     marker = {"preset": cfg.preset, "layers": sorted(cfg.layers), "seed": cfg.seed}
     write_json(out / STUDY_MARKER, {**marker, "status": "running"})
     summaries, causal, comps, depths, mix = [], [], [], [], ""
-    # The deeper models first: the 1-layer control trains as long as the longest of them.
-    for n in sorted(cfg.layers, key=lambda n: (n == 1, n)):
+    # Every run whose length is known now trains first, side by side (deepest first); the
+    # 1-layer control, unless --steps fixes it, trains as long as the longest of them.
+    path = {n: out / f"{cfg.preset}-{n}l" for n in cfg.layers}
+    now = [n for n in sorted(cfg.layers, reverse=True) if n > 1 or cfg.steps is not None]
+    train_runs([(path[n], depth_preset(cfg, n)) for n in now], cfg.workers)
+    for n in sorted(cfg.layers, key=lambda n: (n not in now, n)):
         longest = max((d.steps for d in depths), default=None)
-        run = train_or_reuse(out / f"{cfg.preset}-{n}l", depth_preset(cfg, n, longest))
+        run = train_or_reuse(path[n], depth_preset(cfg, n, longest))
         summary, analysis = analyse_and_report(run, cfg)
         mix = data_mix_sentence(run.settings, run.model_cfg.n_ctx)
         rows = causal_check(

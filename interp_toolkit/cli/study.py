@@ -29,12 +29,21 @@ def reproduce_cmd(
         "200 steps after its induction head forms, the 1-layer control as long as the longest).",
     ),
     corpus: str | None = typer.Option(None, "--corpus", help="stdlib (default) | PATH | hf:NAME."),
+    workers: int = typer.Option(
+        2, "--workers", help="Models trained at once, one process (and one thread) each."
+    ),
 ) -> None:
     """Train 1, 2, 3 and 8 layers and write the side-by-side study report (DIR/index.html)."""
     from interp_toolkit.study import StudyConfig, parse_layers, reproduce, summary_lines
 
     cfg = StudyConfig(
-        out=out, preset=preset, layers=parse_layers(layers), seed=seed, steps=steps, corpus=corpus
+        out=out,
+        preset=preset,
+        layers=parse_layers(layers),
+        seed=seed,
+        steps=steps,
+        corpus=corpus,
+        workers=workers,
     )
     for line in summary_lines(reproduce(cfg)):
         typer.echo(line)

@@ -10,7 +10,8 @@ from interp_toolkit.study import StudyConfig, reproduce
 
 def test_reproduce_end_to_end_and_reuse(tmp_path, capsys):
     out = tmp_path / "study"
-    cfg = StudyConfig(out=out, layers=(1, 2), steps=12, sample_tokens=8)
+    # --steps fixes every run's length: all three train at once, two worker processes
+    cfg = StudyConfig(out=out, layers=(1, 2, 3), steps=12, sample_tokens=8, workers=2)
     result = reproduce(cfg)
     assert result.index.is_file()
     html = result.index.read_text()
@@ -18,7 +19,7 @@ def test_reproduce_end_to_end_and_reuse(tmp_path, capsys):
     # the findings and the data mix are computed from this study's runs
     assert "90% of every batch are synthetic windows" in html and "2..16 tokens" in html
     assert "The seed&#x27;s claim does not hold as measured here" in html  # 12 steps: no induction
-    assert [d.n_layers for d in result.depths] == [1, 2]
+    assert [d.n_layers for d in result.depths] == [1, 2, 3]
     assert [e.period for e in result.depths[1].exams] == list(range(2, 17))
     # offline: no external scripts and no ESM import from the circuitsvis CDN
     assert "<script src" not in html and 'from "https://unpkg.com' not in html
@@ -33,10 +34,10 @@ def test_reproduce_end_to_end_and_reuse(tmp_path, capsys):
         ):
             assert (out / run / name).is_file(), (run, name)
     study = json.loads((out / "study.json").read_text())
-    assert study["status"] == "done" and [r["n_layers"] for r in study["runs"]] == [1, 2]
+    assert study["status"] == "done" and [r["n_layers"] for r in study["runs"]] == [1, 2, 3]
     assert study["causal"] and study["causal"][0]["run"] == "cpu-2l"
     assert {"q", "k", "v"} <= set(study["composition"][0])
-    assert [d["steps"] for d in study["depths"]] == [12, 12]
+    assert [d["steps"] for d in study["depths"]] == [12, 12, 12]
     assert study["thresholds"]["exam_pass"] == 0.95
     exam = json.loads((out / "cpu-2l" / "exam.json").read_text())
     assert [r["period"] for r in exam["periods"]] == list(range(2, 17)) and exam["prompts"]
