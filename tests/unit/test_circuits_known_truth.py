@@ -178,7 +178,9 @@ def test_composition_names_the_planted_route_only(kind):
     want = torch.zeros(2, 2)
     want[0, 0] = 1 / math.sqrt(BLOCK)
     for k, scores in comp.items():
-        torch.testing.assert_close(scores, want if k == kind else torch.zeros(2, 2), atol=1e-6, rtol=0)
+        torch.testing.assert_close(
+            scores, want if k == kind else torch.zeros(2, 2), atol=1e-6, rtol=0
+        )
     assert float(comp[kind][0, 0]) > CO.composition_baseline(model)
 
 
