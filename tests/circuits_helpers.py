@@ -109,20 +109,30 @@ def _unrelated_head(model) -> None:
     _copy_ov(h, UNRELATED_GAIN)
 
 
+def _previous_token_head(model) -> None:
+    """0.0: query position p looks at key p-1 (by position); OV copies that token's id to MID."""
+    prev = _Head(model, 0, 0)
+    for p in range(1, BLOCK):
+        prev.q[p - 1, POS + p] = prev.scale  # query at p looks for head dim p-1 ...
+    for p in range(BLOCK):
+        prev.k[p, POS + p] = 1.0  # ... which only key p-1 has
+    _copy_ov(prev, 1.0, dst=MID)  # the previous token's id -> MID
+
+
+def _induction_query_key(h: _Head) -> None:
+    """K-composition: the current token (TOK) matches a key whose previous token it is (MID)."""
+    for t in range(BLOCK):
+        h.q[t, TOK + t] = h.scale
+        h.k[t, MID + t] = 1.0
+
+
 def k_composition_model():
     """Previous-token head 0.0 -> K-composition induction head 1.0 (module docstring)."""
     model = _blank_model()
     with torch.no_grad():
-        prev = _Head(model, 0, 0)
-        for p in range(1, BLOCK):
-            prev.q[p - 1, POS + p] = prev.scale  # query at p looks for head dim p-1 ...
-        for p in range(BLOCK):
-            prev.k[p, POS + p] = 1.0  # ... which only key p-1 has
-        _copy_ov(prev, 1.0, dst=MID)  # the previous token's id -> MID
+        _previous_token_head(model)
         ind = _Head(model, 1, 0)
-        for t in range(BLOCK):
-            ind.q[t, TOK + t] = ind.scale  # the current token ...
-            ind.k[t, MID + t] = 1.0  # ... matches a key whose previous token it is
+        _induction_query_key(ind)
         _copy_ov(ind, GAIN)
         _unrelated_head(model)
     return model
@@ -160,6 +170,41 @@ def control_model(kind: str = "k"):
     with torch.no_grad():
         attn.v.original_component.weight[:d_head] = 0.0
         attn.o.original_component.weight[:, :d_head] = 0.0
+    return model
+
+
+#: The value norm of BOS for head 1.1 of :func:`stripes_model` (every other token's is 1).
+BOS_VALUE_NORM = 3.0
+
+
+def stripes_model():
+    """Heads whose every score is known, for the scorer's definitions (no OV but 0.0's):
+
+    - 0.0: the previous-token head of :func:`k_composition_model` (it writes MID for 1.1);
+    - 0.1: logit ALPHA at the previous key and at itself: half its attention on each;
+    - 1.0: logit ALPHA at BOS (position 0) only (its query is constant: one per token);
+    - 1.1: logit ALPHA at BOS and at the K-composition induction key: half on each in the second
+      repeat, all on BOS before it. Its value vector reads the token: norm BOS_VALUE_NORM for
+      BOS, 1 for every other token.
+    """
+    model = _blank_model()
+    with torch.no_grad():
+        _previous_token_head(model)
+        both = _Head(model, 0, 1)
+        for p in range(1, BLOCK):
+            both.q[p - 1, POS + p] = both.scale  # dims 0..31: the previous position
+        for p in range(BLOCK):
+            both.q[BLOCK + p, POS + p] = both.scale  # dims 32..63: the query's own position
+            both.k[p, POS + p] = 1.0
+            both.k[BLOCK + p, POS + p] = 1.0
+        bos, ind = _Head(model, 1, 0), _Head(model, 1, 1)
+        for h in (bos, ind):
+            for t in range(BLOCK):
+                h.q[BLOCK, TOK + t] = h.scale  # dim 32: every token ...
+            h.k[BLOCK, POS] = 1.0  # ... looks for position 0
+        _induction_query_key(ind)  # dims 0..31
+        for t in range(BLOCK):
+            ind.v[t, TOK + t] = BOS_VALUE_NORM if t == 0 else 1.0
     return model
 
 
