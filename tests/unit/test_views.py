@@ -113,6 +113,30 @@ def test_attention_view_objects(model, vocab):
         attention_view(model, "the cat " * 40, codec=vocab)
 
 
+def _view_props(view) -> dict:
+    """The props a circuitsvis view renders (its first ``{"attention": ...}`` object)."""
+    src = view.local_src
+    return json.JSONDecoder().raw_decode(src[src.index('{"attention": ') :])[0]
+
+
+def test_attention_view_shows_the_planted_induction_head():
+    """The K-composition circuit of circuits_helpers on ``A B C D A B C``: the view of 1.0 shows
+    ' B' and ' C' of the second repeat attending to the token after their first copy, and
+    uniform attention where there is nothing to find (' A' has no earlier copy: the first ``A``
+    has no space)."""
+    from circuits_helpers import k_composition_model, letters_codec
+
+    from interp_toolkit.reports.attention import attention_view
+
+    model, codec = k_composition_model(), letters_codec()
+    props = _view_props(attention_view(model, "A B C D A B C", codec=codec, layer=1, heads=[0])[1])
+    assert props["attentionHeadNames"] == ["1.0"] and props["tokens"][6] == "·B"
+    att = torch.tensor(props["attention"][0])  # [query, key]
+    for q in range(6):
+        torch.testing.assert_close(att[q, : q + 1], torch.full((q + 1,), 1 / (q + 1)))
+    assert float(att[6, 3]) > 0.99 and float(att[7, 4]) > 0.99
+
+
 def test_attention_page_is_offline(model, vocab):
     from interp_toolkit.reports.attention import attention_page, attention_view
     from interp_toolkit.views.cv import bundle as cv_bundle
