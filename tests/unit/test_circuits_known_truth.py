@@ -138,6 +138,15 @@ def test_empty_ov_head_of_the_control_says_empty(kind, codec):
     assert live.top1_accuracy == 1.0 and live.boosted[0]["top"][0]["token_id"] == 3
 
 
+@pytest.mark.parametrize("kind", KINDS)
+def test_copying_table_says_which_heads_are_empty(kind):
+    """The study's circuits.json: no NaN; the heads with no direct path to the logits are named."""
+    table = C.copying_table(control_model(kind))
+    json.dumps(table, allow_nan=False)
+    assert table["copying_score"] == [[None, 1.0], [1.0, None]]
+    assert table["empty"] == ["0.0", "1.1"] and table["empty_rule"].startswith("empty OV circuit")
+
+
 def _cli(argv, capsys):
     from interp_toolkit.cli import main
 
