@@ -31,9 +31,12 @@ Attention logits are ``ALPHA`` (20) where a head should look and 0 elsewhere (``
 - :func:`control_model`: either model with head 0.0's OV zeroed (its attention is unchanged, but
   nothing reaches layer 1, which then attends uniformly): no induction anywhere.
 
-In every model 0.1 is an unrelated head: it attends to its own position and writes the current
+In both circuit models (and their controls) 0.1 is an unrelated head: it attends to its own position and writes the current
 token's id into ``OUT`` with gain ``UNRELATED_GAIN`` (a copying head outside the circuit), and
 1.1 is empty (all weights 0: uniform attention, no output).
+
+:func:`stripes_model` is not a circuit: its heads split their attention in known proportions, so
+that every head score has a known value.
 """
 
 from __future__ import annotations
