@@ -150,6 +150,9 @@ def train_runs(jobs: Sequence[tuple[Path, Preset]], workers: int) -> None:
     """Train (or reuse) independent runs, ``workers`` at a time in separate processes, in the
     order given (put the longest first). Each run is a function of its preset alone, so running
     them side by side changes nothing but the wall time."""
+    jobs = [
+        (path, preset) for path, preset in jobs if not _run_is_finished(path, preset.train.steps)
+    ]
     if workers <= 1 or len(jobs) <= 1:
         for path, preset in jobs:
             train_or_reuse(path, preset)
