@@ -23,6 +23,8 @@ def token_ids(
     """``value`` as a long tensor ``[pos]`` (``batch=True``: ``[batch, pos]``), checked (the
     id range only when ``d_vocab`` is known)."""
     t = _as_tensor(value, name)
+    if t.numel() == 0:
+        raise UserError(f"{name} is empty: give at least one token.")
     if t.dtype.is_floating_point or t.dtype.is_complex or t.dtype == torch.bool:
         raise UserError(
             f"{name} must be integer token ids, got a {str(t.dtype).removeprefix('torch.')} "
@@ -42,8 +44,6 @@ def token_ids(
             )
         layout = "[batch, pos]" if batch else "[pos]"
         raise UserError(f"{name} has shape {shape}: give token ids shaped {layout}.")
-    if t.shape[-1] == 0:
-        raise UserError(f"{name} is empty: give at least one token.")
     if t.shape[-1] > n_ctx:
         raise UserError(
             f"{name} has {t.shape[-1]} tokens but the model's context is {n_ctx}: "

@@ -57,17 +57,32 @@ def save_checkpoint(
 ) -> None:
     paths.checkpoints.mkdir(parents=True, exist_ok=True)
     keep = {paths.checkpoint_weights(at.step), paths.checkpoint_optimizer(at.step)}
-    save_weights(model, paths.checkpoint_weights(at.step))
-    buf = io.BytesIO()
-    torch.save(optimizer.state_dict(), buf)
-    write_bytes(paths.checkpoint_optimizer(at.step), buf.getvalue())
-    write_json(
-        paths.checkpoint_state,
-        {"step": at.step, "tokens": at.tokens, "elapsed_s": round(at.elapsed_s, 3)},
-    )
+    try:
+        save_weights(model, paths.checkpoint_weights(at.step))
+        buf = io.BytesIO()
+        torch.save(optimizer.state_dict(), buf)
+        write_bytes(paths.checkpoint_optimizer(at.step), buf.getvalue())
+        write_json(
+            paths.checkpoint_state,
+            {"step": at.step, "tokens": at.tokens, "elapsed_s": round(at.elapsed_s, 3)},
+        )
+    except BaseException:  # e.g. a full disk: the files of this step go, the last checkpoint stays
+        committed = _committed_step(paths)
+        if committed != at.step:
+            for file in keep:
+                file.unlink(missing_ok=True)
+        raise
     for old in paths.checkpoints.iterdir():
         if old != paths.checkpoint_state and old not in keep:
             old.unlink()
+
+
+def _committed_step(paths: RunPaths) -> int | None:
+    try:
+        progress = read_progress(paths)
+    except UserError:
+        return None
+    return progress.step if progress else None
 
 
 def _restart_fix(paths: RunPaths) -> str:
