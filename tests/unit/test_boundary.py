@@ -12,7 +12,6 @@ import pytest
 import typer
 
 from interp_toolkit.cli import main
-from interp_toolkit.errors import Interrupted
 
 
 def run_cli(capsys, *args):
@@ -70,6 +69,8 @@ def test_ctrl_c_exits_130_with_one_line(capsys, monkeypatch, saved_run):
 
 
 def test_an_interrupt_keeps_its_message_and_signal(capsys, monkeypatch, saved_run):
+    from interp_toolkit.errors import Interrupted
+
     _raise_in_sample(
         monkeypatch, Interrupted("stopped at step 7: checkpoint saved", signal.SIGTERM)
     )
