@@ -201,3 +201,19 @@ def test_damaged_checkpoint_files_are_one_line_and_change_nothing(
 
 def _truncate(path):
     path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+@pytest.mark.parametrize(
+    "option, match", [(["--seed", "4"], "seed"), (["--layers", "2"], "n_layers")]
+)
+def test_resume_refuses_changed_options(reference, tmp_path, capsys, option, match):
+    """``--resume`` continues a run as it was configured: a changed option is named, not ignored."""
+    run = tmp_path / "run"
+    shutil.copytree(reference, run)
+    before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    with pytest.raises(SystemExit) as exc:
+        main(["train", "--out", str(run), "--resume", *option, "--quiet"])
+    err = one_line(capsys.readouterr().err.strip())
+    assert exc.value.code == 2 and "other settings than asked" in err and match in err, err
+    assert "--restart" in err
+    assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
