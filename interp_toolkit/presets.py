@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from pathlib import Path
 
 from interp_toolkit.data import DataConfig
 from interp_toolkit.errors import UserError
 from interp_toolkit.models import AttnOnlyConfig
+from interp_toolkit.runs import RunPaths, read_config
 from interp_toolkit.training import TrainSettings
+from interp_toolkit.training.settings import recorded_configs
 
 LAYER_CHOICES = (1, 2, 3, 8)
 
@@ -26,6 +29,10 @@ class Preset:
     model: AttnOnlyConfig
     data: DataConfig
     train: TrainSettings
+
+    def validate(self) -> None:
+        for cfg in (self.model, self.data, self.train):
+            cfg.validate()
 
 
 def _seed(n_layers: int) -> Preset:
@@ -94,3 +101,11 @@ def with_overrides(preset: Preset, **changes: object) -> Preset:
     return dataclasses.replace(
         preset, **{n: dataclasses.replace(cfg, **updates[n]) for n, cfg in parts.items()}
     )
+
+
+def recorded_preset(run: str | Path) -> Preset:
+    """The preset a run folder was trained with, as its config.json records it (what
+    ``train --resume`` starts from)."""
+    config = read_config(run)
+    model, data, train = recorded_configs(config, RunPaths(Path(run)).config)
+    return Preset(config["settings"].get("preset") or "custom", model, data, train)

@@ -7,18 +7,19 @@ writes samples, exam results, the head table (with its null-model τ), circuits,
 report per run, and finally ``DIR/index.html``: the depths side by side (induction heads per layer,
 exam pass rate by period, time to induction, losses, the route each grew by ablation, curves), with
 every sentence built from the measurements (:mod:`interp_toolkit.reports.findings`). Re-running
-reuses finished runs and resumes interrupted ones.
+reuses finished runs and resumes interrupted ones, but only runs recorded with the settings asked
+for (:func:`is_finished`); every run is checked before any work.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import multiprocessing
-import shutil
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,7 @@ from interp_toolkit.analysis.period_exam import PeriodExam
 from interp_toolkit.analysis.routes import THRESHOLDS, route_of
 from interp_toolkit.analysis.run_analysis import RunAnalysis, RunSummary, analyse_run
 from interp_toolkit.errors import UserError
-from interp_toolkit.io import check_writable_dir, write_json, write_text
+from interp_toolkit.io import LOCK_NAME, check_writable_dir, folder_lock, write_json, write_text
 from interp_toolkit.presets import LAYER_CHOICES, Preset, get_preset, with_overrides
 from interp_toolkit.reports.findings import (
     DepthMeasurement,
@@ -51,7 +52,9 @@ from interp_toolkit.reports.study_report import (
 from interp_toolkit.runs import Run, RunPaths, load_run, read_config, read_metrics
 from interp_toolkit.sampling import sample
 from interp_toolkit.training import train_model
+from interp_toolkit.training.checkpoints import read_progress
 from interp_toolkit.training.metrics import first_induction_step, induction_layer_min
+from interp_toolkit.training.settings import config_differences, recorded_configs
 
 #: A study (or sweep) folder: this marker, ``index.html`` and one run folder per model.
 STUDY_MARKER = "study.json"
@@ -104,19 +107,56 @@ def check_study_dir(out: Path) -> None:
     """``out`` must be new, empty, or a study folder this command wrote before."""
     if out.exists() and not out.is_dir():
         raise UserError(f"{out} is a file, not a folder: choose another --out.")
-    if out.is_dir() and any(out.iterdir()) and not (out / STUDY_MARKER).is_file():
+    held = [p for p in out.iterdir() if p.name != LOCK_NAME] if out.is_dir() else []
+    if held and not (out / STUDY_MARKER).is_file():
         raise UserError(
             f"{out} holds something else (no {STUDY_MARKER}): choose a new or empty folder for --out."
         )
     check_writable_dir(out, "study folder")
 
 
-def train_or_resume(path: Path, preset: Preset) -> Run:
-    """Continue the run in ``path`` from its checkpoint, or train it from the start (a run that
-    died before its first checkpoint is cleared first)."""
-    resume = RunPaths(path).checkpoint_state.is_file()
-    if path.exists() and not resume:
-        shutil.rmtree(path)
+@contextmanager
+def study_folder(out: Path, marker: dict[str, Any]) -> Iterator[None]:
+    """Hold the study folder (a second study in it is refused) and keep ``study.json`` true:
+    ``running`` while the block runs, ``stopped`` with the reason if it fails (the block
+    writes ``done`` itself)."""
+    with folder_lock(out, "study folder"):
+        write_json(out / STUDY_MARKER, {**marker, "status": "running"})
+        try:
+            yield
+        except BaseException as exc:
+            reason = str(exc) or type(exc).__name__
+            write_json(out / STUDY_MARKER, {**marker, "status": "stopped", "reason": reason})
+            raise
+
+
+def is_finished(path: Path, preset: Preset) -> bool:
+    """Whether ``path`` holds the finished run ``preset`` asks for. False when it holds nothing
+    yet, or that run unfinished (or shorter: it is continued); a UserError when it holds a run
+    recorded with other settings, or trained past the steps asked for."""
+    paths = RunPaths(path)
+    if not paths.config.is_file():
+        return False
+    recorded = recorded_configs(read_config(path), paths.config)
+    diffs = config_differences(recorded, (preset.model, preset.data, preset.train), steps=False)
+    progress = read_progress(paths)
+    if progress is not None and progress.step > preset.train.steps:
+        diffs.append(f"steps: trained to {progress.step} (asked {preset.train.steps})")
+    if diffs:
+        raise UserError(
+            f"{path} holds a run trained otherwise than asked: {'; '.join(diffs)}. Reusing it "
+            f"would mislabel it: choose another --out, or delete {path} to train it as asked."
+        )
+    return paths.weights.is_file() and recorded[2].steps == preset.train.steps
+
+
+def train_or_reuse(path: Path, preset: Preset) -> Run:
+    """The finished run ``preset`` asks for in ``path``: reused, continued from its checkpoint,
+    or trained (:func:`is_finished` says which, or why not)."""
+    if is_finished(path, preset):
+        say(f"[{path.name}] finished run with the same settings found: reusing it")
+        return load_run(path)
+    resume = RunPaths(path).config.is_file()
     say(
         f"[{path.name}] {'resuming' if resume else 'training'}: {preset.model.n_layers} layer(s), "
         f"{preset.train.steps} steps, preset {preset.name}"
@@ -126,19 +166,12 @@ def train_or_resume(path: Path, preset: Preset) -> Run:
     ).run
 
 
-def _run_is_finished(path: Path, steps: int) -> bool:
-    """Weights written by a run recorded with this step budget (an early stop ends it too)."""
-    paths = RunPaths(path)
-    if not paths.weights.is_file() or not paths.config.is_file():
-        return False
-    return int(read_config(path)["settings"]["train"]["steps"]) == steps
-
-
-def train_or_reuse(path: Path, preset: Preset) -> Run:
-    if _run_is_finished(path, preset.train.steps):
-        say(f"[{path.name}] finished run found: reusing it")
-        return load_run(path)
-    return train_or_resume(path, preset)
+def planned_runs(out: Path, presets: dict[str, Preset]) -> None:
+    """Check every run of a study or sweep before any work: valid settings, and a folder that is
+    empty, or holds the same run (:func:`is_finished`)."""
+    for name, preset in presets.items():
+        preset.validate()
+        is_finished(out / name, preset)
 
 
 def _train_quietly(path: Path, preset: Preset) -> None:
@@ -150,9 +183,7 @@ def train_runs(jobs: Sequence[tuple[Path, Preset]], workers: int) -> None:
     """Train (or reuse) independent runs, ``workers`` at a time in separate processes, in the
     order given (put the longest first). Each run is a function of its preset alone, so running
     them side by side changes nothing but the wall time."""
-    jobs = [
-        (path, preset) for path, preset in jobs if not _run_is_finished(path, preset.train.steps)
-    ]
+    jobs = [(path, preset) for path, preset in jobs if not is_finished(path, preset)]
     if workers <= 1 or len(jobs) <= 1:
         for path, preset in jobs:
             train_or_reuse(path, preset)
@@ -279,15 +310,24 @@ def reproduce(cfg: StudyConfig) -> StudyResult:
         raise UserError(f"--workers {cfg.workers} / threads {cfg.threads}: use 1 or more.")
     out = Path(cfg.out)
     check_study_dir(out)
-    t0 = time.perf_counter()
+    # what each depth trains with (the 1-layer control's length is settled later)
+    presets = {f"{cfg.preset}-{n}l": depth_preset(cfg, n) for n in sorted(cfg.layers)}
+    planned_runs(out, presets)
     marker = {"preset": cfg.preset, "layers": sorted(cfg.layers), "seed": cfg.seed}
-    write_json(out / STUDY_MARKER, {**marker, "status": "running"})
+    with study_folder(out, marker):
+        return _reproduce(cfg, out, presets, marker)
+
+
+def _reproduce(
+    cfg: StudyConfig, out: Path, presets: dict[str, Preset], marker: dict[str, Any]
+) -> StudyResult:
+    t0 = time.perf_counter()
     summaries, causal, comps, depths, mix = [], [], [], [], ""
     # Every run whose length is known now trains first, side by side (deepest first); the
     # 1-layer control, unless --steps fixes it, trains as long as the longest of them.
     path = {n: out / f"{cfg.preset}-{n}l" for n in cfg.layers}
     now = [n for n in sorted(cfg.layers, reverse=True) if n > 1 or cfg.steps is not None]
-    train_runs([(path[n], depth_preset(cfg, n)) for n in now], cfg.workers)
+    train_runs([(path[n], presets[path[n].name]) for n in now], cfg.workers)
     for n in sorted(cfg.layers, key=lambda n: (n not in now, n)):
         longest = max((d.steps for d in depths), default=None)
         run = train_or_reuse(path[n], depth_preset(cfg, n, longest))
