@@ -143,12 +143,14 @@ def claim_sentence(ms: Sequence[DepthMeasurement], t: Thresholds = THRESHOLDS) -
             )
     if not one or not deep:
         return "The seed's claim needs a 1-layer model and a deeper one: this study lacks one."
-    depths = ", ".join(str(m.n_layers) for m in deep)
+    names = [str(m.n_layers) for m in deep]
+    depths = " and ".join(filter(None, [", ".join(names[:-1]), names[-1]]))
     if problems:
         return f"The seed's claim does not hold as measured here: {'; '.join(problems)}."
+    each = " each" if len(deep) > 1 else ""
     return (
         f"The seed's claim holds as measured here: 1 layer has no induction head and is at chance "
-        f"at every period; {depths} layers each have an induction head and pass "
+        f"at every period; {depths} layers{each} have an induction head and pass "
         f"≥ {_pct(t.exam_pass)} of the exams at every period."
     )
 

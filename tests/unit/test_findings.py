@@ -164,3 +164,9 @@ def test_data_mix_sentence_reads_the_recorded_settings():
     assert "text from corpus 'stdlib' only" in data_mix_sentence(
         {"data": {"corpus": "stdlib", "repeat_fraction": 0.0}}, 32
     )
+
+
+def test_claim_names_every_deeper_depth():
+    deep = [depth(n) for n in (2, 3, 8)]
+    assert "2, 3 and 8 layers each have an induction head" in claim_sentence([depth(1), *deep])
+    assert "; 2 layers have an induction head" in claim_sentence([depth(1), deep[0]])
