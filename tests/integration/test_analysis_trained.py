@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from interp_toolkit.analysis import nulls
 from interp_toolkit.analysis.ablation import induction_after_ablation
 from interp_toolkit.analysis.batches import default_probe
 from interp_toolkit.analysis.exam import BUILTIN_EXAMS, run_exam
@@ -18,22 +19,44 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def report_2l(trained_2l):
-    return discover_heads(trained_2l.model, trained_2l.codec, n_seqs=64, n_null=4, seed=0)
+    return discover_heads(
+        trained_2l.model, trained_2l.codec, n_seqs=64, seed=0, model_cfg=trained_2l.model_cfg
+    )
 
 
-def test_prev_and_induction_heads_above_tau(report_2l):
-    s, taus = report_2l.scores, report_2l.taus
+def test_prev_and_induction_heads_are_significant_and_over_the_floor(report_2l):
+    """The trained model's layer-0 previous-token head and layer-1 induction heads pass their
+    own nulls at the smallest p the null allows (an untrained model of this config gives no head
+    a role: tests/unit/test_analysis_nulls.py) and reach the 0.4 effect-size floor."""
     detail = report_2l.to_dict()["heads"]
-    assert (s.previous_token[0] > taus["previous_token"]).any(), detail
-    assert (s.induction[1] > taus["induction"]).any(), detail
-    # and the roles (tau and the 0.4 floor) name them
+    t = report_2l.tests
+    for kind, layer in (("previous_token", 0), ("induction_vw", 1), ("induction", 1)):
+        best = int(report_2l.scores.get(kind)[layer].argmax())
+        assert float(t.p_value[kind][layer, best]) == nulls.smallest_p(t.n_null[kind]), detail
+        assert float(report_2l.scores.get(kind)[layer, best]) >= report_2l.floors[kind], detail
     assert any(layer == 0 for layer, _ in report_2l.heads_with_role("previous-token")), detail
     assert any(layer == 1 for layer, _ in report_2l.heads_with_role("induction")), detail
 
 
-def test_fresh_init_null_agrees(trained_2l):
-    rep = discover_heads(trained_2l.model, trained_2l.codec, n_seqs=32, null="fresh_init", n_null=2)
-    assert any(layer == 1 for layer, _ in rep.heads_with_role("induction"))
+def test_roles_agree_across_induction_score_and_fdr(trained_2l, report_2l):
+    """The value-weighted (default) and the plain induction score, with and without
+    Benjamini-Hochberg, label the same heads on the trained model (benchmarks/null_calibration.py
+    lists them)."""
+    for induction_score, fdr in (("plain", False), ("vw", True)):
+        rep = discover_heads(
+            trained_2l.model,
+            trained_2l.codec,
+            n_seqs=64,
+            seed=0,
+            model_cfg=trained_2l.model_cfg,
+            induction_score=induction_score,
+            fdr=fdr,
+        )
+        assert (
+            rep.decides["induction"]
+            == {"plain": "induction", "vw": "induction_vw"}[induction_score]
+        )
+        assert rep.roles == report_2l.roles, (induction_score, fdr)
 
 
 def test_exam_rank0_for_2l_not_for_1l(trained_2l, trained_1l):
