@@ -313,6 +313,37 @@ def cost_cpu(threads: int) -> list[dict[str, Any]]:
     return rows
 
 
+FP_COLUMNS = [
+    "shape",
+    "untrained_rows",
+    "score",
+    "null",
+    "n_null",
+    "n_tests",
+    "fp_share",
+    "share_p_le_0.5",
+    "fp_share_no_repeats_alone",
+    "share_above_pooled_tau",
+]
+SHAPES = ("cpu", "gpt2")
+
+
+def summarise(out: dict[str, Any]) -> None:
+    """The false-positive table over the shapes measured so far, and the verdicts."""
+    done = [s for s in SHAPES if s in out]
+    fp = [r for s in done for part in ("all_rows", "sub_rows") for r in out[s][part]["rows"]]
+    print_table(fp, FP_COLUMNS)
+    out["fp_share_in_target"] = all(0.03 <= r["fp_share"] <= 0.07 for r in fp)
+    out["heads_with_role_on_untrained"] = sum(
+        len(out[s][p]["heads_with_role"]) for s in done for p in ("all_rows", "sub_rows")
+    )
+    print(
+        f"{', '.join(done)}: FP share within 5% +- 2% for every row: {out['fp_share_in_target']}; "
+        f"heads with a role on untrained models: {out['heads_with_role_on_untrained']} "
+        f"(pooled tau: {out['cpu']['pooled_tau_heads_with_role']} on the cpu models)"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--run", nargs="*", default=[], help="trained run folders (power)")
@@ -325,38 +356,15 @@ def main() -> None:
     torch.set_num_threads(1)
     t0 = time.perf_counter()
     out: dict[str, Any] = {"alpha": ALPHA, "target_fp_share": [0.03, 0.07]}
+
+    def save(section: str) -> None:  # after every section: a slow GPT-2 part loses nothing
+        out["sections_done"] = [*out.get("sections_done", []), section]
+        out["wall_s"] = round(time.perf_counter() - t0, 1)
+        write_result("null_calibration", out)
+
     out["cpu"] = calibrate_cpu(args.n_cpu)
-    out["gpt2"] = calibrate_gpt2(args.n_gpt2)
-    fp = [
-        r
-        for shape in ("cpu", "gpt2")
-        for part in ("all_rows", "sub_rows")
-        for r in out[shape][part]["rows"]
-    ]
-    print_table(
-        fp,
-        [
-            "shape",
-            "untrained_rows",
-            "score",
-            "null",
-            "n_null",
-            "n_tests",
-            "fp_share",
-            "share_p_le_0.5",
-            "fp_share_no_repeats_alone",
-            "share_above_pooled_tau",
-        ],
-    )
-    out["fp_share_in_target"] = all(0.03 <= r["fp_share"] <= 0.07 for r in fp)
-    out["heads_with_role_on_untrained"] = sum(
-        len(out[s][p]["heads_with_role"]) for s in ("cpu", "gpt2") for p in ("all_rows", "sub_rows")
-    )
-    print(
-        f"FP share within 5% +- 2% for every row: {out['fp_share_in_target']}; heads with a role "
-        f"on untrained models: {out['heads_with_role_on_untrained']} (pooled tau: "
-        f"{out['cpu']['pooled_tau_heads_with_role']} on the cpu models)"
-    )
+    summarise(out)
+    save("cpu")
     out["hand_built"] = power_hand_built(args.n_hand_built)
     print_table(out["hand_built"]["rows"], list(out["hand_built"]["rows"][0]))
     out["trained"] = [power_trained(r) for r in args.run]
@@ -366,10 +374,13 @@ def main() -> None:
         )
         for key, roles in tr["roles"].items():
             print(f"  roles, {key} deciding induction: {roles}")
+    save("power")
     out["cost_cpu"] = cost_cpu(args.threads)
     print_table(out["cost_cpu"], list(out["cost_cpu"][0]))
-    out["wall_s"] = round(time.perf_counter() - t0, 1)
-    write_result("null_calibration", out)
+    save("cost_cpu")
+    out["gpt2"] = calibrate_gpt2(args.n_gpt2)
+    summarise(out)
+    save("gpt2")
 
 
 if __name__ == "__main__":
