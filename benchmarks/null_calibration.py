@@ -28,7 +28,8 @@ Run::
 
     .venv/bin/python benchmarks/null_calibration.py [--run RUN ...] [--threads 2]
 
-It prints tables and writes ``benchmarks/results/null_calibration.json``.
+It prints tables and writes ``benchmarks/results/null_calibration.json`` after each section
+(cpu calibration, power, cost, GPT-2 calibration: the slowest last).
 """
 
 from __future__ import annotations
