@@ -9,6 +9,7 @@ import torch
 from analysis_helpers import _position_only, make_offset_head, make_prev_token_head, tiny_codec
 
 from interp_toolkit.analysis.batches import (
+    default_probe,
     default_token_range,
     non_repeating_like,
     repeated_tokens,
@@ -67,7 +68,54 @@ def _uniform_head_reading_position(model, layer: int, head: int) -> None:
         attn.v.original_component.weight[head * d_head, 0] = 1.0  # v_k[0] = position k
 
 
-def test_scores_of_hand_built_heads(tiny_cfg):
+def test_scores_of_hand_built_heads():
+    """Every score of heads whose attention is known (circuits_helpers.stripes_model): a wrong
+    stripe, query set or value weighting moves at least one of these numbers."""
+    from circuits_helpers import BLOCK, BOS_VALUE_NORM, letters_codec, stripes_model
+
+    b = default_probe(letters_codec(), BLOCK, n_seqs=32, seed=5)
+    with torch.no_grad():
+        got = head_scores(stripes_model(), b, batch_size=7)
+    # body queries are 1 .. end-1 of each row; only query 1's previous key is BOS
+    n_body = float((b.ends - 1).sum())
+    n_repeat = b.n_seqs * b.period  # the 2nd repeat's queries
+    half_on_bos = (n_body - n_repeat / 2) / n_body  # 1.1: all on BOS, half in the 2nd repeat
+    want = {
+        # 0.0 previous key; 0.1 half previous, half itself; 1.0 BOS; 1.1 BOS (+ induction key)
+        "previous_token": [[1.0, 0.5], [0.0, 0.0]],
+        "current_token": [[0.0, 0.5], [0.0, 0.0]],
+        "first_token": [[b.n_seqs / n_body, b.n_seqs / n_body / 2], [1.0, half_on_bos]],
+        "duplicate_token": [[0.0, 0.0], [0.0, 0.0]],
+        "induction": [[0.0, 0.0], [0.0, 0.5]],
+        # value-weighted: half the attention on a value of norm 1, half on BOS's
+        "induction_vw": [[0.0, 0.0], [0.0, 1 / (1 + BOS_VALUE_NORM)]],
+    }
+    assert set(want) == set(SCORE_KINDS)
+    for kind, value in want.items():
+        torch.testing.assert_close(got.get(kind), torch.tensor(value), atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("kind", ["k", "q"])
+def test_scores_of_the_hand_built_circuits(kind):
+    """The planted layer-0 head scores 1 on its own stripe, the induction head 1 on both induction
+    scores (its value vectors all have norm 1); the empty head 1.1 attends uniformly."""
+    from circuits_helpers import BLOCK, CIRCUITS, letters_codec
+
+    b = default_probe(letters_codec(), BLOCK, n_seqs=16, seed=2)
+    with torch.no_grad():
+        got = head_scores(CIRCUITS[kind][0](), b)
+    own = "previous_token" if kind == "k" else "duplicate_token"
+    assert float(got.get(own)[0, 0]) == pytest.approx(1.0, abs=1e-6)
+    other = "duplicate_token" if kind == "k" else "previous_token"
+    assert float(got.get(other)[0, 0]) < 0.1
+    for k in ("induction", "induction_vw"):
+        assert float(got.get(k)[1, 0]) == pytest.approx(1.0, abs=1e-6)
+    # uniform attention over keys 0..q: the induction key gets 1/(q+1) on average
+    qs = (b.starts[:, None] + b.period + torch.arange(b.period)[None, :]).float()
+    assert float(got.induction[1, 1]) == pytest.approx(float((1 / (qs + 1)).mean()), rel=1e-5)
+
+
+def test_scores_of_a_uniform_head_reading_position(tiny_cfg):
     """Known answers, from the layout alone. A uniform head with |v_k| = k: at query q the plain
     stripes read 1/(q+1); the value-weighted induction score reads (q-D+1) / sum_{k<=q} k. Offset
     heads attend to q-D (duplicate-token) and q-D+1 (induction) only."""
@@ -130,6 +178,22 @@ def test_heads_json_per_head_fields(tiny_cfg):
     assert d["effect_size_floor"] == {k: 0.4 for k in SCORE_KINDS}
     assert d["decides"]["induction"] == "induction_vw"
     assert d["probe"]["period"] >= 2 and d["probe"]["bos"] is True
+
+
+@pytest.mark.parametrize("kind", ["k", "q"])
+def test_per_head_nulls_label_the_planted_heads(kind):
+    """Each score against its own null (untrained models of the same architecture): discovery
+    names exactly the planted heads of a hand-built circuit, and no induction head in its
+    control."""
+    from circuits_helpers import CIRCUITS, control_model, letters_codec
+
+    codec = letters_codec()
+    builder, layer0_role = CIRCUITS[kind]
+    report = discover_heads(builder(), codec, n_seqs=16)
+    assert report.tests.null["previous_token"] == "untrained"
+    assert report.roles == [[layer0_role, "none"], ["induction", "none"]], report.to_dict()
+    control = discover_heads(control_model(kind), codec, n_seqs=16)
+    assert control.roles == [[layer0_role, "none"], ["none", "none"]], control.to_dict()
 
 
 def test_discover_errors(tiny_model):
