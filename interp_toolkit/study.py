@@ -3,7 +3,7 @@
 :func:`reproduce` trains each model on the embedded corpus with the preset's documented recipe,
 each 2+-layer model only until its induction score has stayed past the floor for
 ``StudyConfig.after_induction`` steps, and the 1-layer control as long as the longest of them. It
-writes samples, exam results, the head table (with its null-model τ), circuits, impact curves and a
+writes samples, exam results, the head table (every head's scores tested against their own null models), circuits, impact curves and a
 report per run, and finally ``DIR/index.html``: the depths side by side (induction heads per layer,
 exam pass rate by period, time to induction, losses, the route each grew by ablation, curves), with
 every sentence built from the measurements (:mod:`interp_toolkit.reports.findings`). Re-running
@@ -69,7 +69,8 @@ STUDY_JSON_FIELDS = (
     "heads",
     "partner",
     "top_induction",
-    "taus",
+    "decides",
+    "test",
 )
 
 
