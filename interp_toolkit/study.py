@@ -30,8 +30,7 @@ from interp_toolkit.analysis.ablation import CausalRow, causal_check
 from interp_toolkit.analysis.circuits import copying_table
 from interp_toolkit.analysis.composition import composition_baseline, composition_scores
 from interp_toolkit.analysis.heads import HeadId
-from interp_toolkit.analysis.period_exam import PeriodExam
-from interp_toolkit.analysis.routes import THRESHOLDS, route_of
+from interp_toolkit.analysis.routes import THRESHOLDS
 from interp_toolkit.analysis.run_analysis import RunAnalysis, RunSummary, analyse_run
 from interp_toolkit.errors import UserError
 from interp_toolkit.io import LOCK_NAME, check_writable_dir, folder_lock, write_json, write_text
@@ -40,6 +39,7 @@ from interp_toolkit.reports.findings import (
     DepthMeasurement,
     causal_sentence,
     data_mix_sentence,
+    measure_depth,
     study_findings,
 )
 from interp_toolkit.reports.run_report import run_report_html
@@ -53,7 +53,6 @@ from interp_toolkit.runs import Run, RunPaths, load_run, read_config, read_metri
 from interp_toolkit.sampling import sample
 from interp_toolkit.training import train_model
 from interp_toolkit.training.checkpoints import read_progress
-from interp_toolkit.training.metrics import first_induction_step, induction_layer_min
 from interp_toolkit.training.settings import config_differences, recorded_configs
 
 #: A study (or sweep) folder: this marker, ``index.html`` and one run folder per model.
@@ -209,35 +208,6 @@ def depth_preset(cfg: StudyConfig, n_layers: int, control_steps: int | None = No
             preset, stop_score=THRESHOLDS.induction, stop_after=cfg.after_induction
         )
     return with_overrides(preset, steps=control_steps)
-
-
-def measure_depth(
-    run: Run, summary: RunSummary, exams: Sequence[PeriodExam], causal: Sequence[CausalRow]
-) -> DepthMeasurement:
-    """What the study page compares about one trained depth (from its metrics and analyses)."""
-    rows = run.metrics()
-    layer_min = induction_layer_min(run.model_cfg.n_layers)
-    step = first_induction_step(rows, THRESHOLDS.induction, layer_min=layer_min)
-    hit = next((r for r in rows if r["step"] == step), None)
-    val = [r["val_loss"] for r in rows if "val_loss" in r]
-    return DepthMeasurement(
-        name=run.name,
-        n_layers=run.model_cfg.n_layers,
-        induction_heads=tuple(summary.heads["induction"]),
-        top_head=summary.top_induction.head,
-        top_score=summary.top_induction.score,
-        induction_step=step,
-        induction_tokens=None if hit is None else int(hit["tokens"]),
-        induction_minutes=None if hit is None else round(hit["elapsed_s"] / 60, 2),
-        steps=int(rows[-1]["step"]) if rows else 0,
-        tokens=int(rows[-1]["tokens"]) if rows else 0,
-        train_minutes=round(rows[-1]["elapsed_s"] / 60, 2) if rows else 0.0,
-        final_loss=summary.final_loss,
-        val_loss=val[-1] if val else None,
-        exams=tuple(exams),
-        route=route_of(causal),
-        causal=tuple(causal),
-    )
 
 
 def write_samples(run: Run, n_tokens: int, seed: int) -> list[dict[str, str]]:

@@ -1,6 +1,7 @@
 """The sentences of the study page and run reports, as pure functions of measurements.
 
-:class:`DepthMeasurement` holds what a study measured on one model; :func:`depth_sentence`,
+:class:`DepthMeasurement` holds what a study measured on one model (:func:`measure_depth` reads
+it off a trained run and its analyses); :func:`depth_sentence`,
 :func:`claim_sentence`, :func:`causal_sentence` and :func:`data_mix_sentence` turn measurements
 into words, with the thresholds of :mod:`interp_toolkit.analysis.routes`. Nothing here is fixed
 text about a result: change a number and the sentence changes.
@@ -22,7 +23,11 @@ from interp_toolkit.analysis.routes import (
     ablation_verdict,
     exam_verdict,
     removed_share,
+    route_of,
 )
+from interp_toolkit.analysis.run_analysis import RunSummary
+from interp_toolkit.runs import Run
+from interp_toolkit.training.metrics import first_induction_step, induction_layer_min
 
 
 @dataclass(frozen=True)
@@ -57,6 +62,35 @@ class DepthMeasurement:
         d["exams"] = [e.to_dict() for e in self.exams]
         d["heads_per_layer"] = self.heads_per_layer()
         return d
+
+
+def measure_depth(
+    run: Run, summary: RunSummary, exams: Sequence[PeriodExam], causal: Sequence[CausalRow]
+) -> DepthMeasurement:
+    """What the study page compares about one trained depth (from its metrics and analyses)."""
+    rows = run.metrics()
+    layer_min = induction_layer_min(run.model_cfg.n_layers)
+    step = first_induction_step(rows, THRESHOLDS.induction, layer_min=layer_min)
+    hit = next((r for r in rows if r["step"] == step), None)
+    val = [r["val_loss"] for r in rows if "val_loss" in r]
+    return DepthMeasurement(
+        name=run.name,
+        n_layers=run.model_cfg.n_layers,
+        induction_heads=tuple(summary.heads["induction"]),
+        top_head=summary.top_induction.head,
+        top_score=summary.top_induction.score,
+        induction_step=step,
+        induction_tokens=None if hit is None else int(hit["tokens"]),
+        induction_minutes=None if hit is None else round(hit["elapsed_s"] / 60, 2),
+        steps=int(rows[-1]["step"]) if rows else 0,
+        tokens=int(rows[-1]["tokens"]) if rows else 0,
+        train_minutes=round(rows[-1]["elapsed_s"] / 60, 2) if rows else 0.0,
+        final_loss=summary.final_loss,
+        val_loss=val[-1] if val else None,
+        exams=tuple(exams),
+        route=route_of(causal),
+        causal=tuple(causal),
+    )
 
 
 def _layers(n: int) -> str:
