@@ -26,6 +26,7 @@ from interp_toolkit.analysis.heads import SCORE
 from interp_toolkit.data import DataConfig, TrainStream, build_codec, tokenize_corpus, windows
 from interp_toolkit.errors import UserError
 from interp_toolkit.models import AttnOnlyConfig, build_model
+from interp_toolkit.progress import progress_bar
 from interp_toolkit.runs import (
     Run,
     RunPaths,
@@ -204,8 +205,6 @@ class StepLog:
         progress: bool,
         callbacks: Sequence[Callable[[StepInfo], None]],
     ) -> None:
-        from tqdm.auto import tqdm
-
         self.paths, self.model, self.stream, self.val = paths, model, stream, val_windows
         self.cfg, self.start, self.callbacks = cfg, start, callbacks
         self.tokens = start.tokens
@@ -215,13 +214,12 @@ class StepLog:
         self.above: list[bool] = []
         self.t0 = time.perf_counter()
         self.metrics = MetricsLog(paths)
-        self.bar = tqdm(
+        self.bar = progress_bar(
             total=cfg.steps,
             initial=start.step,
             desc="train",
             unit="step",
-            file=sys.stderr,
-            disable=not progress,
+            enabled=progress,
             dynamic_ncols=True,
         )
 
@@ -259,7 +257,9 @@ class StepLog:
             self.above.append(best > (cfg.stop_score or math.inf))
         if row is not None:
             self.metrics.write(row)
-            self.bar.set_postfix(loss=f"{loss:.3f}", tok_s=f"{row['tokens_per_s']:.0f}")
+            self.bar.set_postfix(
+                loss=f"{loss:.3f}", tok_s=f"{row['tokens_per_s']:.0f}", refresh=False
+            )
         if step in cfg.snapshot_steps:
             save_weights(self.model, self.paths.snapshot(step))
         at = Progress(step, self.tokens, elapsed)

@@ -1,0 +1,43 @@
+"""Progress bars that behave in a terminal, a notebook and a log: the one place tqdm is set up.
+
+``tqdm.auto`` draws a widget in Jupyter when ipywidgets is installed. Without it tqdm falls back
+to a text bar (its warning is silenced here), and so does any output that is not a terminal (a
+notebook's stderr, a CI log): there a bar redraws at most every :data:`PIPED_INTERVAL` seconds,
+so a saved notebook holds a few lines instead of one per step.
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from collections.abc import Iterable
+from typing import IO, Any
+
+#: Seconds between redraws of a text bar whose output is not a terminal.
+PIPED_INTERVAL = 30.0
+
+
+def progress_bar(
+    iterable: Iterable[Any] | None = None,
+    *,
+    enabled: bool = True,
+    file: IO[str] | None = None,
+    **options: Any,
+) -> Any:
+    """A ``tqdm`` bar (``options`` are tqdm's) on ``file`` (default stderr); ``enabled=False``
+    draws nothing."""
+    from tqdm import TqdmWarning
+    from tqdm import std as tqdm_std
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TqdmWarning)
+        from tqdm.auto import tqdm
+    out = file if file is not None else sys.stderr
+    if tqdm is tqdm_std.tqdm and not _is_terminal(out):
+        options.setdefault("mininterval", PIPED_INTERVAL)
+    return tqdm(iterable, file=out, disable=not enabled, **options)
+
+
+def _is_terminal(stream: IO[str]) -> bool:
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
