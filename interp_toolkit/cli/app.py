@@ -29,7 +29,7 @@ app = typer.Typer(
 STDOUT = Path("-")
 
 
-def _version(value: bool) -> None:
+def _version(value: bool | None) -> None:
     if value:
         from interp_toolkit import __version__
 
@@ -39,7 +39,7 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _main(
-    version: bool = typer.Option(
+    version: bool | None = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
     ),
 ) -> None:
