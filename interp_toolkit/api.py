@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import torch
@@ -44,7 +44,6 @@ __all__ = ["discover", "exam", "load", "scores_on", "train", "view"]
 ModelLike = TransformerBridge | Target | Run
 #: A prompt: text, or token ids as a list, a numpy array or a tensor (``[pos]`` or ``[batch, pos]``).
 Prompt = str | Sequence[int] | Sequence[Sequence[int]] | np.ndarray | torch.Tensor
-ExistOk = Literal["load", "resume", "error"]
 
 
 def load(target: str | os.PathLike[str], device: str = "cpu") -> Target:
@@ -60,7 +59,7 @@ def train(
     *,
     layers: int = 2,
     preset: str = "cpu",
-    exist_ok: ExistOk = "error",
+    exist_ok: str = "error",
     progress: bool = True,
     **overrides: Any,
 ) -> Run:

@@ -11,7 +11,8 @@ from __future__ import annotations
 import sys
 import warnings
 from collections.abc import Iterable
-from typing import IO, Any
+from io import TextIOBase
+from typing import Any
 
 #: Seconds between redraws of a text bar whose output is not a terminal.
 PIPED_INTERVAL = 30.0
@@ -21,23 +22,24 @@ def progress_bar(
     iterable: Iterable[Any] | None = None,
     *,
     enabled: bool = True,
-    file: IO[str] | None = None,
+    file: TextIOBase | None = None,
     **options: Any,
 ) -> Any:
     """A ``tqdm`` bar (``options`` are tqdm's) on ``file`` (default stderr); ``enabled=False``
     draws nothing."""
     from tqdm import TqdmWarning
-    from tqdm import std as tqdm_std
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", TqdmWarning)
+        from tqdm import autonotebook
         from tqdm.auto import tqdm
     out = file if file is not None else sys.stderr
-    if tqdm is tqdm_std.tqdm and not _is_terminal(out):
+    widget = autonotebook.tqdm.__module__ == "tqdm.notebook"
+    if not widget and not _is_terminal(out):
         options.setdefault("mininterval", PIPED_INTERVAL)
     return tqdm(iterable, file=out, disable=not enabled, **options)
 
 
-def _is_terminal(stream: IO[str]) -> bool:
+def _is_terminal(stream: Any) -> bool:
     isatty = getattr(stream, "isatty", None)
     return bool(isatty and isatty())
