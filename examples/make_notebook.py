@@ -1,4 +1,5 @@
-"""Regenerate walkthrough.ipynb from its script twin walkthrough.py (cells split on ``# %%``)."""
+"""Regenerate the notebooks from their script twins (cells split on ``# %%``): walkthrough.py and
+quickstart.py. Outputs are not kept: execute the notebooks afterwards (see the README)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from pathlib import Path
 import nbformat
 
 HERE = Path(__file__).resolve().parent
+SCRIPTS = ("walkthrough.py", "quickstart.py")
 
 
 def build(script: Path = HERE / "walkthrough.py") -> nbformat.NotebookNode:
@@ -30,5 +32,7 @@ def build(script: Path = HERE / "walkthrough.py") -> nbformat.NotebookNode:
 
 
 if __name__ == "__main__":
-    nbformat.write(build(), HERE / "walkthrough.ipynb")
-    print("wrote", HERE / "walkthrough.ipynb")
+    for name in SCRIPTS:
+        out = (HERE / name).with_suffix(".ipynb")
+        nbformat.write(build(HERE / name), out)
+        print("wrote", out)

@@ -1,0 +1,43 @@
+"""The notebook API and the run report's key heads on the trained 2-layer fixture."""
+
+from __future__ import annotations
+
+import torch
+
+from interp_toolkit import discover, scores_on, train
+from interp_toolkit.analysis.exam import BUILTIN_EXAMS
+from interp_toolkit.analysis.run_analysis import analyse_run
+from interp_toolkit.reports.run_report import run_report_html
+
+
+def test_scores_on_a_prompt_agree_with_discovery(trained_2l):
+    """The strongest layer-1 induction head on the exam prompt is discovery's induction head."""
+    found = discover(trained_2l, n_seqs=32)
+    ind = found.report.strongest("induction")
+    assert ind is not None and ind.layer == 1
+    mine = scores_on(trained_2l, BUILTIN_EXAMS[0].prompt)
+    assert tuple(int(i) for i in divmod(int(mine.induction[1:].argmax()), 4)) == (0, ind.head)
+    assert float(mine.induction[ind]) > found.report.taus["induction"]
+
+
+def test_train_exist_ok_load_returns_the_trained_run(trained_2l):
+    again = train(
+        trained_2l.path, layers=2, exist_ok="load", seed=trained_2l.model_cfg.seed, progress=False
+    )
+    a, b = trained_2l.model.state_dict(), again.model.state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_report_key_heads_are_the_heads_that_matter(trained_2l):
+    analysis = analyse_run(trained_2l)
+    rep, ablation = analysis.head_report, analysis.ablation
+    assert ablation is not None and ablation.induction_head == analysis.induction_head
+    with_role = {h for role in ("induction", "previous-token", "duplicate-token")
+                 for h in rep.heads_with_role(role)}  # fmt: skip
+    key = set(analysis.key_heads())
+    assert with_role <= key
+    assert key - with_role <= {analysis.induction_head, ablation.head}
+    # the head whose ablation moves induction most is part of the circuit: it has a role
+    assert rep.roles[ablation.head.layer][ablation.head.head] != "none"
+    html = run_report_html(analysis)
+    assert f"Mean-ablating {ablation.head}" in html
