@@ -19,6 +19,7 @@ package is light: the API (torch, TransformerLens) loads on first use.
 
 from __future__ import annotations
 
+import warnings
 from importlib import import_module, metadata
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +42,10 @@ __all__ = [
     "train",
     "view",
 ]
+
+# Without ipywidgets, tqdm.auto falls back to text bars (sparse ones: interp_toolkit.progress) and
+# warns once, whoever imports it first (TransformerLens does): the fallback is fine, so it is quiet.
+warnings.filterwarnings("ignore", message="IProgress not found")
 
 _LAZY = {name: "interp_toolkit.api" for name in __all__[2:]} | {
     "UserError": "interp_toolkit.errors"

@@ -1,15 +1,17 @@
 """Progress bars that behave in a terminal, a notebook and a log: the one place tqdm is set up.
 
 ``tqdm.auto`` draws a widget in Jupyter when ipywidgets is installed. Without it tqdm falls back
-to a text bar (its warning is silenced here), and so does any output that is not a terminal (a
-notebook's stderr, a CI log): there a bar redraws at most every :data:`PIPED_INTERVAL` seconds,
-so a saved notebook holds a few lines instead of one per step.
+to a text bar, and so does any output that is not a terminal (a
+notebook's stderr, a CI log): there a bar redraws about every :data:`PIPED_INTERVAL` seconds (its
+``mininterval``, and its ``maxinterval``, after which tqdm's monitor thread would force a redraw),
+so a saved notebook holds a few lines instead of one per step. tqdm's "IProgress not found"
+warning is silenced when :mod:`interp_toolkit` is imported (TransformerLens imports ``tqdm.auto``
+before any bar of ours exists).
 """
 
 from __future__ import annotations
 
 import sys
-import warnings
 from collections.abc import Iterable
 from io import TextIOBase
 from typing import Any
@@ -27,16 +29,14 @@ def progress_bar(
 ) -> Any:
     """A ``tqdm`` bar (``options`` are tqdm's) on ``file`` (default stderr); ``enabled=False``
     draws nothing."""
-    from tqdm import TqdmWarning
+    from tqdm import autonotebook
+    from tqdm.auto import tqdm
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", TqdmWarning)
-        from tqdm import autonotebook
-        from tqdm.auto import tqdm
     out = file if file is not None else sys.stderr
     widget = autonotebook.tqdm.__module__ == "tqdm.notebook"
     if not widget and not _is_terminal(out):
         options.setdefault("mininterval", PIPED_INTERVAL)
+        options.setdefault("maxinterval", PIPED_INTERVAL)
     return tqdm(iterable, file=out, disable=not enabled, **options)
 
 

@@ -85,6 +85,9 @@ def test_progress_off_a_terminal_redraws_sparsely():
         return out.getvalue().count("\r")
 
     assert PIPED_INTERVAL >= 10
+    bar = progress_bar(range(1), file=io.StringIO())  # tqdm's monitor redraws after maxinterval
+    assert bar.mininterval == bar.maxinterval == PIPED_INTERVAL
+    bar.close()
     assert redraws(progress_bar) <= 2  # the first and the last
     assert redraws(tqdm_std.tqdm) > 2  # what a plain tqdm writes in the same 0.6 s
     silent = io.StringIO()
