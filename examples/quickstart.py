@@ -19,14 +19,10 @@ import tempfile
 from pathlib import Path
 
 import torch
-from transformers import GPT2Config, GPT2LMHeadModel
-from transformers.utils import logging as hf_logging
 
 from interp_toolkit import discover, load, scores_on, train, view
-from interp_toolkit.targets.gpt2 import save_gpt2_tokenizer
 
 torch.set_num_threads(2)
-hf_logging.disable_progress_bar()
 work = Path(tempfile.mkdtemp(prefix="interp-quickstart-"))
 
 # %% [markdown]
@@ -82,6 +78,12 @@ view(model, " A B C D A B C D")
 # is the one real GPT-2 takes.
 
 # %%
+from transformers import GPT2Config, GPT2LMHeadModel  # noqa: E402
+from transformers.utils import logging as hf_logging  # noqa: E402
+
+from interp_toolkit.targets.gpt2 import save_gpt2_tokenizer  # noqa: E402
+
+hf_logging.disable_progress_bar()
 folder = work / "gpt2-shaped"
 config = GPT2Config(n_layer=2, n_head=4, n_embd=64, n_positions=64, vocab_size=50257)
 GPT2LMHeadModel(config).save_pretrained(folder)
