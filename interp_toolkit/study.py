@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from interp_toolkit.analysis.ablation import CausalRow, causal_check
-from interp_toolkit.analysis.circuits import copying_scores
+from interp_toolkit.analysis.circuits import copying_table
 from interp_toolkit.analysis.composition import composition_baseline, composition_scores
 from interp_toolkit.analysis.heads import HeadId
 from interp_toolkit.analysis.run_analysis import RunSummary, analyse_run
@@ -177,10 +177,7 @@ def analyse_and_report(run: Run, cfg: StudyConfig) -> tuple[RunSummary, HeadRepo
         ],
     )
     with torch.no_grad():
-        copy = copying_scores(run.model)
-    write_json(
-        paths.circuits, {"copying_score": [[round(float(v), 4) for v in row] for row in copy]}
-    )
+        write_json(paths.circuits, copying_table(run.model))
     write_text(paths.report, run_report_html(analysis))
     href = f"{run.name}/{paths.report.name}"
     return analysis.summary(href=href), analysis.head_report

@@ -124,6 +124,19 @@ def copying_scores(model: TransformerBridge) -> Float[torch.Tensor, "layer head"
     return score.masked_fill(ov_gain(m) <= EMPTY_OV_GAIN, float("nan"))
 
 
+def copying_table(model: TransformerBridge) -> dict[str, Any]:
+    """Every head's copying score for JSON: ``None`` for an empty OV circuit, whose heads are
+    listed under ``empty`` with the reason (no NaN in the file)."""
+    scores = copying_scores(model)
+    return {
+        "copying_score": [
+            [None if math.isnan(v) else round(v, 4) for v in row] for row in scores.tolist()
+        ],
+        "empty": [str(HeadId(*map(int, i))) for i in torch.isnan(scores).nonzero().tolist()],
+        "empty_rule": f"empty OV circuit: gain <= {EMPTY_OV_GAIN:g}, no copying score",
+    }
+
+
 def _heads_factors(
     m: TransformerBridge, heads: list[tuple[int, int]], dev: torch.device
 ) -> Iterator[tuple[int, int, torch.Tensor, torch.Tensor]]:
