@@ -26,6 +26,7 @@ import torch
 from jaxtyping import Int
 from transformer_lens import TransformerBridge
 
+from interp_toolkit import validate
 from interp_toolkit.analysis.batches import prompt_probe
 from interp_toolkit.analysis.discovery import Discovery
 from interp_toolkit.analysis.exam import BUILTIN_EXAMS, ExamResult, run_exam
@@ -70,11 +71,12 @@ def train(
     When ``out`` already holds a run, ``exist_ok`` says what to do: ``"load"`` returns its
     trained model (training on from its checkpoint if it was interrupted), so re-running a
     notebook cell loads instead of failing; ``"resume"`` continues it to ``steps``; ``"error"``
-    refuses. ``"load"`` and ``"resume"`` refuse a run whose model settings differ from the ones
-    asked for.
+    refuses. Both refuse a run whose recorded settings differ from the ones asked for (but
+    ``"resume"`` may change ``steps``).
     """
     from interp_toolkit.presets import get_preset, with_overrides
     from interp_toolkit.training import train_model
+    from interp_toolkit.training.settings import config_differences, recorded_configs
 
     if exist_ok not in ("load", "resume", "error"):
         raise UserError(f"exist_ok={exist_ok!r} is not one of 'load', 'resume', 'error'.")
@@ -87,26 +89,20 @@ def train(
         ) from None
     paths = RunPaths(Path(out))
     held = exist_ok != "error" and paths.config.is_file()
-    if held:
-        _check_same_model(paths, p.model.to_dict())
-        if exist_ok == "load" and paths.weights.is_file():
-            return load_run(paths.root)
-    resume = held and paths.checkpoint_state.is_file()
+    if held and exist_ok == "load" and paths.weights.is_file():
+        recorded = recorded_configs(read_config(paths.root), paths.config)
+        diffs = config_differences(recorded, (p.model, p.data, p.train))
+        if diffs:
+            raise UserError(
+                f"{paths.root} holds a run trained with other settings: {'; '.join(diffs)}. "
+                "Pass the run's settings, exist_ok='resume' to train it on to more steps, or "
+                "choose another folder."
+            )
+        return load_run(paths.root)
     result = train_model(
-        paths.root, p.model, p.data, p.train, resume=resume, preset=p.name, progress=progress
+        paths.root, p.model, p.data, p.train, resume=held, preset=p.name, progress=progress
     )
     return result.run
-
-
-def _check_same_model(paths: RunPaths, asked: dict[str, Any]) -> None:
-    saved = read_config(paths.root)["model"]
-    differ = [k for k, v in asked.items() if k != "d_vocab" and k in saved and saved[k] != v]
-    if differ:
-        diffs = ", ".join(f"{k}={saved[k]!r} (asked {asked[k]!r})" for k in differ)
-        raise UserError(
-            f"{paths.root} holds a run with other settings: {diffs}: choose another folder, or "
-            "pass the run's settings."
-        )
 
 
 def _parts(model: ModelLike) -> tuple[TransformerBridge, CompactVocab | GPT2Codec]:
@@ -125,39 +121,15 @@ def _parts(model: ModelLike) -> tuple[TransformerBridge, CompactVocab | GPT2Code
 
 def _as_tokens(model: TransformerBridge, prompt: Prompt) -> Int[torch.Tensor, "batch pos"]:
     """``[batch, pos]`` ids of a prompt: text through the model's tokenizer (BOS first), ids as
-    given; checked against the vocabulary and the context."""
+    given; checked against the vocabulary and the context (:mod:`interp_toolkit.validate`)."""
     if isinstance(prompt, str):
         if not prompt.strip():
             raise UserError("the prompt is empty: give some text or token ids.")
-        tokens = model.to_tokens(prompt).cpu()
-    else:
-        try:
-            tokens = torch.as_tensor(np.asarray(prompt))
-        except (TypeError, ValueError):
-            raise UserError(
-                "the prompt must be text or token ids (a list of ints, a numpy array or a tensor)."
-            ) from None
-        if (
-            tokens.dtype.is_floating_point
-            or tokens.dtype == torch.bool
-            or tokens.ndim not in (1, 2)
-        ):
-            raise UserError(
-                f"token ids must be integers shaped [pos] or [batch, pos], not {tokens.dtype} "
-                f"{tuple(tokens.shape)}."
-            )
-        tokens = tokens.long().reshape(-1, tokens.shape[-1]) if tokens.numel() else tokens
-    d_vocab, n_ctx = int(model.cfg.d_vocab), int(model.cfg.n_ctx)
-    if tokens.numel() == 0:
-        raise UserError("the prompt is empty: give some text or token ids.")
-    if int(tokens.min()) < 0 or int(tokens.max()) >= d_vocab:
-        raise UserError(f"token ids must be in 0..{d_vocab - 1} (this model's vocabulary).")
-    if tokens.shape[-1] > n_ctx:
-        raise UserError(
-            f"the prompt is {tokens.shape[-1]} tokens but the model's context is {n_ctx}: "
-            f"shorten it to at most {n_ctx} tokens."
-        )
-    return tokens.long()
+        prompt = model.to_tokens(prompt).cpu()
+    cfg = model.cfg
+    return validate.token_ids(
+        prompt, d_vocab=int(cfg.d_vocab), n_ctx=int(cfg.n_ctx), batch=True, name="the prompt"
+    )
 
 
 def scores_on(model: ModelLike, prompt: Prompt, period: int | None = None) -> HeadScores:

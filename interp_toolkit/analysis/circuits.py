@@ -23,6 +23,7 @@ import torch
 from jaxtyping import Float, Int
 from transformer_lens import FactoredMatrix, TransformerBridge
 
+from interp_toolkit import validate
 from interp_toolkit.analysis.heads import HeadId
 from interp_toolkit.analysis.self_ranks import self_ranks
 from interp_toolkit.devices import STRICT_FP32, resolve_device
@@ -236,10 +237,8 @@ def top_boosted_tokens(
     (one row of the full OV circuit): ``[(token_id, logit), ...]`` in decreasing order."""
     check_head(model, layer, head)
     d_vocab = int(model.cfg.d_vocab)
-    if not 0 <= token_id < d_vocab:
-        raise UserError(
-            f"token id {token_id} is outside this model's vocabulary (0..{d_vocab - 1})."
-        )
+    validate.in_vocab([token_id], d_vocab, "token_id")
+    validate.count(k, "k")
     m = circuit_model(model)
     with torch.no_grad():
         attn = m.blocks[layer].attn
@@ -313,6 +312,8 @@ def head_circuit(
     has W_pos), and the top ``k`` boosted tokens of each of ``token_ids``. An empty OV circuit has
     no copying score (None) and says so in ``copying_note``."""
     check_head(model, layer, head)
+    validate.in_vocab(token_ids, int(model.cfg.d_vocab), "token_ids")
+    validate.count(k, "k")
     m = circuit_model(model)
     gain = float(ov_gain(m)[layer, head])
     score: float | None = float(copying_scores(m)[layer, head])

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from interp_toolkit.cli.boundary import BoundaryGroup
 from interp_toolkit.errors import UserError
 
 if TYPE_CHECKING:
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
 
 app = typer.Typer(
     name="interp-toolkit",
+    cls=BoundaryGroup,
     help="Grow attention-only transformers, watch induction heads appear, and find them in GPT-2.",
     no_args_is_help=True,
     add_completion=False,

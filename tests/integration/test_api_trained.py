@@ -25,8 +25,15 @@ def test_scores_on_a_prompt_agree_with_discovery(trained_2l):
 
 
 def test_train_exist_ok_load_returns_the_trained_run(trained_2l):
+    recipe = trained_2l.settings["train"]  # the fixture's: seed 2, 700 steps, scored every 25
     again = train(
-        trained_2l.path, layers=2, exist_ok="load", seed=trained_2l.model_cfg.seed, progress=False
+        trained_2l.path,
+        layers=2,
+        exist_ok="load",
+        seed=trained_2l.model_cfg.seed,
+        steps=recipe["steps"],
+        score_every=recipe["score_every"],
+        progress=False,
     )
     a, b = trained_2l.model.state_dict(), again.model.state_dict()
     assert all(torch.equal(a[k], b[k]) for k in a)
