@@ -14,18 +14,15 @@ The notebook API (:mod:`interp_toolkit.api`), importable from here::
 
 The packages underneath, in the order data flows: ``tokenizer`` → ``data`` → ``models`` →
 ``training`` → ``analysis`` → ``views`` → ``reports`` → ``study`` → ``cli``. Importing this
-package is light: the API (torch, TransformerLens) loads on first use.
+package is light: the API (torch, TransformerLens) loads on first use (``__getattr__``; the
+package imports none of its modules itself, since every module imports it).
 """
 
 from __future__ import annotations
 
 import warnings
 from importlib import import_module, metadata
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from interp_toolkit.api import discover, exam, load, scores_on, train, view
-    from interp_toolkit.errors import UserError
+from typing import Any
 
 try:
     __version__: str = metadata.version("interp-toolkit")

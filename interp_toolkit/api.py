@@ -26,7 +26,6 @@ import torch
 from jaxtyping import Int
 from transformer_lens import TransformerBridge
 
-from interp_toolkit import validate
 from interp_toolkit.analysis.batches import prompt_probe
 from interp_toolkit.analysis.discovery import Discovery
 from interp_toolkit.analysis.exam import BUILTIN_EXAMS, ExamResult, run_exam
@@ -37,6 +36,7 @@ from interp_toolkit.runs import Run, RunPaths, load_run, read_config
 from interp_toolkit.targets import Target, load_target
 from interp_toolkit.tl_tokenizer import CodecTokenizer
 from interp_toolkit.tokenizer import GPT2_VOCAB_SIZE, CompactVocab, GPT2Codec
+from interp_toolkit.validate import token_ids
 from interp_toolkit.views.attention import LayerViews
 
 __all__ = ["discover", "exam", "load", "scores_on", "train", "view"]
@@ -127,7 +127,7 @@ def _as_tokens(model: TransformerBridge, prompt: Prompt) -> Int[torch.Tensor, "b
             raise UserError("the prompt is empty: give some text or token ids.")
         prompt = model.to_tokens(prompt).cpu()
     cfg = model.cfg
-    return validate.token_ids(
+    return token_ids(
         prompt, d_vocab=int(cfg.d_vocab), n_ctx=int(cfg.n_ctx), batch=True, name="the prompt"
     )
 
