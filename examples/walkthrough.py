@@ -36,9 +36,9 @@ work = Path(os.environ.get("INTERP_TOOLKIT_WORK") or tempfile.mkdtemp(prefix="in
 # ## 1. Train one and two layers, identically
 # The `cpu` preset: GPT-2 BPE compacted to the 1,023 most frequent tokens of the Python standard
 # library (+ `<unk>`), context 32, half of each batch made of windows where a random span repeats.
-# Seed 2 and 700 steps (past the phase change at ~500): with this seed the layer-1 induction head
-# reads from a previous-token head, the textbook circuit section 5 checks (README: "Two routes to
-# induction"). `exist_ok="load"` loads a run already in the folder instead of failing.
+# Seed 2 and 700 steps, the test suite's trained runs (past the phase change at ~500 steps; which
+# layer-0 heads the induction heads read from varies by seed: README, "Two routes to induction").
+# `exist_ok="load"` loads a run already in the folder instead of failing.
 
 # %%
 recipe = dict(steps=700, seed=2, score_every=25)
