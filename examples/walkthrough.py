@@ -9,7 +9,8 @@
 # Set `INTERP_TOOLKIT_TINY=1` for a seconds-long version (what the test suite runs): the models are
 # then too small and too briefly trained to show the finding. Set `INTERP_TOOLKIT_WORK=DIR` to keep
 # the runs in DIR: training then happens once, and re-running the notebook loads them (the
-# committed outputs were made so, from runs of exactly this recipe).
+# committed outputs were made so, from runs of this recipe trained before `seed` also set the
+# data order).
 
 # %%
 import os
