@@ -89,5 +89,5 @@ config = GPT2Config(n_layer=2, n_head=4, n_embd=64, n_positions=64, vocab_size=5
 GPT2LMHeadModel(config).save_pretrained(folder)
 save_gpt2_tokenizer(folder)
 gpt2 = load(folder)
-found = discover(gpt2, n_seqs=8, n_null=2)
+found = discover(gpt2, n_seqs=8, n_untrained=2, untrained_rows=8)
 print(gpt2.kind, "roles:", found.report.to_dict()["roles"])

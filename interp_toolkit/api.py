@@ -169,9 +169,10 @@ def view(
 
 def discover(model: ModelLike, **options: Any) -> Discovery:
     """Find previous-token, duplicate-token and induction heads: scores on repeated random
-    tokens, τ from a null model, a role per head (``.report``), and the heads to draw.
+    tokens, each tested against its own null model (τ, p), a role per head (``.report``), and the
+    heads to draw.
     ``options``: those of :func:`interp_toolkit.analysis.discovery.discover` (``n_seqs``,
-    ``period``, ``seed``, ``null``, ``n_null``, ``quantile``, ...)."""
+    ``period``, ``seed``, ``alpha``, ``fdr``, ``n_untrained``, ...)."""
     from interp_toolkit.analysis.discovery import discover as discover_
 
     bridge, codec = _parts(model)
