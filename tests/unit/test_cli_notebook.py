@@ -52,7 +52,7 @@ def test_version_prints_the_package_metadata_version(cli):
 @pytest.mark.parametrize(
     "args",
     [
-        ("heads", "--n-seqs", "4", "--n-null", "1"),
+        ("heads", "--n-seqs", "4", "--n-untrained", "2", "--untrained-rows", "4"),
         ("exam", "--prompt", " the cat the", "--target", " cat"),
         ("circuits", "--head", "1.0", "--token", " cat"),
     ],
@@ -69,7 +69,9 @@ def test_json_dash_is_json_alone_on_stdout(cli, run, args):
 
 
 def test_piped_heads_table_is_not_cut_at_80_columns(cli, run):
-    code, out, err = cli("heads", str(run), "--n-seqs", "4", "--n-null", "1")
+    code, out, err = cli(
+        "heads", str(run), "--n-seqs", "4", "--n-untrained", "2", "--untrained-rows", "4"
+    )
     assert code == 0, err
     rows = [line for line in out.splitlines() if line.startswith("│ 0.0 ")]
     assert len(rows) == 1 and len(rows[0]) > 80
