@@ -20,7 +20,7 @@ def _train_preset(out, n_layers: int, **overrides):
 # layer-0 previous-token head collapses the induction heads), seed 3 leans on a duplicate-token head
 # as well (mixed). The analysis tests check the textbook circuit, so the fixture uses seed 0 (93% of
 # the induction score goes when its previous-token head 0.0 is ablated), trained well past the
-# phase change. Not re-run at 700 steps and 2 threads in this change.
+# phase change.
 FIXTURE_SEED = 0
 FIXTURE_STEPS = 700
 
