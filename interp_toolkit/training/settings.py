@@ -33,7 +33,10 @@ class TrainSettings:
     snapshot_steps: tuple[int, ...] = ()
     seed: int = 0
     threads: int | None = None
-    stop_score: float | None = None  # stop early once the best induction score stays above this
+    #: Stop early once the best layer>=1 induction score has stayed above ``stop_score`` for
+    #: ``stop_after`` steps (default: one more scoring, ``score_every``).
+    stop_score: float | None = None
+    stop_after: int | None = None
 
     def validate(self) -> None:
         for name in ("steps", "batch_size", "log_every", "score_every", "checkpoint_every"):

@@ -119,23 +119,26 @@ def train_model(
         if train_cfg.threads:
             torch.set_num_threads(train_cfg.threads)
 
-        # 2. Data: the corpus, the codec (saved with the run), windows of n_ctx tokens.
+        # 2. Data: the corpus, the codec (saved with the run), training windows of n_ctx + 1
+        #    tokens (the model reads n_ctx and every position, the last one too, predicts the
+        #    next; see TrainStream).
         say(f"reading corpus {data_cfg.corpus!r} ...")
         corpus = tokenize_corpus(
             data_cfg.corpus, data_cfg.val_fraction, data_cfg.max_tokens, progress
         )
         codec = read_codec(paths) if begin.resumed else build_codec(corpus, data_cfg.vocab_size)
         model_cfg = model_cfg.replace(d_vocab=codec.d_vocab)
-        train_windows = windows(corpus.train_ids, codec, model_cfg.n_ctx)
+        train_windows = windows(corpus.train_ids, codec, model_cfg.n_ctx + 1)
         val_windows = windows(corpus.val_ids, codec, model_cfg.n_ctx)
         if len(train_windows) == 0 and data_cfg.repeat_fraction < 1.0:
             raise UserError(
                 f"corpus {data_cfg.corpus!r} has {len(corpus.train_ids)} tokens, fewer than one "
-                f"window of n_ctx={model_cfg.n_ctx}: use a larger corpus or a smaller context."
+                f"window of n_ctx+1={model_cfg.n_ctx + 1}: use a larger corpus or a smaller "
+                "context."
             )
         say(
             f"corpus: {corpus.n_documents} documents, {len(corpus.train_ids):,} training tokens, "
-            f"{len(train_windows):,} windows of {model_cfg.n_ctx}; vocabulary {codec.d_vocab}"
+            f"{len(train_windows):,} windows of {model_cfg.n_ctx} + 1; vocabulary {codec.d_vocab}"
         )
 
         # 3. The model: fresh (and the run folder started), or restored from the checkpoint.
@@ -244,14 +247,15 @@ def _stream(
 ) -> TrainStream:
     low, high = default_token_range(codec)
     has_text = len(train_windows) > 0
+    span_min, span_max = data_cfg.span_range(model_cfg.n_ctx)
     return TrainStream(
-        train_windows if has_text else torch.zeros(1, model_cfg.n_ctx, dtype=torch.long),
+        train_windows if has_text else torch.zeros(1, model_cfg.n_ctx + 1, dtype=torch.long),
         batch_size=train_cfg.batch_size,
         repeat_fraction=data_cfg.repeat_fraction if has_text else 1.0,
         low=low,
         high=high,
-        span_min=data_cfg.span_min,
-        span_max=data_cfg.span_max or max(data_cfg.span_min, model_cfg.n_ctx // 3),
+        span_min=span_min,
+        span_max=span_max,
         seed=train_cfg.seed,
         start_step=start_step,
         end_step=train_cfg.steps,
@@ -263,7 +267,8 @@ class StepLog:
     loss every ``score_every`` steps), snapshots, checkpoints (after step 1, every
     ``checkpoint_every`` steps, at the end, and when a stop signal came), the progress bar,
     callbacks, the stop a signal asked for, and the early stop once the best layer>=1 induction
-    score stays above ``stop_score``."""
+    score has stayed above ``stop_score`` for ``stop_after`` steps (every scoring since the first
+    above it; a resumed run re-reads them)."""
 
     def __init__(
         self,
@@ -284,7 +289,10 @@ class StepLog:
         self.score_batch = default_probe(
             codec, int(model.cfg.n_ctx), n_seqs=32, seed=cfg.seed + 7919
         )
-        self.above: list[bool] = []
+        self.above_since: int | None = None  # first step of the current streak above stop_score
+        for row in read_metrics(paths.root):  # a resumed run's scorings so far
+            if SCORE["induction"].logged_as in row:
+                self._track(int(row["step"]), row[SCORE["induction"].logged_as])
         self.t0 = time.perf_counter()
         self.metrics = MetricsLog(paths)
         self.bar = progress_bar(
@@ -325,9 +333,7 @@ class StepLog:
         if step % cfg.score_every == 0 or step == end:
             assert row is not None
             scores = self._scores_and_val_loss(row)
-            induction = scores[SCORE["induction"].logged_as]
-            best = best_induction(induction, 1) if len(induction) > 1 else 0.0
-            self.above.append(best > (cfg.stop_score or math.inf))
+            self._track(step, scores[SCORE["induction"].logged_as])
         if row is not None:
             self.metrics.write(row)
             self.bar.set_postfix(
@@ -335,7 +341,8 @@ class StepLog:
             )
         if step in cfg.snapshot_steps:
             save_weights(self.model, self.paths.snapshot(step))
-        stop = len(self.above) >= 2 and self.above[-1] and self.above[-2]
+        wait = cfg.score_every if cfg.stop_after is None else cfg.stop_after
+        stop = self.above_since is not None and step - self.above_since >= wait
         signum = self.signals.signum if step < end else None  # the last step just finishes
         if step == 1 or step % cfg.checkpoint_every == 0 or step == end or stop or signum:
             save_checkpoint(self.paths, self.model, optimizer, Progress(step, self.tokens, elapsed))
@@ -351,6 +358,14 @@ class StepLog:
             )
         if stop:
             raise StopTraining
+
+    def _track(self, step: int, induction: list[list[float]]) -> None:
+        """Follow the streak of scorings whose best layer>=1 induction score > ``stop_score``."""
+        best = best_induction(induction, 1) if len(induction) > 1 else 0.0
+        if best <= (self.cfg.stop_score or math.inf):
+            self.above_since = None
+        elif self.above_since is None:
+            self.above_since = step
 
     def _scores_and_val_loss(self, row: dict[str, Any]) -> dict[str, list[list[float]]]:
         """Score the heads and the held-out loss (eval mode), adding both to ``row``."""
