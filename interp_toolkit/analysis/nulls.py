@@ -52,7 +52,8 @@ def _fresh_models(
 ) -> list[TransformerBridge]:
     cfg = model.cfg
     if model_cfg is None:
-        if getattr(cfg, "architecture", None) != "TransformerLensNative" or cfg.normalization_type:
+        native = getattr(cfg, "architecture", None) == "TransformerLensNative"
+        if not native or cfg.normalization_type or not cfg.attn_only:
             raise UserError(
                 "the fresh_init null needs a toy model built by interp-toolkit (this one cannot be "
                 "re-initialised the same way): use --null shuffled."

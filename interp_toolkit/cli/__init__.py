@@ -1,7 +1,7 @@
 """The ``interp-toolkit`` command line: a thin typer shell over the Python API.
 
-Commands live in one module per group (:mod:`.train`, :mod:`.analysis`, :mod:`.views`,
-:mod:`.study`), each registering with ``@app.command`` on :data:`.app.app`. Bad input raises
+Commands live in one module per group (:mod:`.train`, :mod:`.analysis`, :mod:`.probes`,
+:mod:`.neurons`, :mod:`.views`, :mod:`.study`), each registering with ``@app.command`` on :data:`.app.app`. Bad input raises
 :class:`~interp_toolkit.errors.UserError`; :func:`main` prints it as one line and exits with code 2.
 """
 
@@ -9,7 +9,14 @@ from __future__ import annotations
 
 import sys
 
-from interp_toolkit.cli import analysis, study, train, views  # noqa: F401  (registers commands)
+from interp_toolkit.cli import (  # noqa: F401  (registers commands)
+    analysis,
+    neurons,
+    probes,
+    study,
+    train,
+    views,
+)
 from interp_toolkit.cli.app import app
 from interp_toolkit.errors import UserError
 

@@ -36,14 +36,17 @@ def train_cmd(
     vocab_size: int | None = typer.Option(
         None, "--vocab-size", help="Override the compact vocabulary size."
     ),
+    mlp: bool = typer.Option(
+        False, "--mlp", help="Add an MLP (4 x d_model GELU neurons) and LayerNorm to every block."
+    ),
     resume: bool = typer.Option(False, "--resume", help="Continue from the run's last checkpoint."),
     quiet: bool = typer.Option(False, "--quiet", help="No progress output."),
 ) -> None:
-    """Train an attention-only transformer into a run folder."""
+    """Train a transformer (attention-only, or with --mlp) into a run folder."""
     from interp_toolkit.presets import get_preset, with_overrides
     from interp_toolkit.training import train_model
 
-    p = get_preset(preset, layers)
+    p = get_preset(preset, layers, mlp=mlp)
     changes: dict[str, object] = {
         "steps": steps,
         "corpus": corpus,
