@@ -54,11 +54,6 @@ class AttnOnlyConfig:
     normalization: Normalization | None = None
 
     @property
-    def kind(self) -> str:
-        """``attn-only`` or ``mlp``, with ``+LN`` when the model has LayerNorm."""
-        return ("mlp" if self.mlp else "attn-only") + ("+LN" if self.normalization else "")
-
-    @property
     def mlp_width(self) -> int:
         """Neurons per MLP (0 for an attention-only model)."""
         return (self.d_mlp or 4 * self.d_model) if self.mlp else 0

@@ -13,7 +13,7 @@ from transformer_lens import TransformerBridge
 from interp_toolkit.analysis.neurons import LayerNeurons, neuron_activations
 from interp_toolkit.tokenizer import Codec
 from interp_toolkit.views.attention import token_labels
-from interp_toolkit.views.neurons import context_view, neuron_table
+from interp_toolkit.views.neurons import context_view, neuron_table, polysemanticity_histogram
 from interp_toolkit.views.page import Section, render_report, text
 
 #: Tokens shown before and after the top position in a context.
@@ -113,7 +113,14 @@ def neuron_page(
     )
     return render_report(
         [
-            Section("Neurons", [text(intro), neuron_table(info, labels_for(codec, ids), neurons)]),
+            Section(
+                "Neurons",
+                [
+                    text(intro),
+                    polysemanticity_histogram([info], [f"layer {info.layer}"]),
+                    neuron_table(info, labels_for(codec, ids), neurons),
+                ],
+            ),
             Section(
                 "Top contexts",
                 [view],

@@ -18,7 +18,7 @@ from interp_toolkit.views.page import table
 
 def context_view(
     contexts: Sequence[Sequence[str]],
-    activations: Sequence[Float[Tensor, "pos neuron"]],
+    activations: Sequence[Float[Tensor, "_pos neuron"]],
     *,
     layer: int,
     neurons: Sequence[int],

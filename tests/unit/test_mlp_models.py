@@ -30,7 +30,6 @@ def test_mlp_config_builds_the_gpt2_block():
     cfg = _mlp_cfg()
     tl = tl_config(cfg)
     assert (tl.attn_only, tl.d_mlp, tl.act_fn, tl.normalization_type) == (False, 16, "gelu", "LN")
-    assert cfg.kind == "mlp+LN" and AttnOnlyConfig(1, 8, 2, 4, 8, 16).kind == "attn-only"
     model = build_model(cfg)
     assert model.blocks[1].mlp.W_out.shape == (16, 32)
     assert tuple(model.W_U.shape) == (32, 64)
