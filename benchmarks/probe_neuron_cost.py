@@ -39,9 +39,9 @@ from gpt2_discovery_cost import build_folder  # noqa: E402
 GIB = 2**30
 SEQ_LEN = 128
 CASES: dict[str, dict[str, Any]] = {
-    "probe stream (ours, chunked)": {"kind": "stream", "n_seqs": 64},
-    "probe stream (run_with_cache)": {"kind": "stream_ref", "n_seqs": 64},
-    "probe prev_token (stream + LDA)": {"kind": "probe", "n_seqs": 64},
+    "probe stream (ours, chunked)": {"kind": "stream", "n_seqs": 32},
+    "probe stream (run_with_cache)": {"kind": "stream_ref", "n_seqs": 32},
+    "probe prev_token (stream + LDA)": {"kind": "probe", "n_seqs": 32},
     "neurons top-k L0 (ours, streaming)": {"kind": "topk", "n_seqs": 128},
     "neurons top-k L0 (cache + topk)": {"kind": "topk_ref", "n_seqs": 128},
     "neurons layer 0 (all)": {"kind": "neurons", "n_seqs": 128},

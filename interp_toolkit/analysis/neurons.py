@@ -158,7 +158,7 @@ def polysemanticity(
         types, inv = tokens[n].unique(return_inverse=True)
         share = torch.zeros(len(types), dtype=torch.float64).index_add_(0, inv, w) / w.sum()
         nz = share[share > 0]
-        entropy[n] = float(-(nz * nz.log2()).sum())
+        entropy[n] = float((nz * (1 / nz).log2()).sum())
         related = (unit[types] @ unit[types].T) >= threshold
         label = _components(related)
         mass = torch.zeros(len(types), dtype=torch.float64).index_add_(0, label, share)
