@@ -15,9 +15,13 @@ def train_cmd(
     out: Path = typer.Option(
         ..., "--out", help="Run folder to create (or continue with --resume)."
     ),
-    layers: int = typer.Option(2, "--layers", help="Number of layers: 1, 2, 3 or 8."),
-    preset: str = typer.Option(
-        "cpu", "--preset", help="cpu (minutes on a laptop CPU) or seed (the seed study; GPU)."
+    layers: int | None = typer.Option(
+        None, "--layers", help="Number of layers: 1, 2, 3 or 8 (default 2)."
+    ),
+    preset: str | None = typer.Option(
+        None,
+        "--preset",
+        help="cpu (minutes on a laptop CPU; the default) or seed (the seed study; GPU).",
     ),
     steps: int | None = typer.Option(
         None, "--steps", help="Optimizer steps (default: the preset's)."
@@ -39,15 +43,33 @@ def train_cmd(
     mlp: bool = typer.Option(
         False, "--mlp", help="Add an MLP (4 x d_model GELU neurons) and LayerNorm to every block."
     ),
-    resume: bool = typer.Option(False, "--resume", help="Continue from the run's last checkpoint."),
+    resume: bool = typer.Option(
+        False,
+        "--resume",
+        help="Continue the run in --out from its last checkpoint, as it was configured "
+        "(--steps may change its length; other options must match it).",
+    ),
+    restart: bool = typer.Option(
+        False, "--restart", help="Discard the run in --out (says what goes) and train it anew."
+    ),
     quiet: bool = typer.Option(False, "--quiet", help="No progress output."),
 ) -> None:
     """Train a transformer (attention-only, or with --mlp) into a run folder."""
-    from interp_toolkit.presets import get_preset, with_overrides
+    from interp_toolkit.presets import get_preset, recorded_preset, with_overrides
     from interp_toolkit.training import train_model
 
-    p = get_preset(preset, layers, mlp=mlp)
+    if resume:  # what the run was trained with: options given must match it (train_model checks)
+        p = recorded_preset(out)
+        if mlp and not p.model.mlp:
+            raise UserError(f"{out} was trained without --mlp: resume it without, or --restart.")
+        if preset is not None:
+            p = get_preset(preset, p.model.n_layers, mlp=mlp or p.model.mlp)
+    else:
+        p = get_preset(
+            "cpu" if preset is None else preset, 2 if layers is None else layers, mlp=mlp
+        )
     changes: dict[str, object] = {
+        "n_layers": layers,
         "steps": steps,
         "corpus": corpus,
         "n_ctx": n_ctx,
@@ -62,9 +84,18 @@ def train_cmd(
             )
         changes["d_model"] = d_model
         changes["d_head"] = d_model // p.model.n_heads
+        if p.model.mlp:
+            changes["d_mlp"] = 4 * d_model
     p = with_overrides(p, **changes)
     result = train_model(
-        out, p.model, p.data, p.train, resume=resume, preset=p.name, progress=not quiet
+        out,
+        p.model,
+        p.data,
+        p.train,
+        resume=resume,
+        restart=restart,
+        preset=p.name,
+        progress=not quiet,
     )
     last = result.metrics[-1] if result.metrics else {}
     typer.echo(
