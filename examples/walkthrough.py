@@ -2,8 +2,8 @@
 # # Induction heads, end to end, with interp-toolkit
 #
 # This walkthrough trains a 1-layer and a 2-layer attention-only transformer with the CPU recipe,
-# gives both the seed's exam, finds their previous-token and induction heads (with a null-model
-# threshold τ), reads a head's circuits, checks the circuit causally, and draws attention views.
+# gives both the seed's exam, finds their previous-token and induction heads (each head's score
+# tested against its own null model), reads a head's circuits, checks the circuit causally, and draws attention views.
 # It is the script twin of `walkthrough.ipynb`; both run top to bottom.
 #
 # Set `INTERP_TOOLKIT_TINY=1` for a seconds-long version (what the test suite runs): the models are
@@ -69,24 +69,34 @@ plots.exam_topk(exam_2l)
 
 # %% [markdown]
 # ## 3. Which heads are previous-token and induction heads?
-# Scores on repeated random tokens (random prefix, so the repeat offset varies); τ is the 95th
-# percentile of the same scores on sequences without repeats (the null model).
+# Scores on repeated random tokens (random prefix, so the repeat offset varies). Each (head,
+# score) is tested against its own null model (untrained models of the same architecture; for the
+# repeat scores, the head's own score without repeats too): a role needs p <= 0.05 and the
+# effect-size floor 0.4. The seed's value-weighted induction score decides the induction role.
 
 # %%
 reports = {n: discover_heads(run.model, run.codec, n_seqs=32) for n, run in runs.items()}
 for n, rep in reports.items():
-    print(f"{n}L  tau={rep.taus['induction']:.3f}  roles={rep.to_dict()['roles']}")
+    print(f"{n}L  roles={rep.to_dict()['roles']}")
 
 # %%
 rep2 = reports[2]
-plots.head_score_heatmap(rep2.scores.induction, kind="induction", tau=rep2.taus["induction"])
+plots.head_score_heatmap(
+    rep2.scores.induction_vw,
+    kind="induction_vw",
+    passes=rep2.passes("induction_vw"),
+    floor=rep2.floors["induction_vw"],
+    tau=rep2.tests.tau["induction_vw"],
+    p_value=rep2.tests.p_value["induction_vw"],
+    test=rep2.significance(),
+)
 
 # %% [markdown]
 # ## 4. Circuits of the best induction head
 # OV and QK circuits stay factored (`FactoredMatrix`); the copying score is Σλ/Σ|λ| of the OV circuit.
 
 # %%
-best = top_head(rep2.scores.induction, layers=range(1, 2))  # the strongest layer-1 head
+best = top_head(rep2.scores.induction_vw, layers=range(1, 2))  # the strongest layer-1 head
 layer, head = best
 circ = head_circuit(
     runs[2].model, runs[2].codec, layer, head, token_ids=runs[2].codec.encode(" F"), k=5
@@ -106,8 +116,8 @@ batch = repeated_tokens(
 )
 after = induction_after_ablation(runs[2].model, batch, [partner], mode="mean")
 print(
-    f"induction score of {best}: {float(rep2.scores.induction[best]):.3f} -> "
-    f"{float(after.induction[best]):.3f} after ablating {partner}"
+    f"value-weighted induction score of {best}: {float(rep2.scores.induction_vw[best]):.3f} -> "
+    f"{float(after.induction_vw[best]):.3f} after ablating {partner}"
 )
 
 # %% [markdown]

@@ -171,7 +171,7 @@ def repeated_tokens(
 
 
 def non_repeating_like(batch: RepeatedTokens, *, seed: int) -> RepeatedTokens:
-    """The "shuffled" null batch: the layout of ``batch`` (length, BOS, starts, period) with fresh
+    """The no-repeat control batch: the layout of ``batch`` (length, BOS, starts, period) with fresh
     random ids, distinct within each row whenever the id range is at least the row length, so the
     induction/duplicate stripes carry no signal."""
     n_seqs, length = batch.tokens.shape

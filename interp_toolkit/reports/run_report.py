@@ -10,8 +10,7 @@ import html
 import os
 from pathlib import Path
 
-from interp_toolkit.analysis.heads import ROLE_SCORE, ROLES, SCORES, HeadId
-from interp_toolkit.analysis.nulls import without_control
+from interp_toolkit.analysis.heads import ROLES, SCORE, SCORES, HeadId
 from interp_toolkit.analysis.run_analysis import RunAnalysis, analyse_run
 from interp_toolkit.analysis.scores import HeadReport
 from interp_toolkit.errors import UserError
@@ -30,8 +29,8 @@ from interp_toolkit.views.page import (
     verdict,
 )
 
-#: The scores drawn as heatmaps (every score is in the head table).
-HEATMAP_SCORES = ("previous_token", "induction")
+#: The roles whose deciding scores are drawn as heatmaps (every score is in the head table).
+HEATMAP_ROLES = ("previous-token", "induction")
 
 
 def exam_section(analysis: RunAnalysis) -> Section:
@@ -59,48 +58,53 @@ def exam_section(analysis: RunAnalysis) -> Section:
 
 
 def head_table(rep: HeadReport) -> str:
-    """Every head's every registry score (★ = above τ and floor) and its role."""
-    above = {s.name: rep.above(s.name) for s in SCORES}
+    """Every head's every registry score with its own τ and p-value (★ = significant and ≥ the
+    effect-size floor), and its role."""
+    t = rep.tests
     rows = []
     for ly, roles in enumerate(rep.roles):
         for h, role in enumerate(roles):
             cells = [
                 f"{float(rep.scores.get(s.name)[ly, h]):.3f}"
-                + (" ★" if above[s.name][ly, h] else "")
+                + (" ★" if rep.passes(s.name)[ly, h] else "")
+                + f'<br><span class="note">τ {float(t.tau[s.name][ly, h]):.3g} · '
+                f"p {float(t.p_value[s.name][ly, h]):.3g}</span>"
                 for s in SCORES
             ]
             cls = "pass" if role != ROLES[-1] else ""
             rows.append(
                 [str(HeadId(ly, h)), *cells, f'<span class="{cls}">{html.escape(role)}</span>']
             )
-    taus = "; ".join(f"τ({k}) = {v:.3g}" for k, v in rep.taus.items())
-    floors = ", ".join(f"{k} {v:.2g}" for k, v in rep.floors.items())
-    no_test = without_control(rep.null)
-    caveat = (
-        f" τ of {', '.join(no_test)}: their stripes need no repeats, so under this null τ is a "
-        "quantile over this model's own heads, not a test against chance."
-        if no_test
-        else ""
+    nulls = "; ".join(
+        f"{name}: {', '.join(k for k in SCORE if t.null[k] == name)}"
+        for name in dict.fromkeys(t.null.values())
     )
+    floors = ", ".join(f"{k} {v:.2g}" for k, v in rep.floors.items())
+    expected = rep.test["expected_false_positives"]["per_score"]
+    smallest = min(rep.test["smallest_p"].values())
     header = ["head", *[s.label for s in SCORES], "role"]
     note = text(
-        f"{taus}; floors {floors}. Null model: {rep.null} ({rep.n_null_samples} samples). "
-        f"★ = score > τ and ≥ floor. A head's role is the first of {', '.join(ROLES[:-1])} it "
-        f"passes.{caveat}",
+        f"Each (head, score) is tested against its own null ({nulls}); τ is that null's "
+        f"{t.quantile:g} quantile and p = (1 + #null ≥ score) / (1 + N) (smallest possible "
+        f"{smallest:.3g}). ★ = significant ({rep.significance()}) and ≥ the effect-size floor "
+        f"({floors}; a size, not a test). By chance {expected:.2g} of the "
+        f"{rep.scores.n_layers * rep.scores.n_heads} heads would reach {rep.significance()} per "
+        f"score. Rule: {rep.rule()}.",
         "p",
         "note",
     )
-    return note + table(header, rows, raw=(len(header) - 1,))
+    return note + table(header, rows, raw=tuple(range(1, len(header))))
 
 
 def _describe(analysis: RunAnalysis, head: HeadId, role: str) -> str:
     rep = analysis.head_report
-    kind = ROLE_SCORE[role]
+    kind = rep.decides[role]
     article = "an" if role[0] in "aeiou" else "a"
     has = f"role {role}" if rep.has_role(head, role) else f"not {article} {role} head"
     return (
-        f"{head}: strongest {role} score {float(rep.scores.get(kind)[head]):.3f} "
-        f"(τ {rep.taus[kind]:.3g}; {has})"
+        f"{head}: strongest {SCORE[kind].title} {float(rep.scores.get(kind)[head]):.3f} "
+        f"(τ {float(rep.tests.tau[kind][head]):.3g}, p {float(rep.tests.p_value[kind][head]):.3g}; "
+        f"{has})"
     )
 
 
@@ -135,16 +139,23 @@ def run_report_sections(analysis: RunAnalysis) -> list[Section]:
     heat = Row(
         [
             plots.head_score_heatmap(
-                rep.scores.get(k), kind=k, tau=rep.taus[k], floor=rep.floors[k]
+                rep.scores.get(k),
+                kind=k,
+                passes=rep.passes(k),
+                floor=rep.floors[k],
+                tau=rep.tests.tau[k],
+                p_value=rep.tests.p_value[k],
+                test=rep.significance(),
             )
-            for k in HEATMAP_SCORES
+            for k in (rep.decides[role] for role in HEATMAP_ROLES)
         ]
     )
     sections.append(
         Section(
             "Heads",
             [heat, head_table(rep)],
-            intro="Per-head scores on repeated random tokens; τ is the null threshold.",
+            intro="Per-head scores on repeated random tokens, each tested against its own null "
+            "model (hover a heatmap cell for its τ and p-value).",
         )
     )
 
@@ -160,7 +171,11 @@ def run_report_sections(analysis: RunAnalysis) -> list[Section]:
             )
         )
     ind, prev = analysis.induction_head, analysis.prev_token_head
-    role = "induction head" if rep.has_role(ind, "induction") else "top induction score, below τ"
+    role = (
+        "induction head"
+        if rep.has_role(ind, "induction")
+        else "top induction score, no induction role"
+    )
     key_items.append(
         plots.attention_heatmap(
             analysis.patterns[ind.layer][ind.head],

@@ -65,15 +65,19 @@ def test_notebook_prints_the_heads_and_the_ablation_of_its_runs(executed):
         n: discover_heads(load_run(p).model, load_run(p).codec, n_seqs=32) for n, p in runs.items()
     }
     for n, rep in reports.items():
-        want = f"{n}L  tau={rep.taus['induction']:.3f}  roles={rep.to_dict()['roles']}"
+        want = f"{n}L  roles={rep.to_dict()['roles']}"
         assert want in text, (want, text)
     rep2 = reports[2]
-    best = top_head(rep2.scores.induction, layers=range(1, 2))
+    best = top_head(rep2.scores.induction_vw, layers=range(1, 2))
     partner = partner_of(rep2.scores.previous_token, best)
-    line = re.search(r"^induction score of (\S+): (\S+) -> (\S+) after ablating (\S+)$", text, re.M)
+    line = re.search(
+        r"^value-weighted induction score of (\S+): (\S+) -> (\S+) after ablating (\S+)$",
+        text,
+        re.M,
+    )
     assert line, text
     assert line.group(1, 2, 4) == (
         str(best),
-        f"{float(rep2.scores.induction[best]):.3f}",
+        f"{float(rep2.scores.induction_vw[best]):.3f}",
         str(partner),
     )
