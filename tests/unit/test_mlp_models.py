@@ -83,8 +83,9 @@ def _main(argv):
 def test_every_command_runs_on_an_mlp_run(mlp_run, tmp_path, capsys):
     run = str(mlp_run)
     heads = tmp_path / "heads.json"
-    assert _main(["heads", run, "--n-seqs", "4", "--n-null", "2", "--json", str(heads)]) == 0
-    assert len(json.loads(heads.read_text())["heads"]) == 8
+    assert _main(["heads", run, "--n-seqs", "4", "--n-untrained", "2", "--json", str(heads)]) == 0
+    data = json.loads(heads.read_text())
+    assert len(data["heads"]) == 8 and data["test"]["untrained"]["n_models"] == 2
     exam = tmp_path / "exam.json"
     argv = ["exam", run, "--prompt", "1,2,1,2,1", "--target", ",", "--json", str(exam)]
     assert _main(argv) == 0
