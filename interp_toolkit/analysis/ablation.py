@@ -141,6 +141,42 @@ def induction_after_ablation(
     return head_scores(model, batch, fwd_hooks=hooks, batch_size=batch_size)
 
 
+@dataclass(frozen=True)
+class AblationPartner:
+    """The earlier-layer head whose mean ablation moves ``induction_head``'s induction score the
+    most: from ``before`` to ``after``."""
+
+    head: HeadId
+    induction_head: HeadId
+    before: float
+    after: float
+
+
+def ablation_partner(
+    model: TransformerBridge, batch: RepeatedTokens, induction_head: tuple[int, int]
+) -> AblationPartner | None:
+    """Mean-ablate (``hook_z``) each head of the layers before ``induction_head``, one at a time,
+    and return the one that changes its induction score on ``batch`` the most (None for a
+    layer-0 head). What the head reads from, whichever route (previous-token or duplicate-token)
+    the model took."""
+    target = HeadId(*induction_head)
+    if target.layer == 0:
+        return None
+    with torch.no_grad():
+        before = float(head_scores(model, batch).induction[target])
+        moved = {
+            HeadId(layer, head): float(
+                induction_after_ablation(model, batch, [(layer, head)], mode="mean").induction[
+                    target
+                ]
+            )
+            for layer in range(target.layer)
+            for head in range(int(model.cfg.n_heads))
+        }
+    best = max(moved, key=lambda h: abs(moved[h] - before))
+    return AblationPartner(best, target, before, moved[best])
+
+
 @dataclass
 class CausalRow:
     """Induction head ``induction_head``'s score before and after mean-ablating ``ablated_heads``."""

@@ -1,8 +1,10 @@
 """The analysis of one run that its report shows, as data: :func:`analyse_run` -> :class:`RunAnalysis`.
 
 Head scores and roles (discovery: per-head null tests), the exams, per-head impact curves on
-repeated random tokens, and the attention patterns of the key heads: the highest score of the
-score deciding the induction role, and its previous-token partner. :meth:`RunAnalysis.summary` is the :class:`RunSummary` a study compares.
+repeated random tokens, and the attention patterns of the key heads: the heads with a role, the
+highest score of the score deciding the induction role, and the earlier head whose ablation
+moves that head's induction score the most. :meth:`RunAnalysis.summary` is the
+:class:`RunSummary` a study compares.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from interp_toolkit.analysis.ablation import head_impact
+from interp_toolkit.analysis.ablation import AblationPartner, ablation_partner, head_impact
 from interp_toolkit.analysis.batches import probe_batch
 from interp_toolkit.analysis.exam import BUILTIN_EXAMS, Exam, ExamResult, run_exam
 from interp_toolkit.analysis.heads import ROLES, HeadId, partner_of, top_head
@@ -116,11 +118,22 @@ class RunAnalysis:
     impact: Float[Tensor, "layer head impact_pos"] | None
     induction_head: HeadId  # the highest deciding induction score, whatever its role
     prev_token_head: HeadId  # its partner in an earlier layer (the top score when in layer 0)
-    patterns: dict[int, Float[Tensor, "head dest src"]]  # on ``repeated``, layers of the two
+    ablation: AblationPartner | None  # the earlier head whose ablation moves it most
+    patterns: dict[int, Float[Tensor, "head dest src"]]  # on ``repeated``, the key heads' layers
 
     @property
     def name(self) -> str:
         return self.run.name
+
+    def key_heads(self) -> list[HeadId]:
+        """The heads a report draws: every head with a role, the highest induction score, and
+        the earlier head whose ablation moves that score the most."""
+        rep = self.head_report
+        heads = {h for role in ROLES[:-1] for h in rep.heads_with_role(role)}
+        heads.add(self.induction_head)
+        if self.ablation is not None:
+            heads.add(self.ablation.head)
+        return sorted(heads)
 
     def partner(self) -> HeadId | None:
         """The strongest previous-token head before the induction head, if it has the role."""
@@ -212,7 +225,8 @@ def analyse_run(
         except UserError as exc:
             outcomes.append(ExamOutcome(exam, None, str(exc)))
     period = max(2, min(24, (int(model.cfg.n_ctx) - 1) // 2))
-    batch = probe_batch(codec, codec.d_vocab, n_seqs, period, seed=seed).tokens
+    probe = probe_batch(codec, codec.d_vocab, n_seqs, period, seed=seed)
+    batch = probe.tokens
     with torch.no_grad():
         impact = head_impact(model, batch, mode="mean").detach().float().cpu()
     induction = head_report.scores.get(head_report.decides["induction"])
@@ -221,7 +235,7 @@ def analyse_run(
     prev_token_head = partner_of(previous, induction_head) or top_head(previous)
     assert induction_head is not None and prev_token_head is not None  # every model has heads
     repeated = batch[0].cpu()
-    return RunAnalysis(
+    analysis = RunAnalysis(
         run=run,
         rows=run.metrics(),
         head_report=head_report,
@@ -232,7 +246,9 @@ def analyse_run(
         impact=impact,
         induction_head=induction_head,
         prev_token_head=prev_token_head,
-        patterns=attention_patterns(
-            model, repeated, sorted({induction_head.layer, prev_token_head.layer})
-        ),
+        ablation=ablation_partner(model, probe, induction_head),
+        patterns={},
     )
+    layers = sorted({h.layer for h in analysis.key_heads()})
+    analysis.patterns = attention_patterns(model, repeated, layers)
+    return analysis

@@ -11,7 +11,15 @@ from typing import Any
 
 import typer
 
-from interp_toolkit.cli.app import TARGET_HELP, app, check_out_file, emit, setup_torch
+from interp_toolkit.cli.app import (
+    STDOUT,
+    TARGET_HELP,
+    app,
+    check_out_file,
+    console,
+    emit,
+    setup_torch,
+)
 from interp_toolkit.errors import UserError
 from interp_toolkit.tokenizer import Codec
 
@@ -47,7 +55,9 @@ def heads_csv(report_dict: dict[str, Any]) -> str:
 def heads(
     target: str = typer.Argument(..., help=TARGET_HELP),
     json_out: Path | None = typer.Option(
-        None, "--json", help="Write the report as JSON here (per head: scores, tau, p_value)."
+        None,
+        "--json",
+        help="Write the report as JSON here (per head: scores, tau, p_value; - for standard output).",
     ),
     csv_out: Path | None = typer.Option(None, "--csv", help="Write one row per head as CSV here."),
     alpha: float = typer.Option(
@@ -113,11 +123,10 @@ def heads(
     emit(data, _print_heads, json_out)
     if csv_out:
         write_text(csv_out, heads_csv(data))
-        typer.echo(f"wrote {csv_out}")
+        typer.echo(f"wrote {csv_out}", err=json_out == STDOUT)
 
 
 def _print_heads(data: dict[str, Any]) -> None:
-    from rich.console import Console
     from rich.table import Table
 
     from interp_toolkit.analysis.heads import SCORES
@@ -142,11 +151,11 @@ def _print_heads(data: dict[str, Any]) -> None:
             cells.append(f"[bold]{text}[/bold]" if passes else text)
         style = "green" if h["role"] != "none" else None
         table.add_row(h["head"], *cells, h["role"], style=style)
-    console = Console()
-    console.print(table)
+    out = console()
+    out.print(table)
     n_heads = len(data["heads"])
     expected = test["expected_false_positives"]["per_score"]
-    console.print(
+    out.print(
         f"bold = significant ({significance} {test['alpha']:g}) and >= the effect-size floor "
         f"({', '.join(sorted({f'{v:g}' for v in floors.values()}))}). By chance {expected:.2g} of "
         f"{n_heads} heads reach p <= {test['alpha']:g} per score; the smallest possible p is "
@@ -155,7 +164,7 @@ def _print_heads(data: dict[str, Any]) -> None:
         soft_wrap=True,
     )
     if test["cannot_pass"]:
-        console.print(
+        out.print(
             f"[bold red]no head can be significant for {', '.join(test['cannot_pass'])}[/]: their "
             "nulls are too small for this alpha; use more --n-untrained.",
             soft_wrap=True,
@@ -173,7 +182,9 @@ def exam(
     ),
     top_k: int = typer.Option(10, "--top-k", help="How many next tokens to list."),
     no_bos: bool = typer.Option(False, "--no-bos", help="Do not put BOS before the prompt."),
-    json_out: Path | None = typer.Option(None, "--json", help="Write the results as JSON here."),
+    json_out: Path | None = typer.Option(
+        None, "--json", help="Write the results as JSON here (- for standard output)."
+    ),
 ) -> None:
     """The target's rank and probability after a prompt, and the top-k next tokens."""
     if (prompt is None) != (target_text is None):
@@ -196,10 +207,9 @@ def exam(
 
 
 def _print_exams(data: dict[str, Any]) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    out = console()
     for r in data["exams"]:
         table = Table(
             title=(
@@ -213,7 +223,7 @@ def _print_exams(data: dict[str, Any]) -> None:
         for i, t in enumerate(r["top"]):
             style = "bold green" if t["token_id"] == r["target_id"] else None
             table.add_row(str(i), repr(t["token"]), f"{t['prob']:.4f}", style=style)
-        console.print(table)
+        out.print(table)
 
 
 def _default_token_ids(codec: Codec, d_vocab: int) -> list[int]:
@@ -234,7 +244,9 @@ def circuits(
         None, "--token", help="Show what this token boosts (repeatable; default ' A'..' D')."
     ),
     top_k: int = typer.Option(10, "--top-k", help="Boosted tokens to list per source token."),
-    json_out: Path | None = typer.Option(None, "--json", help="Write the results as JSON here."),
+    json_out: Path | None = typer.Option(
+        None, "--json", help="Write the results as JSON here (- for standard output)."
+    ),
 ) -> None:
     """A head's OV copying score, top-1/top-5 copy accuracy and top boosted tokens."""
     from interp_toolkit.analysis.heads import HeadId
@@ -267,10 +279,9 @@ def circuits(
 
 
 def _print_circuit(data: dict[str, Any]) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    out = console()
     summary = Table(title=f"{data['target']} head {data['head']}")
     summary.add_column("copying score", justify="right")
     summary.add_column("top-1 copy acc", justify="right")
@@ -282,13 +293,13 @@ def _print_circuit(data: dict[str, Any]) -> None:
         _fmt(data["top5_accuracy"]),
         _fmt(data["pos_prev_token"]),
     )
-    console.print(summary)
+    out.print(summary)
     if data["copying_note"]:  # an empty OV circuit: say so instead of a score
-        console.print(f"copying score: {data['copying_note']}", soft_wrap=True)
+        out.print(f"copying score: {data['copying_note']}", soft_wrap=True)
     for b in data["boosted"]:
         table = Table(title=f"attending to {b['token']!r} boosts")
         table.add_column("token")
         table.add_column("logit", justify="right")
         for t in b["top"]:
             table.add_row(repr(t["token"]), f"{t['logit']:.3f}")
-        console.print(table)
+        out.print(table)

@@ -10,7 +10,7 @@ import html
 import os
 from pathlib import Path
 
-from interp_toolkit.analysis.heads import ROLES, SCORE, SCORES, HeadId
+from interp_toolkit.analysis.heads import NO_ROLE, ROLES, SCORE, SCORES, HeadId
 from interp_toolkit.analysis.run_analysis import RunAnalysis, analyse_run
 from interp_toolkit.analysis.scores import HeadReport
 from interp_toolkit.errors import UserError
@@ -96,16 +96,32 @@ def head_table(rep: HeadReport) -> str:
     return note + table(header, rows, raw=tuple(range(1, len(header))))
 
 
-def _describe(analysis: RunAnalysis, head: HeadId, role: str) -> str:
-    rep = analysis.head_report
-    kind = rep.decides[role]
-    article = "an" if role[0] in "aeiou" else "a"
-    has = f"role {role}" if rep.has_role(head, role) else f"not {article} {role} head"
-    return (
-        f"{head}: strongest {SCORE[kind].title} {float(rep.scores.get(kind)[head]):.3f} "
-        f"(τ {float(rep.tests.tau[kind][head]):.3g}, p {float(rep.tests.p_value[kind][head]):.3g}; "
-        f"{has})"
-    )
+def _role_of(rep: HeadReport, head: HeadId) -> str:
+    role = rep.roles[head.layer][head.head]
+    return "no role" if role == NO_ROLE else role
+
+
+def _key_heads_intro(analysis: RunAnalysis) -> str:
+    """Why each key head is drawn, from the measurements."""
+    rep, ind = analysis.head_report, analysis.induction_head
+    kind = rep.decides["induction"]
+    with_role = [h for h in analysis.key_heads() if rep.roles[h.layer][h.head] != NO_ROLE]
+    parts = [
+        "Heads with a role: "
+        + (", ".join(f"{h} ({_role_of(rep, h)})" for h in with_role) if with_role else "none")
+        + ".",
+        f"Highest {SCORE[kind].title}: {ind} ({float(rep.scores.get(kind)[ind]):.3f}, "
+        f"τ {float(rep.tests.tau[kind][ind]):.3g}, p {float(rep.tests.p_value[kind][ind]):.3g}; "
+        f"{_role_of(rep, ind)}).",
+    ]
+    a = analysis.ablation
+    if a is not None:
+        parts.append(
+            f"Mean-ablating {a.head} ({_role_of(rep, a.head)}) moves {a.induction_head}'s "
+            f"induction score from {a.before:.3f} to {a.after:.3f}: the largest change of any "
+            f"head before layer {a.induction_head.layer}."
+        )
+    return " ".join(parts)
 
 
 def run_report_sections(analysis: RunAnalysis) -> list[Section]:
@@ -170,7 +186,7 @@ def run_report_sections(analysis: RunAnalysis) -> list[Section]:
                 f"(repeated random tokens, period {analysis.period})",
             )
         )
-    ind, prev = analysis.induction_head, analysis.prev_token_head
+    ind = analysis.induction_head
     role = (
         "induction head"
         if rep.has_role(ind, "induction")
@@ -187,16 +203,17 @@ def run_report_sections(analysis: RunAnalysis) -> list[Section]:
     )
     sections.append(Section("Impact and the induction stripe", key_items))
 
+    key = analysis.key_heads()
     plan: dict[int, list[int]] = {}
-    for layer, head in sorted({prev, ind}):
+    for layer, head in key:
         plan.setdefault(layer, []).append(head)
-    views = layer_views(analysis.patterns, plan, labels)
+    names = {h: f"{h} {_role_of(rep, h)}" for h in key}
+    views = layer_views(analysis.patterns, plan, labels, head_labels=names)
     sections.append(
         Section(
             "Attention of the key heads",
             [layers_html(views)],
-            intro=f"{_describe(analysis, prev, 'previous-token')}. "
-            f"{_describe(analysis, ind, 'induction')}. On a repeated random sequence "
+            intro=f"{_key_heads_intro(analysis)} On a repeated random sequence "
             f"(period {analysis.period}): hover a head, click a token to see where it attends.",
         )
     )

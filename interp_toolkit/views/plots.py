@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import plotly.graph_objects as go
 import torch
 from jaxtyping import Bool, Float
@@ -14,11 +15,14 @@ from torch import Tensor
 
 from interp_toolkit.analysis.exam import ExamResult
 from interp_toolkit.analysis.heads import SCORE, HeadId
+from interp_toolkit.errors import UserError
 from interp_toolkit.views.attention import escape_label, visible_token
 
 TARGET_COLOUR = "#d62728"
 OTHER_COLOUR = "#7f9fbf"
 HEIGHT = 380
+#: Per-head values as a notebook holds them: a tensor, a numpy array or nested lists.
+ScoreGrid = Tensor | np.ndarray | Sequence[Sequence[float | int]]
 
 
 def _tick_step(n: int, max_ticks: int = 48) -> int:
@@ -104,7 +108,7 @@ def loss_curve(
 
 
 def head_score_heatmap(
-    scores: Float[Tensor, "layer head"],
+    scores: ScoreGrid,
     *,
     kind: str = "induction",
     passes: Bool[Tensor, "layer head"] | None = None,
@@ -117,8 +121,9 @@ def head_score_heatmap(
     """Per-head scores (layer x head) on a fixed 0..1 colour scale (runs compare at a glance), with
     the effect-size ``floor`` on the colour bar. Heads that ``passes`` marks (significant against
     their own null, ``test`` in words, and >= the floor) are outlined and starred; each head's
-    ``tau`` and ``p_value``, when given, show on hover (every head has its own τ: no single line)."""
-    s = scores.detach().float().cpu()
+    ``tau`` and ``p_value``, when given, show on hover (every head has its own τ: no single line).
+    ``scores``: a tensor, a numpy array or nested lists."""
+    s = score_matrix(scores)
     n_layers, n_heads = s.shape
     label = SCORE[kind].title
     marked = passes.detach().cpu().bool() if passes is not None else None
@@ -340,8 +345,15 @@ def attention_heatmap(
     return fig
 
 
-def score_matrix(values: Sequence[Sequence[float]] | Tensor) -> Float[Tensor, "layer head"]:
-    """A (layer, head) tensor from nested lists (e.g. from a JSON summary)."""
-    return (
-        values.float() if isinstance(values, Tensor) else torch.tensor(values, dtype=torch.float32)
-    )
+def score_matrix(values: ScoreGrid) -> Float[Tensor, "layer head"]:
+    """A (layer, head) float tensor (CPU) from a tensor, a numpy array or nested lists (e.g. from
+    a JSON summary)."""
+    if isinstance(values, Tensor):
+        grid = values.detach().float().cpu()
+    else:
+        grid = torch.as_tensor(np.asarray(values, dtype=np.float32))
+    if grid.ndim != 2:
+        raise UserError(
+            f"per-head scores must be a [layer, head] grid, not shape {tuple(grid.shape)}."
+        )
+    return grid

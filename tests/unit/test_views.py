@@ -293,7 +293,7 @@ def test_run_report(two_runs, analyses):
     analysis = analyses[1]
     # every figure of the report's sections once; one attention view per layer holding a key head
     assert page.count('class="plotly-graph-div"') == _n_figures(run_report_sections(analysis))
-    key_layers = {analysis.induction_head.layer, analysis.prev_token_head.layer}
+    key_layers = {h.layer for h in analysis.key_heads()}
     assert page.count("CircuitsVis.render(") == len(key_layers)
 
 
