@@ -1,8 +1,12 @@
-"""Attention-only transformers built with TransformerLens 4.x (``TransformerBridge.boot_native``).
+"""Small transformers built with TransformerLens 4.x (``TransformerBridge.boot_native``).
 
 One config dataclass (:class:`AttnOnlyConfig`) describes the architecture; :func:`build_model` turns
-it into a ``TransformerBridge``: attention only, no LayerNorm, learned absolute positions (or
-rotary), exactly what the seed study trains.
+it into a ``TransformerBridge``. By default: attention only, no LayerNorm, learned absolute
+positions (or rotary), exactly what the seed study trains. With ``mlp=True`` each block also has
+an MLP (``d_mlp`` neurons, ``act_fn``), and ``normalization="LN"`` adds TransformerLens's pre-norm
+LayerNorms (before attention, before the MLP, and before the unembedding): the "model kind" a
+run folder records in config.json (``mlp``, ``normalization``; folders written before these
+fields existed load as attention-only, no norm).
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from interp_toolkit.tl_tokenizer import attach_tokenizer
 from interp_toolkit.tokenizer import CompactVocab, GPT2Codec
 
 Positional = Literal["standard", "rotary"]
+Normalization = Literal["LN"]
+ACT_FNS = ("gelu", "relu")
 
 
 @dataclass(frozen=True)
@@ -28,6 +34,9 @@ class AttnOnlyConfig:
     ``embed_init_std``: when set, token and positional embeddings are re-drawn N(0, std²) after
     TransformerLens's own init (its default, N(0, 0.8/√d_model), keeps attention near-uniform for
     a long time and delays induction heads; see README "The CPU recipe").
+
+    ``mlp``: add an MLP to every block (``d_mlp`` neurons, default 4 * d_model; ``act_fn`` "gelu"
+    (exact, erf) or "relu"). ``normalization``: None (no norm) or "LN" (pre-norm LayerNorm).
     """
 
     n_layers: int
@@ -39,6 +48,15 @@ class AttnOnlyConfig:
     positional: Positional = "standard"
     embed_init_std: float | None = 1.0
     seed: int = 0
+    mlp: bool = False
+    d_mlp: int | None = None
+    act_fn: str = "gelu"
+    normalization: Normalization | None = None
+
+    @property
+    def mlp_width(self) -> int:
+        """Neurons per MLP (0 for an attention-only model)."""
+        return (self.d_mlp or 4 * self.d_model) if self.mlp else 0
 
     def validate(self) -> None:
         for name in ("n_layers", "d_model", "n_heads", "d_head", "n_ctx", "d_vocab"):
@@ -58,6 +76,14 @@ class AttnOnlyConfig:
             )
         if self.positional == "rotary" and self.d_head % 2:
             raise UserError(f"rotary positions need an even d_head, got {self.d_head}.")
+        if self.d_mlp is not None and (not isinstance(self.d_mlp, int) or self.d_mlp < 1):
+            raise UserError(f"d_mlp={self.d_mlp!r} cannot work: it must be a positive integer.")
+        if self.act_fn not in ACT_FNS:
+            raise UserError(f"act_fn={self.act_fn!r} is not supported: use {' or '.join(ACT_FNS)}.")
+        if self.normalization not in (None, "LN"):
+            raise UserError(
+                f"normalization={self.normalization!r} is not supported: use 'LN' or none."
+            )
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -80,8 +106,10 @@ def tl_config(cfg: AttnOnlyConfig) -> TransformerBridgeConfig:
         n_layers=cfg.n_layers,
         n_ctx=cfg.n_ctx,
         d_vocab=cfg.d_vocab,
-        attn_only=True,
-        normalization_type=None,
+        attn_only=not cfg.mlp,
+        d_mlp=cfg.mlp_width or 4 * cfg.d_model,
+        act_fn=cfg.act_fn,
+        normalization_type=cfg.normalization,
         positional_embedding_type=cfg.positional,
         seed=cfg.seed,
         init_mode="gpt2",
@@ -92,7 +120,7 @@ def tl_config(cfg: AttnOnlyConfig) -> TransformerBridgeConfig:
 def build_model(
     cfg: AttnOnlyConfig, device: str = "cpu", codec: CompactVocab | GPT2Codec | None = None
 ) -> TransformerBridge:
-    """A freshly initialised attention-only ``TransformerBridge`` (eval mode, deterministic in ``cfg.seed``).
+    """A freshly initialised ``TransformerBridge`` (eval mode, deterministic in ``cfg.seed``).
 
     With ``codec`` the model carries its tokenizer (:func:`~interp_toolkit.tl_tokenizer.attach_tokenizer`:
     ``to_tokens``, ``generate``, ``detect_head``... work); without one it takes token ids only.

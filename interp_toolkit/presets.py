@@ -5,6 +5,10 @@
   (``--corpus hf:Skylion007/openwebtext``); offline it falls back to the embedded corpus.
 - ``cpu``: what grows induction heads on a 2-core CPU in minutes (see README "The CPU recipe"):
   a compact vocabulary, a short context, and 90% of every batch made of repeated-span windows.
+
+Either preset with ``mlp=True`` (``train --mlp``): the same recipe (data, optimiser, steps, seed)
+on a model with an MLP in every block (d_mlp = 4 * d_model, GELU) and pre-norm LayerNorm, the
+GPT-2 block; so an MLP run differs from its attention-only twin in the architecture alone.
 """
 
 from __future__ import annotations
@@ -75,14 +79,24 @@ def _cpu(n_layers: int) -> Preset:
 PRESETS = {"cpu": _cpu, "seed": _seed}
 
 
-def get_preset(name: str, n_layers: int) -> Preset:
+def with_mlp(preset: Preset) -> Preset:
+    """``preset`` on the GPT-2 block: an MLP of 4 * d_model GELU neurons and LayerNorm. GELU as
+    in GPT-2 (so toy and GPT-2 neurons read alike), and it has no dead units: ReLU neurons that
+    stop firing early at the cpu preset's lr 3e-3 would never recover."""
+    d = preset.model.d_model
+    model = preset.model.replace(mlp=True, d_mlp=4 * d, act_fn="gelu", normalization="LN")
+    return dataclasses.replace(preset, model=model)
+
+
+def get_preset(name: str, n_layers: int, *, mlp: bool = False) -> Preset:
     if name not in PRESETS:
         raise UserError(f"unknown preset {name!r}: use one of {', '.join(PRESETS)}.")
     if n_layers not in LAYER_CHOICES:
         raise UserError(
             f"--layers {n_layers} is not offered: use one of {', '.join(map(str, LAYER_CHOICES))}."
         )
-    return PRESETS[name](n_layers)
+    preset = PRESETS[name](n_layers)
+    return with_mlp(preset) if mlp else preset
 
 
 def with_overrides(preset: Preset, **changes: object) -> Preset:

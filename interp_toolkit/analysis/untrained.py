@@ -122,7 +122,7 @@ def untrained_models(
     cfg = model.cfg
     device = str(next(model.parameters()).device)
     native = getattr(cfg, "architecture", None) == "TransformerLensNative"
-    if model_cfg is None and native and not cfg.normalization_type:
+    if model_cfg is None and native and not cfg.normalization_type and cfg.attn_only:
         model_cfg = AttnOnlyConfig(
             n_layers=int(cfg.n_layers),
             d_model=int(cfg.d_model),

@@ -1,14 +1,22 @@
 """The ``interp-toolkit`` command line: a thin typer shell over the Python API.
 
-Commands live in one module per group (:mod:`.train`, :mod:`.analysis`, :mod:`.views`,
-:mod:`.study`), each registering with ``@app.command`` on :data:`.app.app`. Bad input raises
-:class:`~interp_toolkit.errors.UserError`; what reaches the user when a command fails is decided
-in one place, :mod:`.boundary` (one line, exit 2 for bad input; never a traceback).
+Commands live in one module per group (:mod:`.train`, :mod:`.analysis`, :mod:`.probes`,
+:mod:`.neurons`, :mod:`.views`, :mod:`.study`), each registering with ``@app.command`` on
+:data:`.app.app`. Bad input raises :class:`~interp_toolkit.errors.UserError`; what reaches the
+user when a command fails is decided in one place, :mod:`.boundary` (one line, exit 2 for bad
+input; never a traceback).
 """
 
 from __future__ import annotations
 
-from interp_toolkit.cli import analysis, study, train, views  # noqa: F401  (registers commands)
+from interp_toolkit.cli import (  # noqa: F401  (registers commands)
+    analysis,
+    neurons,
+    probes,
+    study,
+    train,
+    views,
+)
 from interp_toolkit.cli.app import app
 from interp_toolkit.cli.boundary import run
 

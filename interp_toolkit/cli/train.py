@@ -40,6 +40,9 @@ def train_cmd(
     vocab_size: int | None = typer.Option(
         None, "--vocab-size", help="Override the compact vocabulary size."
     ),
+    mlp: bool = typer.Option(
+        False, "--mlp", help="Add an MLP (4 x d_model GELU neurons) and LayerNorm to every block."
+    ),
     resume: bool = typer.Option(
         False,
         "--resume",
@@ -51,16 +54,20 @@ def train_cmd(
     ),
     quiet: bool = typer.Option(False, "--quiet", help="No progress output."),
 ) -> None:
-    """Train an attention-only transformer into a run folder."""
+    """Train a transformer (attention-only, or with --mlp) into a run folder."""
     from interp_toolkit.presets import get_preset, recorded_preset, with_overrides
     from interp_toolkit.training import train_model
 
     if resume:  # what the run was trained with: options given must match it (train_model checks)
         p = recorded_preset(out)
+        if mlp and not p.model.mlp:
+            raise UserError(f"{out} was trained without --mlp: resume it without, or --restart.")
         if preset is not None:
-            p = get_preset(preset, p.model.n_layers)
+            p = get_preset(preset, p.model.n_layers, mlp=mlp or p.model.mlp)
     else:
-        p = get_preset("cpu" if preset is None else preset, 2 if layers is None else layers)
+        p = get_preset(
+            "cpu" if preset is None else preset, 2 if layers is None else layers, mlp=mlp
+        )
     changes: dict[str, object] = {
         "n_layers": layers,
         "steps": steps,
@@ -77,6 +84,8 @@ def train_cmd(
             )
         changes["d_model"] = d_model
         changes["d_head"] = d_model // p.model.n_heads
+        if p.model.mlp:
+            changes["d_mlp"] = 4 * d_model
     p = with_overrides(p, **changes)
     result = train_model(
         out,

@@ -1,0 +1,140 @@
+"""Neurons of one MLP layer, model in, data and page out: :func:`neuron_report` (what
+``interp-toolkit neurons`` prints and writes) and :func:`neuron_page` (its offline HTML view)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from jaxtyping import Int
+from transformer_lens import TransformerBridge
+
+from interp_toolkit.analysis.neurons import LayerNeurons, neuron_activations
+from interp_toolkit.tokenizer import Codec
+from interp_toolkit.views.attention import token_labels
+from interp_toolkit.views.neurons import context_view, neuron_table, polysemanticity_histogram
+from interp_toolkit.views.page import Section, render_report, text
+
+#: Tokens shown before and after the top position in a context.
+BEFORE, AFTER = 12, 3
+
+
+def labels_for(codec: Codec, ids: Sequence[int]) -> dict[int, str]:
+    """Visible labels (spaces as ·) of the given token ids."""
+    uniq = sorted(set(int(i) for i in ids))
+    return dict(zip(uniq, token_labels(codec, uniq), strict=True))
+
+
+def neuron_report(info: LayerNeurons, codec: Codec) -> dict[str, Any]:
+    """JSON-safe: the layer's summary, the definitions, and every neuron's top contexts (row,
+    position, activation, token) and promoted tokens (with logit)."""
+    ids = info.top_tokens.reshape(-1).tolist() + info.promoted.reshape(-1).tolist()
+    label = labels_for(codec, ids)
+    neurons = []
+    for n in range(info.n_neurons):
+        top = zip(
+            info.top.rows[n].tolist(),
+            info.top.positions[n].tolist(),
+            info.top.values[n].tolist(),
+            info.top_tokens[n].tolist(),
+            strict=True,
+        )
+        neurons.append(
+            {
+                "neuron": n,
+                "max_activation": round(float(info.top.values[n, 0]), 4),
+                "groups": int(info.groups[n]),
+                "entropy_bits": round(float(info.entropy[n]), 4),
+                "top": [
+                    {"row": r, "pos": p, "activation": round(v, 4), "token": label[t]}
+                    for r, p, v, t in top
+                ],
+                "promoted": [
+                    {"token": label[int(t)], "logit": round(float(v), 4)}
+                    for t, v in zip(info.promoted[n].tolist(), info.promoted_logits[n], strict=True)
+                ],
+            }
+        )
+    return {
+        "summary": info.summary(),
+        "definition": {
+            "groups": "unrelated token groups among the tokens at the neuron's top-k positions, "
+            "weighted by activation (clipped at 0): token types are related when the cosine of "
+            "their centred embeddings is >= sim_threshold (the 99th percentile over random token "
+            "pairs); groups with >= min_share of the weight count; 0 = dead",
+            "entropy_bits": "entropy of the activation weight over token types (top-k)",
+            "promoted": "top entries of W_out[n] @ W_U, LayerNorm folded (final LN scale ignored)",
+            "sim_threshold": round(info.sim_threshold, 4),
+            "min_share": info.min_share,
+            "k": int(info.top.values.shape[1]),
+        },
+        "neurons": neurons,
+    }
+
+
+def shown_neurons(info: LayerNeurons, neurons: Sequence[int] | None, show: int) -> list[int]:
+    """The given neurons, else the ``show`` with the highest top activation."""
+    if neurons:
+        return list(neurons)
+    return info.top.values[:, 0].argsort(descending=True)[:show].tolist()
+
+
+def neuron_page(
+    model: TransformerBridge,
+    codec: Codec,
+    tokens: Int[torch.Tensor, "n pos"],
+    info: LayerNeurons,
+    neurons: Sequence[int],
+    *,
+    title: str,
+    contexts: int = 4,
+) -> str:
+    """An offline page: the table of ``neurons`` and a circuitsvis view of each one's top
+    ``contexts`` contexts, coloured by every shown neuron's activation."""
+    picks = sorted({(int(r), int(p)) for n in neurons for r, p in _tops(info, n, contexts)})
+    rows = sorted({r for r, _ in picks})
+    acts = neuron_activations(model, tokens[rows], info.layer, neurons)
+    at = {r: i for i, r in enumerate(rows)}
+    ctx_tokens, ctx_acts = [], []
+    for r, p in picks:
+        lo, hi = max(0, p - BEFORE), min(tokens.shape[1], p + AFTER + 1)
+        ctx_tokens.append(token_labels(codec, tokens[r, lo:hi]))
+        ctx_acts.append(acts[at[r], lo:hi])
+    ids = (
+        info.top_tokens[neurons].reshape(-1).tolist() + info.promoted[neurons].reshape(-1).tolist()
+    )
+    view = context_view(ctx_tokens, ctx_acts, layer=info.layer, neurons=neurons)
+    s = info.summary()
+    intro = (
+        f"Layer {info.layer}: {s['neurons']} neurons, {s['polysemantic']} fire on 2+ unrelated "
+        f"token groups, {s['monosemantic']} on one, {s['dead']} dead (top {info.top.values.shape[1]} "
+        f"positions; related tokens: embedding cosine >= {info.sim_threshold:.3f})."
+    )
+    return render_report(
+        [
+            Section(
+                "Neurons",
+                [
+                    text(intro),
+                    polysemanticity_histogram([info], [f"layer {info.layer}"]),
+                    neuron_table(info, labels_for(codec, ids), neurons),
+                ],
+            ),
+            Section(
+                "Top contexts",
+                [view],
+                intro="The top contexts of every neuron shown, coloured by the activation of the "
+                "neuron picked in the drop-down.",
+            ),
+        ],
+        title=title,
+    )
+
+
+def _tops(info: LayerNeurons, neuron: int, n: int) -> list[tuple[int, int]]:
+    return list(
+        zip(
+            info.top.rows[neuron, :n].tolist(), info.top.positions[neuron, :n].tolist(), strict=True
+        )
+    )

@@ -1,0 +1,136 @@
+"""MLP neurons (analysis/neurons.py): streaming top-k, promoted tokens, the polysemanticity measure
+on hand-built neurons with known answers, and the ``neurons`` command."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from analysis_helpers import tiny_codec
+
+from interp_toolkit.analysis import neurons
+from interp_toolkit.models import AttnOnlyConfig, build_model
+
+
+def _mlp_cfg(**kw):
+    base = dict(n_layers=2, d_model=32, n_heads=4, d_head=8, n_ctx=16, d_vocab=64, mlp=True)
+    return AttnOnlyConfig(**{**base, "d_mlp": 24, "normalization": "LN", **kw})
+
+
+def _clustered_embeddings() -> torch.Tensor:
+    """100 token types in 128 dims: types 0-3 near e0 (one group of related tokens), 4-7 near
+    e1 (another), every other type on its own axis (unrelated to all)."""
+    gen = torch.Generator().manual_seed(0)
+    w_e = torch.zeros(100, 128)
+    w_e[:4, 0] = 1.0
+    w_e[4:8, 1] = 1.0
+    for t in range(8, 100):
+        w_e[t, t + 20] = 1.0
+    return w_e + 0.05 * torch.randn(100, 128, generator=gen)
+
+
+def test_polysemanticity_counts_unrelated_token_groups():
+    w_e = _clustered_embeddings()
+    threshold = neurons.similarity_threshold(w_e)
+    assert 0.0 < threshold < 0.9  # the clusters (0.24% of pairs) sit above the 99th percentile
+    k = 20
+    tokens = torch.tensor(
+        [
+            [0, 1, 2, 3] * 5,  # one group of four related types: monosemantic
+            [0, 1, 4, 5] * 5,  # two groups
+            [10, 20, 30, 40] * 5,  # four unrelated types
+            [9] * 19 + [50],  # one type, plus a 5% share (< min_share) of another
+            [11] * k,  # dead: never fires above 0
+        ]
+    )
+    weights = torch.ones(5, k)
+    weights[4] = -0.1
+    groups, entropy = neurons.polysemanticity(tokens, weights, w_e, threshold)
+    assert groups.tolist() == [1, 2, 4, 1, 0]
+    # entropy counts related types as many: the monosemantic neuron has 2 bits, like 4 types
+    assert entropy[0].item() == pytest.approx(2.0) and entropy[2].item() == pytest.approx(2.0)
+    assert entropy[4].item() == 0.0
+
+
+def test_polysemanticity_weighs_positions_by_activation():
+    w_e = _clustered_embeddings()
+    threshold = neurons.similarity_threshold(w_e)
+    tokens = torch.tensor([[0] * 10 + [40] * 10])
+    weights = torch.tensor([[1.0] * 10 + [0.05] * 10])  # type 40 holds 4.8% of the weight
+    assert neurons.polysemanticity(tokens, weights, w_e, threshold)[0].tolist() == [1]
+    weights[0, 10:] = 1.0
+    assert neurons.polysemanticity(tokens, weights, w_e, threshold)[0].tolist() == [2]
+
+
+def test_streaming_top_k_matches_the_full_activations(monkeypatch):
+    model = build_model(_mlp_cfg())
+    tokens = torch.randint(0, 64, (9, 16), generator=torch.Generator().manual_seed(3))
+    monkeypatch.setattr(neurons, "CHUNK_BYTES", 4 * 16 * 24 * 2 * 2)  # 2 rows a chunk
+    tops = neurons.top_activations(model, tokens, [0, 1], k=5)
+    _, cache = model.run_with_cache(tokens)
+    for layer in (0, 1):
+        full = cache[f"blocks.{layer}.mlp.hook_post"]  # [n, pos, neuron]
+        want = full.reshape(-1, 24).topk(5, dim=0).values.T
+        got = tops[layer]
+        torch.testing.assert_close(got.values, want)
+        torch.testing.assert_close(full[got.rows, got.positions, torch.arange(24)[:, None]], want)
+
+
+def test_promoted_tokens_read_w_out_through_the_unembedding():
+    model = build_model(_mlp_cfg(normalization=None))
+    blk = model.blocks[1].mlp
+    with torch.no_grad():
+        model.unembed.original_component.weight[7] = 0.0
+        model.unembed.original_component.weight[7, 0] = 5.0  # W_U[:, 7] = 5 e0
+        model.unembed.original_component.weight[:, 0][torch.arange(64) != 7] = 0.0
+        blk.out.original_component.weight[:, 3] = 0.0
+        blk.out.original_component.weight[0, 3] = 1.0  # W_out[3] = e0
+    ids, logits = neurons.promoted_tokens(model, 1, m=3)
+    assert ids.shape == (24, 3) and ids[3, 0] == 7 and logits[3, 0].item() == pytest.approx(5.0)
+    assert logits[3, 1].item() == pytest.approx(0.0)
+
+
+def test_attention_only_models_have_no_neurons(tiny_model):
+    with pytest.raises(neurons.UserError, match="attention-only"):
+        neurons.check_layers(tiny_model, [0])
+    with pytest.raises(neurons.UserError, match="does not exist"):
+        neurons.check_layers(build_model(_mlp_cfg()), [2])
+
+
+@pytest.fixture
+def mlp_text_run(tmp_path, monkeypatch):
+    from interp_toolkit.runs import save_run
+
+    monkeypatch.setenv("INTERP_TOOLKIT_CACHE", str(tmp_path / "cache"))
+    text = tmp_path / "corpus.txt"
+    text.write_text("".join(f"{chr(97 + i % 26)}{i % 7} = [{i}, {i * 3}]\n" for i in range(3000)))
+    settings = {"data": {"corpus": str(text), "val_fraction": 0.2}}
+    cfg = _mlp_cfg()
+    return save_run(tmp_path / "run", build_model(cfg), tiny_codec(64), cfg, settings)
+
+
+def _main(argv):
+    from interp_toolkit.cli import main
+
+    try:
+        main(argv)
+    except SystemExit as exc:
+        return exc.code
+    return 0
+
+
+def test_neurons_command_writes_json_and_an_offline_page(mlp_text_run, tmp_path, capsys):
+    out, page = tmp_path / "n.json", tmp_path / "n.html"
+    argv = ["neurons", str(mlp_text_run), "--layer", "1", "--top", "8", "--n-seqs", "20"]
+    assert _main([*argv, "--show", "3", "--json", str(out), "--out", str(page)]) == 0
+    data = json.loads(out.read_text())
+    assert data["summary"]["neurons"] == 24 and len(data["neurons"]) == 24
+    assert len(data["neurons"][0]["top"]) == 8 and len(data["shown"]) == 3
+    s = data["summary"]
+    assert s["dead"] + s["monosemantic"] + s["polysemantic"] == 24
+    html = page.read_text()
+    assert html.count("CircuitsVis.render(") == 1 and "share of neurons" in html
+    assert "polysemantic" in capsys.readouterr().out
+    assert _main([*argv, "--neuron", "99"]) == 2
+    assert "does not exist" in capsys.readouterr().err

@@ -1,0 +1,180 @@
+"""Linear probes (analysis/probes.py, lda.py, probe_data.py) on tiny hand-built models, and the
+``probe`` command on a tiny run folder."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from analysis_helpers import make_prev_token_head, tiny_codec
+
+from interp_toolkit.analysis import probes
+from interp_toolkit.analysis.lda import accuracy, fit_probe, ledoit_wolf
+from interp_toolkit.analysis.probe_data import varied_repeats
+from interp_toolkit.models import AttnOnlyConfig, build_model
+
+
+def _mlp_cfg(**kw):
+    base = dict(n_layers=2, d_model=32, n_heads=4, d_head=8, n_ctx=16, d_vocab=64)
+    return AttnOnlyConfig(**{**base, "mlp": True, "d_mlp": 16, "normalization": "LN", **kw})
+
+
+def _random_rows(n, seq, vocab, seed=0):
+    return torch.randint(0, vocab, (n, seq), generator=torch.Generator().manual_seed(seed))
+
+
+def test_feature_labels_on_text_rows():
+    t = torch.tensor([[5, 6, 7, 8]])
+    assert probes.feature_labels("token", t).tolist() == [[5, 6, 7, 8]]
+    assert probes.feature_labels("prev_token", t).tolist() == [[-1, 5, 6, 7]]
+    assert probes.feature_labels("prev2_token", t).tolist() == [[-1, -1, 5, 6]]
+    assert probes.feature_labels("position", t).tolist() == [[0, 1, 2, 3]]
+    with pytest.raises(probes.UserError, match="repeated-token rows"):
+        probes.feature_labels("in_repeat", t)
+    with pytest.raises(probes.UserError, match="unknown feature"):
+        probes.feature_labels("colour", t)
+
+
+def test_in_repeat_marks_exactly_the_tokens_seen_before_in_the_row():
+    reps = varied_repeats(tiny_codec(64), seq_len=16, n_seqs=20, seed=3)
+    labels = probes.feature_labels("in_repeat", reps.tokens, reps)
+    assert set(reps.periods.tolist()) == set(range(2, 8))  # cycles 2..(16-1)//2
+    for row, lab in zip(reps.tokens.tolist(), labels.tolist(), strict=True):
+        seen_before = [int(tok in row[1:p]) for p, tok in enumerate(row)]  # BOS not counted
+        assert lab[0] == -1 and lab[1:] == seen_before[1:]
+        assert 2 <= sum(lab[1:]) <= 7
+
+
+def test_boundaries_of_attention_only_and_mlp_models(tiny_model):
+    got = [(b.name, b.hook, b.depth) for b in probes.boundaries(tiny_model)]
+    assert got == [
+        ("embed", "blocks.0.hook_resid_pre", 0.0),
+        ("attn 0", "blocks.0.hook_resid_post", 1.0),
+        ("attn 1", "blocks.1.hook_resid_post", 2.0),
+    ]
+    mlp = build_model(_mlp_cfg())
+    assert [(b.name, b.hook, b.depth) for b in probes.boundaries(mlp)][1:3] == [
+        ("attn 0", "blocks.0.hook_resid_mid", 0.5),
+        ("mlp 0", "blocks.0.hook_resid_post", 1.0),
+    ]
+
+
+def test_stream_at_reads_the_masked_positions_of_every_boundary():
+    model = build_model(_mlp_cfg())
+    tokens = _random_rows(5, 16, 64)
+    mask = torch.rand(5, 16, generator=torch.Generator().manual_seed(1)) > 0.5
+    got = probes.stream_at(model, tokens, mask)
+    names = [b.hook for b in probes.boundaries(model)]
+    _, cache = model.run_with_cache(tokens, names_filter=names)
+    for i, name in enumerate(names):
+        torch.testing.assert_close(got[i], cache[name][mask])
+
+
+def test_lda_separates_separable_classes_and_not_noise():
+    gen = torch.Generator().manual_seed(0)
+    means = torch.randn(5, 8, generator=gen) * 4
+    y = torch.arange(500) % 5
+    x = means[y] + torch.randn(500, 8, generator=gen)
+    probe = fit_probe(x[:400], y[:400])
+    assert accuracy(probe, x[400:], y[400:]) == 1.0
+    noise = fit_probe(torch.randn(400, 8, generator=gen), y[:400])
+    assert accuracy(noise, torch.randn(100, 8, generator=gen), y[400:]) < 0.4
+
+
+def test_ledoit_wolf_matches_its_definition():
+    x = torch.randn(60, 5, generator=torch.Generator().manual_seed(2)).double()
+    x = x - x.mean(0)
+    s = x.T @ x / 60
+    mu = s.trace() / 5
+    delta = ((s - mu * torch.eye(5, dtype=s.dtype)) ** 2).sum() / 5
+    beta = sum(((xi[:, None] * xi[None, :] - s) ** 2).sum() for xi in x) / 60**2 / 5
+    assert ledoit_wolf(x) == pytest.approx(float(min(beta, delta) / delta), rel=1e-9)
+
+
+def test_control_labels_depend_on_the_token_type_only():
+    tokens = _random_rows(30, 8, 10, seed=4)
+    labels = probes.feature_labels("prev_token", tokens)
+    train, _ = probes.split_rows(30, 0.2, seed=0)
+    control = probes.control_labels(tokens, labels, train, 10, seed=0)
+    assert (control[:, 0] == -1).all()
+    pool = set(labels[train][labels[train] >= 0].tolist())
+    for v in range(10):
+        vals = set(control[:, 1:][tokens[:, 1:] == v].tolist())
+        assert len(vals) == 1 and vals <= pool
+
+
+def test_prev_token_is_read_off_a_planted_previous_token_head_and_ablation_removes_it():
+    cfg = AttnOnlyConfig(n_layers=2, d_model=32, n_heads=2, d_head=16, n_ctx=16, d_vocab=16)
+    tokens = _random_rows(200, 16, 16)
+    plain = build_model(cfg)
+    planted = build_model(cfg)
+    make_prev_token_head(planted, 0, 0)
+    res = probes.probe_layers(planted, tokens, "prev_token")
+    emb, att = res.row("embed"), res.row("attn 0")
+    assert emb.accuracy < emb.majority + 0.05  # random tokens: the embedding knows nothing
+    assert att.accuracy > 0.9 and att.selectivity > -0.1
+    ablated = probes.probe_layers(planted, tokens, "prev_token", ablate=[(0, 0)])
+    assert ablated.ablated == ["0.0"] and ablated.row("attn 0").accuracy < 0.3
+    other = probes.probe_layers(planted, tokens, "prev_token", ablate=[(0, 1)])
+    assert other.row("attn 0").accuracy > 0.9
+    assert probes.probe_layers(plain, tokens, "prev_token").row("attn 0").accuracy < 0.5
+    assert probes.probe_layers(planted, tokens, "prev_token").to_dict() == res.to_dict()
+
+
+def test_in_repeat_probe_runs_on_an_mlp_model():
+    model = build_model(_mlp_cfg())
+    res = probes.probe(model, tiny_codec(64), "in_repeat", n_seqs=40)
+    assert [r.boundary for r in res.rows] == ["embed", "attn 0", "mlp 0", "attn 1", "mlp 1"]
+    assert res.data["source"] == "repeats" and res.rows[0].n_train + res.rows[0].n_test == 600
+    assert {r.n_classes for r in res.rows} == {2}
+
+
+@pytest.fixture
+def text_run(tmp_path, monkeypatch, tiny_cfg, tiny_model):
+    from interp_toolkit.runs import save_run
+
+    monkeypatch.setenv("INTERP_TOOLKIT_CACHE", str(tmp_path / "cache"))
+    text = tmp_path / "corpus.txt"
+    text.write_text("".join(f"{chr(97 + i % 26)}{i % 7} = [{i}, {i * 3}]\n" for i in range(3000)))
+    settings = {"data": {"corpus": str(text), "val_fraction": 0.2}}
+    return save_run(tmp_path / "run", tiny_model, tiny_codec(tiny_cfg.d_vocab), tiny_cfg, settings)
+
+
+def _main(argv):
+    from interp_toolkit.cli import main
+
+    try:
+        main(argv)
+    except SystemExit as exc:
+        return exc.code
+    return 0
+
+
+def test_probe_command_writes_json_csv_and_page(text_run, tmp_path, capsys):
+    out, csv_out, page = tmp_path / "p.json", tmp_path / "p.csv", tmp_path / "p.html"
+    argv = ["probe", str(text_run), "--feature", "position", "--n-seqs", "24", "--json", str(out)]
+    assert _main([*argv, "--csv", str(csv_out), "--out", str(page)]) == 0
+    data = json.loads(out.read_text())
+    assert data["data"]["corpus"].endswith("corpus.txt") and data["data"]["split"] == "held-out"
+    assert [r["boundary"] for r in data["rows"]] == ["embed", "attn 0", "attn 1"]
+    assert data["rows"][0]["accuracy"] == 1.0  # W_pos makes every position distinct
+    assert len(csv_out.read_text().splitlines()) == 4
+    assert "plotly" in page.read_text() and "selectivity" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--feature", "colour"], "unknown feature"),
+        (["--feature", "in_repeat", "--data", "text"], "needs repeated-token rows"),
+        (["--feature", "token", "--ablate", "7.0"], "does not exist"),
+        (["--feature", "token", "--data", "poems"], "--data"),
+    ],
+)
+def test_probe_command_bad_input_is_one_line(text_run, tmp_path, capsys, extra, message):
+    out = tmp_path / "p.json"
+    assert _main(["probe", str(text_run), *extra, "--json", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+    assert not out.exists()
