@@ -20,8 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import torch
 from transformer_lens import TransformerBridge
 
+from interp_toolkit.devices import resolve_device
 from interp_toolkit.errors import UserError
 from interp_toolkit.io import write_json, write_with
 from interp_toolkit.models import AttnOnlyConfig, build_model
@@ -85,9 +87,10 @@ class Run:
 
 
 def save_weights(model: TransformerBridge, path: Path) -> None:
+    """The model's weights as CPU float tensors in safetensors (loadable on any device)."""
     from safetensors.torch import save_file
 
-    state = {k: v.detach().contiguous().clone() for k, v in model.state_dict().items()}
+    state = {k: v.detach().to("cpu", copy=True).contiguous() for k, v in model.state_dict().items()}
     write_with(path, lambda tmp: save_file(state, str(tmp)))
 
 
@@ -168,8 +171,11 @@ def read_config(path: str | Path) -> dict[str, Any]:
     return data
 
 
-def load_run(path: str | Path, device: str = "cpu", weights: str | Path | None = None) -> Run:
-    """Load a run folder; ``weights`` overrides the weights file (e.g. a training snapshot)."""
+def load_run(
+    path: str | Path, device: str | torch.device = "auto", weights: str | Path | None = None
+) -> Run:
+    """Load a run folder onto ``device`` (``auto``: a GPU when present); ``weights`` overrides the
+    weights file (e.g. a training snapshot)."""
     paths = RunPaths(Path(path))
     data = read_config(paths.root)
     model_cfg = AttnOnlyConfig.from_dict(data["model"])
@@ -187,7 +193,7 @@ def load_run(path: str | Path, device: str = "cpu", weights: str | Path | None =
             f"{path}: vocab.json has {codec.d_vocab} tokens but the model expects "
             f"{model_cfg.d_vocab}: retrain the run."
         )
-    model = build_model(model_cfg, device=device, codec=codec)
+    model = build_model(model_cfg, device=resolve_device(device), codec=codec)
     load_weights(model, weights_path)
     return Run(
         path=paths.root,

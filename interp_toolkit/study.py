@@ -69,6 +69,7 @@ class StudyConfig:
     steps: int | None = None
     corpus: str | None = None
     sample_tokens: int = 40
+    device: str = "auto"
 
 
 @dataclass
@@ -95,7 +96,7 @@ def check_study_dir(out: Path) -> None:
     check_writable_dir(out, "study folder")
 
 
-def train_or_resume(path: Path, preset: Preset) -> Run:
+def train_or_resume(path: Path, preset: Preset, device: str = "auto") -> Run:
     """Continue the run in ``path`` from its checkpoint, or train it from the start (a run that
     died before its first checkpoint is cleared first)."""
     resume = RunPaths(path).checkpoint_state.is_file()
@@ -106,7 +107,13 @@ def train_or_resume(path: Path, preset: Preset) -> Run:
         f"{preset.train.steps} steps, preset {preset.name}"
     )
     return train_model(
-        path, preset.model, preset.data, preset.train, resume=resume, preset=preset.name
+        path,
+        preset.model,
+        preset.data,
+        preset.train,
+        resume=resume,
+        preset=preset.name,
+        device=device,
     ).run
 
 
@@ -124,8 +131,8 @@ def train_or_reuse(path: Path, n_layers: int, cfg: StudyConfig) -> Run:
     )
     if _run_is_finished(path, preset.train.steps):
         say(f"[{path.name}] finished run found: reusing it")
-        return load_run(path)
-    return train_or_resume(path, preset)
+        return load_run(path, device=cfg.device)
+    return train_or_resume(path, preset, cfg.device)
 
 
 def write_samples(run: Run, n_tokens: int, seed: int) -> list[dict[str, str]]:

@@ -39,6 +39,7 @@ class SweepConfig:
     steps: int | None = None
     seed: int = 0
     threshold: float = 0.4
+    device: str = "auto"
 
 
 def sweep(cfg: SweepConfig) -> list[dict[str, Any]]:
@@ -67,7 +68,7 @@ def sweep(cfg: SweepConfig) -> list[dict[str, Any]]:
             changes["d_head"] = int(v) // base.model.n_heads
         path = out / f"{cfg.param}-{value:g}"
         if not RunPaths(path).weights.is_file():
-            train_or_resume(path, with_overrides(base, **changes))
+            train_or_resume(path, with_overrides(base, **changes), cfg.device)
         rows.append(_row(path, cfg, v))
     write_json(
         out / "sweep.json",

@@ -11,7 +11,15 @@ from typing import Any
 
 import typer
 
-from interp_toolkit.cli.app import TARGET_HELP, app, check_out_file, emit, setup_torch
+from interp_toolkit.cli.app import (
+    TARGET_HELP,
+    app,
+    check_device,
+    check_out_file,
+    device_option,
+    emit,
+    setup_torch,
+)
 from interp_toolkit.errors import UserError
 from interp_toolkit.tokenizer import Codec
 
@@ -57,10 +65,12 @@ def heads(
     ),
     quantile: float = typer.Option(0.95, "--quantile", help="tau = this quantile of the null."),
     seed: int = typer.Option(0, "--seed", help="Seed of the random tokens."),
+    device: str = device_option(),
 ) -> None:
     """Score every head (previous-token, duplicate-token, induction) against a null-model tau."""
     from interp_toolkit.analysis.nulls import check_null
 
+    check_device(device)
     check_null(null)
     check_out_file(json_out, "--json")
     check_out_file(csv_out, "--csv")
@@ -69,7 +79,7 @@ def heads(
     from interp_toolkit.io import write_text
     from interp_toolkit.targets import load_target
 
-    tgt = load_target(target, for_weights=False)
+    tgt = load_target(target, device, for_weights=False)
     if n_null is None:
         n_null = 2 if tgt.kind == "gpt2" else 4
     report = discover_heads(
@@ -133,8 +143,10 @@ def exam(
     top_k: int = typer.Option(10, "--top-k", help="How many next tokens to list."),
     no_bos: bool = typer.Option(False, "--no-bos", help="Do not put BOS before the prompt."),
     json_out: Path | None = typer.Option(None, "--json", help="Write the results as JSON here."),
+    device: str = device_option(),
 ) -> None:
     """The target's rank and probability after a prompt, and the top-k next tokens."""
+    check_device(device)
     if (prompt is None) != (target_text is None):
         raise UserError("give --prompt and --target together (or neither, for the built-in exams).")
     if top_k < 1:
@@ -145,7 +157,7 @@ def exam(
     from interp_toolkit.targets import load_target
 
     exams = BUILTIN_EXAMS if prompt is None else (Exam("custom", prompt, target_text or ""),)
-    tgt = load_target(target, for_weights=False)
+    tgt = load_target(target, device, for_weights=False)
     results = [
         run_exam(tgt.model, tgt.codec, e.prompt, e.target, top_k, not no_bos, name=e.name)
         for e in exams
@@ -194,9 +206,12 @@ def circuits(
     ),
     top_k: int = typer.Option(10, "--top-k", help="Boosted tokens to list per source token."),
     json_out: Path | None = typer.Option(None, "--json", help="Write the results as JSON here."),
+    device: str = device_option(),
 ) -> None:
     """A head's OV copying score, top-1/top-5 copy accuracy and top boosted tokens."""
     from interp_toolkit.analysis.heads import HeadId
+
+    check_device(device)
 
     layer, index = HeadId.parse(head)
     if top_k < 1:
@@ -206,7 +221,7 @@ def circuits(
     from interp_toolkit.analysis.circuits import check_head, head_circuit
     from interp_toolkit.targets import load_target
 
-    tgt = load_target(target)
+    tgt = load_target(target, device)
     check_head(tgt.model, layer, index)
     d_vocab = int(tgt.model.cfg.d_vocab)
     if token:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from interp_toolkit.cli.app import app
+from interp_toolkit.cli.app import app, check_device, device_option
 from interp_toolkit.errors import UserError
 
 
@@ -24,12 +24,20 @@ def reproduce_cmd(
     seed: int = typer.Option(0, "--seed", help="Seed for init, data and analysis."),
     steps: int | None = typer.Option(None, "--steps", help="Override the preset's training steps."),
     corpus: str | None = typer.Option(None, "--corpus", help="stdlib (default) | PATH | hf:NAME."),
+    device: str = device_option(),
 ) -> None:
     """Train 1- and 2-layer models and write the side-by-side study report (DIR/index.html)."""
     from interp_toolkit.study import StudyConfig, parse_layers, reproduce, summary_lines
 
+    check_device(device)
     cfg = StudyConfig(
-        out=out, preset=preset, layers=parse_layers(layers), seed=seed, steps=steps, corpus=corpus
+        out=out,
+        preset=preset,
+        layers=parse_layers(layers),
+        seed=seed,
+        steps=steps,
+        corpus=corpus,
+        device=device,
     )
     for line in summary_lines(reproduce(cfg)):
         typer.echo(line)
@@ -48,17 +56,27 @@ def sweep_cmd(
         None, "--steps", help="Step budget per value (default: the preset's)."
     ),
     seed: int = typer.Option(0, "--seed"),
+    device: str = device_option(),
 ) -> None:
     """Time induction-head formation across values of one setting (context length, vocabulary size, ...)."""
     from interp_toolkit.study import INDEX
     from interp_toolkit.sweep import SweepConfig, sweep
+
+    check_device(device)
 
     try:
         vals = tuple(float(v) for v in values.split(",") if v.strip())
     except ValueError:
         raise UserError(f"--values {values!r} must be comma-separated numbers.") from None
     cfg = SweepConfig(
-        out=out, param=over, values=vals, preset=preset, layers=layers, steps=steps, seed=seed
+        out=out,
+        param=over,
+        values=vals,
+        preset=preset,
+        layers=layers,
+        steps=steps,
+        seed=seed,
+        device=device,
     )
     for r in sweep(cfg):
         typer.echo("  ".join(f"{k}={v}" for k, v in r.items()))

@@ -2,6 +2,7 @@
 
 A checkpoint is the model weights, the optimizer state and ``state.json`` (step, tokens, elapsed
 seconds), written in that order; ``state.json`` is written last, so it commits the checkpoint.
+Tensors are saved on the CPU, so a run continues on any device.
 """
 
 from __future__ import annotations
@@ -34,12 +35,24 @@ def save_checkpoint(
     paths.checkpoints.mkdir(parents=True, exist_ok=True)
     save_weights(model, paths.checkpoint_weights)
     tmp = paths.checkpoint_optimizer.with_suffix(".pt.tmp")
-    torch.save(optimizer.state_dict(), tmp)
+    torch.save(_to_cpu(optimizer.state_dict()), tmp)
     os.replace(tmp, paths.checkpoint_optimizer)
     write_json(
         paths.checkpoint_state,
         {"step": at.step, "tokens": at.tokens, "elapsed_s": round(at.elapsed_s, 3)},
     )
+
+
+def _to_cpu(state: Any) -> Any:
+    """The optimizer state with every tensor copied to the CPU (a checkpoint loads anywhere; the
+    optimizer moves its state to its parameters' device when it is loaded)."""
+    if isinstance(state, torch.Tensor):
+        return state.detach().cpu()
+    if isinstance(state, dict):
+        return {k: _to_cpu(v) for k, v in state.items()}
+    if isinstance(state, list | tuple):
+        return type(state)(_to_cpu(v) for v in state)
+    return state
 
 
 def load_optimizer_state(paths: RunPaths) -> dict[str, Any]:

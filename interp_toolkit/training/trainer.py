@@ -5,6 +5,10 @@ model, run TL's loop through the adapter (:mod:`.loop`) with :class:`StepLog` do
 bookkeeping, then write the weights. A resumed run ends with the same weights as an uninterrupted
 one: the data are a function of the global sample index (``TrainStream``), and the checkpoint
 holds the model, the optimizer state and the step.
+
+Devices: the model trains on ``device`` (``auto`` picks a GPU when one is present) under the
+run's ``precision``; checkpoints and weights are written as CPU tensors, so a run loads anywhere.
+Under torchrun every process runs this function (:mod:`.distributed`); rank 0 alone writes.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from transformer_lens import TransformerBridge
 from interp_toolkit.analysis.batches import default_probe, default_token_range
 from interp_toolkit.analysis.heads import SCORE
 from interp_toolkit.data import DataConfig, TrainStream, build_codec, tokenize_corpus, windows
+from interp_toolkit.devices import STRICT_FP32, precision_named
 from interp_toolkit.errors import UserError
 from interp_toolkit.models import AttnOnlyConfig, build_model
 from interp_toolkit.runs import (
@@ -44,6 +49,17 @@ from interp_toolkit.training.checkpoints import (
     prepare_out,
     save_checkpoint,
 )
+from interp_toolkit.training.distributed import (
+    Cluster,
+    barrier,
+    cluster_from_env,
+    join_process_group,
+    local_batch,
+    mean_over_ranks,
+    rank0_decides,
+    rank0_first,
+    training_device,
+)
 from interp_toolkit.training.loop import StopTraining, run_tl_train
 from interp_toolkit.training.metrics import (
     MetricsLog,
@@ -58,14 +74,21 @@ from interp_toolkit.training.settings import TrainSettings, settings_dict
 
 @dataclass
 class StepInfo:
-    """What callbacks see after each optimizer step."""
+    """What callbacks see after each optimizer step. ``loss_tensor`` is the step's loss on the
+    training device (under torchrun, this process's rows); reading :attr:`loss` makes the host wait
+    for the device to finish the step, so read it only when needed. ``scores``: on scored steps
+    (rank 0 only under torchrun)."""
 
     step: int
-    loss: float
+    loss_tensor: torch.Tensor
     tokens: int
     elapsed_s: float
     model: TransformerBridge
     scores: dict[str, Any] | None = None
+
+    @property
+    def loss(self) -> float:
+        return float(self.loss_tensor)
 
 
 @dataclass
@@ -88,13 +111,18 @@ def train_model(
     preset: str | None = None,
     progress: bool = True,
     callbacks: Sequence[Callable[[StepInfo], None]] = (),
+    device: str | torch.device = "auto",
 ) -> TrainResult:
-    """Train an attention-only model into the run folder ``out`` (or continue it with ``resume``).
+    """Train an attention-only model into the run folder ``out`` (or continue it with ``resume``)
+    on ``device`` (``auto | cpu | cuda | cuda:N | mps``; under torchrun, see :mod:`.distributed`).
 
     On resume the saved config is used (``model_cfg``/``data_cfg`` are ignored) except that
-    ``train_cfg.steps`` may extend the run.
+    ``train_cfg.steps`` may extend the run; the device may differ from the one it started on.
+    Callbacks run on every process under torchrun.
     """
     paths = RunPaths(Path(out))
+    cluster = cluster_from_env()
+    dev = training_device(device, cluster)
     # 1. The folder: new, or a run to continue (its saved settings win; steps may grow).
     saved = prepare_out(paths, resume)
     if resume:
@@ -109,13 +137,22 @@ def train_model(
     model_cfg.validate()
     data_cfg.validate()
     train_cfg.validate()
+    local_batch(train_cfg.batch_size, cluster)  # a global batch that does not split: refused
+    join_process_group(cluster, dev)
+    barrier(cluster)  # every process has checked the folder before rank 0 writes to it
     if train_cfg.threads:
         torch.set_num_threads(train_cfg.threads)
+    progress = progress and cluster.is_main
     say = (lambda msg: print(msg, file=sys.stderr, flush=True)) if progress else (lambda msg: None)
 
-    # 2. Data: the corpus, the codec (saved with the run), windows of n_ctx tokens.
+    # 2. Data: the corpus (tokenized by rank 0 first), the codec (saved with the run), windows.
     say(f"reading corpus {data_cfg.corpus!r} ...")
-    corpus = tokenize_corpus(data_cfg.corpus, data_cfg.val_fraction, data_cfg.max_tokens, progress)
+    corpus = rank0_first(
+        cluster,
+        lambda: tokenize_corpus(
+            data_cfg.corpus, data_cfg.val_fraction, data_cfg.max_tokens, progress
+        ),
+    )
     codec = load_codec(paths.vocab) if resume else build_codec(corpus, data_cfg.vocab_size)
     model_cfg = model_cfg.replace(d_vocab=codec.d_vocab)
     train_windows = windows(corpus.train_ids, codec, model_cfg.n_ctx)
@@ -131,14 +168,21 @@ def train_model(
     )
 
     # 3. The model: fresh (and the run folder started), or restored from the checkpoint.
-    model = build_model(model_cfg, codec=codec)
+    model = build_model(model_cfg, device=dev, codec=codec)
+    precision = precision_named(train_cfg.precision)
     start = saved or Progress()
     if saved is not None:
         load_weights(model, paths.checkpoint_weights)
-        truncate_metrics(paths, start.step)
-        say(f"resuming at step {start.step} of {train_cfg.steps}")
-    else:
-        init_run(paths.root, codec, model_cfg, settings_dict(data_cfg, train_cfg, preset))
+        if cluster.is_main:
+            truncate_metrics(paths, start.step)
+        say(f"resuming at step {start.step} of {train_cfg.steps} on {dev}")
+    elif cluster.is_main:
+        runtime = {
+            "device": str(dev),
+            "processes": cluster.world_size,
+            "precision": precision.effective(dev).to_dict(),
+        }
+        init_run(paths.root, codec, model_cfg, settings_dict(data_cfg, train_cfg, preset, runtime))
 
     # 4. TL's loop, from the saved step to train_cfg.steps.
     steps_done, elapsed, stopped = start.step, start.elapsed_s, False
@@ -158,7 +202,7 @@ def train_model(
             end_step=train_cfg.steps,
         )
         log = StepLog(
-            paths, model, codec, stream, val_windows, train_cfg, start, progress, callbacks
+            paths, model, codec, stream, val_windows, train_cfg, start, progress, callbacks, cluster
         )
         try:
             steps_done, stopped = run_tl_train(
@@ -168,17 +212,22 @@ def train_model(
                 start_step=start.step,
                 optimizer_state=load_optimizer_state(paths) if saved is not None else None,
                 after_step=log,
+                device=dev,
+                precision=precision,
+                cluster=cluster,
             )
         finally:
             log.close()
         elapsed = log.elapsed()
 
     # 5. The trained model, and what training logged.
-    save_weights(model, paths.weights)
+    if cluster.is_main:
+        save_weights(model, paths.weights)
+    barrier(cluster)
     metrics = read_metrics(paths.root)
     layer_min = induction_layer_min(model_cfg.n_layers)
     return TrainResult(
-        run=load_run(paths.root),
+        run=load_run(paths.root, device=dev),
         steps_done=steps_done,
         elapsed_s=elapsed,
         stopped_early=stopped,
@@ -190,7 +239,11 @@ def train_model(
 class StepLog:
     """The bookkeeping after every optimizer step: metrics.jsonl (with head scores and held-out
     loss every ``score_every`` steps), snapshots, checkpoints, the progress bar, callbacks, and
-    the early stop once the best layer>=1 induction score stays above ``stop_score``."""
+    the early stop once the best layer>=1 induction score stays above ``stop_score``.
+
+    The loss is read from the device only on logged steps (averaged over the processes under
+    torchrun). Under torchrun every process keeps count and runs the callbacks; rank 0 alone scores,
+    writes and decides the early stop, which every process then follows."""
 
     def __init__(
         self,
@@ -203,18 +256,20 @@ class StepLog:
         start: Progress,
         progress: bool,
         callbacks: Sequence[Callable[[StepInfo], None]],
+        cluster: Cluster,
     ) -> None:
         from tqdm.auto import tqdm
 
         self.paths, self.model, self.stream, self.val = paths, model, stream, val_windows
-        self.cfg, self.start, self.callbacks = cfg, start, callbacks
+        self.cfg, self.start, self.callbacks, self.cluster = cfg, start, callbacks, cluster
+        self.device = next(model.parameters()).device
         self.tokens = start.tokens
         self.score_batch = default_probe(
             codec, int(model.cfg.n_ctx), n_seqs=32, seed=cfg.seed + 7919
         )
         self.above: list[bool] = []
         self.t0 = time.perf_counter()
-        self.metrics = MetricsLog(paths)
+        self.metrics = MetricsLog(paths) if cluster.is_main else None
         self.bar = tqdm(
             total=cfg.steps,
             initial=start.step,
@@ -230,57 +285,66 @@ class StepLog:
 
     def close(self) -> None:
         self.bar.close()
-        self.metrics.close()
+        if self.metrics is not None:
+            self.metrics.close()
 
-    def __call__(self, step: int, loss: float, optimizer: torch.optim.Optimizer) -> None:
-        cfg, end = self.cfg, self.stream.end_step
+    def __call__(self, step: int, loss: torch.Tensor, optimizer: torch.optim.Optimizer) -> None:
+        cfg, end, main = self.cfg, self.stream.end_step, self.cluster.is_main
         n_ctx = int(self.model.cfg.n_ctx)
         self.tokens += self.stream.batch_size * n_ctx
-        elapsed = self.elapsed()
+        scored = step % cfg.score_every == 0 or step == end
         row: dict[str, Any] | None = None
         scores = None
-        if step % cfg.log_every == 0 or step % cfg.score_every == 0 or step == end:
+        if step % cfg.log_every == 0 or scored:
+            value = float(mean_over_ranks(loss, self.cluster))  # waits for the device
             run_elapsed = time.perf_counter() - self.t0
             row = {
                 "step": step,
                 "tokens": self.tokens,
-                "loss": round(loss, 5),
-                "elapsed_s": round(elapsed, 3),
+                "loss": round(value, 5),
+                "elapsed_s": round(self.elapsed(), 3),
                 "tokens_per_s": round(
                     (self.tokens - self.start.tokens) / max(run_elapsed, 1e-9), 1
                 ),
                 "lr": optimizer.param_groups[0]["lr"],
             }
-        if step % cfg.score_every == 0 or step == end:
+        elapsed = self.elapsed()
+        stop = False
+        if scored:
             assert row is not None
-            scores = self._scores_and_val_loss(row)
-            induction = scores[SCORE["induction"].logged_as]
-            best = best_induction(induction, 1) if len(induction) > 1 else 0.0
-            self.above.append(best > (cfg.stop_score or math.inf))
-        if row is not None:
-            self.metrics.write(row)
-            self.bar.set_postfix(loss=f"{loss:.3f}", tok_s=f"{row['tokens_per_s']:.0f}")
-        if step in cfg.snapshot_steps:
-            save_weights(self.model, self.paths.snapshot(step))
+            if main:
+                scores = self._scores_and_val_loss(row)
+                induction = scores[SCORE["induction"].logged_as]
+                best = best_induction(induction, 1) if len(induction) > 1 else 0.0
+                self.above.append(best > (cfg.stop_score or math.inf))
+            twice = len(self.above) >= 2 and self.above[-1] and self.above[-2]
+            stop = rank0_decides(twice, self.cluster, self.device)
         at = Progress(step, self.tokens, elapsed)
-        if step % cfg.checkpoint_every == 0 or step == end:
-            save_checkpoint(self.paths, self.model, optimizer, at)
+        if main:
+            if row is not None and self.metrics is not None:
+                self.metrics.write(row)
+                self.bar.set_postfix(loss=f"{row['loss']:.3f}", tok_s=f"{row['tokens_per_s']:.0f}")
+            if step in cfg.snapshot_steps:
+                save_weights(self.model, self.paths.snapshot(step))
+            if step % cfg.checkpoint_every == 0 or step == end or stop:
+                save_checkpoint(self.paths, self.model, optimizer, at)
         self.bar.update(1)
         info = StepInfo(step, loss, self.tokens, elapsed, self.model, scores)
         for cb in self.callbacks:
             cb(info)
-        if len(self.above) >= 2 and self.above[-1] and self.above[-2]:
-            save_checkpoint(self.paths, self.model, optimizer, at)
+        if stop:
             raise StopTraining
 
     def _scores_and_val_loss(self, row: dict[str, Any]) -> dict[str, list[list[float]]]:
-        """Score the heads and the held-out loss (eval mode), adding both to ``row``."""
+        """Score the heads and the held-out loss (eval mode, exact float32), adding both to ``row``."""
         self.model.eval()
         try:
-            scores = score_grids(self.model, self.score_batch)
-            with torch.no_grad():
+            with STRICT_FP32.apply(self.device), torch.no_grad():
+                scores = score_grids(self.model, self.score_batch)
                 val = (
-                    float(self.model(self.val[:64], return_type="loss")) if len(self.val) else None
+                    float(self.model(self.val[:64].to(self.device), return_type="loss"))
+                    if len(self.val)
+                    else None
                 )
         finally:
             self.model.train()
