@@ -25,7 +25,7 @@ OUT=${1:-benchmarks/results/gpu_check}
 if ((DRY)); then
     DEVICE=cpu PRESET=cpu
     THROUGHPUT=(--steps 6 --warmup 2 --repeats 1 --threads 2)
-    INDUCTION=(--steps 20 --score-every 10)
+    INDUCTION=(--steps 10 --score-every 5)
 else
     if ! "$PY" -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)"; then
         echo "error: no CUDA GPU is visible: run benchmarks/gpu_check.sh on a GPU machine, or --dry-run." >&2

@@ -6,8 +6,9 @@ windows), and the 1-layer control: what benchmarks/gpu_check.sh runs on a GPU.
 
 For each layer count: train the preset into DIR/L-layers with ``repeat_fraction=0`` (head scores
 logged every ``--score-every`` steps), then run ``interp-toolkit heads`` on the result (the null
-model's tau per score). The first logged step whose best induction score in layers >= 1 (any layer
-for the 1-layer control) exceeds that tau is the time to induction; "never" when none does.
+model's tau and the effect-size floor per score). The first logged step whose best induction score
+in layers >= 1 (any layer for the 1-layer control) passes the rule ``heads`` gives the induction
+role (> tau and >= the floor) is the time to induction; "never" when none does.
 Prints a table and writes DIR/null_induction.json.
 """
 
@@ -43,22 +44,24 @@ def run_one(args: argparse.Namespace, layers: int) -> dict:
         check=True,
         stdout=subprocess.DEVNULL,
     )
-    tau = json.loads(heads_json.read_text())["taus"]["induction"]
+    heads = json.loads(heads_json.read_text())
+    tau, floor = heads["taus"]["induction"], heads["floors"]["induction"]
     first = 1 if layers > 1 else 0
     scored = [r for r in res.metrics if "induction" in r]
     best = [max(max(row) for row in r["induction"][first:]) for r in scored]
-    hit = next((r for r, b in zip(scored, best, strict=True) if b > tau), None)
+    hit = next((r for r, b in zip(scored, best, strict=True) if b > tau and b >= floor), None)
     return {
         "layers": layers,
         "steps": res.steps_done,
         "minutes": round(res.elapsed_s / 60, 2),
         "tokens_per_s": res.metrics[-1]["tokens_per_s"],
         "tau_induction": round(tau, 3),
-        "first_step_over_tau": hit["step"] if hit else "never",
+        "floor": floor,
+        "first_step_passing": hit["step"] if hit else "never",
         "minutes_to_induction": round(hit["elapsed_s"] / 60, 2) if hit else "never",
         "best_score": round(max(best), 3),
         "final_loss": res.metrics[-1]["loss"],
-        "roles": json.loads(heads_json.read_text())["roles"],
+        "induction_heads_at_end": heads["roles"]["induction"],
     }
 
 
@@ -77,7 +80,7 @@ def main() -> None:
     args = ap.parse_args()
 
     rows = [run_one(args, int(n)) for n in args.layers.split(",")]
-    print_table(rows, [k for k in rows[0] if k != "roles"])
+    print_table(rows, list(rows[0]))
     write_result(
         "null_induction",
         {"preset": args.preset, "device": args.device, "precision": args.precision, "rows": rows},
