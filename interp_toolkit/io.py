@@ -1,7 +1,13 @@
-"""Atomic file writes: a file appears whole under its final name, or not at all."""
+"""Safe files: atomic writes (a file appears whole under its final name, or not at all, with
+the permissions the umask gives), readable-or-say-why reads, and a lock on a folder.
+
+A failed write leaves no temporary file behind, and an ``OSError`` from it names the file it
+was writing (a full disk says which file did not fit).
+"""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import tempfile
@@ -10,30 +16,51 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from interp_toolkit.errors import UserError
+
+#: The lock file of a folder being written (a run folder, a study folder).
+LOCK_NAME = ".lock"
+
+
+def file_mode() -> int:
+    """The mode a new file gets under the current umask (0644 under umask 022)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
 
 @contextmanager
 def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
-    """Yield a temporary path beside ``path``; rename it into place only if the block succeeds."""
+    """Yield a temporary path beside ``path``; rename it into place only if the block succeeds.
+
+    The file gets the umask's mode after the block (writers such as safetensors reset it), and
+    the temporary file is removed whatever happens."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     tmp_path = Path(tmp)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp_path, 0o666 & ~umask)  # mkstemp makes 0600; give the file normal permissions
     try:
         yield tmp_path
+        os.chmod(tmp_path, file_mode())  # mkstemp makes 0600, and so do some writers
         os.replace(tmp_path, path)
+    except OSError as exc:
+        if exc.filename is None:
+            exc.filename = str(path)
+        raise
     finally:
         if tmp_path.exists():
             tmp_path.unlink()
 
 
-def write_text(path: str | os.PathLike[str], text: str) -> Path:
+def write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
     with atomic_path(path) as tmp:
-        tmp.write_text(text, encoding="utf-8")
+        tmp.write_bytes(data)
     return Path(path)
+
+
+def write_text(path: str | os.PathLike[str], text: str) -> Path:
+    return write_bytes(path, text.encode("utf-8"))
 
 
 def write_json(path: str | os.PathLike[str], obj: Any) -> Path:
@@ -47,11 +74,35 @@ def write_with(path: str | os.PathLike[str], writer: Callable[[Path], None]) -> 
     return Path(path)
 
 
+def check_readable(path: str | os.PathLike[str]) -> Path:
+    """``path`` if this process can open it for reading; a UserError saying so otherwise (a
+    permission problem is a permission problem, not a damaged file)."""
+    path = Path(path)
+    try:
+        os.close(os.open(path, os.O_RDONLY))
+    except PermissionError:
+        raise UserError(
+            f"cannot read {path}: permission denied; ask its owner to make it readable "
+            f"(chmod a+r {path}) or work on a copy."
+        ) from None
+    return path
+
+
+def read_json(path: str | os.PathLike[str], what: str, fix: str) -> Any:
+    """The JSON in ``path``; a damaged file is a UserError naming the file, ``what`` it is and the ``fix``."""
+    path = check_readable(path)
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "not UTF-8 text"
+        raise UserError(f"{what} {path} is damaged ({reason}): {fix}") from None
+
+
 def check_writable_dir(path: str | os.PathLike[str], what: str = "output folder") -> Path:
     """Create ``path`` if needed and check we can write into it; raise UserError otherwise."""
-    from interp_toolkit.errors import UserError
-
     path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise UserError(f"{what} {path} is not writable (it is a file): choose a folder.")
     try:
         path.mkdir(parents=True, exist_ok=True)
         probe = tempfile.NamedTemporaryFile(dir=path, prefix=".probe.", delete=True)
@@ -61,6 +112,55 @@ def check_writable_dir(path: str | os.PathLike[str], what: str = "output folder"
             f"{what} {path} is not writable ({exc.strerror}): choose a folder you can write to."
         ) from None
     return path
+
+
+@contextmanager
+def folder_lock(folder: str | os.PathLike[str], what: str = "folder") -> Iterator[str | None]:
+    """Hold ``FOLDER/.lock`` (an advisory ``flock`` holding our PID) while the block runs.
+
+    Another process holding it is a UserError naming its PID. The kernel drops a lock whose
+    process died (Ctrl-C, ``kill -9``, a crash), so a stale lock file never blocks: it is taken
+    over, and the PID it names comes back as the value of the ``with`` (None when there was
+    none) so the caller can say so. The lock file is removed when the block ends."""
+    import fcntl
+
+    path = Path(folder) / LOCK_NAME
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, file_mode())
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                raise
+            holder = _read_pid(path)
+            raise UserError(
+                f"{what} {folder} is in use by another process (PID {holder or '?'}): wait for it "
+                f"to finish or stop it (kill {holder or 'PID'}); two writers cannot share a folder."
+            ) from None
+        try:  # the file we locked must still be the one at `path` (a releaser may have removed it)
+            same = os.fstat(fd).st_ino == os.stat(path).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(fd)
+    stale = _read_pid(path)
+    try:
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        yield stale
+    finally:
+        path.unlink(missing_ok=True)
+        os.close(fd)
+
+
+def _read_pid(path: Path) -> str | None:
+    try:
+        text = path.read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+    return text if text.isdigit() else None
 
 
 def hub_offline(*flags: str, timeout: float = 3.0) -> bool:

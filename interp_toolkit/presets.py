@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from pathlib import Path
 
 from interp_toolkit.data import DataConfig
 from interp_toolkit.errors import UserError
 from interp_toolkit.models import AttnOnlyConfig
+from interp_toolkit.runs import RunPaths, read_config
 from interp_toolkit.training import TrainSettings
+from interp_toolkit.training.settings import recorded_configs
 
 LAYER_CHOICES = (1, 2, 3, 8)
 
@@ -26,6 +29,10 @@ class Preset:
     model: AttnOnlyConfig
     data: DataConfig
     train: TrainSettings
+
+    def validate(self) -> None:
+        for cfg in (self.model, self.data, self.train):
+            cfg.validate()
 
 
 def _seed(n_layers: int) -> Preset:
@@ -79,25 +86,26 @@ def get_preset(name: str, n_layers: int) -> Preset:
 
 
 def with_overrides(preset: Preset, **changes: object) -> Preset:
-    """Replace fields by name across model/data/train (``None`` values are ignored)."""
-    model_f = {f.name for f in dataclasses.fields(AttnOnlyConfig)}
-    data_f = {f.name for f in dataclasses.fields(DataConfig)}
-    train_f = {f.name for f in dataclasses.fields(TrainSettings)}
-    m, d, t = {}, {}, {}
+    """Replace fields by name across model/data/train (``None`` values are ignored). A name
+    several configs have is replaced in each: ``seed`` sets the model's init and the data order."""
+    parts = {"model": preset.model, "data": preset.data, "train": preset.train}
+    updates: dict[str, dict[str, object]] = {name: {} for name in parts}
     for key, value in changes.items():
         if value is None:
             continue
-        if key in model_f:
-            m[key] = value
-        elif key in data_f:
-            d[key] = value
-        elif key in train_f:
-            t[key] = value
-        else:
+        owners = [n for n, cfg in parts.items() if key in {f.name for f in dataclasses.fields(cfg)}]
+        if not owners:
             raise KeyError(key)
+        for name in owners:
+            updates[name][key] = value
     return dataclasses.replace(
-        preset,
-        model=dataclasses.replace(preset.model, **m),
-        data=dataclasses.replace(preset.data, **d),
-        train=dataclasses.replace(preset.train, **t),
+        preset, **{n: dataclasses.replace(cfg, **updates[n]) for n, cfg in parts.items()}
     )
+
+
+def recorded_preset(run: str | Path) -> Preset:
+    """The preset a run folder was trained with, as its config.json records it (what
+    ``train --resume`` starts from)."""
+    config = read_config(run)
+    model, data, train = recorded_configs(config, RunPaths(Path(run)).config)
+    return Preset(config["settings"].get("preset") or "custom", model, data, train)

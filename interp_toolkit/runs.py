@@ -7,7 +7,9 @@
       model.safetensors    weights (no pickle); written when training ends
       vocab.json           the codec (compact vocabulary or full GPT-2)
       metrics.jsonl        one line per logged step (see interp_toolkit.training.metrics)
-      checkpoints/         latest resumable state: model.safetensors, optimizer.pt, state.json
+      checkpoints/         latest resumable state: step_N.safetensors, step_N.optimizer.pt and
+                           state.json (written last: it names the step N whose files are whole)
+      .lock                held while a training writes the folder (interp_toolkit.io.folder_lock)
       snapshots/           step_N.safetensors, for training-dynamics analysis
       samples.json heads.json exam.json circuits.json report.html   analysis outputs
 """
@@ -25,7 +27,7 @@ from transformer_lens import TransformerBridge
 
 from interp_toolkit.devices import resolve_device
 from interp_toolkit.errors import UserError
-from interp_toolkit.io import write_json, write_with
+from interp_toolkit.io import LOCK_NAME, check_readable, read_json, write_bytes, write_json
 from interp_toolkit.models import AttnOnlyConfig, build_model
 from interp_toolkit.tokenizer import CompactVocab, GPT2Codec, load_codec, save_codec
 
@@ -44,9 +46,8 @@ class RunPaths:
     vocab = property(lambda self: self.root / "vocab.json")
     metrics = property(lambda self: self.root / "metrics.jsonl")
     checkpoints = property(lambda self: self.root / "checkpoints")
-    checkpoint_weights = property(lambda self: self.checkpoints / "model.safetensors")
-    checkpoint_optimizer = property(lambda self: self.checkpoints / "optimizer.pt")
     checkpoint_state = property(lambda self: self.checkpoints / "state.json")  # written last
+    lock = property(lambda self: self.root / LOCK_NAME)
     snapshots = property(lambda self: self.root / "snapshots")
     samples = property(lambda self: self.root / "samples.json")
     heads = property(lambda self: self.root / "heads.json")
@@ -54,8 +55,20 @@ class RunPaths:
     circuits = property(lambda self: self.root / "circuits.json")
     report = property(lambda self: self.root / "report.html")
 
+    def checkpoint_weights(self, step: int) -> Path:
+        return self.checkpoints / f"step_{step}.safetensors"
+
+    def checkpoint_optimizer(self, step: int) -> Path:
+        return self.checkpoints / f"step_{step}.optimizer.pt"
+
     def snapshot(self, step: int) -> Path:
         return self.snapshots / f"step_{step}.safetensors"
+
+    def known(self) -> tuple[Path, ...]:
+        """Every file or folder a run folder may hold (what ``train --restart`` may remove)."""
+        names = ("config", "weights", "vocab", "metrics", "checkpoints", "snapshots", "samples")
+        names += ("heads", "exam", "circuits", "report", "lock")
+        return tuple(getattr(self, n) for n in names)
 
     def snapshot_steps(self) -> list[int]:
         if not self.snapshots.is_dir():
@@ -87,23 +100,27 @@ class Run:
 
 
 def save_weights(model: TransformerBridge, path: Path) -> None:
-    """The model's weights as CPU float tensors in safetensors (loadable on any device)."""
-    from safetensors.torch import save_file
+    """The weights as CPU tensors in safetensors (loadable on any device), written atomically (bytes
+    first, so a full disk is an OSError)."""
+    from safetensors.torch import save
 
     state = {k: v.detach().to("cpu", copy=True).contiguous() for k, v in model.state_dict().items()}
-    write_with(path, lambda tmp: save_file(state, str(tmp)))
+    write_bytes(path, save(state))
 
 
-def load_weights(model: TransformerBridge, path: Path) -> None:
-    """Load safetensors weights into ``model`` (strict); corrupt files raise UserError."""
+def read_weights(path: Path, fix: str = "restore it, or retrain the run.") -> dict[str, Any]:
+    """The tensors of a safetensors file; an unreadable or damaged file is a UserError."""
     from safetensors.torch import load_file
 
+    check_readable(path)
     try:
-        state = load_file(str(path))
+        return load_file(str(path))
     except Exception as exc:  # safetensors raises several types for corrupt headers/data
-        raise UserError(
-            f"weights file {path} is corrupt ({type(exc).__name__}): retrain the run or restore the file."
-        ) from None
+        raise UserError(f"weights file {path} is damaged ({type(exc).__name__}): {fix}") from None
+
+
+def apply_weights(model: TransformerBridge, state: dict[str, Any], path: Path) -> None:
+    """Load ``state`` (read from ``path``) into ``model``, strictly."""
     try:
         model.load_state_dict(state, strict=True)
     except RuntimeError as exc:
@@ -111,6 +128,11 @@ def load_weights(model: TransformerBridge, path: Path) -> None:
         raise UserError(
             f"weights file {path} does not match its config.json ({first}): retrain the run."
         ) from None
+
+
+def load_weights(model: TransformerBridge, path: Path) -> None:
+    """Load safetensors weights into ``model`` (strict); damaged files raise UserError."""
+    apply_weights(model, read_weights(path), path)
 
 
 def init_run(
@@ -123,15 +145,16 @@ def init_run(
     paths = RunPaths(Path(path))
     paths.root.mkdir(parents=True, exist_ok=True)
     save_codec(codec, paths.vocab)
+    write_config(paths, model_cfg, settings or {})
+    return paths
+
+
+def write_config(paths: RunPaths, model_cfg: AttnOnlyConfig, settings: dict[str, Any]) -> None:
+    """config.json: the format version, the model config and the training settings."""
     write_json(
         paths.config,
-        {
-            "format_version": FORMAT_VERSION,
-            "model": model_cfg.to_dict(),
-            "settings": settings or {},
-        },
+        {"format_version": FORMAT_VERSION, "model": model_cfg.to_dict(), "settings": settings},
     )
-    return paths
 
 
 def save_run(
@@ -149,25 +172,27 @@ def save_run(
 
 def read_config(path: str | Path) -> dict[str, Any]:
     paths = RunPaths(Path(path))
-    if not paths.root.is_dir():
+    train = f"`interp-toolkit train --out {path}`"
+    if paths.root.exists() and not paths.root.is_dir():
         raise UserError(
-            f"run folder {path} does not exist: train one with `interp-toolkit train --out {path}`."
+            f"{path} is a file, not a run folder: give a run folder (train one with {train})."
         )
+    if not paths.root.is_dir():
+        raise UserError(f"run folder {path} does not exist: train one with {train}.")
     if not paths.config.is_file():
         raise UserError(
-            f"{path} is not a run folder (no {paths.config.name}): train one with "
-            f"`interp-toolkit train --out {path}`."
+            f"{path} is not a run folder (no {paths.config.name}): train one with {train}."
         )
-    try:
-        data = json.loads(paths.config.read_text(encoding="utf-8"))
-    except json.JSONDecodeError:
-        raise UserError(f"{paths.config} is not valid JSON: retrain the run.") from None
+    fix = f"restore it, or train the run again with `interp-toolkit train --restart --out {path}`."
+    data = read_json(paths.config, "run config", fix)
     version = data.get("format_version") if isinstance(data, dict) else None
     if version != FORMAT_VERSION:
         raise UserError(
             f"{path} was written by another version of interp-toolkit (format {version!r}, "
             f"this one reads {FORMAT_VERSION}): retrain it with this version."
         )
+    if not isinstance(data.get("model"), dict) or not isinstance(data.get("settings", {}), dict):
+        raise UserError(f'run config {paths.config} is damaged (no "model" section): {fix}')
     return data
 
 
@@ -178,23 +203,24 @@ def load_run(
     weights file (e.g. a training snapshot)."""
     paths = RunPaths(Path(path))
     data = read_config(paths.root)
-    model_cfg = AttnOnlyConfig.from_dict(data["model"])
+    model_cfg = model_config(data, paths.config)
     weights_path = Path(weights) if weights is not None else paths.weights
     if not weights_path.is_file():
         raise UserError(
             f"{path} has no trained model ({weights_path.name} missing): "
             f"finish training with `interp-toolkit train --resume --out {path}`."
         )
-    if not paths.vocab.is_file():
-        raise UserError(f"{path} has no {paths.vocab.name}: retrain the run.")
-    codec = load_codec(paths.vocab)
+    codec = read_codec(paths)
     if codec.d_vocab != model_cfg.d_vocab:
         raise UserError(
             f"{path}: vocab.json has {codec.d_vocab} tokens but the model expects "
             f"{model_cfg.d_vocab}: retrain the run."
         )
     model = build_model(model_cfg, device=resolve_device(device), codec=codec)
-    load_weights(model, weights_path)
+    fix = "restore it, or retrain the run."
+    if weights is None and paths.checkpoint_state.is_file():
+        fix = f"rewrite it from the run's last checkpoint with `interp-toolkit train --resume --out {path}`."
+    apply_weights(model, read_weights(weights_path, fix), weights_path)
     return Run(
         path=paths.root,
         model=model.eval(),
@@ -202,6 +228,24 @@ def load_run(
         model_cfg=model_cfg,
         settings=data.get("settings", {}),
     )
+
+
+def model_config(data: dict[str, Any], where: Path) -> AttnOnlyConfig:
+    """The model config of a run's config.json (``data``, read from ``where``)."""
+    try:
+        return AttnOnlyConfig.from_dict(data["model"])
+    except TypeError as exc:
+        raise UserError(
+            f"run config {where} is damaged ({exc}): restore it, or train the run again."
+        ) from None
+
+
+def read_codec(paths: RunPaths) -> CompactVocab | GPT2Codec:
+    """The run's vocabulary (vocab.json); a missing or damaged file is a UserError."""
+    fix = f"restore it, or train the run again with `interp-toolkit train --restart --out {paths.root}`."
+    if not paths.vocab.is_file():
+        raise UserError(f"{paths.root} has no {paths.vocab.name}: {fix}")
+    return load_codec(paths.vocab, fix)
 
 
 def read_metrics(path: str | Path) -> list[dict[str, Any]]:

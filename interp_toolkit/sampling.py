@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from transformer_lens import TransformerBridge
 
+from interp_toolkit import validate
 from interp_toolkit.errors import UserError
 from interp_toolkit.tokenizer import Codec
 
@@ -37,6 +38,7 @@ def sample(
         raise UserError(
             f"the prompt is {len(ids) - 1} tokens but the model's context is {n_ctx} (with BOS): shorten the prompt."
         )
+    validate.in_vocab(ids, int(model.cfg.d_vocab), "prompt")
     gen = torch.Generator().manual_seed(seed)
     device = next(model.parameters()).device
     out: list[int] = []

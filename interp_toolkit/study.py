@@ -5,16 +5,17 @@ writes samples, exam results, the head table (with its null-model τ), circuits,
 a report per run, and finally ``DIR/index.html``: the seed's finding side by side (1 layer fails the
 exam and has no induction head; 2 layers pass and have one, with its previous-token partner), plus
 the causal check (ablate the heads an induction head reads from and its score collapses) and
-composition scores. Re-running reuses finished runs and resumes interrupted ones.
+composition scores. Re-running reuses finished runs and resumes interrupted ones, but only runs
+recorded with the settings asked for (:func:`is_finished`); every run is checked before any work.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import shutil
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,13 +23,13 @@ from typing import Any
 import torch
 
 from interp_toolkit.analysis.ablation import CausalRow, causal_check
-from interp_toolkit.analysis.circuits import copying_scores
+from interp_toolkit.analysis.circuits import copying_table
 from interp_toolkit.analysis.composition import composition_baseline, composition_scores
 from interp_toolkit.analysis.heads import HeadId
 from interp_toolkit.analysis.run_analysis import RunSummary, analyse_run
 from interp_toolkit.analysis.scores import HeadReport
 from interp_toolkit.errors import UserError
-from interp_toolkit.io import check_writable_dir, write_json, write_text
+from interp_toolkit.io import LOCK_NAME, check_writable_dir, folder_lock, write_json, write_text
 from interp_toolkit.presets import LAYER_CHOICES, Preset, get_preset, with_overrides
 from interp_toolkit.reports.run_report import run_report_html
 from interp_toolkit.reports.study_report import (
@@ -37,9 +38,11 @@ from interp_toolkit.reports.study_report import (
     describe_run,
     render_comparison,
 )
-from interp_toolkit.runs import Run, RunPaths, load_run, read_metrics
+from interp_toolkit.runs import Run, RunPaths, load_run, read_config
 from interp_toolkit.sampling import sample
 from interp_toolkit.training import train_model
+from interp_toolkit.training.checkpoints import read_progress
+from interp_toolkit.training.settings import config_differences, recorded_configs
 
 #: A study (or sweep) folder: this marker, ``index.html`` and one run folder per model.
 STUDY_MARKER = "study.json"
@@ -89,19 +92,56 @@ def check_study_dir(out: Path) -> None:
     """``out`` must be new, empty, or a study folder this command wrote before."""
     if out.exists() and not out.is_dir():
         raise UserError(f"{out} is a file, not a folder: choose another --out.")
-    if out.is_dir() and any(out.iterdir()) and not (out / STUDY_MARKER).is_file():
+    held = [p for p in out.iterdir() if p.name != LOCK_NAME] if out.is_dir() else []
+    if held and not (out / STUDY_MARKER).is_file():
         raise UserError(
             f"{out} holds something else (no {STUDY_MARKER}): choose a new or empty folder for --out."
         )
     check_writable_dir(out, "study folder")
 
 
-def train_or_resume(path: Path, preset: Preset, device: str = "auto") -> Run:
-    """Continue the run in ``path`` from its checkpoint, or train it from the start (a run that
-    died before its first checkpoint is cleared first)."""
-    resume = RunPaths(path).checkpoint_state.is_file()
-    if path.exists() and not resume:
-        shutil.rmtree(path)
+@contextmanager
+def study_folder(out: Path, marker: dict[str, Any]) -> Iterator[None]:
+    """Hold the study folder (a second study in it is refused) and keep ``study.json`` true:
+    ``running`` while the block runs, ``stopped`` with the reason if it fails (the block
+    writes ``done`` itself)."""
+    with folder_lock(out, "study folder"):
+        write_json(out / STUDY_MARKER, {**marker, "status": "running"})
+        try:
+            yield
+        except BaseException as exc:
+            reason = str(exc) or type(exc).__name__
+            write_json(out / STUDY_MARKER, {**marker, "status": "stopped", "reason": reason})
+            raise
+
+
+def is_finished(path: Path, preset: Preset) -> bool:
+    """Whether ``path`` holds the finished run ``preset`` asks for. False when it holds nothing
+    yet, or that run unfinished (or shorter: it is continued); a UserError when it holds a run
+    recorded with other settings, or trained past the steps asked for."""
+    paths = RunPaths(path)
+    if not paths.config.is_file():
+        return False
+    recorded = recorded_configs(read_config(path), paths.config)
+    diffs = config_differences(recorded, (preset.model, preset.data, preset.train), steps=False)
+    progress = read_progress(paths)
+    if progress is not None and progress.step > preset.train.steps:
+        diffs.append(f"steps: trained to {progress.step} (asked {preset.train.steps})")
+    if diffs:
+        raise UserError(
+            f"{path} holds a run trained otherwise than asked: {'; '.join(diffs)}. Reusing it "
+            f"would mislabel it: choose another --out, or delete {path} to train it as asked."
+        )
+    return paths.weights.is_file() and recorded[2].steps == preset.train.steps
+
+
+def train_or_reuse(path: Path, preset: Preset, device: str = "auto") -> Run:
+    """The finished run ``preset`` asks for in ``path``: reused, continued from its checkpoint,
+    or trained (:func:`is_finished` says which, or why not), on ``device``."""
+    if is_finished(path, preset):
+        say(f"[{path.name}] finished run with the same settings found: reusing it")
+        return load_run(path, device=device)
+    resume = RunPaths(path).config.is_file()
     say(
         f"[{path.name}] {'resuming' if resume else 'training'}: {preset.model.n_layers} layer(s), "
         f"{preset.train.steps} steps, preset {preset.name}"
@@ -117,22 +157,12 @@ def train_or_resume(path: Path, preset: Preset, device: str = "auto") -> Run:
     ).run
 
 
-def _run_is_finished(path: Path, steps: int) -> bool:
-    paths = RunPaths(path)
-    if not paths.weights.is_file() or not paths.config.is_file():
-        return False
-    rows = read_metrics(path)
-    return bool(rows) and int(rows[-1]["step"]) >= steps
-
-
-def train_or_reuse(path: Path, n_layers: int, cfg: StudyConfig) -> Run:
-    preset = with_overrides(
-        get_preset(cfg.preset, n_layers), steps=cfg.steps, seed=cfg.seed, corpus=cfg.corpus
-    )
-    if _run_is_finished(path, preset.train.steps):
-        say(f"[{path.name}] finished run found: reusing it")
-        return load_run(path, device=cfg.device)
-    return train_or_resume(path, preset, cfg.device)
+def planned_runs(out: Path, presets: dict[str, Preset]) -> None:
+    """Check every run of a study or sweep before any work: valid settings, and a folder that is
+    empty, or holds the same run (:func:`is_finished`)."""
+    for name, preset in presets.items():
+        preset.validate()
+        is_finished(out / name, preset)
 
 
 def write_samples(run: Run, n_tokens: int, seed: int) -> list[dict[str, str]]:
@@ -184,10 +214,7 @@ def analyse_and_report(run: Run, cfg: StudyConfig) -> tuple[RunSummary, HeadRepo
         ],
     )
     with torch.no_grad():
-        copy = copying_scores(run.model)
-    write_json(
-        paths.circuits, {"copying_score": [[round(float(v), 4) for v in row] for row in copy]}
-    )
+        write_json(paths.circuits, copying_table(run.model))
     write_text(paths.report, run_report_html(analysis))
     href = f"{run.name}/{paths.report.name}"
     return analysis.summary(href=href), analysis.head_report
@@ -202,12 +229,25 @@ def reproduce(cfg: StudyConfig) -> StudyResult:
     get_preset(cfg.preset, cfg.layers[0])  # unknown preset -> UserError before any work
     out = Path(cfg.out)
     check_study_dir(out)
+    presets = {
+        f"{cfg.preset}-{n}l": with_overrides(
+            get_preset(cfg.preset, n), steps=cfg.steps, seed=cfg.seed, corpus=cfg.corpus
+        )
+        for n in sorted(cfg.layers)
+    }
+    planned_runs(out, presets)
+    marker = {"preset": cfg.preset, "layers": sorted(cfg.layers), "seed": cfg.seed}
+    with study_folder(out, marker):
+        return _reproduce(cfg, out, presets, marker)
+
+
+def _reproduce(
+    cfg: StudyConfig, out: Path, presets: dict[str, Preset], marker: dict[str, Any]
+) -> StudyResult:
     t0 = time.perf_counter()
-    marker = {"preset": cfg.preset, "layers": list(cfg.layers), "seed": cfg.seed}
-    write_json(out / STUDY_MARKER, {**marker, "status": "running"})
     summaries, causal, comps = [], [], []
-    for n in sorted(cfg.layers):
-        run = train_or_reuse(out / f"{cfg.preset}-{n}l", n, cfg)
+    for name, preset in presets.items():
+        run = train_or_reuse(out / name, preset, cfg.device)
         summary, report = analyse_and_report(run, cfg)
         summaries.append(summary)
         causal.extend(causal_check(run.model, run.codec, report, name=run.name, seed=cfg.seed))
@@ -238,7 +278,6 @@ def reproduce(cfg: StudyConfig) -> StudyResult:
         out / STUDY_MARKER,
         {
             **marker,
-            "layers": sorted(cfg.layers),
             "status": "done",
             "elapsed_s": round(elapsed, 1),
             "runs": [{k: s.to_dict()[k] for k in STUDY_JSON_FIELDS} for s in summaries],

@@ -3,6 +3,7 @@ induction heads take to form in each (steps, tokens, minutes)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -12,9 +13,16 @@ import plotly.graph_objects as go
 from interp_toolkit.analysis.dynamics import trajectory
 from interp_toolkit.errors import UserError
 from interp_toolkit.io import write_json, write_text
-from interp_toolkit.presets import get_preset, with_overrides
-from interp_toolkit.runs import RunPaths, read_metrics
-from interp_toolkit.study import INDEX, STUDY_MARKER, check_study_dir, train_or_resume
+from interp_toolkit.presets import Preset, get_preset, with_overrides
+from interp_toolkit.runs import read_metrics
+from interp_toolkit.study import (
+    INDEX,
+    STUDY_MARKER,
+    check_study_dir,
+    planned_runs,
+    study_folder,
+    train_or_reuse,
+)
 from interp_toolkit.views.page import Section, render_report, table
 
 #: settings ``sweep`` can vary -> whether their values are integers
@@ -45,44 +53,59 @@ class SweepConfig:
 def sweep(cfg: SweepConfig) -> list[dict[str, Any]]:
     """For each value: train (stopping once a layer-1+ head stays above ``threshold``), then record
     the step, tokens and minutes to induction and the final loss. Writes ``OUT/sweep.json`` and
-    ``OUT/index.html``; finished runs are reused."""
+    ``OUT/index.html``; finished runs recorded with the same settings are reused (every run is
+    checked before any work)."""
     if cfg.param not in SWEEPABLE:
         raise UserError(f"cannot sweep {cfg.param!r}: choose one of {', '.join(SWEEPABLE)}.")
-    if not cfg.values:
+    values = tuple(dict.fromkeys(cfg.values))
+    if not values:
         raise UserError("--values is empty: give e.g. 16,32,64.")
+    for v in values:
+        if not math.isfinite(v) or (SWEEPABLE[cfg.param] and v != int(v)):
+            kind = "whole numbers" if SWEEPABLE[cfg.param] else "finite numbers"
+            raise UserError(f"--values {v:g} cannot work: {cfg.param} takes {kind}.")
     out = Path(cfg.out)
     check_study_dir(out)
-    marker = {"sweep": cfg.param, "values": list(cfg.values)}
-    write_json(out / STUDY_MARKER, {**marker, "status": "running"})
-    rows = []
-    for value in cfg.values:
-        v: int | float = int(value) if SWEEPABLE[cfg.param] else value
-        changes: dict[str, Any] = {
-            cfg.param: v,
-            "steps": cfg.steps,
-            "seed": cfg.seed,
-            "stop_score": cfg.threshold,
-        }
-        base = get_preset(cfg.preset, cfg.layers)
-        if cfg.param == "d_model":
-            changes["d_head"] = int(v) // base.model.n_heads
-        path = out / f"{cfg.param}-{value:g}"
-        if not RunPaths(path).weights.is_file():
-            train_or_resume(path, with_overrides(base, **changes), cfg.device)
-        rows.append(_row(path, cfg, v))
-    write_json(
-        out / "sweep.json",
-        {
-            "param": cfg.param,
-            "preset": cfg.preset,
-            "layers": cfg.layers,
-            "threshold": cfg.threshold,
-            "rows": rows,
-        },
-    )
-    write_text(out / INDEX, _page(rows, cfg))
-    write_json(out / STUDY_MARKER, {**marker, "status": "done"})
+    base = get_preset(cfg.preset, cfg.layers)
+    presets = {f"{cfg.param}-{value:g}": _preset(base, cfg, value) for value in values}
+    planned_runs(out, presets)
+    marker = {"sweep": cfg.param, "values": list(values)}
+    with study_folder(out, marker):
+        rows = []
+        for (name, preset), value in zip(presets.items(), values, strict=True):
+            train_or_reuse(out / name, preset, cfg.device)
+            rows.append(_row(out / name, cfg, _typed(cfg, value)))
+        write_json(
+            out / "sweep.json",
+            {
+                "param": cfg.param,
+                "preset": cfg.preset,
+                "layers": cfg.layers,
+                "threshold": cfg.threshold,
+                "rows": rows,
+            },
+        )
+        write_text(out / INDEX, _page(rows, cfg))
+        write_json(out / STUDY_MARKER, {**marker, "status": "done"})
     return rows
+
+
+def _typed(cfg: SweepConfig, value: float) -> int | float:
+    return int(value) if SWEEPABLE[cfg.param] else value
+
+
+def _preset(base: Preset, cfg: SweepConfig, value: float) -> Preset:
+    """The preset of one sweep value (stopping once induction stays above the threshold)."""
+    v = _typed(cfg, value)
+    changes: dict[str, Any] = {
+        cfg.param: v,
+        "steps": cfg.steps,
+        "seed": cfg.seed,
+        "stop_score": cfg.threshold,
+    }
+    if cfg.param == "d_model":
+        changes["d_head"] = int(v) // base.model.n_heads
+    return with_overrides(base, **changes)
 
 
 def _row(path: Path, cfg: SweepConfig, value: int | float) -> dict[str, Any]:

@@ -150,6 +150,8 @@ class CompactVocab:
             raise ValueError("CompactVocab ids must be distinct")
         if EOT_ID not in ids:
             raise ValueError("CompactVocab must keep <|endoftext|>")
+        if not all(0 <= i < GPT2_VOCAB_SIZE for i in ids):
+            raise ValueError(f"CompactVocab ids must be GPT-2 ids (0..{GPT2_VOCAB_SIZE - 1})")
         self.gpt2_ids = np.asarray(ids, dtype=np.int64)
         self.d_vocab = len(ids) + 1
         self.unk_id = len(ids)
@@ -190,7 +192,17 @@ class CompactVocab:
         return [UNK if g < 0 else enc.decode([g]) for g in self.to_gpt2(ids)]
 
     def decode(self, ids: Iterable[int]) -> str:
-        return "".join(self.str_tokens(ids))
+        """The text of ``ids``: runs of known tokens decoded together (so a character split
+        over several tokens comes back whole), ``<unk>`` where the vocabulary has no token."""
+        enc, pieces, run = gpt2_encoding(), [], []
+        for g in [*self.to_gpt2(ids), -1]:
+            if g >= 0:
+                run.append(g)
+                continue
+            pieces.append(enc.decode(run))
+            run = []
+            pieces.append(UNK)
+        return "".join(pieces[:-1])
 
     def contains_unk(self, ids: Iterable[int]) -> bool:
         return any(int(i) == self.unk_id for i in ids)
@@ -217,5 +229,17 @@ def save_codec(codec: GPT2Codec | CompactVocab, path: Path) -> None:
     write_text(path, json.dumps(codec.to_dict()))
 
 
-def load_codec(path: Path) -> GPT2Codec | CompactVocab:
-    return codec_from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
+def load_codec(
+    path: Path, fix: str = "restore it, or retrain the run."
+) -> GPT2Codec | CompactVocab:
+    """The codec saved in ``path``; a damaged file is a UserError naming it and the ``fix``."""
+    from interp_toolkit.io import read_json
+
+    data = read_json(path, "vocabulary", fix)
+    try:
+        codec = codec_from_dict(data)
+    except (AttributeError, IndexError, KeyError, TypeError, ValueError) as exc:
+        raise UserError(f"vocabulary {path} is damaged ({exc!r}): {fix}") from None
+    if codec.d_vocab < 2:
+        raise UserError(f"vocabulary {path} is damaged (only {codec.d_vocab} token): {fix}")
+    return codec

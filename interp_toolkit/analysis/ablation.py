@@ -11,6 +11,7 @@ from jaxtyping import Float, Int
 from transformer_lens import TransformerBridge
 from transformer_lens.hook_points import HookPoint
 
+from interp_toolkit import validate
 from interp_toolkit.analysis.batches import RepeatedTokens, default_probe
 from interp_toolkit.analysis.heads import ROLES, HeadId, partner_of, top_head
 from interp_toolkit.analysis.scores import HeadReport
@@ -97,8 +98,10 @@ def head_impact(
     One forward pass per head.
     """
     _check_mode(mode)
-    if tokens.ndim != 2 or tokens.shape[1] < 2:
-        raise UserError("head_impact needs a [batch, pos] token tensor with at least 2 positions.")
+    cfg = model.cfg
+    tokens = validate.token_ids(tokens, d_vocab=int(cfg.d_vocab), n_ctx=int(cfg.n_ctx), batch=True)
+    if tokens.shape[1] < 2:
+        raise UserError("head_impact needs token sequences of at least 2 positions.")
     device = next(model.parameters()).device
     tokens = tokens.to(device)
     n_layers, n_heads = int(model.cfg.n_layers), int(model.cfg.n_heads)
@@ -128,8 +131,13 @@ def induction_after_ablation(
     The causal check: ablating a layer-0 previous-token head should lower the induction score of
     the layer-1 induction head it feeds (K-composition)."""
     _check_mode(mode)
+    ablate = validate.heads(ablate, int(model.cfg.n_layers), int(model.cfg.n_heads))
+    cfg = model.cfg
+    validate.token_ids(
+        batch.tokens, d_vocab=int(cfg.d_vocab), n_ctx=int(cfg.n_ctx), batch=True, name="batch"
+    )
     means = mean_z(model, batch.tokens) if mode == "mean" else None
-    hooks = ablation_hooks(list(ablate), mode=mode, means=means)
+    hooks = ablation_hooks(ablate, mode=mode, means=means)
     return head_scores(model, batch, fwd_hooks=hooks, batch_size=batch_size)
 
 

@@ -23,6 +23,7 @@ import torch
 from jaxtyping import Float, Int
 from transformer_lens import FactoredMatrix, TransformerBridge
 
+from interp_toolkit import validate
 from interp_toolkit.analysis.heads import HeadId
 from interp_toolkit.analysis.self_ranks import self_ranks
 from interp_toolkit.devices import STRICT_FP32, resolve_device
@@ -124,6 +125,19 @@ def copying_scores(model: TransformerBridge) -> Float[torch.Tensor, "layer head"
     return score.masked_fill(ov_gain(m) <= EMPTY_OV_GAIN, float("nan"))
 
 
+def copying_table(model: TransformerBridge) -> dict[str, Any]:
+    """Every head's copying score for JSON: ``None`` for an empty OV circuit, whose heads are
+    listed under ``empty`` with the reason (no NaN in the file)."""
+    scores = copying_scores(model)
+    return {
+        "copying_score": [
+            [None if math.isnan(v) else round(v, 4) for v in row] for row in scores.tolist()
+        ],
+        "empty": [str(HeadId(*map(int, i))) for i in torch.isnan(scores).nonzero().tolist()],
+        "empty_rule": f"empty OV circuit: gain <= {EMPTY_OV_GAIN:g}, no copying score",
+    }
+
+
 def _heads_factors(
     m: TransformerBridge, heads: list[tuple[int, int]], dev: torch.device
 ) -> Iterator[tuple[int, int, torch.Tensor, torch.Tensor]]:
@@ -223,10 +237,8 @@ def top_boosted_tokens(
     (one row of the full OV circuit): ``[(token_id, logit), ...]`` in decreasing order."""
     check_head(model, layer, head)
     d_vocab = int(model.cfg.d_vocab)
-    if not 0 <= token_id < d_vocab:
-        raise UserError(
-            f"token id {token_id} is outside this model's vocabulary (0..{d_vocab - 1})."
-        )
+    validate.in_vocab([token_id], d_vocab, "token_id")
+    validate.count(k, "k")
     m = circuit_model(model)
     with torch.no_grad():
         attn = m.blocks[layer].attn
@@ -300,6 +312,8 @@ def head_circuit(
     has W_pos), and the top ``k`` boosted tokens of each of ``token_ids``. An empty OV circuit has
     no copying score (None) and says so in ``copying_note``."""
     check_head(model, layer, head)
+    validate.in_vocab(token_ids, int(model.cfg.d_vocab), "token_ids")
+    validate.count(k, "k")
     m = circuit_model(model)
     gain = float(ov_gain(m)[layer, head])
     score: float | None = float(copying_scores(m)[layer, head])

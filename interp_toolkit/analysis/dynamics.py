@@ -55,7 +55,7 @@ class Trajectory:
             out["tokens"] = self.tokens[i]
             out["loss_before"] = self.loss[max(0, i - 1)]
             out["loss_at"] = self.loss[i]
-            out["best_induction"] = float(self.induction[i].max())
+            out["best_induction"] = float(self.induction[i, self.layer_min :].max())
         return out
 
 

@@ -9,6 +9,7 @@ import torch
 from jaxtyping import Float
 from transformer_lens import TransformerBridge
 
+from interp_toolkit import validate
 from interp_toolkit.errors import UserError
 from interp_toolkit.tokenizer import Codec, gpt2_encoding
 
@@ -74,14 +75,20 @@ class ExamResult:
 
 
 def _unk_pieces(codec: Codec, text: str) -> list[str]:
-    """The GPT-2 pieces of ``text`` that a compact vocabulary maps to ``<unk>`` (for messages)."""
+    """The pieces of ``text`` that a compact vocabulary maps to ``<unk>`` (for messages): each
+    run of unknown GPT-2 tokens decoded together, so an emoji is named whole."""
     import numpy as np
 
     enc = gpt2_encoding()
     g_ids = enc.encode_ordinary(text)
-    mapped = codec.from_gpt2(np.asarray(g_ids, dtype=np.int64)).tolist()
-    bad = [repr(enc.decode([g])) for g, i in zip(g_ids, mapped, strict=True) if i == codec.unk_id]
-    return list(dict.fromkeys(bad))
+    unknown = codec.from_gpt2(np.asarray(g_ids, dtype=np.int64)) == codec.unk_id
+    runs: list[list[int]] = []
+    for i, g in enumerate(g_ids):
+        if unknown[i] and i > 0 and unknown[i - 1]:
+            runs[-1].append(g)
+        elif unknown[i]:
+            runs.append([g])
+    return list(dict.fromkeys(repr(enc.decode(run)) for run in runs))
 
 
 def encode_exam(
@@ -143,6 +150,7 @@ def run_exam(
     ids, target_id = encode_exam(
         codec, prompt, target, n_ctx=int(model.cfg.n_ctx), prepend_bos=prepend_bos
     )
+    validate.in_vocab([*ids, target_id], int(model.cfg.d_vocab), "prompt and target")
     logp = next_token_logprobs(model, ids)
     rank = int((logp > logp[target_id]).sum())
     vals, idx = logp.topk(min(top_k, logp.shape[0]))

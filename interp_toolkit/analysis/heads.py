@@ -25,6 +25,7 @@ from typing import Literal, NamedTuple
 import torch
 from jaxtyping import Float
 
+from interp_toolkit import validate
 from interp_toolkit.errors import UserError
 
 
@@ -49,12 +50,7 @@ class HeadId(NamedTuple):
 
     def check(self, n_layers: int, n_heads: int) -> HeadId:
         """This head, if a model of ``n_layers`` x ``n_heads`` has it; a UserError otherwise."""
-        if not (0 <= self.layer < n_layers and 0 <= self.head < n_heads):
-            raise UserError(
-                f"head {self} does not exist: this model has layers 0..{n_layers - 1} and "
-                f"heads 0..{n_heads - 1} (write L.H, e.g. 1.0)."
-            )
-        return self
+        return HeadId(*validate.head(self.layer, self.head, n_layers, n_heads))
 
 
 # ------------------------------------------------------------------------------- the registry

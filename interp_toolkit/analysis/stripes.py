@@ -19,6 +19,7 @@ from jaxtyping import Float, Int
 from transformer_lens import TransformerBridge
 from transformer_lens.hook_points import HookPoint
 
+from interp_toolkit import validate
 from interp_toolkit.analysis.batches import RepeatedTokens
 from interp_toolkit.analysis.heads import SCORE_KINDS, SCORES, Stripe, score
 from interp_toolkit.devices import rows_per_chunk
@@ -191,6 +192,7 @@ def head_scores(
             f"the probe has {seq_len} tokens but the model's context is {cfg.n_ctx}: "
             "use a shorter --period."
         )
+    validate.in_vocab(batch.tokens, int(cfg.d_vocab), "batch.tokens")
     plan = {s.name: s.stripe for s in SCORES} | dict(stripes or {})
     first_key = int(batch.has_bos)
     for name, stripe in plan.items():

@@ -251,12 +251,14 @@ def _print_circuit(data: dict[str, Any]) -> None:
     summary.add_column("top-5 copy acc", justify="right")
     summary.add_column("pos-QK prev-token", justify="right")
     summary.add_row(
-        _fmt(data["copying_score"]),
+        "empty" if data["copying_note"] else _fmt(data["copying_score"]),
         _fmt(data["top1_accuracy"]),
         _fmt(data["top5_accuracy"]),
         _fmt(data["pos_prev_token"]),
     )
     console.print(summary)
+    if data["copying_note"]:  # an empty OV circuit: say so instead of a score
+        console.print(f"copying score: {data['copying_note']}", soft_wrap=True)
     for b in data["boosted"]:
         table = Table(title=f"attending to {b['token']!r} boosts")
         table.add_column("token")

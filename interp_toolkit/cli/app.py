@@ -12,10 +12,12 @@ from typing import Any
 
 import typer
 
+from interp_toolkit.cli.boundary import BoundaryGroup
 from interp_toolkit.errors import UserError
 
 app = typer.Typer(
     name="interp-toolkit",
+    cls=BoundaryGroup,
     help="Grow attention-only transformers, watch induction heads appear, and find them in GPT-2.",
     no_args_is_help=True,
     add_completion=False,

@@ -15,9 +15,13 @@ def train_cmd(
     out: Path = typer.Option(
         ..., "--out", help="Run folder to create (or continue with --resume)."
     ),
-    layers: int = typer.Option(2, "--layers", help="Number of layers: 1, 2, 3 or 8."),
-    preset: str = typer.Option(
-        "cpu", "--preset", help="cpu (minutes on a laptop CPU) or seed (the seed study; GPU)."
+    layers: int | None = typer.Option(
+        None, "--layers", help="Number of layers: 1, 2, 3 or 8 (default 2)."
+    ),
+    preset: str | None = typer.Option(
+        None,
+        "--preset",
+        help="cpu (minutes on a laptop CPU; the default) or seed (the seed study; GPU).",
     ),
     steps: int | None = typer.Option(
         None, "--steps", help="Optimizer steps (default: the preset's)."
@@ -36,7 +40,15 @@ def train_cmd(
     vocab_size: int | None = typer.Option(
         None, "--vocab-size", help="Override the compact vocabulary size."
     ),
-    resume: bool = typer.Option(False, "--resume", help="Continue from the run's last checkpoint."),
+    resume: bool = typer.Option(
+        False,
+        "--resume",
+        help="Continue the run in --out from its last checkpoint, as it was configured "
+        "(--steps may change its length; other options must match it).",
+    ),
+    restart: bool = typer.Option(
+        False, "--restart", help="Discard the run in --out (says what goes) and train it anew."
+    ),
     quiet: bool = typer.Option(False, "--quiet", help="No progress output."),
     device: str = device_option(),
     precision: str | None = typer.Option(
@@ -50,12 +62,18 @@ def train_cmd(
 
     On N processes or GPUs: torchrun --nproc_per_node N -m interp_toolkit train ... (the global
     batch is the preset's; see the README)."""
-    from interp_toolkit.presets import get_preset, with_overrides
+    from interp_toolkit.presets import get_preset, recorded_preset, with_overrides
     from interp_toolkit.training import train_model
     from interp_toolkit.training.distributed import cluster_from_env
 
-    p = get_preset(preset, layers)
+    if resume:  # what the run was trained with: options given must match it (train_model checks)
+        p = recorded_preset(out)
+        if preset is not None:
+            p = get_preset(preset, p.model.n_layers)
+    else:
+        p = get_preset("cpu" if preset is None else preset, 2 if layers is None else layers)
     changes: dict[str, object] = {
+        "n_layers": layers,
         "steps": steps,
         "corpus": corpus,
         "n_ctx": n_ctx,
@@ -78,6 +96,7 @@ def train_cmd(
         p.data,
         p.train,
         resume=resume,
+        restart=restart,
         preset=p.name,
         progress=not quiet,
         device=device,

@@ -39,7 +39,13 @@ def attention_view(
     ``head_labels`` renames heads, e.g. ``{(1, 3): "1.3 induction"}``. Only the needed layers'
     patterns are computed."""
     cfg = model.cfg
-    tokens = prompt_tokens(codec, text_or_tokens, n_ctx=int(cfg.n_ctx), prepend_bos=prepend_bos)
+    tokens = prompt_tokens(
+        codec,
+        text_or_tokens,
+        n_ctx=int(cfg.n_ctx),
+        prepend_bos=prepend_bos,
+        d_vocab=int(cfg.d_vocab),
+    )
     plan = heads_by_layer(int(cfg.n_layers), int(cfg.n_heads), layer, heads)
     patterns = attention_patterns(model, tokens, list(plan))
     return layer_views(patterns, plan, token_labels(codec, tokens), head_labels)

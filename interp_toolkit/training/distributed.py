@@ -7,8 +7,9 @@ runs the same TransformerLens loop on its own slice of every global batch (see
 ``DistributedDataParallel``, so gradients are averaged over the processes before each optimizer
 step: every process holds the same weights, and the update is the one a single process would make
 on the whole global batch. Rank 0 alone writes the run folder (config, metrics, checkpoints,
-weights) and scores heads; the others wait where it writes first (:func:`barrier`,
-:func:`rank0_first`).
+weights), holds the folder's lock and scores heads; the others wait where it writes first
+(:func:`barrier`, :func:`rank0_first`, :func:`prepare_on`). Stop decisions (a stop signal, the
+early stop) are taken together after each step (:func:`any_rank`).
 
 GPUs use the NCCL backend (process ``LOCAL_RANK`` on GPU ``LOCAL_RANK``), the CPU uses gloo.
 Multi-node runs are the same launcher with ``--nnodes`` and a rendezvous (``--rdzv-backend c10d
@@ -19,7 +20,8 @@ from __future__ import annotations
 
 import atexit
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TypeVar
@@ -29,6 +31,9 @@ import torch.distributed as dist
 
 from interp_toolkit.devices import resolve_device
 from interp_toolkit.errors import UserError
+from interp_toolkit.runs import RunPaths
+from interp_toolkit.training.checkpoints import Start, prepare_out, read_checkpoint
+from interp_toolkit.training.guard import StopSignals, run_guard
 
 #: How long a process waits for the others at a collective (rank 0 may be tokenizing a corpus for
 #: the others first; torchrun ends every process as soon as one of them fails).
@@ -135,13 +140,38 @@ def mean_over_ranks(value: torch.Tensor, cluster: Cluster) -> torch.Tensor:
     return total / cluster.world_size
 
 
-def rank0_decides(flag: bool, cluster: Cluster, device: torch.device) -> bool:
-    """Rank 0's ``flag`` on every process (a collective: every rank must call it)."""
+def any_rank(flag: bool, cluster: Cluster, device: torch.device) -> bool:
+    """Whether ``flag`` is true on any process (a collective: every rank must call it)."""
     if not cluster.active:
         return flag
     t = torch.tensor([1.0 if flag else 0.0], device=device)
-    dist.broadcast(t, src=0)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
     return bool(t.item())
+
+
+@contextmanager
+def guard_on(cluster: Cluster, paths: RunPaths) -> Iterator[StopSignals]:
+    """Rank 0 holds the run folder (:func:`~interp_toolkit.training.guard.run_guard`: the lock,
+    stop signals); the other processes only defer stop signals to the end of a step."""
+    if cluster.is_main:
+        with run_guard(paths) as signals:
+            yield signals
+    else:
+        with StopSignals(f"continue with --resume --out {paths.root}.") as signals:
+            yield signals
+
+
+def prepare_on(
+    cluster: Cluster, paths: RunPaths, *, resume: bool, restart: bool, note: Callable[[str], None]
+) -> Start:
+    """Rank 0 checks (or, with ``restart``, empties) the folder; the others wait for it, then
+    read the checkpoint it found, if resuming."""
+    if cluster.is_main:
+        begin = prepare_out(paths, resume=resume, restart=restart, note=note)
+        barrier(cluster)
+        return begin
+    barrier(cluster)
+    return Start(resumed=resume, checkpoint=read_checkpoint(paths) if resume else None)
 
 
 def data_parallel(

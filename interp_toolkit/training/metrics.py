@@ -42,8 +42,12 @@ class MetricsLog:
         self._file: TextIO = paths.metrics.open("a", encoding="utf-8")
 
     def write(self, row: dict[str, Any]) -> None:
-        self._file.write(json.dumps(row) + "\n")
-        self._file.flush()
+        try:
+            self._file.write(json.dumps(row) + "\n")
+            self._file.flush()
+        except OSError as exc:  # a full disk: say which file
+            exc.filename = exc.filename or self._file.name
+            raise
 
     def close(self) -> None:
         self._file.close()

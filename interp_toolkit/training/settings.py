@@ -1,19 +1,25 @@
-"""Training settings: what a run's config.json records under ``settings``."""
+"""Training settings: what a run's config.json records under ``settings``, and how a recorded
+config compares with a request (resuming a run, or reusing one in a study)."""
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from interp_toolkit.data import DataConfig
 from interp_toolkit.devices import precision_named
 from interp_toolkit.errors import UserError
+from interp_toolkit.models import AttnOnlyConfig
 
 
 @dataclass(frozen=True)
 class TrainSettings:
-    """Optimisation and bookkeeping. The optimizer is TL's AdamW (Adam when weight_decay is None)."""
+    """Optimisation and bookkeeping. The optimizer is TL's AdamW (Adam when weight_decay is None).
+
+    Checkpoints are written after step 1 (so a run stopped early can always resume), every
+    ``checkpoint_every`` steps, at the end, and when a stop signal arrives."""
 
     steps: int = 2000
     batch_size: int = 64
@@ -41,8 +47,7 @@ class TrainSettings:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TrainSettings:
-        names = {f.name for f in dataclasses.fields(cls)}
-        kw = {k: v for k, v in d.items() if k in names}
+        kw = _known_fields(cls, d)
         for key in ("snapshot_steps", "betas"):
             if key in kw:
                 kw[key] = tuple(kw[key])
@@ -63,3 +68,49 @@ def settings_dict(
         "train": dataclasses.asdict(train_cfg),
         "runtime": runtime or {},
     }
+
+
+Configs = tuple[AttnOnlyConfig, DataConfig, TrainSettings]
+
+#: Fields a request may leave different from a recorded run: the vocabulary size the codec
+#: decided (``d_vocab``) and the thread count (speed only).
+DERIVED = (("model", "d_vocab"), ("train", "threads"))
+
+
+def recorded_configs(config: dict[str, Any], where: Path) -> Configs:
+    """The model, data and training configs a run's config.json (``config``, read from
+    ``where``) records; a UserError when it lacks them."""
+    settings = config.get("settings") or {}
+    if not isinstance(settings.get("data"), dict) or not isinstance(settings.get("train"), dict):
+        raise UserError(
+            f"{where} records no training settings (the model was saved, not trained, here), "
+            "so it has no checkpoint to resume from and cannot be reused: choose another "
+            "folder, or train anew in it with --restart."
+        )
+    try:
+        return (
+            AttnOnlyConfig.from_dict(config["model"]),
+            DataConfig(**_known_fields(DataConfig, settings["data"])),
+            TrainSettings.from_dict(settings["train"]),
+        )
+    except (TypeError, ValueError) as exc:
+        raise UserError(f"run config {where} is damaged ({exc}): restore it.") from None
+
+
+def config_differences(recorded: Configs, requested: Configs, *, steps: bool = True) -> list[str]:
+    """``name=recorded (asked requested)`` for every setting that differs (``steps`` too
+    unless ``steps=False``), ignoring :data:`DERIVED`."""
+    ignore = set(DERIVED) | (set() if steps else {("train", "steps")})
+    out: list[str] = []
+    for section, old, new in zip(("model", "data", "train"), recorded, requested, strict=True):
+        for f in dataclasses.fields(old):
+            a, b = getattr(old, f.name), getattr(new, f.name)
+            line = f"{f.name}={a!r} (asked {b!r})"
+            if (section, f.name) not in ignore and a != b and line not in out:
+                out.append(line)
+    return out
+
+
+def _known_fields(cls: type, d: dict[str, Any]) -> dict[str, Any]:
+    names = {f.name for f in dataclasses.fields(cls)}
+    return {k: v for k, v in d.items() if k in names}

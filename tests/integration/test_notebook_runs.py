@@ -1,25 +1,79 @@
-"""The walkthrough notebook runs top to bottom (tiny configuration)."""
+"""The walkthrough notebook runs top to bottom (tiny configuration) and prints what its models
+compute: every number it prints is recomputed here from the run folders it wrote."""
 
-import os
+import re
 from pathlib import Path
 
 import nbformat
+import pytest
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
-def test_notebook_executes(monkeypatch):
+@pytest.fixture(scope="module")
+def executed(tmp_path_factory):
+    """The executed notebook's printed text and its work folder (printed by an extra last cell,
+    added here only)."""
     from nbclient import NotebookClient
 
-    monkeypatch.setenv("INTERP_TOOLKIT_TINY", "1")
     nb = nbformat.read(EXAMPLES / "walkthrough.ipynb", as_version=4)
-    NotebookClient(
-        nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(EXAMPLES)}}
-    ).execute()
+    nb.cells.append(nbformat.v4.new_code_cell('print("WORK", work)'))
+    mp = pytest.MonkeyPatch()
+    mp.setenv("INTERP_TOOLKIT_TINY", "1")
+    try:
+        NotebookClient(
+            nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(EXAMPLES)}}
+        ).execute()
+    finally:
+        mp.undo()
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
     assert not [o for o in outputs if o.get("output_type") == "error"]
     text = "".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream")
-    assert "target rank" in text and "induction score of" in text
-    # the last cell displays the circuitsvis view as HTML
-    assert any("text/html" in o.get("data", {}) for o in nb.cells[-1].outputs)
-    assert os.environ["INTERP_TOOLKIT_TINY"] == "1"
+    work = Path(re.search(r"^WORK (.+)$", text, re.M).group(1))
+    return nb, text, {n: work / f"cpu-{n}l" for n in (1, 2)}
+
+
+def test_notebook_shows_the_attention_view(executed):
+    nb = executed[0]
+    # the walkthrough's last cell (before ours) displays the circuitsvis view as HTML
+    assert any("text/html" in o.get("data", {}) for o in nb.cells[-2].outputs)
+
+
+def test_notebook_prints_the_losses_and_exams_of_its_runs(executed):
+    from interp_toolkit.analysis.exam import BUILTIN_EXAMS, run_exam
+    from interp_toolkit.runs import load_run, read_metrics
+
+    _, text, runs = executed
+    for n, path in runs.items():
+        rows = read_metrics(path)
+        want = f"{n} layer(s): {rows[-1]['step']} steps, final loss {rows[-1]['loss']:.3f}"
+        assert want in text, (want, text)
+        run = load_run(path)
+        for exam in BUILTIN_EXAMS:
+            r = run_exam(run.model, run.codec, exam.prompt, exam.target)
+            want = f"{n}L {exam.name}: target rank {r.rank}, p = {r.prob:.3f}"
+            assert want in text, (want, text)
+
+
+def test_notebook_prints_the_heads_and_the_ablation_of_its_runs(executed):
+    from interp_toolkit.analysis.heads import partner_of, top_head
+    from interp_toolkit.analysis.scores import discover_heads
+    from interp_toolkit.runs import load_run
+
+    _, text, runs = executed
+    reports = {
+        n: discover_heads(load_run(p).model, load_run(p).codec, n_seqs=32) for n, p in runs.items()
+    }
+    for n, rep in reports.items():
+        want = f"{n}L  tau={rep.taus['induction']:.3f}  roles={rep.to_dict()['roles']}"
+        assert want in text, (want, text)
+    rep2 = reports[2]
+    best = top_head(rep2.scores.induction, layers=range(1, 2))
+    partner = partner_of(rep2.scores.previous_token, best)
+    line = re.search(r"^induction score of (\S+): (\S+) -> (\S+) after ablating (\S+)$", text, re.M)
+    assert line, text
+    assert line.group(1, 2, 4) == (
+        str(best),
+        f"{float(rep2.scores.induction[best]):.3f}",
+        str(partner),
+    )

@@ -9,6 +9,7 @@ import torch
 from analysis_helpers import make_prev_token_head, tiny_codec
 
 from interp_toolkit.analysis.batches import (
+    default_probe,
     default_token_range,
     non_repeating_like,
     repeated_tokens,
@@ -58,46 +59,51 @@ def test_bad_batch_args():
         repeated_tokens(4, 5, n_repeats=1, low=0, high=10, bos_id=None)
 
 
-def _direct_scores(model, b):
-    """Independent per-row loops over cached patterns and values."""
-    _, cache = model.run_with_cache(
-        b.tokens, names_filter=lambda n: n.endswith(("hook_pattern", "hook_v"))
-    )
-    n_layers, n_heads = model.cfg.n_layers, model.cfg.n_heads
-    out = {k: torch.zeros(n_layers, n_heads) for k in SCORE_KINDS}
-    for layer in range(n_layers):
-        pat = cache[f"blocks.{layer}.attn.hook_pattern"]
-        vn = cache[f"blocks.{layer}.attn.hook_v"].norm(dim=-1)  # [b, pos, head]
-        for h in range(n_heads):
-            prev, dup, ind, vw, cur, first = [], [], [], [], [], []
-            for i in range(b.tokens.shape[0]):
-                s, end = int(b.starts[i]), int(b.starts[i]) + b.n_repeats * b.period
-                for q in range(2, end):
-                    prev.append(pat[i, h, q, q - 1])
-                for q in range(1, end):
-                    cur.append(pat[i, h, q, q])
-                    first.append(pat[i, h, q, 0])
-                for q in range(s + b.period, end):
-                    dup.append(pat[i, h, q, q - b.period])
-                    ind.append(pat[i, h, q, q - b.period + 1])
-                    w = pat[i, h, q] * vn[i, :, h]
-                    vw.append(w[q - b.period + 1] / w.sum())
-            out["previous_token"][layer, h] = torch.stack(prev).mean()
-            out["duplicate_token"][layer, h] = torch.stack(dup).mean()
-            out["induction"][layer, h] = torch.stack(ind).mean()
-            out["induction_vw"][layer, h] = torch.stack(vw).mean()
-            out["current_token"][layer, h] = torch.stack(cur).mean()
-            out["first_token"][layer, h] = torch.stack(first).mean()
-    return out
+def test_scores_of_hand_built_heads():
+    """Every score of heads whose attention is known (circuits_helpers.stripes_model): a wrong
+    stripe, query set or value weighting moves at least one of these numbers."""
+    from circuits_helpers import BLOCK, BOS_VALUE_NORM, letters_codec, stripes_model
 
-
-def test_scores_match_direct_computation(tiny_model):
-    b = repeated_tokens(5, 6, low=0, high=63, bos_id=0, prefix_max=4, seed=1)
+    b = default_probe(letters_codec(), BLOCK, n_seqs=32, seed=5)
     with torch.no_grad():
-        got = head_scores(tiny_model, b, batch_size=2)
-        want = _direct_scores(tiny_model, b)
-    for k in SCORE_KINDS:
-        torch.testing.assert_close(got.get(k), want[k], atol=1e-5, rtol=1e-4)
+        got = head_scores(stripes_model(), b, batch_size=7)
+    # body queries are 1 .. end-1 of each row; only query 1's previous key is BOS
+    n_body = float((b.ends - 1).sum())
+    n_repeat = b.n_seqs * b.period  # the 2nd repeat's queries
+    half_on_bos = (n_body - n_repeat / 2) / n_body  # 1.1: all on BOS, half in the 2nd repeat
+    want = {
+        # 0.0 previous key; 0.1 half previous, half itself; 1.0 BOS; 1.1 BOS (+ induction key)
+        "previous_token": [[1.0, 0.5], [0.0, 0.0]],
+        "current_token": [[0.0, 0.5], [0.0, 0.0]],
+        "first_token": [[b.n_seqs / n_body, b.n_seqs / n_body / 2], [1.0, half_on_bos]],
+        "duplicate_token": [[0.0, 0.0], [0.0, 0.0]],
+        "induction": [[0.0, 0.0], [0.0, 0.5]],
+        # value-weighted: half the attention on a value of norm 1, half on BOS's
+        "induction_vw": [[0.0, 0.0], [0.0, 1 / (1 + BOS_VALUE_NORM)]],
+    }
+    assert set(want) == set(SCORE_KINDS)
+    for kind, value in want.items():
+        torch.testing.assert_close(got.get(kind), torch.tensor(value), atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("kind", ["k", "q"])
+def test_scores_of_the_hand_built_circuits(kind):
+    """The planted layer-0 head scores 1 on its own stripe, the induction head 1 on both induction
+    scores (its value vectors all have norm 1); the empty head 1.1 attends uniformly."""
+    from circuits_helpers import BLOCK, CIRCUITS, letters_codec
+
+    b = default_probe(letters_codec(), BLOCK, n_seqs=16, seed=2)
+    with torch.no_grad():
+        got = head_scores(CIRCUITS[kind][0](), b)
+    own = "previous_token" if kind == "k" else "duplicate_token"
+    assert float(got.get(own)[0, 0]) == pytest.approx(1.0, abs=1e-6)
+    other = "duplicate_token" if kind == "k" else "previous_token"
+    assert float(got.get(other)[0, 0]) < 0.1
+    for k in ("induction", "induction_vw"):
+        assert float(got.get(k)[1, 0]) == pytest.approx(1.0, abs=1e-6)
+    # uniform attention over keys 0..q: the induction key gets 1/(q+1) on average
+    qs = (b.starts[:, None] + b.period + torch.arange(b.period)[None, :]).float()
+    assert float(got.induction[1, 1]) == pytest.approx(float((1 / (qs + 1)).mean()), rel=1e-5)
 
 
 def test_prev_token_head_is_found(tiny_cfg):
@@ -121,10 +127,19 @@ def test_prev_token_head_is_found(tiny_cfg):
     assert d["probe"]["period"] >= 2 and d["probe"]["bos"] is True
 
 
-def test_fresh_init_null(tiny_model):
-    report = discover_heads(tiny_model, tiny_codec(64), n_seqs=8, null="fresh_init", n_null=2)
+@pytest.mark.parametrize("kind", ["k", "q"])
+def test_fresh_init_null_labels_the_planted_heads(kind):
+    """Against freshly initialised models of the same architecture, discovery names exactly the
+    planted heads of a hand-built circuit, and no induction head in its control."""
+    from circuits_helpers import CIRCUITS, control_model, letters_codec
+
+    codec = letters_codec()
+    builder, layer0_role = CIRCUITS[kind]
+    report = discover_heads(builder(), codec, n_seqs=16, null="fresh_init", n_null=2)
     assert report.null == "fresh_init" and report.n_null_samples == 2
-    assert all(0 <= t <= 1 for t in report.taus.values())
+    assert report.roles == [[layer0_role, "none"], ["induction", "none"]], report.to_dict()
+    control = discover_heads(control_model(kind), codec, n_seqs=16, null="fresh_init", n_null=2)
+    assert control.roles == [[layer0_role, "none"], ["none", "none"]], control.to_dict()
 
 
 def test_fresh_init_refuses_foreign_models(tiny_model):

@@ -6,7 +6,7 @@ import torch
 
 from interp_toolkit.data import DataConfig
 from interp_toolkit.models import AttnOnlyConfig
-from interp_toolkit.runs import load_run
+from interp_toolkit.runs import RunPaths, load_run
 from interp_toolkit.training import TrainSettings, train_model
 
 
@@ -28,7 +28,7 @@ def test_precision_and_device_are_recorded_and_checkpoints_load_anywhere(tmp_pat
         "processes": 1,
         "precision": {"bf16_autocast": False, "tf32": False},
     }
-    optimizer = torch.load(out / "checkpoints" / "optimizer.pt", weights_only=True)
+    optimizer = torch.load(RunPaths(out).checkpoint_optimizer(2), weights_only=True)
     tensors = [v for s in optimizer["state"].values() for v in s.values() if torch.is_tensor(v)]
     assert tensors and all(t.device.type == "cpu" for t in tensors)
     res = train_model(

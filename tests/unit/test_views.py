@@ -113,6 +113,30 @@ def test_attention_view_objects(model, vocab):
         attention_view(model, "the cat " * 40, codec=vocab)
 
 
+def _view_props(view) -> dict:
+    """The props a circuitsvis view renders (its first ``{"attention": ...}`` object)."""
+    src = view.local_src
+    return json.JSONDecoder().raw_decode(src[src.index('{"attention": ') :])[0]
+
+
+def test_attention_view_shows_the_planted_induction_head():
+    """The K-composition circuit of circuits_helpers on ``A B C D A B C``: the view of 1.0 shows
+    ' B' and ' C' of the second repeat attending to the token after their first copy, and
+    uniform attention where there is nothing to find (' A' has no earlier copy: the first ``A``
+    has no space)."""
+    from circuits_helpers import k_composition_model, letters_codec
+
+    from interp_toolkit.reports.attention import attention_view
+
+    model, codec = k_composition_model(), letters_codec()
+    props = _view_props(attention_view(model, "A B C D A B C", codec=codec, layer=1, heads=[0])[1])
+    assert props["attentionHeadNames"] == ["1.0"] and props["tokens"][6] == "·B"
+    att = torch.tensor(props["attention"][0])  # [query, key]
+    for q in range(6):
+        torch.testing.assert_close(att[q, : q + 1], torch.full((q + 1,), 1 / (q + 1)))
+    assert float(att[6, 3]) > 0.99 and float(att[7, 4]) > 0.99
+
+
 def test_attention_page_is_offline(model, vocab):
     from interp_toolkit.reports.attention import attention_page, attention_view
     from interp_toolkit.views.cv import bundle as cv_bundle
@@ -212,6 +236,17 @@ def test_render_report_inlines_plotly_once():
     assert "CircuitsVis" not in page  # no circuitsvis bundle when no view is on the page
 
 
+def _n_figures(sections) -> int:
+    """Plotly figures in report sections, rows included."""
+    import plotly.graph_objects as go
+
+    from interp_toolkit.views.page import Row
+
+    items = [it for sec in sections for it in sec.items]
+    items += [it for row in items if isinstance(row, Row) for it in row.items]
+    return sum(isinstance(it, go.Figure) for it in items)
+
+
 @pytest.fixture(scope="module")
 def two_runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("study")
@@ -227,7 +262,7 @@ def analyses(two_runs):
 
 
 def test_run_report(two_runs, analyses):
-    from interp_toolkit.reports.run_report import build_run_report
+    from interp_toolkit.reports.run_report import build_run_report, run_report_sections
     from interp_toolkit.views.cv import bundle as circuitsvis_bundle
 
     path = build_run_report(two_runs[1], head_report=analyses[1].head_report)
@@ -246,13 +281,22 @@ def test_run_report(two_runs, analyses):
     ):
         assert f"<h2>{heading}</h2>" in page
     assert "The cat &lt;sat&gt; &amp; ran" in page  # samples are escaped
-    assert "τ(induction) = " in page and "★ = score &gt; τ and ≥ floor" in page
-    assert page.count('class="plotly-graph-div"') >= 5
-    assert 1 <= page.count("CircuitsVis.render(") <= 2  # one view per layer holding a key head
+    analysis = analyses[1]
+    rep = analysis.head_report
+    assert f"τ(induction) = {rep.taus['induction']:.3g}" in page
+    assert "★ = score &gt; τ and ≥ floor" in page
+    # every figure of the report's sections once; one attention view per layer holding a key head
+    assert page.count('class="plotly-graph-div"') == _n_figures(run_report_sections(analysis))
+    key_layers = {analysis.induction_head.layer, analysis.prev_token_head.layer}
+    assert page.count("CircuitsVis.render(") == len(key_layers)
 
 
 def test_summary_and_comparison(analyses):
-    from interp_toolkit.reports.study_report import describe_run, render_comparison
+    from interp_toolkit.reports.study_report import (
+        comparison_sections,
+        describe_run,
+        render_comparison,
+    )
 
     summaries = [a.summary() for a in analyses]
     json.dumps([s.to_dict() for s in summaries])  # JSON-safe
@@ -263,7 +307,8 @@ def test_summary_and_comparison(analyses):
     page = render_comparison(summaries, title="Study")
     assert_offline(page)
     assert '<a href="L1/report.html">L1</a>' in page and '<a href="L2/report.html">L2</a>' in page
-    assert page.count(_plotly_js()) == 1 and page.count('class="plotly-graph-div"') >= 4
+    assert page.count(_plotly_js()) == 1
+    assert page.count('class="plotly-graph-div"') == _n_figures(comparison_sections(summaries))
     with pytest.raises(UserError):
         render_comparison([])
 

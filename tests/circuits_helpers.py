@@ -1,0 +1,218 @@
+"""Hand-built two-layer induction circuits with a known answer, for the tests.
+
+Every model is a native attention-only model (``build_model``) of 2 layers x 2 heads, d_head 64,
+d_model 128, n_ctx 32 and a 32-id vocabulary (:func:`letters_codec`: BOS, ``A``, `` A``..`` Z``,
+three more ids, ``<unk>``), with every weight written by hand. The residual stream is four
+orthogonal one-hot blocks of 32 dims:
+
+====================  ==========================================================
+``TOK`` (0..31)        the token's id (``W_E[t] = e_{TOK+t}``)
+``POS`` (32..63)       the position (``W_pos[p] = e_{POS+p}``)
+``MID`` (64..95)       written by the layer-0 head of the circuit: the previous token's id
+                       (K-composition model) or the earlier copy's position (Q-composition model)
+``OUT`` (96..127)      what the unembedding reads (``W_U[OUT+t, t] = 1``): the embedding alone
+                       gives every logit 0
+====================  ==========================================================
+
+Attention logits are ``ALPHA`` (20) where a head should look and 0 elsewhere (``W_Q`` carries
+``ALPHA·sqrt(d_head)``, undoing the 1/sqrt(d_head) scale), so a planted head puts
+``1 - 31·e^-20`` of its attention where it should. All biases are 0.
+
+- :func:`k_composition_model`: 0.0 is a previous-token head (query position p -> key p-1, by
+  position) whose OV copies the attended token's id into ``MID``; 1.0 is an induction head whose
+  query reads ``TOK`` and whose key reads ``MID`` (K-composition): it attends to the key whose
+  previous token is the current token, and its OV copies the attended token to ``OUT`` with gain
+  ``GAIN``.
+- :func:`q_composition_model`: 0.0 is a duplicate-token head (attends to the earlier occurrence of
+  the current token: +ALPHA for the same id, -ALPHA for the same position, so the query's own
+  position cancels) whose OV copies the attended *position* into ``MID``; 1.0's query reads
+  ``MID`` shifted by one position and its key reads ``POS`` (Q-composition): it attends to the
+  position after the earlier copy; its OV copies, as above.
+- :func:`control_model`: either model with head 0.0's OV zeroed (its attention is unchanged, but
+  nothing reaches layer 1, which then attends uniformly): no induction anywhere.
+
+In both circuit models (and their controls) 0.1 is an unrelated head: it attends to its own position and writes the current
+token's id into ``OUT`` with gain ``UNRELATED_GAIN`` (a copying head outside the circuit), and
+1.1 is empty (all weights 0: uniform attention, no output).
+
+:func:`stripes_model` is not a circuit: its heads split their attention in known proportions, so
+that every head score has a known value.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from interp_toolkit.models import AttnOnlyConfig, build_model
+from interp_toolkit.tokenizer import EOT_ID, CompactVocab, gpt2_encoding
+
+BLOCK = 32  # d_vocab = n_ctx = the width of each residual block
+TOK, POS, MID, OUT = 0, 32, 64, 96
+ALPHA = 20.0
+GAIN = 4.0
+UNRELATED_GAIN = 0.5
+CFG = AttnOnlyConfig(n_layers=2, d_model=128, n_heads=2, d_head=64, n_ctx=BLOCK, d_vocab=BLOCK)
+LETTERS = [f" {chr(c)}" for c in range(ord("A"), ord("Z") + 1)]
+
+
+def letters_codec() -> CompactVocab:
+    """32 ids: BOS (<|endoftext|>), ``A``, `` A``..`` Z``, ``!``, ``"``, ``#``, then ``<unk>``."""
+    enc = gpt2_encoding()
+    pieces = ["A", *LETTERS, "!", '"', "#"]
+    ids = [EOT_ID] + [enc.encode_ordinary(p)[0] for p in pieces]
+    codec = CompactVocab(ids)
+    assert codec.d_vocab == BLOCK and codec.bos_id == 0
+    return codec
+
+
+class _Head:
+    """The live weights of one head (rows of the q/k/v nn.Linear, columns of o), zeroed."""
+
+    def __init__(self, model, layer: int, head: int) -> None:
+        attn = model.blocks[layer].attn
+        d_head = int(model.cfg.d_head)
+        rows = slice(head * d_head, (head + 1) * d_head)
+        self.q = attn.q.original_component.weight[rows]  # [D, d]: q = W x
+        self.k = attn.k.original_component.weight[rows]
+        self.v = attn.v.original_component.weight[rows]
+        self.o = attn.o.original_component.weight[:, rows]  # [d, D]: out = W z
+        self.scale = ALPHA * math.sqrt(d_head)
+        for w in (self.q, self.k, self.v, self.o):
+            w.zero_()
+
+
+def _blank_model():
+    """CFG with every weight and bias 0, then the embeddings, positions and unembedding above."""
+    model = build_model(CFG)
+    eye = torch.eye(BLOCK)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.zero_()
+        model.embed.original_component.weight[:, TOK : TOK + BLOCK] = eye
+        model.pos_embed.original_component.weight[:, POS : POS + BLOCK] = eye
+        model.unembed.original_component.weight[:, OUT : OUT + BLOCK] = eye
+    return model
+
+
+def _copy_ov(h: _Head, gain: float, src: int = TOK, dst: int = OUT) -> None:
+    """OV: the id in block ``src`` -> head dims 0..31 -> block ``dst`` (times ``gain``)."""
+    for i in range(BLOCK):
+        h.v[i, src + i] = 1.0
+        h.o[dst + i, i] = gain
+
+
+def _unrelated_head(model) -> None:
+    """0.1: attends to its own position; writes the current token into OUT."""
+    h = _Head(model, 0, 1)
+    for p in range(BLOCK):
+        h.q[p, POS + p] = h.scale
+        h.k[p, POS + p] = 1.0
+    _copy_ov(h, UNRELATED_GAIN)
+
+
+def _previous_token_head(model) -> None:
+    """0.0: query position p looks at key p-1 (by position); OV copies that token's id to MID."""
+    prev = _Head(model, 0, 0)
+    for p in range(1, BLOCK):
+        prev.q[p - 1, POS + p] = prev.scale  # query at p looks for head dim p-1 ...
+    for p in range(BLOCK):
+        prev.k[p, POS + p] = 1.0  # ... which only key p-1 has
+    _copy_ov(prev, 1.0, dst=MID)  # the previous token's id -> MID
+
+
+def _induction_query_key(h: _Head) -> None:
+    """K-composition: the current token (TOK) matches a key whose previous token it is (MID)."""
+    for t in range(BLOCK):
+        h.q[t, TOK + t] = h.scale
+        h.k[t, MID + t] = 1.0
+
+
+def k_composition_model():
+    """Previous-token head 0.0 -> K-composition induction head 1.0 (module docstring)."""
+    model = _blank_model()
+    with torch.no_grad():
+        _previous_token_head(model)
+        ind = _Head(model, 1, 0)
+        _induction_query_key(ind)
+        _copy_ov(ind, GAIN)
+        _unrelated_head(model)
+    return model
+
+
+def q_composition_model():
+    """Duplicate-token head 0.0 -> Q-composition induction head 1.0 (module docstring)."""
+    model = _blank_model()
+    with torch.no_grad():
+        dup = _Head(model, 0, 0)
+        for i in range(BLOCK):
+            dup.q[i, TOK + i] = dup.scale  # same id: +ALPHA
+            dup.k[i, TOK + i] = 1.0
+            dup.q[BLOCK + i, POS + i] = -dup.scale  # same position (itself): -ALPHA
+            dup.k[BLOCK + i, POS + i] = 1.0
+            dup.v[i, POS + i] = 1.0  # the attended position -> MID
+            dup.o[MID + i, i] = 1.0
+        ind = _Head(model, 1, 0)
+        for p in range(BLOCK - 1):
+            ind.q[p + 1, MID + p] = ind.scale  # the earlier copy's position, plus one ...
+        for p in range(BLOCK):
+            ind.k[p, POS + p] = 1.0  # ... is the key's position
+        _copy_ov(ind, GAIN)
+        _unrelated_head(model)
+    return model
+
+
+def control_model(kind: str = "k"):
+    """The K- (``"k"``) or Q-composition (``"q"``) model with head 0.0's OV zeroed: its attention
+    is kept, but nothing it reads reaches the residual stream, so layer 1 attends uniformly and
+    nothing induces."""
+    model = CIRCUITS[kind][0]()
+    d_head = int(model.cfg.d_head)
+    attn = model.blocks[0].attn
+    with torch.no_grad():
+        attn.v.original_component.weight[:d_head] = 0.0
+        attn.o.original_component.weight[:, :d_head] = 0.0
+    return model
+
+
+#: The value norm of BOS for head 1.1 of :func:`stripes_model` (every other token's is 1).
+BOS_VALUE_NORM = 3.0
+
+
+def stripes_model():
+    """Heads whose every score is known, for the scorer's definitions (no OV but 0.0's):
+
+    - 0.0: the previous-token head of :func:`k_composition_model` (it writes MID for 1.1);
+    - 0.1: logit ALPHA at the previous key and at itself: half its attention on each;
+    - 1.0: logit ALPHA at BOS (position 0) only (its query is constant: one per token);
+    - 1.1: logit ALPHA at BOS and at the K-composition induction key: half on each in the second
+      repeat, all on BOS before it. Its value vector reads the token: norm BOS_VALUE_NORM for
+      BOS, 1 for every other token.
+    """
+    model = _blank_model()
+    with torch.no_grad():
+        _previous_token_head(model)
+        both = _Head(model, 0, 1)
+        for p in range(1, BLOCK):
+            both.q[p - 1, POS + p] = both.scale  # dims 0..31: the previous position
+        for p in range(BLOCK):
+            both.q[BLOCK + p, POS + p] = both.scale  # dims 32..63: the query's own position
+            both.k[p, POS + p] = 1.0
+            both.k[BLOCK + p, POS + p] = 1.0
+        bos, ind = _Head(model, 1, 0), _Head(model, 1, 1)
+        for h in (bos, ind):
+            for t in range(BLOCK):
+                h.q[BLOCK, TOK + t] = h.scale  # dim 32: every token ...
+            h.k[BLOCK, POS] = 1.0  # ... looks for position 0
+        _induction_query_key(ind)  # dims 0..31
+        for t in range(BLOCK):
+            ind.v[t, TOK + t] = BOS_VALUE_NORM if t == 0 else 1.0
+    return model
+
+
+#: kind -> (builder, the role of the circuit's layer-0 head 0.0)
+CIRCUITS = {
+    "k": (k_composition_model, "previous-token"),
+    "q": (q_composition_model, "duplicate-token"),
+}

@@ -1,0 +1,136 @@
+"""The command line's error boundary: whatever goes wrong, one line and a known exit code, never a
+traceback. Usage errors (typer's vendored click and the click package) exit 2, Ctrl-C 130 (SIGTERM
+143), a full disk 1, and a bug 1 with its traceback in a report file that the line names."""
+
+import errno
+import re
+import signal
+from pathlib import Path
+
+import click
+import pytest
+import typer
+
+from interp_toolkit.cli import main
+
+
+def run_cli(capsys, *args):
+    with pytest.raises(SystemExit) as exc:
+        main(list(args))
+    out = capsys.readouterr()
+    return exc.value.code, out.err.strip(), out.out
+
+
+def one_line(err):
+    assert len(err.splitlines()) == 1, err
+    assert "Traceback" not in err, err
+    return err
+
+
+@pytest.mark.parametrize(
+    "args, match",
+    [
+        (["train", "--layers", "abc", "--out", "x"], "Invalid value for '--layers'"),
+        (["train", "--steps", "1.5", "--out", "x"], "Invalid value for '--steps'"),
+        (["train"], "Missing option '--out'"),
+        (["train", "--out", "x", "--bogus"], "No such option"),
+        (["bogus"], "No such command"),
+    ],
+)
+def test_usage_errors_are_one_line_exit_2(capsys, tmp_path, monkeypatch, args, match):
+    monkeypatch.chdir(tmp_path)
+    code, err, _ = run_cli(capsys, *args)
+    assert code == 2 and match in one_line(err) and err.startswith("error: ")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.fixture
+def saved_run(tmp_path, tiny_cfg):
+    from interp_toolkit.models import build_model
+    from interp_toolkit.runs import save_run
+    from interp_toolkit.tokenizer import EOT_ID, CompactVocab
+
+    codec = CompactVocab([EOT_ID, *range(1, tiny_cfg.d_vocab - 1)])
+    cfg = tiny_cfg.replace(d_vocab=codec.d_vocab)
+    return save_run(tmp_path / "run", build_model(cfg), codec, cfg)
+
+
+def _raise_in_sample(monkeypatch, exc):
+    def boom(*a, **k):
+        raise exc
+
+    monkeypatch.setattr("interp_toolkit.sampling.sample", boom)
+
+
+def test_ctrl_c_exits_130_with_one_line(capsys, monkeypatch, saved_run):
+    _raise_in_sample(monkeypatch, KeyboardInterrupt())
+    code, err, _ = run_cli(capsys, "sample", str(saved_run))
+    assert code == 130 and one_line(err).startswith("interrupted")
+
+
+def test_an_interrupt_keeps_its_message_and_signal(capsys, monkeypatch, saved_run):
+    from interp_toolkit.errors import Interrupted
+
+    _raise_in_sample(
+        monkeypatch, Interrupted("stopped at step 7: checkpoint saved", signal.SIGTERM)
+    )
+    code, err, _ = run_cli(capsys, "sample", str(saved_run))
+    assert code == 143 and one_line(err) == "interrupted: stopped at step 7: checkpoint saved"
+
+
+def test_a_bug_prints_one_line_naming_its_report(capsys, monkeypatch, saved_run, tmp_path):
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    _raise_in_sample(monkeypatch, ZeroDivisionError("a bug\nover two lines"))
+    code, err, _ = run_cli(capsys, "sample", str(saved_run), "--tokens", "3")
+    assert code == 1 and "ZeroDivisionError: a bug" in one_line(err) and "bug" in err
+    report = Path(re.search(r"report is in (\S+)", err).group(1))
+    text = report.read_text()
+    assert report.parent == tmp_path and "Traceback" in text and "--tokens 3" in text
+
+
+@pytest.mark.parametrize(
+    "exc, match",
+    [
+        (OSError(errno.ENOSPC, "No space left on device", "/data/run/x"), "no space left"),
+        (PermissionError(errno.EACCES, "Permission denied", "/data/run/x"), "permission denied"),
+        (OSError(errno.EROFS, "Read-only file system", "/data/run/x"), "read-only"),
+    ],
+)
+def test_disk_and_permission_problems_are_one_line(capsys, monkeypatch, saved_run, exc, match):
+    _raise_in_sample(monkeypatch, exc)
+    code, err, _ = run_cli(capsys, "sample", str(saved_run))
+    assert code == 1 and match in one_line(err) and "/data/run/x" in err
+
+
+def _toy_app(exc):
+    from interp_toolkit.cli.boundary import BoundaryGroup
+
+    app = typer.Typer(cls=BoundaryGroup, add_completion=False)
+
+    @app.command("go")
+    def go() -> None:
+        raise exc
+
+    @app.command("other")
+    def other() -> None:
+        pass
+
+    return app
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [
+        click.UsageError("bad usage from the click package"),
+        typer._click.exceptions.UsageError("bad usage from typer's click"),
+        click.BadParameter("bad parameter from the click package"),
+    ],
+)
+def test_click_and_typer_click_errors_alike(capsys, exc):
+    from interp_toolkit.cli.boundary import run
+
+    with pytest.raises(SystemExit) as info:
+        run(_toy_app(exc), ["go"])
+    err = capsys.readouterr().err.strip()
+    assert info.value.code == 2 and one_line(err).startswith("error: ") and "bad" in err
+    assert run(_toy_app(exc), ["other"]) is None  # success returns
