@@ -1,12 +1,19 @@
-"""Regenerate walkthrough.ipynb from its script twin walkthrough.py (cells split on ``# %%``)."""
+"""Regenerate the notebooks from their script twins (cells split on ``# %%``): walkthrough.py and
+quickstart.py. ``--execute`` also runs them (nbclient) and keeps the outputs, as committed::
+
+    INTERP_TOOLKIT_WORK=runs/walkthrough INTERP_TOOLKIT_RUN=runs/walkthrough/cpu-2l \
+        python examples/make_notebook.py --execute
+"""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import nbformat
 
 HERE = Path(__file__).resolve().parent
+SCRIPTS = ("walkthrough.py", "quickstart.py")
 
 
 def build(script: Path = HERE / "walkthrough.py") -> nbformat.NotebookNode:
@@ -29,6 +36,18 @@ def build(script: Path = HERE / "walkthrough.py") -> nbformat.NotebookNode:
     return nb
 
 
+def execute(nb: nbformat.NotebookNode) -> None:
+    from nbclient import NotebookClient
+
+    resources = {"metadata": {"path": str(HERE)}}
+    NotebookClient(nb, timeout=3600, kernel_name="python3", resources=resources).execute()
+
+
 if __name__ == "__main__":
-    nbformat.write(build(), HERE / "walkthrough.ipynb")
-    print("wrote", HERE / "walkthrough.ipynb")
+    for name in SCRIPTS:
+        out = (HERE / name).with_suffix(".ipynb")
+        nb = build(HERE / name)
+        if "--execute" in sys.argv[1:]:
+            execute(nb)
+        nbformat.write(nb, out)
+        print("wrote", out)

@@ -46,6 +46,7 @@ from jaxtyping import Int
 
 from interp_toolkit.corpora import CorpusSource, Document, corpus_source
 from interp_toolkit.errors import UserError
+from interp_toolkit.progress import progress_bar
 from interp_toolkit.tokenizer import (
     EOT_ID,
     GPT2_VOCAB_SIZE,
@@ -162,13 +163,11 @@ def _tokenize_into(
     writer: StoreWriter, source: CorpusSource, val_fraction: float, progress: bool
 ) -> dict[str, Any]:
     """Tokenize the source's documents batch by batch into the writer; apply the split rule."""
-    from tqdm.auto import tqdm
-
     total, docs = source.read()
     threads = max(1, min(2, os.cpu_count() or 1))
     n_docs = 0
-    bar = tqdm(
-        docs, total=total, desc=f"tokenizing {source.label}", unit="doc", disable=not progress
+    bar = progress_bar(
+        docs, total=total, desc=f"tokenizing {source.label}", unit="doc", enabled=progress
     )
     with bar:
         for batch in _batches(d for d in bar if d.text.strip()):

@@ -101,14 +101,30 @@ def build_model(
     """
     cfg.validate()
     model = TransformerBridge.boot_native(tl_config(cfg), device=device, dtype=torch.float32)
-    if cfg.embed_init_std is not None:
-        gen = torch.Generator().manual_seed(cfg.seed + 1_000_003)
-        with torch.no_grad():
-            for param in embedding_parameters(model):
-                param.copy_(torch.randn(param.shape, generator=gen) * cfg.embed_init_std)
+    _draw_embeddings(model, cfg)
     if codec is not None:
         attach_tokenizer(model, codec)
     return model.eval()
+
+
+def reinitialise(model: TransformerBridge, cfg: AttnOnlyConfig) -> TransformerBridge:
+    """Draw every weight of ``model`` (built by :func:`build_model` with ``cfg``'s architecture)
+    again, in place, exactly as ``build_model(cfg)`` draws them for ``cfg.seed``: a fresh model
+    without booting a new bridge (what the untrained null models of analysis/ reuse)."""
+    from transformer_lens.model_bridge.sources.native import initialize_native_model
+
+    initialize_native_model(model.original_model, model.cfg, seed=cfg.seed)
+    _draw_embeddings(model, cfg)
+    return model
+
+
+def _draw_embeddings(model: TransformerBridge, cfg: AttnOnlyConfig) -> None:
+    if cfg.embed_init_std is None:
+        return
+    gen = torch.Generator().manual_seed(cfg.seed + 1_000_003)
+    with torch.no_grad():
+        for param in embedding_parameters(model):
+            param.copy_(torch.randn(param.shape, generator=gen) * cfg.embed_init_std)
 
 
 def embedding_parameters(model: TransformerBridge) -> list[torch.nn.Parameter]:

@@ -1,8 +1,8 @@
 """The study in one call: train 1- and 2-layer models (3/8 on request), then examine them.
 
 :func:`reproduce` trains each model on the embedded corpus with the preset's documented recipe,
-writes samples, exam results, the head table (with its null-model τ), circuits, impact curves and
-a report per run, and finally ``DIR/index.html``: the seed's finding side by side (1 layer fails the
+writes samples, exam results, the head table (every head's scores tested against their own null
+models), circuits, impact curves and a report per run, and finally ``DIR/index.html``: the seed's finding side by side (1 layer fails the
 exam and has no induction head; 2 layers pass and have one, with its previous-token partner), plus
 the causal check (ablate the heads an induction head reads from and its score collapses) and
 composition scores. Re-running reuses finished runs and resumes interrupted ones, but only runs
@@ -57,7 +57,8 @@ STUDY_JSON_FIELDS = (
     "heads",
     "partner",
     "top_induction",
-    "taus",
+    "decides",
+    "test",
 )
 
 

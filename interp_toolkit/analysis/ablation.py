@@ -141,6 +141,42 @@ def induction_after_ablation(
     return head_scores(model, batch, fwd_hooks=hooks, batch_size=batch_size)
 
 
+@dataclass(frozen=True)
+class AblationPartner:
+    """The earlier-layer head whose mean ablation moves ``induction_head``'s induction score the
+    most: from ``before`` to ``after``."""
+
+    head: HeadId
+    induction_head: HeadId
+    before: float
+    after: float
+
+
+def ablation_partner(
+    model: TransformerBridge, batch: RepeatedTokens, induction_head: tuple[int, int]
+) -> AblationPartner | None:
+    """Mean-ablate (``hook_z``) each head of the layers before ``induction_head``, one at a time,
+    and return the one that changes its induction score on ``batch`` the most (None for a
+    layer-0 head). What the head reads from, whichever route (previous-token or duplicate-token)
+    the model took."""
+    target = HeadId(*induction_head)
+    if target.layer == 0:
+        return None
+    with torch.no_grad():
+        before = float(head_scores(model, batch).induction[target])
+        moved = {
+            HeadId(layer, head): float(
+                induction_after_ablation(model, batch, [(layer, head)], mode="mean").induction[
+                    target
+                ]
+            )
+            for layer in range(target.layer)
+            for head in range(int(model.cfg.n_heads))
+        }
+    best = max(moved, key=lambda h: abs(moved[h] - before))
+    return AblationPartner(best, target, before, moved[best])
+
+
 @dataclass
 class CausalRow:
     """Induction head ``induction_head``'s score before and after mean-ablating ``ablated_heads``."""
@@ -157,7 +193,8 @@ class CausalRow:
 def causal_check(
     model: TransformerBridge, codec: Codec, report: HeadReport, *, name: str, seed: int = 0
 ) -> list[CausalRow]:
-    """Ablate earlier-layer heads and re-score the best later-layer induction head.
+    """Ablate earlier-layer heads and re-score the best later-layer induction head (by the score
+    that decides the induction role, ``report.decides``; the rows' ``induction_*`` are that score).
 
     Rows: the strongest previous-token head (the textbook K-composition partner), each
     earlier-layer duplicate-token head (the Q-composition route: find the earlier copy, then shift
@@ -167,10 +204,10 @@ def causal_check(
     n_layers = int(model.cfg.n_layers)
     if n_layers < 2:
         return []
-    sc = report.scores
-    ind = top_head(sc.induction, layers=range(1, n_layers))
+    sc, kind = report.scores, report.decides["induction"]
+    ind = top_head(sc.get(kind), layers=range(1, n_layers))
     assert ind is not None  # layer 1 has heads
-    partner = partner_of(sc.previous_token, ind)
+    partner = partner_of(sc.get(report.decides["previous-token"]), ind)
     assert partner is not None  # ind is in layer >= 1
     earlier = [
         h for role in ROLES[:-1] for h in report.heads_with_role(role) if h.layer < ind.layer
@@ -185,7 +222,7 @@ def causal_check(
         sets.append(("all earlier heads with a role", sorted(earlier)))
     batch = default_probe(codec, int(model.cfg.n_ctx), n_seqs=64, seed=seed + 11)
     with torch.no_grad():
-        before = float(head_scores(model, batch).induction[ind])
+        before = float(head_scores(model, batch).get(kind)[ind])
         return [
             CausalRow(
                 run=name,
@@ -196,7 +233,7 @@ def causal_check(
                 induction_before=round(before, 4),
                 induction_after=round(
                     float(
-                        induction_after_ablation(model, batch, heads, mode="mean").induction[ind]
+                        induction_after_ablation(model, batch, heads, mode="mean").get(kind)[ind]
                     ),
                     4,
                 ),

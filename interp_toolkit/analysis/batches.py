@@ -171,7 +171,7 @@ def repeated_tokens(
 
 
 def non_repeating_like(batch: RepeatedTokens, *, seed: int) -> RepeatedTokens:
-    """The "shuffled" null batch: the layout of ``batch`` (length, BOS, starts, period) with fresh
+    """The no-repeat control batch: the layout of ``batch`` (length, BOS, starts, period) with fresh
     random ids, distinct within each row whenever the id range is at least the row length, so the
     induction/duplicate stripes carry no signal."""
     n_seqs, length = batch.tokens.shape
@@ -241,3 +241,64 @@ def default_probe(codec: Codec, n_ctx: int, *, n_seqs: int = 32, seed: int = 0) 
     from :func:`default_token_range` (what training logs and the study's checks use)."""
     period, prefix_max = default_layout(n_ctx)
     return probe_batch(codec, codec.d_vocab, n_seqs, period, prefix_max=prefix_max, seed=seed)
+
+
+def _longest_repeat(row: list[int], period: int, first: int) -> tuple[int, int]:
+    """(length, first query) of the longest stretch of queries ``q >= first + period`` with
+    ``row[q] == row[q - period]``; (0, 0) when there is none."""
+    best, best_q, run = (0, 0), 0, 0
+    for q in range(first + period, len(row)):
+        run = run + 1 if row[q] == row[q - period] else 0
+        if run == 1:
+            best_q = q
+        if run > best[0]:
+            best = (run, best_q)
+    return best
+
+
+def prompt_probe(
+    tokens: Int[torch.Tensor, "batch pos"], *, bos_id: int | None, period: int | None = None
+) -> RepeatedTokens:
+    """A probe from your own tokens: where each row repeats, found from the tokens themselves.
+
+    A row repeats with period ``p`` where ``row[q] == row[q - p]`` for at least ``p`` queries in a
+    row (one whole repeat). Without ``period``, each row's period is the one with the longest such
+    stretch (the shortest on a tie); every row must then agree. The repeats start one period
+    before the stretch; trailing tokens that do not complete a repeat are read as filler. Rows
+    start with BOS when their first token is ``bos_id``. UserError when a row does not repeat.
+    """
+    rows = [[int(t) for t in row] for row in tokens.tolist()]
+    has_bos = bos_id is not None and all(r[0] == bos_id for r in rows)
+    first = int(has_bos)
+    found: list[tuple[int, int, int]] = []  # (period, start, n_repeats) per row
+    for i, row in enumerate(rows):
+        tries = [period] if period is not None else range(2, (len(row) - first) // 2 + 1)
+        best: tuple[int, int, int] | None = None
+        best_len = 0
+        for p in tries:
+            length, q0 = _longest_repeat(row, p, first) if p >= 2 else (0, 0)
+            if length >= p and length > best_len:
+                best, best_len = (p, q0 - p, 1 + length // p), length
+        if best is None:
+            at = f" with period {period}" if period is not None else ""
+            raise UserError(
+                f"row {i} of the prompt has no repeated segment{at} (a span of 2 or more tokens "
+                "followed by itself): repeat a span, e.g. 'A B C D A B C D'"
+                + (", or pass another period." if period is not None else ", or pass period=.")
+            )
+        found.append(best)
+    periods = {p for p, _, _ in found}
+    if len(periods) > 1:
+        raise UserError(
+            f"the rows repeat with different periods {sorted(periods)}: pass period= to read "
+            "them all with one."
+        )
+    return RepeatedTokens(
+        tokens=tokens.long(),
+        period=found[0][0],
+        n_repeats=min(n for _, _, n in found),
+        starts=torch.tensor([s for _, s, _ in found], dtype=torch.long),
+        has_bos=has_bos,
+        low=int(tokens.min()),
+        high=int(tokens.max()) + 1,
+    )

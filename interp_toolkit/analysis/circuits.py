@@ -197,7 +197,7 @@ def copy_accuracy(
     the fraction of source tokens whose own logit is among the k largest of their full-OV row,
     ties counted against the token (:func:`copy_ranks` < k). Heads not in ``heads`` are NaN.
     Exact and fast enough for every head over the full vocabulary (:mod:`.self_ranks`)."""
-    from tqdm.auto import tqdm
+    from interp_toolkit.progress import progress_bar
 
     if not ks or min(ks) < 1:
         raise UserError(f"ks={ks} cannot work: use k >= 1.")
@@ -210,8 +210,8 @@ def copy_accuracy(
     )
     idx = _rows(m, rows, dev)
     factors = _heads_factors(m, wanted, dev)
-    for layer, head, left, right in tqdm(
-        factors, total=len(wanted), desc="copy accuracy", unit="head", disable=not progress
+    for layer, head, left, right in progress_bar(
+        factors, total=len(wanted), desc="copy accuracy", unit="head", enabled=progress
     ):
         ranks = self_ranks(left, right, idx, max(ks), budget).tolist()
         for k in ks:

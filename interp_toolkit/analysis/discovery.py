@@ -1,12 +1,16 @@
 """Discovery plus what an attention view of the result needs: the heads to draw and a probe row.
 
-:func:`discover` runs :func:`~interp_toolkit.analysis.scores.discover_heads` (any model: a toy run
-or GPT-2) and picks the strongest previous-token and induction heads, by label when discovery
-labelled one and by score otherwise, with one probe row drawn like discovery's batch.
+:func:`discover` is the one discovery entry point for any model, a toy run or GPT-2: the
+``heads`` command, the Python API, the tests, the docs and ``benchmarks/gpt2_discovery_cost.py``
+all call it, with the same probe layout (:func:`~interp_toolkit.analysis.scores.discovery_probe`).
+It runs :func:`~interp_toolkit.analysis.scores.discover_heads` and picks the strongest
+previous-token and induction heads, by label when discovery labelled one and by score otherwise,
+with one probe row drawn like discovery's batch.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,8 +19,10 @@ from torch import Tensor
 from transformer_lens import TransformerBridge
 
 from interp_toolkit.analysis.batches import probe_batch
-from interp_toolkit.analysis.heads import ROLE_SCORE, HeadId, top_head
+from interp_toolkit.analysis.heads import HeadId, top_head
+from interp_toolkit.analysis.nulls import ALPHA
 from interp_toolkit.analysis.scores import HeadReport, discover_heads
+from interp_toolkit.models import AttnOnlyConfig
 from interp_toolkit.tokenizer import Codec
 
 VIEW_ROLES = ("previous-token", "induction")
@@ -24,9 +30,10 @@ VIEW_ROLES = ("previous-token", "induction")
 
 @dataclass
 class Discovery:
-    """``report``: scores, null τ, roles. ``labelled[role]``: the strongest head with that role,
-    or None when discovery labelled none; ``top[role]``: the highest-scoring head of the role's
-    score whatever its label (for a view even when nothing passed τ). ``tokens``: one probe row
+    """``report``: scores, per-head τ and p-values, roles. ``labelled[role]``: the strongest head
+    with that role, or None when discovery labelled none; ``top[role]``: the highest-scoring head
+    of the role's deciding score whatever its label (for a view even when nothing passed).
+    ``tokens``: one probe row
     ``[BOS] prefix seg seg filler`` drawn like the discovery batch; ``str_tokens``: its text."""
 
     report: HeadReport
@@ -42,11 +49,15 @@ class Discovery:
     def to_dict(self) -> dict[str, Any]:
         d = dict(self.report.to_dict())
         d["view"] = {
-            **{f"{ROLE_SCORE[role]}_head": _name(self.labelled[role]) for role in VIEW_ROLES},
-            **{f"top_{ROLE_SCORE[role]}": _name(self.top[role]) for role in VIEW_ROLES},
+            **{f"{_key(role)}_head": _name(self.labelled[role]) for role in VIEW_ROLES},
+            **{f"top_{_key(role)}": _name(self.top[role]) for role in VIEW_ROLES},
             "tokens": [int(t) for t in self.tokens.tolist()],
         }
         return d
+
+
+def _key(role: str) -> str:
+    return role.replace("-", "_")
 
 
 def _name(head: HeadId | None) -> str | None:
@@ -59,27 +70,33 @@ def discover(
     *,
     n_seqs: int = 64,
     period: int | None = None,
-    prefix_max: int | None = None,
     seed: int = 0,
-    null: str = "shuffled",
-    n_null: int = 4,
-    quantile: float = 0.95,
+    alpha: float = ALPHA,
+    fdr: bool = False,
+    induction_score: str = "vw",
+    n_untrained: int | None = None,
+    untrained_rows: int | None = None,
+    model_cfg: AttnOnlyConfig | None = None,
     batch_size: int | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> Discovery:
     """:func:`~interp_toolkit.analysis.scores.discover_heads` (same arguments and defaults), then
     the view heads and a probe row. Only ``hook_pattern``/``hook_v`` are hooked, the pass stops
-    before the unembedding and rows go through in chunks, so GPT-2 small fits in a few GB."""
+    before the unembedding and rows go through in chunks, so GPT-2 small fits in 2 GiB."""
     report = discover_heads(
         model,
         codec,
         n_seqs=n_seqs,
         period=period,
-        prefix_max=prefix_max,
         seed=seed,
-        null=null,
-        n_null=n_null,
-        quantile=quantile,
+        alpha=alpha,
+        fdr=fdr,
+        induction_score=induction_score,
+        n_untrained=n_untrained,
+        untrained_rows=untrained_rows,
+        model_cfg=model_cfg,
         batch_size=batch_size,
+        progress=progress,
     )
     probe = report.probe
     row = probe_batch(
@@ -92,7 +109,7 @@ def discover(
     ).tokens[0]
     top = {}
     for role in VIEW_ROLES:
-        best = top_head(report.scores.get(ROLE_SCORE[role]))
+        best = top_head(report.scores.get(report.decides[role]))
         assert best is not None  # every model has heads
         top[role] = best
     return Discovery(

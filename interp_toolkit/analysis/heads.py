@@ -3,11 +3,15 @@
 - :class:`HeadId`: ``(layer, head)``, printed ``L.H`` and parsed from it (the one place a head is
   formatted).
 - :data:`SCORES`, the **score registry**: one :class:`Score` per head score, with its name, title,
-  definition, the attention stripe it reads (:class:`Stripe`), what the shuffled null model reads
-  instead, its effect-size floor and the role it decides, if any. The scorer
+  definition, the attention stripe it reads (:class:`Stripe`), the null model it is tested against
+  (a key of :data:`~interp_toolkit.analysis.nulls.NULLS`), its effect-size floor and the role it
+  can decide, if any. The scorer
   (:mod:`~interp_toolkit.analysis.stripes`), the null model (:mod:`~interp_toolkit.analysis.nulls`),
   discovery (:mod:`~interp_toolkit.analysis.scores`), the CLI tables, JSON/CSV and the reports all
   read it: **adding a head score is one entry here plus its test** (see docs/architecture.md).
+- Roles: :data:`DEFAULT_DECIDERS` (role -> the score that decides it, in precedence order),
+  :func:`deciders` (the induction role decided by the value-weighted or the plain score) and
+  :func:`role_rule` (the rule in words).
 - :func:`top_head` and :func:`partner_of`: which head is strongest, and which earlier head an
   induction head reads from.
 
@@ -95,12 +99,12 @@ class Score:
 
     ``name``: the key in JSON, CSV and :class:`~interp_toolkit.analysis.stripes.HeadScores`.
     ``label``: a table column; ``title``: a figure title. ``definition``: one line, written into
-    every heads.json. ``null_lags``: under the shuffled null (no token repeated), read the stripe
-    at these lags instead, cycling over the null samples (a *control* stripe, for scores whose
-    stripe needs no repetition); empty: the same stripe on the non-repeating batch. ``floor``:
-    the effect-size floor a head's score must also reach (ARENA's detectors use 0.4). ``role``: the
-    role this score decides (:data:`ROLE_PRECEDENCE`), if any. ``metrics_key``: the score's key in
-    metrics.jsonl when training logs it (default: ``name``).
+    every heads.json. ``null``: the null model each head's score is tested against, a key of
+    :data:`~interp_toolkit.analysis.nulls.NULLS` (one under which this score has no reason to be
+    high). ``floor``: the effect-size floor a head's score must also reach for a role (ARENA's
+    detectors use 0.4); it is not a null test. ``role``: the role this score can decide
+    (:data:`DEFAULT_DECIDERS`), if any. ``metrics_key``: the score's key in metrics.jsonl when
+    training logs it (default: ``name``).
     """
 
     name: str
@@ -108,7 +112,7 @@ class Score:
     title: str
     definition: str
     stripe: Stripe
-    null_lags: tuple[int, ...] = ()
+    null: str
     floor: float = 0.4
     role: str | None = None
     metrics_key: str = ""
@@ -118,6 +122,12 @@ class Score:
         return self.metrics_key or self.name
 
 
+# Why each null: docs/analysis.md §3 (calibrated by benchmarks/null_calibration.py).
+# - "untrained": the head against the heads of its layer in freshly initialised models of the same
+#   architecture. Positional scores need it: a head's positional habits are fixed across rows, so
+#   no control inside one model (other offsets, random earlier keys) is exchangeable with them.
+# - "repeats_vs_untrained": the head's own score on a no-repeat control batch of the same layout,
+#   plus the repeat effects of untrained heads (a random QK circuit reacts to repeats a little).
 SCORES: tuple[Score, ...] = (
     Score(
         "previous_token",
@@ -125,9 +135,7 @@ SCORES: tuple[Score, ...] = (
         "previous-token score",
         "mean A[q, q-1] over q from the first non-BOS key to the end of the repeats",
         Stripe("body", lag=1),
-        # The stripe needs no repeats, so the shuffled null reads "attends to a fixed short
-        # offset that is not the previous token" instead.
-        null_lags=(2, 3, 4),
+        null="untrained",
         role="previous-token",
         metrics_key="prev_token",  # metrics.jsonl's spelling since the first runs
     ),
@@ -137,6 +145,7 @@ SCORES: tuple[Score, ...] = (
         "duplicate-token score",
         "mean A[q, q-period] over queries in the 2nd and later repeats",
         Stripe("repeats", periods=1),
+        null="repeats_vs_untrained",
         role="duplicate-token",
     ),
     Score(
@@ -145,14 +154,19 @@ SCORES: tuple[Score, ...] = (
         "induction score",
         "mean A[q, q-period+1] over queries in the 2nd and later repeats",
         Stripe("repeats", periods=1, lag=-1),
+        null="repeats_vs_untrained",
         role="induction",
     ),
+    # The seed's induction score (attention weighted by |v_k|): decides the induction role by
+    # default (DEFAULT_DECIDERS); the plain score above can decide it instead (deciders()).
     Score(
         "induction_vw",
         "induction (vw)",
         "value-weighted induction score",
         "mean over the same queries of A[q,k]*|v_k| / sum_k' A[q,k']*|v_k'| at k = q-period+1",
         Stripe("repeats", periods=1, lag=-1, value_weighted=True),
+        null="repeats_vs_untrained",
+        role="induction",
     ),
     # ARENA's current-token detector (mean A[q, q]); query 0 is left out (it can only attend to
     # itself). No role: it describes a head, it is not a step of the induction circuit.
@@ -162,6 +176,7 @@ SCORES: tuple[Score, ...] = (
         "current-token score",
         "mean A[q, q] over q from 1 to the end of the repeats",
         Stripe("body", lag=0),
+        null="untrained",
     ),
     # ARENA's first-token detector (mean A[q, 0]: attention resting on BOS, an "attention sink"),
     # over queries q >= 1 (query 0 can only attend to itself). No role, as above.
@@ -171,22 +186,45 @@ SCORES: tuple[Score, ...] = (
         "first-token (BOS) score",
         "mean A[q, 0] (BOS when the probe has one) over q from 1 to the end of the repeats",
         Stripe("body", column=0),
+        null="untrained",
     ),
 )
 SCORE: dict[str, Score] = {s.name: s for s in SCORES}
 SCORE_KINDS: tuple[str, ...] = tuple(SCORE)
 DEFAULT_FLOORS: dict[str, float] = {s.name: s.floor for s in SCORES}
 
-#: Scores that decide a role, in precedence order: a head's role is the first whose score is
-#: > τ and >= floor. New role-carrying scores go at the end, so no existing role changes.
-ROLE_PRECEDENCE: tuple[str, ...] = ("induction", "previous_token", "duplicate_token")
+#: Role -> the score that decides it by default, in precedence order: a head's role is the first
+#: whose deciding score is significant against its null AND >= its effect-size floor. A new role
+#: goes at the end, so no existing role changes.
+DEFAULT_DECIDERS: dict[str, str] = {
+    "induction": "induction_vw",
+    "previous-token": "previous_token",
+    "duplicate-token": "duplicate_token",
+}
 NO_ROLE = "none"
-ROLE_SCORE: dict[str, str] = {str(SCORE[name].role): name for name in ROLE_PRECEDENCE}
-ROLES: tuple[str, ...] = (*ROLE_SCORE, NO_ROLE)
-ROLE_RULE = (
-    f"a head's role is the first of {', '.join(ROLE_SCORE)} whose score "
-    f"({', '.join(ROLE_PRECEDENCE)}) is > tau and >= floor; otherwise {NO_ROLE}"
-)
+ROLES: tuple[str, ...] = (*DEFAULT_DECIDERS, NO_ROLE)
+#: The scores that may decide the induction role (``--induction-score``): value-weighted, plain.
+INDUCTION_SCORES: dict[str, str] = {"vw": "induction_vw", "plain": "induction"}
+
+
+def deciders(induction_score: str = "vw") -> dict[str, str]:
+    """Role -> deciding score, the induction role decided by the value-weighted (``"vw"``, the
+    default) or the plain (``"plain"``) induction score (:data:`INDUCTION_SCORES`)."""
+    if induction_score not in INDUCTION_SCORES:
+        raise UserError(
+            f"induction score {induction_score!r} is unknown: use "
+            f"{' or '.join(INDUCTION_SCORES)} (the value-weighted or the plain score)."
+        )
+    return {**DEFAULT_DECIDERS, "induction": INDUCTION_SCORES[induction_score]}
+
+
+def role_rule(decides: dict[str, str], test: str) -> str:
+    """The role rule in words; ``test`` says when a score is significant (e.g. ``p <= 0.05``)."""
+    by = ", ".join(f"{role} ({kind})" for role, kind in decides.items())
+    return (
+        f"a head's role is the first of {by} whose score is significant ({test}, against its own "
+        f"null) and >= its effect-size floor; otherwise {NO_ROLE}"
+    )
 
 
 def score(name: str) -> Score:

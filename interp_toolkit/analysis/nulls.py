@@ -1,125 +1,302 @@
-"""Null models and the threshold τ: how high a score gets when there is nothing to find.
+"""Null models, τ and p-values: every (head, score) is tested against its own null distribution.
 
-Everything about the null lives here (a per-head null replaces this module's functions):
+A score is a batch mean over the probe's rows, handed over as
+:class:`~interp_toolkit.analysis.stripes.RowScores` (per-row sums and query counts). A *null
+kind* (:data:`NULLS`, named by each registry entry's ``Score.null``) draws, for every head, values
+of that batch mean under a model in which the score has no reason to be high:
 
-- ``shuffled`` (default; works for every model): the same model on ``n_null`` batches laid out
-  like the probe but with no token repeated in a row (:func:`~.batches.non_repeating_like`), so
-  the repeat stripes carry no signal. A score whose stripe needs no repetition names control lags
-  in the registry (``Score.null_lags``): null sample ``i`` reads the stripe at lag
-  ``null_lags[i % len]`` instead (previous-token: 2, 3, 4, "attends to a fixed short offset that
-  is not the previous token"). A score with neither (current-token, first-token) is read on the
-  non-repeating batch as it is: its τ then says "in the top 5% of this model's heads", not
-  "above chance".
-- ``fresh_init``: ``n_null`` freshly initialised models of the same config on the probe itself.
+- ``untrained``: the probe through ``K`` freshly initialised models of the same architecture
+  (:mod:`~interp_toolkit.analysis.untrained`). At initialisation the heads of one layer are
+  exchangeable, so a head's null is its layer's ``K x n_heads`` untrained values
+  (:func:`pooled_by_layer`; layers are not pooled together, their habits differ). Positional
+  scores need this null: a head's positional habits are fixed across rows, so no control inside
+  one model (other offsets, a random earlier key) is exchangeable with the previous token.
+- ``repeats_vs_untrained``: the head's own score on a control batch with the probe's exact layout
+  but no token repeated in a row (:func:`~.batches.non_repeating_like`), plus the repeat effects
+  (score on the probe - score on the control) of the untrained heads of its layer. The control
+  removes what the head does by position; the untrained effects say how much a head reacts to a
+  repeated token by chance (a random QK circuit has a random diagonal).
+- ``no_repeats``: that paired control alone, as an exact permutation test (:func:`swap_null`:
+  each draw swaps a random half of the (probe row, control row) pairs). Exact for "the head does
+  not react to repeats", but untrained heads do react a little, so it flags some of them
+  (measured in benchmarks/null_calibration.py); no registry score uses it.
 
-τ per score: the ``quantile`` of that score pooled over all heads × all null samples.
+The untrained models run on the probe's first ``UntrainedModels.rows`` rows (all by default; GPT-2:
+16, the cost knob) and the head is compared on the same rows.
+
+Statistics: τ = each head's null's 95th percentile (:func:`tau`), the empirical p-value
+``(1 + #{null >= observed}) / (1 + N)`` (:func:`p_values`), Benjamini-Hochberg over heads x
+scores (:func:`benjamini_hochberg`), the expected number of false positives
+(:func:`expected_false_positives`) and the smallest reachable p (:func:`smallest_p`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 import torch
+from jaxtyping import Bool, Float
+from torch import Tensor
 from transformer_lens import TransformerBridge
 
 from interp_toolkit.analysis.batches import RepeatedTokens, non_repeating_like
-from interp_toolkit.analysis.heads import SCORE_KINDS, SCORES, Stripe
-from interp_toolkit.analysis.stripes import HeadScores, head_scores
+from interp_toolkit.analysis.stripes import RowScores, row_scores
+from interp_toolkit.analysis.untrained import UntrainedModels
 from interp_toolkit.errors import UserError
-from interp_toolkit.models import AttnOnlyConfig, build_model
 
-NULL_MODELS = ("shuffled", "fresh_init")
-
-
-def check_null(null: str) -> str:
-    if null not in NULL_MODELS:
-        raise UserError(f"unknown null model {null!r}: use one of {', '.join(NULL_MODELS)}.")
-    return null
+#: Default α and the null quantile that is τ (the seed's rule: the 95th percentile).
+ALPHA = 0.05
+QUANTILE = 0.95
+#: Monte Carlo draws of the swap null.
+N_DRAWS = 9999
 
 
-def control_stripes(sample: int) -> dict[str, Stripe]:
-    """The stripes null sample ``sample`` reads instead of the real ones (``Score.null_lags``)."""
+# --------------------------------------------------------------------------- statistics
+
+
+def tau(
+    null: Float[Tensor, "sample layer head"], quantile: float = QUANTILE
+) -> Float[Tensor, "layer head"]:
+    """Each head's τ: the ``quantile`` of its own null values (linear interpolation)."""
+    if not 0.0 < quantile < 1.0:
+        raise UserError(f"quantile={quantile} cannot work: use a value between 0 and 1.")
+    return torch.quantile(null.double(), quantile, dim=0)
+
+
+def p_values(
+    observed: Float[Tensor, "layer head"], null: Float[Tensor, "sample layer head"]
+) -> Float[Tensor, "layer head"]:
+    """Empirical p-value per head, ``(1 + #{null >= observed}) / (1 + N)``: never 0, and valid
+    (P(p <= a) <= a under the null) whenever the observed value is exchangeable with the ``N``
+    null values."""
+    n = null.shape[0]
+    ge = (null.double() >= observed.double()[None]).sum(0)
+    return (1.0 + ge.double()) / (1.0 + n)
+
+
+def benjamini_hochberg(p: Float[Tensor, "..."], alpha: float = ALPHA) -> Bool[Tensor, "..."]:
+    """Which p-values (any shape, tested jointly) Benjamini-Hochberg rejects at false-discovery
+    rate ``alpha``: the ``k`` smallest, for the largest ``k`` with ``p_(k) <= k * alpha / m``."""
+    flat = p.flatten().double()
+    m = flat.numel()
+    order = torch.argsort(flat, stable=True)
+    ok = flat[order] <= alpha * torch.arange(1, m + 1, dtype=torch.float64) / m
+    reject = torch.zeros(m, dtype=torch.bool)
+    if bool(ok.any()):
+        reject[order[: int(torch.nonzero(ok).max()) + 1]] = True
+    return reject.view(p.shape)
+
+
+def check_alpha(alpha: float) -> float:
+    """α must lie strictly between 0 and 1 (a one-line UserError otherwise)."""
+    if not 0.0 < alpha < 1.0:
+        raise UserError(f"alpha={alpha} cannot work: use a value between 0 and 1, e.g. 0.05.")
+    return alpha
+
+
+def expected_false_positives(n_tests: int, alpha: float = ALPHA) -> float:
+    """Tests expected to reach ``p <= alpha`` by chance when no head has the property."""
+    return alpha * n_tests
+
+
+def smallest_p(n_null: int) -> float:
+    """The smallest p-value ``N`` null values can give, ``1 / (N + 1)``."""
+    return 1.0 / (n_null + 1)
+
+
+def swap_null(
+    observed: RowScores,
+    control: RowScores,
+    n_draws: int = N_DRAWS,
+    generator: torch.Generator | None = None,
+) -> Float[Tensor, "sample layer head"]:
+    """Batch means with a random half of the (probe row, control row) pairs swapped: the exact
+    null of a head that does not tell a probe row from its control (both laid out alike, row by
+    row: equal ``counts``)."""
+    if not torch.equal(observed.counts, control.counts):
+        raise ValueError("swap_null needs the control laid out like the probe, row by row")
+    n_rows, shape = observed.sums.shape[0], observed.sums.shape[1:]
+    obs, ctl = observed.sums.flatten(1).double(), control.sums.flatten(1).double()
+    take = (torch.rand(n_draws, n_rows, generator=generator, dtype=torch.float64) < 0.5).double()
+    draws = (1.0 - take) @ obs + take @ ctl
+    return (draws / observed.counts.double().sum().clamp_min(1.0)).view(n_draws, *shape)
+
+
+def pooled_by_layer(
+    values: Float[Tensor, "model layer head"],
+) -> Float[Tensor, "sample layer head"]:
+    """Each head's null: the ``K x n_heads`` values of its layer over ``K`` untrained models."""
+    k, n_layers, n_heads = values.shape
+    pool = values.permute(0, 2, 1).reshape(k * n_heads, n_layers)
+    return pool[:, :, None].expand(-1, -1, n_heads).contiguous()
+
+
+# --------------------------------------------------------------------------- null kinds
+
+
+@dataclass(frozen=True)
+class NullSample:
+    """What one null compares: each head's statistic (its score on the rows the null used) and
+    the null's draws of it."""
+
+    observed: Float[Tensor, "layer head"]
+    draws: Float[Tensor, "sample layer head"]
+
+
+@dataclass
+class NullContext:
+    """What the null kinds may use: the model, its probe and scores, and its untrained models
+    (None: the untrained nulls are unavailable). ``progress(message)`` hears of each extra
+    forward pass."""
+
+    model: TransformerBridge
+    batch: RepeatedTokens
+    observed: Mapping[str, RowScores]
+    untrained: UntrainedModels | None = None
+    n_draws: int = N_DRAWS
+    seed: int = 0
+    batch_size: int | None = None
+    progress: Callable[[str], None] = field(default=lambda _msg: None)
+    _memo: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def scores(self, batch: RepeatedTokens) -> dict[str, RowScores]:
+        return row_scores(self.model, batch, batch_size=self.batch_size)
+
+    def control(self, batch: RepeatedTokens) -> RepeatedTokens:
+        """The no-repeat control of ``batch``: its layout, fresh ids, no token twice in a row."""
+        return non_repeating_like(batch, seed=self.seed + 1)
+
+    def n_rows(self) -> int:
+        rows = self.untrained.rows if self.untrained is not None else None
+        return self.batch.n_seqs if rows is None else max(1, min(self.batch.n_seqs, rows))
+
+    def sub_batch(self) -> RepeatedTokens:
+        """The probe's rows the untrained models run on."""
+        m = self.n_rows()
+        return dataclasses.replace(
+            self.batch, tokens=self.batch.tokens[:m], starts=self.batch.starts[:m]
+        )
+
+    def sub_control(self) -> dict[str, RowScores]:
+        """The model's scores on the control of :meth:`sub_batch`."""
+        if "sub_control" not in self._memo:
+            self.progress("no-repeat control batch")
+            self._memo["sub_control"] = self.scores(self.control(self.sub_batch()))
+        return self._memo["sub_control"]
+
+    def fresh(self, with_control: bool) -> list[list[dict[str, RowScores]]]:
+        """``[model][probe, control?]``: the untrained models' scores on the sub batch (and its
+        control)."""
+        if self.untrained is None:
+            raise UserError(
+                "the untrained null needs freshly initialised models of this architecture, and "
+                "this model cannot be rebuilt: load it through interp-toolkit (a run or GPT-2)."
+            )
+        sub = self.sub_batch()
+        batches = [sub, self.control(sub)] if with_control else [sub]
+        return self.untrained.scores(batches, batch_size=self.batch_size, progress=self.progress)
+
+
+NullSamples = dict[str, NullSample]
+
+
+def _untrained(ctx: NullContext, kinds: Sequence[str]) -> NullSamples:
+    fresh = ctx.fresh(with_control=False)
+    m = ctx.n_rows()
     return {
-        s.name: dataclasses.replace(s.stripe, lag=s.null_lags[sample % len(s.null_lags)])
-        for s in SCORES
-        if s.null_lags
+        k: NullSample(
+            ctx.observed[k].first(m).mean(),
+            pooled_by_layer(torch.stack([f[0][k].mean() for f in fresh])),
+        )
+        for k in kinds
     }
 
 
-def _fresh_models(
-    model: TransformerBridge, n: int, model_cfg: AttnOnlyConfig | None = None
-) -> list[TransformerBridge]:
-    cfg = model.cfg
-    if model_cfg is None:
-        if getattr(cfg, "architecture", None) != "TransformerLensNative" or cfg.normalization_type:
-            raise UserError(
-                "the fresh_init null needs a toy model built by interp-toolkit (this one cannot be "
-                "re-initialised the same way): use --null shuffled."
-            )
-        model_cfg = AttnOnlyConfig(
-            n_layers=int(cfg.n_layers),
-            d_model=int(cfg.d_model),
-            n_heads=int(cfg.n_heads),
-            d_head=int(cfg.d_head),
-            n_ctx=int(cfg.n_ctx),
-            d_vocab=int(cfg.d_vocab),
-            positional=cfg.positional_embedding_type,
-            seed=int(cfg.seed or 0),
+def _repeats_vs_untrained(ctx: NullContext, kinds: Sequence[str]) -> NullSamples:
+    fresh = ctx.fresh(with_control=True)
+    control = ctx.sub_control()
+    m = ctx.n_rows()
+    out = {}
+    for k in kinds:
+        effects = torch.stack([f[0][k].mean() - f[1][k].mean() for f in fresh])
+        out[k] = NullSample(
+            ctx.observed[k].first(m).mean(), control[k].mean()[None] + pooled_by_layer(effects)
         )
-    device = next(model.parameters()).device
-    return [
-        build_model(model_cfg.replace(seed=model_cfg.seed + 7919 * (i + 1)), device=str(device))
-        for i in range(n)
-    ]
+    return out
 
 
-def null_scores(
-    model: TransformerBridge,
-    batch: RepeatedTokens,
-    *,
-    null: str = "shuffled",
-    n_null: int = 4,
-    seed: int = 0,
-    model_cfg: AttnOnlyConfig | None = None,
-    batch_size: int | None = None,
-) -> list[HeadScores]:
-    """Scores under the null model, one :class:`HeadScores` per null sample (module docstring)."""
-    check_null(null)
-    if n_null < 1:
-        raise UserError(f"n_null={n_null} cannot work: use at least 1 null sample.")
-    if null == "shuffled":
-        return [
-            head_scores(
-                model,
-                non_repeating_like(batch, seed=seed + 1 + i),
-                batch_size=batch_size,
-                stripes=control_stripes(i),
-            )
-            for i in range(n_null)
-        ]
-    return [
-        head_scores(m, batch, batch_size=batch_size)
-        for m in _fresh_models(model, n_null, model_cfg)
-    ]
+def _no_repeats(ctx: NullContext, kinds: Sequence[str]) -> NullSamples:
+    ctx.progress("no-repeat control batch")
+    control = ctx.scores(ctx.control(ctx.batch))
+    gen = torch.Generator().manual_seed(ctx.seed + 2)
+    return {
+        k: NullSample(
+            ctx.observed[k].mean(), swap_null(ctx.observed[k], control[k], ctx.n_draws, gen)
+        )
+        for k in kinds
+    }
 
 
-def taus_from_null(samples: Sequence[HeadScores], quantile: float = 0.95) -> dict[str, float]:
-    """τ per score: the ``quantile`` of that score pooled over heads × null samples."""
-    if not 0.0 < quantile < 1.0:
-        raise UserError(f"quantile={quantile} cannot work: use a value between 0 and 1.")
-    return {k: float(torch.quantile(pooled(samples, k).double(), quantile)) for k in SCORE_KINDS}
+#: Null kinds by name: what a registry entry's ``Score.null`` names.
+NULLS: dict[str, Callable[[NullContext, Sequence[str]], NullSamples]] = {
+    "untrained": _untrained,
+    "repeats_vs_untrained": _repeats_vs_untrained,
+    "no_repeats": _no_repeats,
+}
 
 
-def pooled(samples: Sequence[HeadScores], kind: str) -> torch.Tensor:
-    """One score over heads × null samples, flattened (what τ is the quantile of)."""
-    return torch.cat([s.get(kind).flatten() for s in samples])
+def draw_nulls(ctx: NullContext, null_of: Mapping[str, str]) -> NullSamples:
+    """``{kind: sample}`` for ``null_of`` (score kind -> null name), running each null kind once
+    for all the scores that use it (the untrained models run once for every untrained kind)."""
+    unknown = sorted(set(null_of.values()) - set(NULLS))
+    if unknown:
+        raise UserError(f"unknown null {unknown[0]!r}: use one of {', '.join(NULLS)}.")
+    out: NullSamples = {}
+    for name in sorted(set(null_of.values()), key=lambda n: n != "repeats_vs_untrained"):
+        # repeats_vs_untrained first: it scores the untrained models on probe and control at once
+        out.update(NULLS[name](ctx, [k for k, n in null_of.items() if n == name]))
+    return {k: out[k] for k in null_of}
 
 
-def without_control(null: str) -> list[str]:
-    """Scores whose τ under ``null`` is no test against chance: under the shuffled null, those
-    whose stripe needs no repeats and that name no control lags (their τ is a quantile over the
-    model's own heads on non-repeating tokens)."""
-    if null != "shuffled":
-        return []
-    return [s.name for s in SCORES if s.stripe.queries == "body" and not s.null_lags]
+# --------------------------------------------------------------------------- tests per head
+
+
+@dataclass
+class NullTests:
+    """Per score kind and head ``[layer, head]``: τ, the p-value, the null's name and size."""
+
+    tau: dict[str, Float[Tensor, "layer head"]]
+    p_value: dict[str, Float[Tensor, "layer head"]]
+    null: dict[str, str]
+    n_null: dict[str, int]
+    quantile: float = QUANTILE
+
+    @property
+    def n_tests(self) -> int:
+        return sum(p.numel() for p in self.p_value.values())
+
+    def significant(self, alpha: float = ALPHA, fdr: bool = False) -> dict[str, Tensor]:
+        """``p <= alpha`` per head and kind; with ``fdr``, Benjamini-Hochberg over every head and
+        kind jointly at false-discovery rate ``alpha``."""
+        check_alpha(alpha)
+        if not fdr:
+            return {k: p <= alpha for k, p in self.p_value.items()}
+        kinds = list(self.p_value)
+        mask = benjamini_hochberg(torch.stack([self.p_value[k] for k in kinds]), alpha)
+        return {k: mask[i] for i, k in enumerate(kinds)}
+
+
+def run_tests(
+    samples: Mapping[str, NullSample], null_of: Mapping[str, str], quantile: float = QUANTILE
+) -> NullTests:
+    """τ and the p-value of every head for every kind in ``samples``."""
+    return NullTests(
+        tau={k: tau(s.draws, quantile) for k, s in samples.items()},
+        p_value={k: p_values(s.observed, s.draws) for k, s in samples.items()},
+        null={k: null_of[k] for k in samples},
+        n_null={k: int(s.draws.shape[0]) for k, s in samples.items()},
+        quantile=quantile,
+    )

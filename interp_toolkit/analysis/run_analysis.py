@@ -1,8 +1,10 @@
 """The analysis of one run that its report shows, as data: :func:`analyse_run` -> :class:`RunAnalysis`.
 
-Head scores and roles (discovery with its null τ), the exams, per-head impact curves on repeated
-random tokens, and the attention patterns of the key heads: the highest induction score and its
-previous-token partner. :meth:`RunAnalysis.summary` is the :class:`RunSummary` a study compares.
+Head scores and roles (discovery: per-head null tests), the exams, per-head impact curves on
+repeated random tokens, and the attention patterns of the key heads: the heads with a role, the
+highest score of the score deciding the induction role, and the earlier head whose ablation
+moves that head's induction score the most. :meth:`RunAnalysis.summary` is the
+:class:`RunSummary` a study compares.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from interp_toolkit.analysis.ablation import head_impact
+from interp_toolkit.analysis.ablation import AblationPartner, ablation_partner, head_impact
 from interp_toolkit.analysis.batches import probe_batch
 from interp_toolkit.analysis.exam import BUILTIN_EXAMS, Exam, ExamResult, run_exam
 from interp_toolkit.analysis.heads import ROLES, HeadId, partner_of, top_head
@@ -25,8 +27,8 @@ from interp_toolkit.analysis.scores import HeadReport, discover_heads
 from interp_toolkit.errors import UserError
 from interp_toolkit.runs import Run, read_samples
 
-#: The scores whose per-head grids a summary carries (the comparison page draws them).
-SUMMARY_SCORES = ("induction", "previous_token")
+#: The roles whose deciding scores' per-head grids a summary carries (the comparison page draws them).
+SUMMARY_ROLES = ("induction", "previous-token")
 
 
 @dataclass
@@ -63,8 +65,13 @@ class ExamSummary:
 
 @dataclass
 class TopHead:
+    """The head with the highest ``kind`` score, its τ and p-value against its null."""
+
+    kind: str
     head: str
     score: float
+    tau: float
+    p_value: float
 
 
 @dataclass
@@ -83,9 +90,14 @@ class RunSummary:
     top_induction: TopHead
     top_previous_token: TopHead
     partner: str | None  # the induction head's previous-token partner, if it has the role
-    taus: dict[str, float]
-    floors: dict[str, float]
-    scores: dict[str, list[list[float]]]  # SUMMARY_SCORES, [layer][head]
+    decides: dict[str, str]  # role -> deciding score
+    test: str  # when a score is significant, e.g. "p <= 0.05"
+    floors: dict[str, float]  # effect-size floors
+    # the deciding scores of SUMMARY_ROLES, [layer][head]: score, τ, p-value, passes
+    scores: dict[str, list[list[float]]]
+    tau: dict[str, list[list[float]]]
+    p_value: dict[str, list[list[float]]]
+    passes: dict[str, list[list[bool]]]
     loss_curve: list[list[int | float]]  # [tokens (or step), loss]
 
     def to_dict(self) -> dict[str, Any]:
@@ -104,18 +116,30 @@ class RunAnalysis:
     repeated: Int[Tensor, " pos"]  # one repeated-random-token row
     period: int
     impact: Float[Tensor, "layer head impact_pos"] | None
-    induction_head: HeadId  # the highest induction score, whatever its role
+    induction_head: HeadId  # the highest deciding induction score, whatever its role
     prev_token_head: HeadId  # its partner in an earlier layer (the top score when in layer 0)
-    patterns: dict[int, Float[Tensor, "head dest src"]]  # on ``repeated``, layers of the two
+    ablation: AblationPartner | None  # the earlier head whose ablation moves it most
+    patterns: dict[int, Float[Tensor, "head dest src"]]  # on ``repeated``, the key heads' layers
 
     @property
     def name(self) -> str:
         return self.run.name
 
+    def key_heads(self) -> list[HeadId]:
+        """The heads a report draws: every head with a role, the highest induction score, and
+        the earlier head whose ablation moves that score the most."""
+        rep = self.head_report
+        heads = {h for role in ROLES[:-1] for h in rep.heads_with_role(role)}
+        heads.add(self.induction_head)
+        if self.ablation is not None:
+            heads.add(self.ablation.head)
+        return sorted(heads)
+
     def partner(self) -> HeadId | None:
         """The strongest previous-token head before the induction head, if it has the role."""
-        partner = partner_of(self.head_report.scores.previous_token, self.induction_head)
-        if partner is None or not self.head_report.has_role(partner, "previous-token"):
+        rep = self.head_report
+        partner = partner_of(rep.scores.get(rep.decides["previous-token"]), self.induction_head)
+        if partner is None or not rep.has_role(partner, "previous-token"):
             return None
         return partner
 
@@ -128,6 +152,17 @@ class RunAnalysis:
         step = max(1, len(losses) // 200)
         heads = {role: [str(h) for h in rep.heads_with_role(role)] for role in ROLES[:-1]}
         partner = self.partner()
+        kinds = [rep.decides[role] for role in SUMMARY_ROLES]
+
+        def top(kind: str, head: HeadId) -> TopHead:
+            return TopHead(
+                kind,
+                str(head),
+                float(sc.get(kind)[head]),
+                float(rep.tests.tau[kind][head]),
+                float(rep.tests.p_value[kind][head]),
+            )
+
         return RunSummary(
             name=self.name,
             href=href if href is not None else f"{self.name}/{self.run.paths.report.name}",
@@ -154,16 +189,16 @@ class RunAnalysis:
             ),
             heads=heads,
             has_induction_head=bool(heads["induction"]),
-            top_induction=TopHead(
-                str(self.induction_head), float(sc.induction[self.induction_head])
-            ),
-            top_previous_token=TopHead(
-                str(self.prev_token_head), float(sc.previous_token[self.prev_token_head])
-            ),
+            top_induction=top(kinds[0], self.induction_head),
+            top_previous_token=top(kinds[1], self.prev_token_head),
             partner=str(partner) if partner is not None and heads["induction"] else None,
-            taus={k: float(v) for k, v in rep.taus.items()},
+            decides=dict(rep.decides),
+            test=rep.significance(),
             floors={k: float(v) for k, v in rep.floors.items()},
-            scores={k: sc.get(k).tolist() for k in SUMMARY_SCORES},
+            scores={k: sc.get(k).tolist() for k in kinds},
+            tau={k: rep.tests.tau[k].tolist() for k in kinds},
+            p_value={k: rep.tests.p_value[k].tolist() for k in kinds},
+            passes={k: rep.passes(k).tolist() for k in kinds},
             loss_curve=[[r.get("tokens", r.get("step")), float(r["loss"])] for r in losses[::step]],
         )
 
@@ -180,7 +215,7 @@ def analyse_run(
     """Run the analysis a report shows: head scores and roles, exams, impact curves, key patterns."""
     model, codec = run.model, run.codec
     if head_report is None:
-        head_report = discover_heads(model, codec, seed=seed)
+        head_report = discover_heads(model, codec, seed=seed, model_cfg=run.model_cfg)
     outcomes = []
     for exam in BUILTIN_EXAMS if exams is None else exams:
         try:
@@ -190,15 +225,17 @@ def analyse_run(
         except UserError as exc:
             outcomes.append(ExamOutcome(exam, None, str(exc)))
     period = max(2, min(24, (int(model.cfg.n_ctx) - 1) // 2))
-    batch = probe_batch(codec, codec.d_vocab, n_seqs, period, seed=seed).tokens
+    probe = probe_batch(codec, codec.d_vocab, n_seqs, period, seed=seed)
+    batch = probe.tokens
     with torch.no_grad():
         impact = head_impact(model, batch, mode="mean").detach().float().cpu()
-    sc = head_report.scores
-    induction_head = top_head(sc.induction)
-    prev_token_head = partner_of(sc.previous_token, induction_head) or top_head(sc.previous_token)
+    induction = head_report.scores.get(head_report.decides["induction"])
+    previous = head_report.scores.get(head_report.decides["previous-token"])
+    induction_head = top_head(induction)
+    prev_token_head = partner_of(previous, induction_head) or top_head(previous)
     assert induction_head is not None and prev_token_head is not None  # every model has heads
     repeated = batch[0].cpu()
-    return RunAnalysis(
+    analysis = RunAnalysis(
         run=run,
         rows=run.metrics(),
         head_report=head_report,
@@ -209,7 +246,9 @@ def analyse_run(
         impact=impact,
         induction_head=induction_head,
         prev_token_head=prev_token_head,
-        patterns=attention_patterns(
-            model, repeated, sorted({induction_head.layer, prev_token_head.layer})
-        ),
+        ablation=ablation_partner(model, probe, induction_head),
+        patterns={},
     )
+    layers = sorted({h.layer for h in analysis.key_heads()})
+    analysis.patterns = attention_patterns(model, repeated, layers)
+    return analysis

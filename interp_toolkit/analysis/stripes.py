@@ -1,8 +1,10 @@
 """The generic head scorer: every registry score of every head, in one forward pass.
 
 Each :class:`~interp_toolkit.analysis.heads.Score` names a :class:`~interp_toolkit.analysis.heads.Stripe`
-(which queries, which key); :func:`head_scores` reduces each layer's attention pattern to the sum
-of every stripe over its queries, then divides by the number of queries. The forward pass hooks
+(which queries, which key); :func:`row_scores` reduces each layer's attention pattern to the sum
+of every stripe over each row's queries (:class:`RowScores`: per-row sums and query counts, what
+the per-head null tests of :mod:`~interp_toolkit.analysis.nulls` need), and :func:`head_scores`
+is their mean over the batch. The forward pass hooks
 only ``hook_v`` and ``hook_pattern`` (a names filter); each layer's pattern is reduced as soon as
 both hooks of that layer have fired and is then dropped, and the pass stops after the last layer,
 so the unembedding is never computed. Rows go through in chunks (~256 MiB of patterns each).
@@ -26,6 +28,22 @@ from interp_toolkit.devices import rows_per_chunk
 from interp_toolkit.errors import UserError
 
 Hooks = Sequence[tuple[Any, Callable[..., Any]]]
+
+
+@dataclass(frozen=True)
+class RowScores:
+    """One score on a batch, kept per row: the score is ``sums.sum(0) / counts.sum()``."""
+
+    sums: Float[torch.Tensor, "row layer head"]
+    counts: Float[torch.Tensor, " row"]
+
+    def mean(self) -> Float[torch.Tensor, "layer head"]:
+        """The score of every head on these rows (float64)."""
+        return self.sums.sum(0) / self.counts.sum().clamp_min(1.0)
+
+    def first(self, n: int) -> RowScores:
+        """The same score on the first ``n`` rows."""
+        return RowScores(self.sums[:n], self.counts[:n])
 
 
 @dataclass
@@ -93,10 +111,11 @@ class _Queries:
             keep = q >= max(1, stripe.column)
         return keep & (q < self.ends[:, None])
 
-    def count(self, stripe: Stripe) -> int:
+    def counts(self, stripe: Stripe) -> Float[torch.Tensor, " b"]:
+        """How many queries the stripe reads in each row."""
         if stripe.queries == "repeats":
-            return self.b * self.n_q
-        return int(self.body_mask(stripe).sum())
+            return torch.full((self.b,), float(self.n_q), dtype=torch.float64)
+        return self.body_mask(stripe).sum(1).to(torch.float64)
 
 
 def _stripe_sum(
@@ -105,23 +124,23 @@ def _stripe_sum(
     vnorm: Float[torch.Tensor, "b k head"],
     qs: _Queries,
     rows_q: Callable[[], torch.Tensor],
-) -> Float[torch.Tensor, " head"]:
-    """Sum of one stripe over its queries, per head."""
+) -> Float[torch.Tensor, "b head"]:
+    """Sum of one stripe over each row's queries, per head."""
     dev = pat.device
     if stripe.queries == "body":
         if stripe.column is None:
             vals = pat.diagonal(offset=-stripe.offset(qs.period), dim1=-2, dim2=-1)  # [b, H, P-d]
         else:
             vals = pat[..., :, stripe.column]  # [b, H, P]
-        return (vals * qs.body_mask(stripe).to(dev)[:, None, :]).sum((0, 2))
+        return (vals * qs.body_mask(stripe).to(dev)[:, None, :]).sum(2)
     rq = rows_q()  # [b, n_q, H, P]
     keys = (qs.repeats.to(dev) - stripe.offset(qs.period))[:, :, None, None]
     keys = keys.expand(qs.b, qs.n_q, pat.shape[1], 1)
     if not stripe.value_weighted:
-        return rq.gather(-1, keys)[..., 0].sum((0, 1))
+        return rq.gather(-1, keys)[..., 0].sum(1)
     w = rq * vnorm.permute(0, 2, 1)[:, None, :, :]  # [b, n_q, H, P]
     total = w.sum(-1).clamp_min(1e-30)
-    return (w.gather(-1, keys)[..., 0] / total).sum((0, 1))
+    return (w.gather(-1, keys)[..., 0] / total).sum(1)
 
 
 def _reduce_chunk(
@@ -132,7 +151,8 @@ def _reduce_chunk(
     sums: dict[str, torch.Tensor],
     fwd_hooks: Hooks,
 ) -> None:
-    """Run one chunk of rows, adding every stripe's per-head sums into ``sums``."""
+    """Run one chunk of rows, writing every stripe's per-row, per-head sums into ``sums``
+    (``[row, layer, head]`` views of this chunk's rows)."""
     n_layers = int(model.cfg.n_layers)
     device = next(model.parameters()).device
     pending: dict[int, dict[str, torch.Tensor]] = {}
@@ -151,7 +171,7 @@ def _reduce_chunk(
 
         for name, stripe in stripes.items():
             total = _stripe_sum(stripe, pat, vnorm, qs, rows_q)
-            sums[name][layer] += total.detach().to("cpu", torch.float64)
+            sums[name][:, layer] = total.detach().to("cpu", torch.float64)
         done.add(layer)
         if len(done) == n_layers:
             raise _Stop
@@ -173,18 +193,19 @@ def _reduce_chunk(
         raise RuntimeError(f"only layers {sorted(done)} reported hook_pattern/hook_v")
 
 
-def head_scores(
+def row_scores(
     model: TransformerBridge,
     batch: RepeatedTokens,
     *,
     batch_size: int | None = None,
     fwd_hooks: Hooks = (),
     stripes: Mapping[str, Stripe] | None = None,
-) -> HeadScores:
-    """Every registry score of every head on ``batch`` (definitions: :data:`~.heads.SCORES`).
+) -> dict[str, RowScores]:
+    """Every registry score of every head on each row of ``batch`` (definitions:
+    :data:`~.heads.SCORES`): per-row stripe sums ``[row, layer, head]`` and query counts.
 
     ``fwd_hooks`` run alongside (e.g. ablations). ``stripes`` replaces the stripe of the scores it
-    names (the shuffled null reads control stripes this way)."""
+    names (e.g. a control stripe at another lag)."""
     cfg = model.cfg
     seq_len = batch.seq_len
     if seq_len > int(cfg.n_ctx):
@@ -199,13 +220,29 @@ def head_scores(
         d = stripe.offset(batch.period)
         if stripe.queries == "body" and stripe.column is None and not 0 <= d < seq_len - first_key:
             raise ValueError(f"{name}: key offset {d} does not fit a sequence of {seq_len}")
-    n_layers, n_heads = int(cfg.n_layers), int(cfg.n_heads)
-    sums = {k: torch.zeros(n_layers, n_heads, dtype=torch.float64) for k in plan}
-    counts = dict.fromkeys(plan, 0)
+    n_rows, n_layers, n_heads = batch.n_seqs, int(cfg.n_layers), int(cfg.n_heads)
+    sums = {k: torch.zeros(n_rows, n_layers, n_heads, dtype=torch.float64) for k in plan}
+    counts = {k: torch.zeros(n_rows, dtype=torch.float64) for k in plan}
     rows = batch_size or _chunk_rows(model, seq_len)
-    for lo in range(0, batch.n_seqs, rows):
-        qs = _Queries(batch, batch.starts[lo : lo + rows], seq_len)
-        _reduce_chunk(model, batch.tokens[lo : lo + rows], qs, plan, sums, fwd_hooks)
+    for lo in range(0, n_rows, rows):
+        chunk = slice(lo, lo + rows)
+        qs = _Queries(batch, batch.starts[chunk], seq_len)
+        views = {k: v[chunk] for k, v in sums.items()}
+        _reduce_chunk(model, batch.tokens[chunk], qs, plan, views, fwd_hooks)
         for name, stripe in plan.items():
-            counts[name] += qs.count(stripe)
-    return HeadScores({k: (sums[k] / max(counts[k], 1)).float() for k in plan})
+            counts[name][chunk] = qs.counts(stripe)
+    return {k: RowScores(sums[k], counts[k]) for k in plan}
+
+
+def head_scores(
+    model: TransformerBridge,
+    batch: RepeatedTokens,
+    *,
+    batch_size: int | None = None,
+    fwd_hooks: Hooks = (),
+    stripes: Mapping[str, Stripe] | None = None,
+) -> HeadScores:
+    """Every registry score of every head on ``batch``: the batch mean of :func:`row_scores`
+    (same arguments)."""
+    rows = row_scores(model, batch, batch_size=batch_size, fwd_hooks=fwd_hooks, stripes=stripes)
+    return HeadScores({k: r.mean().float() for k, r in rows.items()})

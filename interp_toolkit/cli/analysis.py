@@ -12,10 +12,12 @@ from typing import Any
 import typer
 
 from interp_toolkit.cli.app import (
+    STDOUT,
     TARGET_HELP,
     app,
     check_device,
     check_out_file,
+    console,
     device_option,
     emit,
     setup_torch,
@@ -29,19 +31,24 @@ def _fmt(x: float | None, digits: int = 3) -> str:
 
 
 def heads_csv(report_dict: dict[str, Any]) -> str:
-    """The ``heads`` table as CSV (one row per head; the same field names as the JSON)."""
+    """The ``heads`` table as CSV: one row per head; per score its value, ``tau_``, ``p_value_``
+    and ``significant_`` (the JSON's per-head fields, flattened)."""
     import csv
     import io
 
     from interp_toolkit.analysis.heads import SCORE_KINDS
 
+    fields = ("tau", "p_value", "significant")
     buf = io.StringIO()
-    cols = ["head", "layer", "index", *SCORE_KINDS, *[f"tau_{k}" for k in SCORE_KINDS], "role"]
+    cols = ["head", "layer", "index", "role"]
+    cols += [c for k in SCORE_KINDS for c in (k, *(f"{f}_{k}" for f in fields))]
     writer = csv.DictWriter(buf, fieldnames=cols, lineterminator="\n")
     writer.writeheader()
     for h in report_dict["heads"]:
-        row = {c: h[c] for c in ("head", "layer", "index", *SCORE_KINDS, "role")}
-        row.update({f"tau_{k}": report_dict["taus"][k] for k in SCORE_KINDS})
+        row = {c: h[c] for c in ("head", "layer", "index", "role")}
+        for k in SCORE_KINDS:
+            row[k] = h["scores"][k]
+            row.update({f"{f}_{k}": h[f][k] for f in fields})
         writer.writerow(row)
     return buf.getvalue()
 
@@ -49,86 +56,123 @@ def heads_csv(report_dict: dict[str, Any]) -> str:
 @app.command("heads")
 def heads(
     target: str = typer.Argument(..., help=TARGET_HELP),
-    json_out: Path | None = typer.Option(None, "--json", help="Write the report as JSON here."),
+    json_out: Path | None = typer.Option(
+        None,
+        "--json",
+        help="Write the report as JSON here (per head: scores, tau, p_value; - for standard output).",
+    ),
     csv_out: Path | None = typer.Option(None, "--csv", help="Write one row per head as CSV here."),
-    null: str = typer.Option(
-        "shuffled", "--null", help="Null model for tau: shuffled (no repeats) or fresh_init."
+    alpha: float = typer.Option(
+        0.05, "--alpha", help="A score is significant when p <= alpha (or BH at FDR alpha)."
+    ),
+    fdr: bool = typer.Option(
+        False, "--fdr", help="Benjamini-Hochberg over heads x scores (false-discovery rate alpha)."
+    ),
+    induction_score: str = typer.Option(
+        "vw",
+        "--induction-score",
+        help="Which score decides the induction role: vw (the seed's value-weighted) or plain.",
+    ),
+    n_untrained: int | None = typer.Option(
+        None,
+        "--n-untrained",
+        help="Untrained models per null (default: enough for p down to 0.01 on toy runs; 2 for GPT-2).",
+    ),
+    untrained_rows: int | None = typer.Option(
+        None,
+        "--untrained-rows",
+        help="Probe rows the untrained models run on (default all; GPT-2 16).",
     ),
     n_seqs: int = typer.Option(64, "--n-seqs", help="Repeated-token sequences to score on."),
     period: int | None = typer.Option(
         None, "--period", help="Repeat period (default: fits the context, at most 50)."
     ),
-    n_null: int | None = typer.Option(
-        None,
-        "--n-null",
-        help="Null batches (shuffled) or models (fresh_init); default 4, or 2 for GPT-2 (CPU time).",
-    ),
-    quantile: float = typer.Option(0.95, "--quantile", help="tau = this quantile of the null."),
     seed: int = typer.Option(0, "--seed", help="Seed of the random tokens."),
     device: str = device_option(),
 ) -> None:
-    """Score every head (previous-token, duplicate-token, induction) against a null-model tau."""
-    from interp_toolkit.analysis.nulls import check_null
+    """Score every head (previous-token, duplicate-token, induction...) and test each score against
+    its own null model (per-head tau and p-value); roles need significance and the effect-size floor."""
+    from interp_toolkit.analysis.heads import deciders
+    from interp_toolkit.analysis.nulls import check_alpha
 
     check_device(device)
-    check_null(null)
+    deciders(induction_score)  # bad values are one-line errors before any work
+    check_alpha(alpha)
     check_out_file(json_out, "--json")
     check_out_file(csv_out, "--csv")
     setup_torch()
-    from interp_toolkit.analysis.scores import discover_heads
+    from rich.console import Console
+
+    from interp_toolkit.analysis.discovery import discover
     from interp_toolkit.io import write_text
     from interp_toolkit.targets import load_target
 
     tgt = load_target(target, device, for_weights=False)
-    if n_null is None:
-        n_null = 2 if tgt.kind == "gpt2" else 4
-    report = discover_heads(
-        tgt.model,
-        tgt.codec,
-        n_seqs=n_seqs,
-        period=period,
-        seed=seed,
-        null=null,
-        n_null=n_null,
-        quantile=quantile,
-        model_cfg=tgt.model_cfg,
-    )
-    data = {"target": tgt.name, **report.to_dict()}
+    with Console(stderr=True).status("heads: scoring the probe") as status:
+        found = discover(
+            tgt.model,
+            tgt.codec,
+            n_seqs=n_seqs,
+            period=period,
+            seed=seed,
+            alpha=alpha,
+            fdr=fdr,
+            induction_score=induction_score,
+            n_untrained=n_untrained,
+            untrained_rows=untrained_rows,
+            model_cfg=tgt.model_cfg,
+            progress=lambda msg: status.update(f"heads: {msg}"),
+        )
+    data = {"target": tgt.name, **found.to_dict()}
     emit(data, _print_heads, json_out)
     if csv_out:
         write_text(csv_out, heads_csv(data))
-        typer.echo(f"wrote {csv_out}")
+        typer.echo(f"wrote {csv_out}", err=json_out == STDOUT)
 
 
 def _print_heads(data: dict[str, Any]) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    from interp_toolkit.analysis.heads import SCORE_KINDS
+    from interp_toolkit.analysis.heads import SCORES
 
-    probe, taus = data["probe"], data["taus"]
+    probe, test, floors = data["probe"], data["test"], data["effect_size_floor"]
+    significance = "BH at FDR" if test["correction"].startswith("benjamini") else "p <="
     title = (
-        f"{data['target']}: period {probe['period']}, {probe['n_seqs']} seqs, "
-        f"null {data['null']['model']} x{data['null']['n_samples']}, tau = q{data['null']['quantile']}"
+        f"{data['target']}: period {probe['period']}, {probe['n_seqs']} seqs; each score vs its "
+        f"own null (p-value below the score)"
     )
     table = Table(title=title)
     table.add_column("head")
-    for k in SCORE_KINDS:
-        table.add_column(f"{k}\n(tau {taus[k]:.3f})", justify="right")
+    for s in SCORES:
+        table.add_column(f"{s.label}\n(null {test['null'][s.name]})", justify="right")
     table.add_column("role")
     for h in data["heads"]:
         cells = []
-        for k in SCORE_KINDS:
-            text = f"{h[k]:.3f}"
-            cells.append(f"[bold]{text}[/bold]" if h["above_tau"][k] else text)
+        for s in SCORES:
+            k = s.name
+            text = f"{h['scores'][k]:.3f}\np {h['p_value'][k]:.3g}"
+            passes = h["significant"][k] and h["scores"][k] >= floors[k]
+            cells.append(f"[bold]{text}[/bold]" if passes else text)
         style = "green" if h["role"] != "none" else None
         table.add_row(h["head"], *cells, h["role"], style=style)
-    console = Console()
-    console.print(table)
-    console.print(
-        f"floors {data['floors']}; bold = above tau and floor. Rule: {data['rule']}.",
+    out = console()
+    out.print(table)
+    n_heads = len(data["heads"])
+    expected = test["expected_false_positives"]["per_score"]
+    out.print(
+        f"bold = significant ({significance} {test['alpha']:g}) and >= the effect-size floor "
+        f"({', '.join(sorted({f'{v:g}' for v in floors.values()}))}). By chance {expected:.2g} of "
+        f"{n_heads} heads reach p <= {test['alpha']:g} per score; the smallest possible p is "
+        f"{min(test['smallest_p'].values()):.3g} ({test['untrained']['n_models']} untrained models "
+        f"x {test['untrained']['rows']} rows). Rule: {data['rule']}.",
         soft_wrap=True,
     )
+    if test["cannot_pass"]:
+        out.print(
+            f"[bold red]no head can be significant for {', '.join(test['cannot_pass'])}[/]: their "
+            "nulls are too small for this alpha; use more --n-untrained.",
+            soft_wrap=True,
+        )
 
 
 @app.command("exam")
@@ -142,7 +186,9 @@ def exam(
     ),
     top_k: int = typer.Option(10, "--top-k", help="How many next tokens to list."),
     no_bos: bool = typer.Option(False, "--no-bos", help="Do not put BOS before the prompt."),
-    json_out: Path | None = typer.Option(None, "--json", help="Write the results as JSON here."),
+    json_out: Path | None = typer.Option(
+        None, "--json", help="Write the results as JSON here (- for standard output)."
+    ),
     device: str = device_option(),
 ) -> None:
     """The target's rank and probability after a prompt, and the top-k next tokens."""
@@ -167,10 +213,9 @@ def exam(
 
 
 def _print_exams(data: dict[str, Any]) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    out = console()
     for r in data["exams"]:
         table = Table(
             title=(
@@ -184,7 +229,7 @@ def _print_exams(data: dict[str, Any]) -> None:
         for i, t in enumerate(r["top"]):
             style = "bold green" if t["token_id"] == r["target_id"] else None
             table.add_row(str(i), repr(t["token"]), f"{t['prob']:.4f}", style=style)
-        console.print(table)
+        out.print(table)
 
 
 def _default_token_ids(codec: Codec, d_vocab: int) -> list[int]:
@@ -205,7 +250,9 @@ def circuits(
         None, "--token", help="Show what this token boosts (repeatable; default ' A'..' D')."
     ),
     top_k: int = typer.Option(10, "--top-k", help="Boosted tokens to list per source token."),
-    json_out: Path | None = typer.Option(None, "--json", help="Write the results as JSON here."),
+    json_out: Path | None = typer.Option(
+        None, "--json", help="Write the results as JSON here (- for standard output)."
+    ),
     device: str = device_option(),
 ) -> None:
     """A head's OV copying score, top-1/top-5 copy accuracy and top boosted tokens."""
@@ -241,10 +288,9 @@ def circuits(
 
 
 def _print_circuit(data: dict[str, Any]) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    out = console()
     summary = Table(title=f"{data['target']} head {data['head']}")
     summary.add_column("copying score", justify="right")
     summary.add_column("top-1 copy acc", justify="right")
@@ -256,13 +302,13 @@ def _print_circuit(data: dict[str, Any]) -> None:
         _fmt(data["top5_accuracy"]),
         _fmt(data["pos_prev_token"]),
     )
-    console.print(summary)
+    out.print(summary)
     if data["copying_note"]:  # an empty OV circuit: say so instead of a score
-        console.print(f"copying score: {data['copying_note']}", soft_wrap=True)
+        out.print(f"copying score: {data['copying_note']}", soft_wrap=True)
     for b in data["boosted"]:
         table = Table(title=f"attending to {b['token']!r} boosts")
         table.add_column("token")
         table.add_column("logit", justify="right")
         for t in b["top"]:
             table.add_row(repr(t["token"]), f"{t['logit']:.3f}")
-        console.print(table)
+        out.print(table)

@@ -10,8 +10,7 @@ import html
 import os
 from pathlib import Path
 
-from interp_toolkit.analysis.heads import ROLE_SCORE, ROLES, SCORES, HeadId
-from interp_toolkit.analysis.nulls import without_control
+from interp_toolkit.analysis.heads import NO_ROLE, ROLES, SCORE, SCORES, HeadId
 from interp_toolkit.analysis.run_analysis import RunAnalysis, analyse_run
 from interp_toolkit.analysis.scores import HeadReport
 from interp_toolkit.errors import UserError
@@ -30,8 +29,8 @@ from interp_toolkit.views.page import (
     verdict,
 )
 
-#: The scores drawn as heatmaps (every score is in the head table).
-HEATMAP_SCORES = ("previous_token", "induction")
+#: The roles whose deciding scores are drawn as heatmaps (every score is in the head table).
+HEATMAP_ROLES = ("previous-token", "induction")
 
 
 def exam_section(analysis: RunAnalysis) -> Section:
@@ -59,49 +58,70 @@ def exam_section(analysis: RunAnalysis) -> Section:
 
 
 def head_table(rep: HeadReport) -> str:
-    """Every head's every registry score (★ = above τ and floor) and its role."""
-    above = {s.name: rep.above(s.name) for s in SCORES}
+    """Every head's every registry score with its own τ and p-value (★ = significant and ≥ the
+    effect-size floor), and its role."""
+    t = rep.tests
     rows = []
     for ly, roles in enumerate(rep.roles):
         for h, role in enumerate(roles):
             cells = [
                 f"{float(rep.scores.get(s.name)[ly, h]):.3f}"
-                + (" ★" if above[s.name][ly, h] else "")
+                + (" ★" if rep.passes(s.name)[ly, h] else "")
+                + f'<br><span class="note">τ {float(t.tau[s.name][ly, h]):.3g} · '
+                f"p {float(t.p_value[s.name][ly, h]):.3g}</span>"
                 for s in SCORES
             ]
             cls = "pass" if role != ROLES[-1] else ""
             rows.append(
                 [str(HeadId(ly, h)), *cells, f'<span class="{cls}">{html.escape(role)}</span>']
             )
-    taus = "; ".join(f"τ({k}) = {v:.3g}" for k, v in rep.taus.items())
-    floors = ", ".join(f"{k} {v:.2g}" for k, v in rep.floors.items())
-    no_test = without_control(rep.null)
-    caveat = (
-        f" τ of {', '.join(no_test)}: their stripes need no repeats, so under this null τ is a "
-        "quantile over this model's own heads, not a test against chance."
-        if no_test
-        else ""
+    nulls = "; ".join(
+        f"{name}: {', '.join(k for k in SCORE if t.null[k] == name)}"
+        for name in dict.fromkeys(t.null.values())
     )
+    floors = ", ".join(f"{k} {v:.2g}" for k, v in rep.floors.items())
+    expected = rep.test["expected_false_positives"]["per_score"]
+    smallest = min(rep.test["smallest_p"].values())
     header = ["head", *[s.label for s in SCORES], "role"]
     note = text(
-        f"{taus}; floors {floors}. Null model: {rep.null} ({rep.n_null_samples} samples). "
-        f"★ = score > τ and ≥ floor. A head's role is the first of {', '.join(ROLES[:-1])} it "
-        f"passes.{caveat}",
+        f"Each (head, score) is tested against its own null ({nulls}); τ is that null's "
+        f"{t.quantile:g} quantile and p = (1 + #null ≥ score) / (1 + N) (smallest possible "
+        f"{smallest:.3g}). ★ = significant ({rep.significance()}) and ≥ the effect-size floor "
+        f"({floors}; a size, not a test). By chance {expected:.2g} of the "
+        f"{rep.scores.n_layers * rep.scores.n_heads} heads would reach {rep.significance()} per "
+        f"score. Rule: {rep.rule()}.",
         "p",
         "note",
     )
-    return note + table(header, rows, raw=(len(header) - 1,))
+    return note + table(header, rows, raw=tuple(range(1, len(header))))
 
 
-def _describe(analysis: RunAnalysis, head: HeadId, role: str) -> str:
-    rep = analysis.head_report
-    kind = ROLE_SCORE[role]
-    article = "an" if role[0] in "aeiou" else "a"
-    has = f"role {role}" if rep.has_role(head, role) else f"not {article} {role} head"
-    return (
-        f"{head}: strongest {role} score {float(rep.scores.get(kind)[head]):.3f} "
-        f"(τ {rep.taus[kind]:.3g}; {has})"
-    )
+def _role_of(rep: HeadReport, head: HeadId) -> str:
+    role = rep.roles[head.layer][head.head]
+    return "no role" if role == NO_ROLE else role
+
+
+def _key_heads_intro(analysis: RunAnalysis) -> str:
+    """Why each key head is drawn, from the measurements."""
+    rep, ind = analysis.head_report, analysis.induction_head
+    kind = rep.decides["induction"]
+    with_role = [h for h in analysis.key_heads() if rep.roles[h.layer][h.head] != NO_ROLE]
+    parts = [
+        "Heads with a role: "
+        + (", ".join(f"{h} ({_role_of(rep, h)})" for h in with_role) if with_role else "none")
+        + ".",
+        f"Highest {SCORE[kind].title}: {ind} ({float(rep.scores.get(kind)[ind]):.3f}, "
+        f"τ {float(rep.tests.tau[kind][ind]):.3g}, p {float(rep.tests.p_value[kind][ind]):.3g}; "
+        f"{_role_of(rep, ind)}).",
+    ]
+    a = analysis.ablation
+    if a is not None:
+        parts.append(
+            f"Mean-ablating {a.head} ({_role_of(rep, a.head)}) moves {a.induction_head}'s "
+            f"induction score from {a.before:.3f} to {a.after:.3f}: the largest change of any "
+            f"head before layer {a.induction_head.layer}."
+        )
+    return " ".join(parts)
 
 
 def run_report_sections(analysis: RunAnalysis) -> list[Section]:
@@ -135,16 +155,23 @@ def run_report_sections(analysis: RunAnalysis) -> list[Section]:
     heat = Row(
         [
             plots.head_score_heatmap(
-                rep.scores.get(k), kind=k, tau=rep.taus[k], floor=rep.floors[k]
+                rep.scores.get(k),
+                kind=k,
+                passes=rep.passes(k),
+                floor=rep.floors[k],
+                tau=rep.tests.tau[k],
+                p_value=rep.tests.p_value[k],
+                test=rep.significance(),
             )
-            for k in HEATMAP_SCORES
+            for k in (rep.decides[role] for role in HEATMAP_ROLES)
         ]
     )
     sections.append(
         Section(
             "Heads",
             [heat, head_table(rep)],
-            intro="Per-head scores on repeated random tokens; τ is the null threshold.",
+            intro="Per-head scores on repeated random tokens, each tested against its own null "
+            "model (hover a heatmap cell for its τ and p-value).",
         )
     )
 
@@ -159,8 +186,12 @@ def run_report_sections(analysis: RunAnalysis) -> list[Section]:
                 f"(repeated random tokens, period {analysis.period})",
             )
         )
-    ind, prev = analysis.induction_head, analysis.prev_token_head
-    role = "induction head" if rep.has_role(ind, "induction") else "top induction score, below τ"
+    ind = analysis.induction_head
+    role = (
+        "induction head"
+        if rep.has_role(ind, "induction")
+        else "top induction score, no induction role"
+    )
     key_items.append(
         plots.attention_heatmap(
             analysis.patterns[ind.layer][ind.head],
@@ -172,16 +203,17 @@ def run_report_sections(analysis: RunAnalysis) -> list[Section]:
     )
     sections.append(Section("Impact and the induction stripe", key_items))
 
+    key = analysis.key_heads()
     plan: dict[int, list[int]] = {}
-    for layer, head in sorted({prev, ind}):
+    for layer, head in key:
         plan.setdefault(layer, []).append(head)
-    views = layer_views(analysis.patterns, plan, labels)
+    names = {h: f"{h} {_role_of(rep, h)}" for h in key}
+    views = layer_views(analysis.patterns, plan, labels, head_labels=names)
     sections.append(
         Section(
             "Attention of the key heads",
             [layers_html(views)],
-            intro=f"{_describe(analysis, prev, 'previous-token')}. "
-            f"{_describe(analysis, ind, 'induction')}. On a repeated random sequence "
+            intro=f"{_key_heads_intro(analysis)} On a repeated random sequence "
             f"(period {analysis.period}): hover a head, click a token to see where it attends.",
         )
     )

@@ -7,10 +7,11 @@ import html
 from collections.abc import Sequence
 
 import plotly.graph_objects as go
+import torch
 
 from interp_toolkit.analysis.ablation import CausalRow
 from interp_toolkit.analysis.heads import SCORE
-from interp_toolkit.analysis.run_analysis import SUMMARY_SCORES, RunSummary
+from interp_toolkit.analysis.run_analysis import RunSummary, TopHead
 from interp_toolkit.errors import UserError
 from interp_toolkit.views import plots
 from interp_toolkit.views.page import Row, Section, cell, render_report, table, text, verdict
@@ -33,10 +34,13 @@ def describe_run(summary: RunSummary) -> str:
         if summary.partner:
             s += f" with previous-token partner {summary.partner}"
     else:
-        tau, floor = summary.taus["induction"], summary.floors["induction"]
         top = summary.top_induction
-        s += f"; no induction head (best {top.head}: {top.score:.2f}"
-        s += f"; a head needs > τ {tau:.2f} and ≥ {floor:.2f})"
+        floor = summary.floors[top.kind]
+        s += (
+            f"; no induction head (best {top.head}: {SCORE[top.kind].title} {top.score:.2f}, "
+            f"τ {top.tau:.2g}, p {top.p_value:.2g}; a head needs {summary.test} against its "
+            f"own null and ≥ the effect-size floor {floor:.2f})"
+        )
     return s + "."
 
 
@@ -47,10 +51,9 @@ def _side_by_side(runs: Sequence[RunSummary]) -> Section:
     def heads(r: RunSummary, role: str) -> str:
         return html.escape(", ".join(r.heads[role]) or "none")
 
-    def tau(r: RunSummary, k: str) -> str:
-        return f"{r.taus[k]:.3g}"
+    def best(t: TopHead) -> str:
+        return f"{t.head}: {t.score:.3f} (τ {t.tau:.2g}, p {t.p_value:.2g})"
 
-    top = [f"{r.top_induction.head}: {r.top_induction.score:.3f}" for r in runs]
     rows = [
         ["run (report)", *[link(r) for r in runs]],
         ["layers", *[str(r.n_layers) for r in runs]],
@@ -62,9 +65,9 @@ def _side_by_side(runs: Sequence[RunSummary]) -> Section:
         ["induction heads", *[heads(r, "induction") for r in runs]],
         ["previous-token heads", *[heads(r, "previous-token") for r in runs]],
         ["previous-token partner", *[html.escape(r.partner or "—") for r in runs]],
-        ["best induction score", *[html.escape(t) for t in top]],
-        ["τ (induction)", *[tau(r, "induction") for r in runs]],
-        ["τ (previous-token)", *[tau(r, "previous_token") for r in runs]],
+        ["best induction score", *[html.escape(best(r.top_induction)) for r in runs]],
+        ["best previous-token score", *[html.escape(best(r.top_previous_token)) for r in runs]],
+        ["role needs", *[html.escape(f"{r.test}, ≥ effect-size floor") for r in runs]],
     ]
     return Section(
         "Side by side",
@@ -77,18 +80,22 @@ def comparison_sections(runs: Sequence[RunSummary], *, finding: str | None = Non
     sections = [Section("Finding", ["".join(text(x, "p", "finding") for x in lines)])]
     sections.append(_side_by_side(runs))
 
-    for kind in SUMMARY_SCORES:
+    for kind in dict.fromkeys(k for r in runs for k in r.scores):
+        shown = [r for r in runs if kind in r.scores]
         figs = [
             plots.head_score_heatmap(
                 plots.score_matrix(r.scores[kind]),
                 kind=kind,
-                tau=r.taus[kind],
+                passes=torch.tensor(r.passes[kind]),
                 floor=r.floors[kind],
+                tau=plots.score_matrix(r.tau[kind]),
+                p_value=plots.score_matrix(r.p_value[kind]),
+                test=r.test,
                 title=r.name,
             )
-            for r in runs
+            for r in shown
         ]
-        caps = [f"{r.name} ({_layers(r.n_layers)})" for r in runs]
+        caps = [f"{r.name} ({_layers(r.n_layers)})" for r in shown]
         sections.append(Section(f"{SCORE[kind].title.capitalize()}s", [Row(figs, caps)]))
 
     if any(r.loss_curve for r in runs):

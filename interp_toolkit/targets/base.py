@@ -29,5 +29,5 @@ class Target:
 
     @property
     def model_cfg(self) -> AttnOnlyConfig | None:
-        """The toy model's config (what the fresh_init null rebuilds); None for other kinds."""
+        """The toy model's config (what the untrained null models rebuild); None for other kinds."""
         return self.source.model_cfg if isinstance(self.source, Run) else None

@@ -31,6 +31,7 @@ from interp_toolkit.data import DataConfig, TrainStream, build_codec, tokenize_c
 from interp_toolkit.devices import STRICT_FP32, precision_named
 from interp_toolkit.errors import Interrupted, UserError
 from interp_toolkit.models import AttnOnlyConfig, build_model
+from interp_toolkit.progress import progress_bar
 from interp_toolkit.runs import (
     Run,
     RunPaths,
@@ -293,8 +294,6 @@ class StepLog:
         signals: StopSignals,
         cluster: Cluster,
     ) -> None:
-        from tqdm.auto import tqdm
-
         self.paths, self.model, self.stream, self.val = paths, model, stream, val_windows
         self.cfg, self.start, self.callbacks, self.signals = cfg, start, callbacks, signals
         self.cluster, self.device = cluster, next(model.parameters()).device
@@ -305,13 +304,12 @@ class StepLog:
         self.above: list[bool] = []
         self.t0 = time.perf_counter()
         self.metrics = MetricsLog(paths) if cluster.is_main else None
-        self.bar = tqdm(
+        self.bar = progress_bar(
             total=cfg.steps,
             initial=start.step,
             desc="train",
             unit="step",
-            file=sys.stderr,
-            disable=not progress,
+            enabled=progress,
             dynamic_ncols=True,
         )
 
@@ -353,7 +351,9 @@ class StepLog:
             self.above.append(best > (cfg.stop_score or math.inf))
         if row is not None and self.metrics is not None:
             self.metrics.write(row)
-            self.bar.set_postfix(loss=f"{row['loss']:.3f}", tok_s=f"{row['tokens_per_s']:.0f}")
+            self.bar.set_postfix(
+                loss=f"{row['loss']:.3f}", tok_s=f"{row['tokens_per_s']:.0f}", refresh=False
+            )
         if step in cfg.snapshot_steps and main:
             save_weights(self.model, self.paths.snapshot(step))
         stop = len(self.above) >= 2 and self.above[-1] and self.above[-2]

@@ -47,10 +47,12 @@ def escape_label(label: str) -> str:
 
 
 class LayerViews(dict[int, RenderedHTML]):
-    """circuitsvis views by layer; renders inline in Jupyter (each layer under a heading)."""
+    """circuitsvis views by layer; renders inline in Jupyter as one output (each layer under a
+    heading, the circuitsvis bundle inlined once, so it works offline)."""
 
     def _repr_html_(self) -> str:
-        return layers_html(self)
+        frag, used = cv.page_fragment(layers_html(self))
+        return (f"<script>{cv.bundle()}</script>" if used else "") + frag
 
 
 def layer_views(

@@ -5,20 +5,24 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import plotly.graph_objects as go
 import torch
-from jaxtyping import Float
+from jaxtyping import Bool, Float
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 from torch import Tensor
 
 from interp_toolkit.analysis.exam import ExamResult
 from interp_toolkit.analysis.heads import SCORE, HeadId
+from interp_toolkit.errors import UserError
 from interp_toolkit.views.attention import escape_label, visible_token
 
 TARGET_COLOUR = "#d62728"
 OTHER_COLOUR = "#7f9fbf"
 HEIGHT = 380
+#: Per-head values as a notebook holds them: a tensor, a numpy array or nested lists.
+ScoreGrid = Tensor | np.ndarray | Sequence[Sequence[float | int]]
 
 
 def _tick_step(n: int, max_ticks: int = 48) -> int:
@@ -104,39 +108,43 @@ def loss_curve(
 
 
 def head_score_heatmap(
-    scores: Float[Tensor, "layer head"],
+    scores: ScoreGrid,
     *,
     kind: str = "induction",
-    tau: float | None = None,
+    passes: Bool[Tensor, "layer head"] | None = None,
     floor: float | None = None,
+    tau: Float[Tensor, "layer head"] | None = None,
+    p_value: Float[Tensor, "layer head"] | None = None,
+    test: str | None = None,
     title: str | None = None,
 ) -> go.Figure:
     """Per-head scores (layer x head) on a fixed 0..1 colour scale (runs compare at a glance), with
-    the threshold τ (and the absolute ``floor``, if given) in the title and on the colour bar.
-    Heads that pass (score > τ and >= floor) are outlined and starred."""
-    s = scores.detach().float().cpu()
+    the effect-size ``floor`` on the colour bar. Heads that ``passes`` marks (significant against
+    their own null, ``test`` in words, and >= the floor) are outlined and starred; each head's
+    ``tau`` and ``p_value``, when given, show on hover (every head has its own τ: no single line).
+    ``scores``: a tensor, a numpy array or nested lists."""
+    s = score_matrix(scores)
     n_layers, n_heads = s.shape
     label = SCORE[kind].title
-    passes = torch.ones_like(s, dtype=torch.bool) if tau is not None or floor is not None else None
-    if passes is not None:
-        if tau is not None:
-            passes &= s > tau
-        if floor is not None:
-            passes &= s >= floor
+    marked = passes.detach().cpu().bool() if passes is not None else None
     text = [
         [
-            f"{v:.2f}" + (" ★" if passes is not None and passes[i, j] else "")
+            f"{v:.2f}" + (" ★" if marked is not None and marked[i, j] else "")
             for j, v in enumerate(row)
         ]
         for i, row in enumerate(s.tolist())
     ]
+    hover = [[f"{HeadId(i, j)}: {s[i, j]:.3f}" for j in range(n_heads)] for i in range(n_layers)]
+    for name, grid in (("τ", tau), ("p", p_value)):
+        if grid is not None:
+            for i in range(n_layers):
+                for j in range(n_heads):
+                    hover[i][j] += f", {name} {float(grid[i, j]):.3g}"
     zmin, zmax = min(0.0, float(s.min())), max(1.0, float(s.max()))
     ticks: dict[float, str] = {}
     if floor is not None:
         ticks[round(floor, 3)] = f"floor {floor:.2g}"
-    if tau is not None:
-        ticks[round(tau, 3)] = f"τ {tau:.2g}"
-    for end in (zmin, zmax):  # the ends, unless they would collide with τ or the floor
+    for end in (zmin, zmax):  # the ends, unless they would collide with the floor
         if all(abs(end - t) > 0.08 * (zmax - zmin) for t in ticks):
             ticks[round(end, 2)] = f"{end:.2g}"
     colorbar: dict[str, Any] = {
@@ -155,12 +163,12 @@ def head_score_heatmap(
             zmin=zmin,
             zmax=zmax,
             colorbar=colorbar,
-            customdata=[[str(HeadId(i, j)) for j in range(n_heads)] for i in range(n_layers)],
-            hovertemplate="%{customdata}: %{z:.3f}<extra></extra>",
+            customdata=hover,
+            hovertemplate="%{customdata}<extra></extra>",
             name=label,
         )
     )
-    for layer, head in passes.nonzero().tolist() if passes is not None else []:
+    for layer, head in marked.nonzero().tolist() if marked is not None else []:
         fig.add_shape(
             type="rect",
             x0=head - 0.5,
@@ -170,11 +178,11 @@ def head_score_heatmap(
             line={"color": TARGET_COLOUR, "width": 3},
         )
     heading = title or label
-    rule = [f"τ = {tau:.3g}"] if tau is not None else []
-    if floor is not None:
-        rule.append(f"floor {floor:.2g}")
-    if rule:
-        heading += f" ({', '.join(rule)}; ★ = passes)"
+    if marked is not None:
+        rule = f"significant ({test})" if test else "significant"
+        if floor is not None:
+            rule += f" and ≥ effect-size floor {floor:.2g}"
+        heading += f" (★ = {rule})"
     fig.update_layout(
         title=heading,
         height=max(220, 100 + 60 * n_layers),
@@ -337,8 +345,15 @@ def attention_heatmap(
     return fig
 
 
-def score_matrix(values: Sequence[Sequence[float]] | Tensor) -> Float[Tensor, "layer head"]:
-    """A (layer, head) tensor from nested lists (e.g. from a JSON summary)."""
-    return (
-        values.float() if isinstance(values, Tensor) else torch.tensor(values, dtype=torch.float32)
-    )
+def score_matrix(values: ScoreGrid) -> Float[Tensor, "layer head"]:
+    """A (layer, head) float tensor (CPU) from a tensor, a numpy array or nested lists (e.g. from
+    a JSON summary)."""
+    if isinstance(values, Tensor):
+        grid = values.detach().float().cpu()
+    else:
+        grid = torch.as_tensor(np.asarray(values, dtype=np.float32))
+    if grid.ndim != 2:
+        raise UserError(
+            f"per-head scores must be a [layer, head] grid, not shape {tuple(grid.shape)}."
+        )
+    return grid

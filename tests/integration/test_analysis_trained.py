@@ -11,6 +11,7 @@ import random
 
 import pytest
 
+from interp_toolkit.analysis import nulls
 from interp_toolkit.analysis.ablation import induction_after_ablation
 from interp_toolkit.analysis.batches import default_probe
 from interp_toolkit.analysis.exam import BUILTIN_EXAMS, run_exam
@@ -22,7 +23,23 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def report_2l(trained_2l):
-    return discover_heads(trained_2l.model, trained_2l.codec, n_seqs=64, n_null=4, seed=0)
+    return discover_heads(
+        trained_2l.model, trained_2l.codec, n_seqs=64, seed=0, model_cfg=trained_2l.model_cfg
+    )
+
+
+def test_prev_and_induction_heads_are_significant_and_over_the_floor(report_2l):
+    """The trained model's layer-0 previous-token head and layer-1 induction heads pass their
+    own nulls at the smallest p the null allows (an untrained model of this config gives no head
+    a role: tests/unit/test_analysis_nulls.py) and reach the 0.4 effect-size floor."""
+    detail = report_2l.to_dict()["heads"]
+    t = report_2l.tests
+    for kind, layer in (("previous_token", 0), ("induction_vw", 1), ("induction", 1)):
+        best = int(report_2l.scores.get(kind)[layer].argmax())
+        assert float(t.p_value[kind][layer, best]) == nulls.smallest_p(t.n_null[kind]), detail
+        assert float(report_2l.scores.get(kind)[layer, best]) >= report_2l.floors[kind], detail
+    assert any(layer == 0 for layer, _ in report_2l.heads_with_role("previous-token")), detail
+    assert any(layer == 1 for layer, _ in report_2l.heads_with_role("induction")), detail
 
 
 def test_discovery_names_heads_the_untrained_model_lacks(trained_2l, report_2l):
@@ -34,13 +51,31 @@ def test_discovery_names_heads_the_untrained_model_lacks(trained_2l, report_2l):
     assert [h for h in report_2l.heads_with_role("previous-token") if h.layer == 0], detail
     assert [h for h in report_2l.heads_with_role("induction") if h.layer == 1], detail
     untrained = build_model(trained_2l.model_cfg)
-    before = discover_heads(untrained, trained_2l.codec, n_seqs=64, n_null=4, seed=0)
+    before = discover_heads(
+        untrained, trained_2l.codec, n_seqs=64, seed=0, model_cfg=trained_2l.model_cfg
+    )
     assert {r for row in before.roles for r in row} == {"none"}, before.to_dict()["heads"]
 
 
-def test_fresh_init_null_agrees(trained_2l):
-    rep = discover_heads(trained_2l.model, trained_2l.codec, n_seqs=32, null="fresh_init", n_null=2)
-    assert any(layer == 1 for layer, _ in rep.heads_with_role("induction"))
+def test_roles_agree_across_induction_score_and_fdr(trained_2l, report_2l):
+    """The value-weighted (default) and the plain induction score, with and without
+    Benjamini-Hochberg, label the same heads on the trained model (benchmarks/null_calibration.py
+    lists them)."""
+    for induction_score, fdr in (("plain", False), ("vw", True)):
+        rep = discover_heads(
+            trained_2l.model,
+            trained_2l.codec,
+            n_seqs=64,
+            seed=0,
+            model_cfg=trained_2l.model_cfg,
+            induction_score=induction_score,
+            fdr=fdr,
+        )
+        assert (
+            rep.decides["induction"]
+            == {"plain": "induction", "vw": "induction_vw"}[induction_score]
+        )
+        assert rep.roles == report_2l.roles, (induction_score, fdr)
 
 
 def _span_periods() -> range:

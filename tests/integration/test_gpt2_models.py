@@ -29,7 +29,7 @@ def planted_model(gpt2_dirs):
 
 @pytest.fixture(scope="session")
 def planted_discovery(planted_model):
-    return discover(planted_model, GPT2Codec(), n_seqs=16, n_null=4, seed=0)
+    return discover(planted_model, GPT2Codec(), n_seqs=16, seed=0)
 
 
 # ----------------------------------------------------------------------------- loading
@@ -152,7 +152,7 @@ def test_discovery_probe_and_view(planted_model, planted_discovery):
 def test_scores_do_not_depend_on_compatibility_mode(gpt2_dirs, planted_discovery):
     """Folding LN / centring weights leaves attention patterns, hence the scores, unchanged."""
     raw = gpt2.load(gpt2_dirs["good"], compat=False)
-    again = discover(raw, GPT2Codec(), n_seqs=16, n_null=4, seed=0)
+    again = discover(raw, GPT2Codec(), n_seqs=16, seed=0)
     for kind in SCORE_KINDS:
         a, b = planted_discovery.report.scores.get(kind), again.report.scores.get(kind)
         assert torch.allclose(a, b, atol=1e-4), kind

@@ -1,5 +1,6 @@
-"""The walkthrough notebook runs top to bottom (tiny configuration) and prints what its models
-compute: every number it prints is recomputed here from the run folders it wrote."""
+"""The notebooks run top to bottom. The walkthrough (tiny configuration) prints what its models
+compute: every number it prints is recomputed here from the run folders it wrote. The quickstart
+runs on the shared trained run."""
 
 import re
 from pathlib import Path
@@ -65,15 +66,40 @@ def test_notebook_prints_the_heads_and_the_ablation_of_its_runs(executed):
         n: discover_heads(load_run(p).model, load_run(p).codec, n_seqs=32) for n, p in runs.items()
     }
     for n, rep in reports.items():
-        want = f"{n}L  tau={rep.taus['induction']:.3f}  roles={rep.to_dict()['roles']}"
+        want = f"{n}L  roles={rep.to_dict()['roles']}"
         assert want in text, (want, text)
     rep2 = reports[2]
-    best = top_head(rep2.scores.induction, layers=range(1, 2))
+    best = top_head(rep2.scores.induction_vw, layers=range(1, 2))
     partner = partner_of(rep2.scores.previous_token, best)
-    line = re.search(r"^induction score of (\S+): (\S+) -> (\S+) after ablating (\S+)$", text, re.M)
+    line = re.search(
+        r"^value-weighted induction score of (\S+): (\S+) -> (\S+) after ablating (\S+)$",
+        text,
+        re.M,
+    )
     assert line, text
     assert line.group(1, 2, 4) == (
         str(best),
-        f"{float(rep2.scores.induction[best]):.3f}",
+        f"{float(rep2.scores.induction_vw[best]):.3f}",
         str(partner),
     )
+
+
+def test_quickstart_executes_on_a_trained_run(monkeypatch, trained_2l):
+    from nbclient import NotebookClient
+
+    monkeypatch.setenv("INTERP_TOOLKIT_RUN", str(trained_2l.path))
+    nb = nbformat.read(EXAMPLES / "quickstart.ipynb", as_version=4)
+    NotebookClient(
+        nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(EXAMPLES)}}
+    ).execute()
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+    assert not [o for o in outputs if o.get("output_type") == "error"]
+    text = "".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream")
+    assert f"{trained_2l.name} 2 layers x 4 heads" in text
+    assert "FactoredMatrix (128, 128) full OV (1024, 1024) inner dim 32" in text
+    assert "induction [layer, head]" in text and "gpt2 roles:" in text
+    view_cell = next(c for c in nb.cells if c.source.startswith("view("))
+    html = "".join(o["data"]["text/html"] for o in view_cell.outputs if "data" in o)
+    assert "Layer 0" in html and "Layer 1" in html  # one output, every layer
+    # no cell floods the notebook (progress bars, warnings)
+    assert max(len(c.get("outputs", [])) for c in nb.cells if c.cell_type == "code") <= 3

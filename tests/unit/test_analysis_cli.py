@@ -7,6 +7,8 @@ import json
 import pytest
 from analysis_helpers import tiny_codec
 
+from interp_toolkit.analysis.heads import SCORE_KINDS
+
 
 @pytest.fixture
 def tiny_run(tmp_path, tiny_cfg, tiny_model):
@@ -27,35 +29,42 @@ def _main(argv):
 
 def test_heads_json_csv(tiny_run, tmp_path, capsys):
     out, csv_out = tmp_path / "o" / "heads.json", tmp_path / "heads.csv"
-    code = _main(
-        [
-            "heads",
-            str(tiny_run),
-            "--n-seqs",
-            "4",
-            "--n-null",
-            "2",
-            "--json",
-            str(out),
-            "--csv",
-            str(csv_out),
-        ]
-    )
+    argv = ["heads", str(tiny_run), "--n-seqs", "8", "--n-untrained", "5"]
+    code = _main([*argv, "--induction-score", "plain", "--json", str(out), "--csv", str(csv_out)])
     assert code == 0
     data = json.loads(out.read_text())
     assert data["target"] == "run"
-    assert {"probe", "null", "taus", "floors", "rule", "heads", "roles"} <= set(data)
-    assert len(data["heads"]) == 8 and data["heads"][5]["head"] == "1.1"
+    assert {"probe", "test", "effect_size_floor", "decides", "rule", "heads", "roles"} <= set(data)
+    assert data["decides"]["induction"] == "induction"  # --induction-score plain
+    head = data["heads"][5]
+    assert head["head"] == "1.1" and len(data["heads"]) == 8
+    for field in ("scores", "tau", "p_value", "significant"):
+        assert set(head[field]) == set(SCORE_KINDS), field
+    # 5 untrained models x 4 heads of layer 1 per null: p is a multiple of 1/21
+    assert all(round(p * 21, 6) == round(p * 21) for p in head["p_value"].values())
+    assert data["test"]["n_null"]["previous_token"] == 20
+    assert data["test"]["untrained"]["n_models"] == 5
     lines = csv_out.read_text().splitlines()
-    assert lines[0].startswith("head,layer,index,previous_token") and len(lines) == 9
-    assert "induction" in capsys.readouterr().out
+    assert lines[0].startswith("head,layer,index,role,previous_token,tau_previous_token,p_value_")
+    assert len(lines) == 9
+    assert "effect-size floor" in capsys.readouterr().out
 
 
-def test_heads_bad_null_writes_nothing(tiny_run, tmp_path, capsys):
+def test_heads_warns_when_no_head_can_pass(tiny_run, capsys):
+    # 2 untrained models x 4 heads: the smallest p is 1/9 > 0.05
+    assert _main(["heads", str(tiny_run), "--n-seqs", "4", "--n-untrained", "2"]) == 0
+    assert "no head can be significant" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "says"),
+    [("--alpha", "1.5", "alpha"), ("--induction-score", "bogus", "vw or plain")],
+)
+def test_heads_bad_flags_write_nothing(tiny_run, tmp_path, capsys, flag, value, says):
     out = tmp_path / "h.json"
-    assert _main(["heads", str(tiny_run), "--null", "bogus", "--json", str(out)]) == 2
+    assert _main(["heads", str(tiny_run), flag, value, "--json", str(out)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error:") and len(err.strip().splitlines()) == 1
+    assert err.startswith("error:") and len(err.strip().splitlines()) == 1 and says in err
     assert not out.exists()
 
 

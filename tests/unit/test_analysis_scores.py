@@ -1,4 +1,4 @@
-"""Head scores, null-model tau and roles on tiny models (fast)."""
+"""The probe, head scores of hand-built heads with known answers, and the heads JSON (fast)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 import torch
-from analysis_helpers import make_prev_token_head, tiny_codec
+from analysis_helpers import _position_only, make_offset_head, make_prev_token_head, tiny_codec
 
 from interp_toolkit.analysis.batches import (
     default_probe,
@@ -14,12 +14,7 @@ from interp_toolkit.analysis.batches import (
     non_repeating_like,
     repeated_tokens,
 )
-from interp_toolkit.analysis.scores import (
-    SCORE_KINDS,
-    discover_heads,
-    head_scores,
-    taus_from_null,
-)
+from interp_toolkit.analysis.scores import SCORE_KINDS, discover_heads, head_scores
 from interp_toolkit.errors import UserError
 from interp_toolkit.tokenizer import GPT2Codec
 
@@ -57,6 +52,20 @@ def test_bad_batch_args():
         repeated_tokens(4, 1, low=0, high=10, bos_id=None)
     with pytest.raises(UserError):
         repeated_tokens(4, 5, n_repeats=1, low=0, high=10, bos_id=None)
+
+
+def _uniform_head_reading_position(model, layer: int, head: int) -> None:
+    """``layer.head`` attends uniformly to every key (its queries are zero) and its value vector
+    at position k is (k, 0, ...), so ``|v_k| = k`` (0 on BOS). Layer 0 reads exact positions
+    (:func:`analysis_helpers._position_only`)."""
+    _position_only(model)
+    d_head = int(model.cfg.d_head)
+    rows = slice(head * d_head, (head + 1) * d_head)
+    attn = model.blocks[layer].attn
+    with torch.no_grad():
+        attn.q.original_component.weight[rows] = 0.0
+        attn.v.original_component.weight[rows] = 0.0
+        attn.v.original_component.weight[head * d_head, 0] = 1.0  # v_k[0] = position k
 
 
 def test_scores_of_hand_built_heads():
@@ -106,60 +115,91 @@ def test_scores_of_the_hand_built_circuits(kind):
     assert float(got.induction[1, 1]) == pytest.approx(float((1 / (qs + 1)).mean()), rel=1e-5)
 
 
-def test_prev_token_head_is_found(tiny_cfg):
+def test_scores_of_a_uniform_head_reading_position(tiny_cfg):
+    """Known answers, from the layout alone. A uniform head with |v_k| = k: at query q the plain
+    stripes read 1/(q+1); the value-weighted induction score reads (q-D+1) / sum_{k<=q} k. Offset
+    heads attend to q-D (duplicate-token) and q-D+1 (induction) only."""
+    from interp_toolkit.models import build_model
+
+    period = 6
+    b = repeated_tokens(8, period, low=0, high=63, bos_id=0, prefix_max=4, seed=1)
+    model = build_model(tiny_cfg)
+    _uniform_head_reading_position(model, layer=0, head=0)
+    make_offset_head(model, layer=0, head=1, offset=period)
+    make_offset_head(model, layer=0, head=2, offset=period - 1)
+    with torch.no_grad():
+        s = head_scores(model, b)
+    repeat_q, body_q = [], []
+    for start in b.starts.tolist():
+        end = start + 2 * period
+        repeat_q += range(start + period, end)
+        body_q += range(1, end)
+    repeats = torch.tensor(repeat_q, dtype=torch.float64)
+    body = torch.tensor(body_q, dtype=torch.float64)
+    plain = float((1 / (repeats + 1)).mean())
+    vw = float(((repeats - period + 1) / (repeats * (repeats + 1) / 2)).mean())
+    uniform = s.get  # head 0.0
+    assert float(uniform("induction")[0, 0]) == pytest.approx(plain, rel=1e-4)
+    assert float(uniform("duplicate_token")[0, 0]) == pytest.approx(plain, rel=1e-4)
+    assert float(uniform("induction_vw")[0, 0]) == pytest.approx(vw, rel=1e-4)
+    assert vw > 1.05 * plain  # the two answers differ by more than the tolerance: swapped fails
+    # previous-token reads queries 2.. (key 1 is the first non-BOS key); the others queries 1..
+    prev_q = body[body >= 2]
+    assert float(uniform("previous_token")[0, 0]) == pytest.approx(
+        float((1 / (prev_q + 1)).mean()), rel=1e-4
+    )
+    for kind in ("current_token", "first_token"):
+        assert float(uniform(kind)[0, 0]) == pytest.approx(float((1 / (body + 1)).mean()), rel=1e-4)
+    # offset heads: all attention on one key
+    assert s.duplicate_token[0, 1] > 0.99 and s.induction[0, 1] < 0.01
+    assert (
+        s.induction[0, 2] > 0.99 and s.induction_vw[0, 2] > 0.99 and s.duplicate_token[0, 2] < 0.01
+    )
+
+
+def test_heads_json_per_head_fields(tiny_cfg):
     from interp_toolkit.models import build_model
 
     model = build_model(tiny_cfg)
     make_prev_token_head(model, layer=0, head=0)
-    report = discover_heads(model, tiny_codec(tiny_cfg.d_vocab), n_seqs=16, n_null=3)
-    assert report.scores.previous_token[0, 0] > 0.9
-    assert report.heads_with_role("previous-token") == [(0, 0)]
-    assert report.heads_with_role("induction") == []
-    assert report.heads_with_role("duplicate-token") == []
-    assert report.taus["previous_token"] < 0.5
+    report = discover_heads(model, tiny_codec(tiny_cfg.d_vocab), n_seqs=16, n_untrained=5)
     d = json.loads(json.dumps(report.to_dict()))
     assert d["roles"]["previous-token"] == ["0.0"]
-    assert d["null"] == {"model": "shuffled", "n_samples": 3, "n_values": 24, "quantile": 0.95}
-    assert set(d["taus"]) == set(SCORE_KINDS)
     first = d["heads"][0]
     assert first["head"] == "0.0" and first["role"] == "previous-token"
-    assert first["above_tau"]["previous_token"] is True
+    for field in ("scores", "tau", "p_value", "significant"):
+        assert set(first[field]) == set(SCORE_KINDS), field
+    # 5 untrained models x 4 heads: p = (1 + 0) / 21 for a head above all of them
+    assert first["p_value"]["previous_token"] == pytest.approx(1 / 21)
+    assert first["significant"]["previous_token"] is True
+    assert d["test"]["n_null"]["previous_token"] == 20
+    assert d["test"]["smallest_p"]["previous_token"] == pytest.approx(1 / 21)
+    assert d["test"]["expected_false_positives"]["per_score"] == pytest.approx(0.05 * 8)
+    assert d["effect_size_floor"] == {k: 0.4 for k in SCORE_KINDS}
+    assert d["decides"]["induction"] == "induction_vw"
     assert d["probe"]["period"] >= 2 and d["probe"]["bos"] is True
 
 
 @pytest.mark.parametrize("kind", ["k", "q"])
-def test_fresh_init_null_labels_the_planted_heads(kind):
-    """Against freshly initialised models of the same architecture, discovery names exactly the
-    planted heads of a hand-built circuit, and no induction head in its control."""
+def test_per_head_nulls_label_the_planted_heads(kind):
+    """Each score against its own null (untrained models of the same architecture): discovery
+    names exactly the planted heads of a hand-built circuit, and no induction head in its
+    control."""
     from circuits_helpers import CIRCUITS, control_model, letters_codec
 
     codec = letters_codec()
     builder, layer0_role = CIRCUITS[kind]
-    report = discover_heads(builder(), codec, n_seqs=16, null="fresh_init", n_null=2)
-    assert report.null == "fresh_init" and report.n_null_samples == 2
+    report = discover_heads(builder(), codec, n_seqs=16)
+    assert report.tests.null["previous_token"] == "untrained"
     assert report.roles == [[layer0_role, "none"], ["induction", "none"]], report.to_dict()
-    control = discover_heads(control_model(kind), codec, n_seqs=16, null="fresh_init", n_null=2)
+    control = discover_heads(control_model(kind), codec, n_seqs=16)
     assert control.roles == [[layer0_role, "none"], ["none", "none"]], control.to_dict()
 
 
-def test_fresh_init_refuses_foreign_models(tiny_model):
-    tiny_model.cfg.normalization_type = "LN"  # pretend: not an interp-toolkit toy
-    try:
-        with pytest.raises(UserError, match="fresh_init"):
-            discover_heads(tiny_model, tiny_codec(64), n_seqs=4, null="fresh_init", n_null=1)
-    finally:
-        tiny_model.cfg.normalization_type = None
-
-
 def test_discover_errors(tiny_model):
-    with pytest.raises(UserError, match="null"):
-        discover_heads(tiny_model, tiny_codec(64), null="bogus")
+    with pytest.raises(UserError, match="induction score"):
+        discover_heads(tiny_model, tiny_codec(64), induction_score="bogus")
+    with pytest.raises(UserError, match="n_untrained"):
+        discover_heads(tiny_model, tiny_codec(64), n_untrained=0)
     with pytest.raises(UserError, match="context"):
         discover_heads(tiny_model, tiny_codec(64), period=40)
-
-
-def test_taus_are_quantiles(tiny_model):
-    b = repeated_tokens(4, 6, low=0, high=63, bos_id=0, seed=0)
-    s = head_scores(tiny_model, b)
-    taus = taus_from_null([s, s], quantile=0.5)
-    assert taus["induction"] == pytest.approx(float(s.induction.flatten().median()), abs=0.02)

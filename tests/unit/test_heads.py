@@ -14,11 +14,14 @@ from analysis_helpers import (
 
 from interp_toolkit.analysis.batches import repeated_tokens
 from interp_toolkit.analysis.heads import (
-    ROLE_RULE,
+    DEFAULT_DECIDERS,
+    INDUCTION_SCORES,
     ROLES,
+    SCORE,
     SCORE_KINDS,
     SCORES,
     HeadId,
+    deciders,
     partner_of,
     top_head,
 )
@@ -47,7 +50,13 @@ def test_registry_names_each_score_once():
     assert all(s.definition and 0 < s.floor < 1 for s in SCORES)
     # the role precedence is unchanged by the added scores (they carry no role)
     assert ROLES == ("induction", "previous-token", "duplicate-token", "none")
-    assert ROLE_RULE.startswith("a head's role is the first of induction, previous-token, dup")
+    # every deciding score can decide its role; the seed's value-weighted score decides induction
+    assert all(SCORE[kind].role == role for role, kind in DEFAULT_DECIDERS.items())
+    assert all(SCORE[kind].role == "induction" for kind in INDUCTION_SCORES.values())
+    assert DEFAULT_DECIDERS["induction"] == "induction_vw"
+    assert deciders("plain") == {**DEFAULT_DECIDERS, "induction": "induction"}
+    with pytest.raises(UserError, match="vw or plain"):
+        deciders("induction_vw")
 
 
 def test_top_head_and_partner():
@@ -96,9 +105,11 @@ def test_added_scores_decide_no_role(tiny_cfg):
     model = _model(tiny_cfg)
     make_offset_head(model, layer=0, head=1, offset=0)
     make_first_token_head(model, layer=1, head=0)
-    report = discover_heads(model, tiny_codec(tiny_cfg.d_vocab), n_seqs=16, n_null=3)
+    report = discover_heads(model, tiny_codec(tiny_cfg.d_vocab), n_seqs=16, n_untrained=5)
     assert report.scores.current_token[0, 1] > 0.95 and report.scores.first_token[1, 0] > 0.95
+    # both are significant against untrained heads, and still decide no role
+    assert report.significant["current_token"][0, 1] and report.significant["first_token"][1, 0]
     assert report.roles[0][1] == "none" and report.roles[1][0] == "none"
     head = report.to_dict()["heads"][1]
-    assert head["head"] == "0.1" and head["current_token"] > 0.95
-    assert set(report.to_dict()["taus"]) == set(SCORE_KINDS)
+    assert head["head"] == "0.1" and head["scores"]["current_token"] > 0.95
+    assert set(head["tau"]) == set(head["p_value"]) == set(SCORE_KINDS)

@@ -170,13 +170,20 @@ def test_plots_build(tmp_path):
     assert len(plots.loss_curve([{"step": 1, "tokens": 1, "loss": 2.0}]).data) == 1
 
     scores = torch.tensor([[0.1, 0.9, 0.2], [0.05, 0.3, 0.7]])
-    heat = plots.head_score_heatmap(scores, kind="induction", tau=0.5)
-    assert heat.data[0].type == "heatmap" and "τ = 0.5" in heat.layout.title.text
-    assert len(heat.layout.shapes) == 2  # the two heads above τ are outlined
+    passes = torch.tensor([[False, True, False], [False, False, True]])
+    tau = torch.tensor([[0.2, 0.3, 0.4], [0.5, 0.6, 0.7]])
+    p = torch.tensor([[0.5, 0.01, 0.3], [0.9, 0.2, 0.04]])
+    heat = plots.head_score_heatmap(
+        scores, kind="induction", passes=passes, floor=0.4, tau=tau, p_value=p, test="p <= 0.05"
+    )
+    assert heat.data[0].type == "heatmap"
+    assert "★ = significant (p <= 0.05) and ≥ effect-size floor 0.4" in heat.layout.title.text
+    assert len(heat.layout.shapes) == 2  # the two heads that pass are outlined
     assert "★" in heat.data[0].text[0][1] and "★" not in heat.data[0].text[0][0]
-    assert "τ 0.5" in heat.data[0].colorbar.ticktext
-    heat = plots.head_score_heatmap(scores, kind="induction", tau=0.5, floor=0.8)
-    assert len(heat.layout.shapes) == 1 and "floor 0.8" in heat.layout.title.text
+    assert "floor 0.4" in heat.data[0].colorbar.ticktext
+    assert heat.data[0].customdata[1][2] == "1.2: 0.700, τ 0.7, p 0.04"  # per-head τ on hover
+    plain = plots.head_score_heatmap(scores, kind="induction")
+    assert not plain.layout.shapes and "★" not in plain.layout.title.text
 
     impact = torch.rand(2, 3, 9)
     curves = plots.head_impact_curves(impact, labels=[f"t{i}" for i in range(9)])
@@ -281,13 +288,12 @@ def test_run_report(two_runs, analyses):
     ):
         assert f"<h2>{heading}</h2>" in page
     assert "The cat &lt;sat&gt; &amp; ran" in page  # samples are escaped
+    assert "tested against its own null" in page and "effect-size floor" in page
+    assert "★ = significant (p &lt;= 0.05) and ≥ the effect-size floor" in page
     analysis = analyses[1]
-    rep = analysis.head_report
-    assert f"τ(induction) = {rep.taus['induction']:.3g}" in page
-    assert "★ = score &gt; τ and ≥ floor" in page
     # every figure of the report's sections once; one attention view per layer holding a key head
     assert page.count('class="plotly-graph-div"') == _n_figures(run_report_sections(analysis))
-    key_layers = {analysis.induction_head.layer, analysis.prev_token_head.layer}
+    key_layers = {h.layer for h in analysis.key_heads()}
     assert page.count("CircuitsVis.render(") == len(key_layers)
 
 
@@ -302,8 +308,10 @@ def test_summary_and_comparison(analyses):
     json.dumps([s.to_dict() for s in summaries])  # JSON-safe
     s1, s2 = summaries
     assert s1.n_layers == 1 and s1.href == "L1/report.html"
-    assert len(s2.scores["induction"]) == 2 and s1.partner is None
+    assert len(s2.scores["induction_vw"]) == 2 and s1.partner is None  # the deciding score
+    assert set(s2.tau) == set(s2.p_value) == set(s2.passes) == {"induction_vw", "previous_token"}
     assert "1 layer (L1)" in describe_run(s1)
+    assert "a head needs p <= 0.05 against its own null" in describe_run(s1)
     page = render_comparison(summaries, title="Study")
     assert_offline(page)
     assert '<a href="L1/report.html">L1</a>' in page and '<a href="L2/report.html">L2</a>' in page

@@ -1,0 +1,199 @@
+"""The notebook API: a few calls that read like prose, over the packages that do the work.
+
+::
+
+    from interp_toolkit import load, scores_on, view
+
+    run = load("runs/cpu-2l")              # a run folder, a GPT-2 name or a GPT-2 folder
+    m = run.model                          # a TransformerBridge: to_tokens, run_with_cache, ...
+    scores_on(m, "A B C D A B C D").induction   # [layer, head] scores on your own prompt
+    view(m, "A B C D A B C D")             # every layer's attention, drawn inline
+
+Every function that takes a model also takes what :func:`load` or :func:`train` returned. Text
+goes through the model's own tokenizer (BOS first); token ids (a list, a numpy array or a
+tensor) are read as given. Bad input raises :class:`~interp_toolkit.errors.UserError`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from jaxtyping import Int
+from transformer_lens import TransformerBridge
+
+from interp_toolkit.analysis.batches import prompt_probe
+from interp_toolkit.analysis.discovery import Discovery
+from interp_toolkit.analysis.exam import BUILTIN_EXAMS, ExamResult, run_exam
+from interp_toolkit.analysis.patterns import HeadSpec
+from interp_toolkit.analysis.stripes import HeadScores, head_scores
+from interp_toolkit.errors import UserError
+from interp_toolkit.runs import Run, RunPaths, load_run, read_config
+from interp_toolkit.targets import Target, load_target
+from interp_toolkit.tl_tokenizer import CodecTokenizer
+from interp_toolkit.tokenizer import GPT2_VOCAB_SIZE, CompactVocab, GPT2Codec
+from interp_toolkit.validate import token_ids
+from interp_toolkit.views.attention import LayerViews
+
+__all__ = ["discover", "exam", "load", "scores_on", "train", "view"]
+
+#: A model, or what :func:`load` / :func:`train` returned (anything with ``.model`` and ``.codec``).
+ModelLike = TransformerBridge | Target | Run
+#: A prompt: text, or token ids as a list, a numpy array or a tensor (``[pos]`` or ``[batch, pos]``).
+Prompt = str | Sequence[int] | Sequence[Sequence[int]] | np.ndarray | torch.Tensor
+
+
+def load(target: str | os.PathLike[str], device: str = "cpu") -> Target:
+    """Load a run folder, a GPT-2 hub name (``"gpt2"``, ...) or a GPT-2 ``save_pretrained``
+    folder. The result has ``.model`` (a ``TransformerBridge`` with its tokenizer, so
+    ``to_tokens``/``generate`` work), ``.codec``, ``.name``, ``.kind`` (``toy``/``gpt2``) and
+    ``.source`` (the :class:`~interp_toolkit.runs.Run` of a toy model)."""
+    return load_target(target, device)
+
+
+def train(
+    out: str | os.PathLike[str],
+    *,
+    layers: int = 2,
+    preset: str = "cpu",
+    exist_ok: str = "error",
+    progress: bool = True,
+    **overrides: Any,
+) -> Run:
+    """Train an attention-only model into the run folder ``out``; returns the trained run.
+
+    ``layers`` and ``preset`` pick the recipe (:mod:`interp_toolkit.presets`); ``overrides``
+    change any of its fields (``steps=``, ``seed=``, ``d_model=``, ``n_ctx=``, ``corpus=`` ...).
+    When ``out`` already holds a run, ``exist_ok`` says what to do: ``"load"`` returns its
+    trained model (training on from its checkpoint if it was interrupted), so re-running a
+    notebook cell loads instead of failing; ``"resume"`` continues it to ``steps``; ``"error"``
+    refuses. Both refuse a run whose recorded settings differ from the ones asked for (but
+    ``"resume"`` may change ``steps``).
+    """
+    from interp_toolkit.presets import get_preset, with_overrides
+    from interp_toolkit.training import train_model
+    from interp_toolkit.training.settings import config_differences, recorded_configs
+
+    if exist_ok not in ("load", "resume", "error"):
+        raise UserError(f"exist_ok={exist_ok!r} is not one of 'load', 'resume', 'error'.")
+    try:
+        p = with_overrides(get_preset(preset, layers), **overrides)
+    except KeyError as exc:
+        raise UserError(
+            f"train() has no setting {exc.args[0]!r}: use a field of the preset's model, data or "
+            "training settings (steps, seed, d_model, n_ctx, corpus, ...)."
+        ) from None
+    paths = RunPaths(Path(out))
+    held = exist_ok != "error" and paths.config.is_file()
+    if held and exist_ok == "load" and paths.weights.is_file():
+        recorded = recorded_configs(read_config(paths.root), paths.config)
+        diffs = config_differences(recorded, (p.model, p.data, p.train))
+        if diffs:
+            raise UserError(
+                f"{paths.root} holds a run trained with other settings: {'; '.join(diffs)}. "
+                "Pass the run's settings, exist_ok='resume' to train it on to more steps, or "
+                "choose another folder."
+            )
+        return load_run(paths.root)
+    result = train_model(
+        paths.root, p.model, p.data, p.train, resume=held, preset=p.name, progress=progress
+    )
+    return result.run
+
+
+def _parts(model: ModelLike) -> tuple[TransformerBridge, CompactVocab | GPT2Codec]:
+    """The bridge and its codec, from a model or what :func:`load`/:func:`train` returned."""
+    if isinstance(model, (Target, Run)):
+        return model.model, model.codec
+    tok = getattr(model, "tokenizer", None)
+    if isinstance(tok, CodecTokenizer):
+        return model, tok.codec
+    if tok is not None and len(tok) >= GPT2_VOCAB_SIZE:
+        return model, GPT2Codec()
+    raise UserError(
+        "this model has no interp-toolkit vocabulary: pass a model from load(...) or train(...)."
+    )
+
+
+def _as_tokens(model: TransformerBridge, prompt: Prompt) -> Int[torch.Tensor, "batch pos"]:
+    """``[batch, pos]`` ids of a prompt: text through the model's tokenizer (BOS first), ids as
+    given; checked against the vocabulary and the context (:mod:`interp_toolkit.validate`)."""
+    if isinstance(prompt, str):
+        if not prompt.strip():
+            raise UserError("the prompt is empty: give some text or token ids.")
+        prompt = model.to_tokens(prompt).cpu()
+    cfg = model.cfg
+    return token_ids(
+        prompt, d_vocab=int(cfg.d_vocab), n_ctx=int(cfg.n_ctx), batch=True, name="the prompt"
+    )
+
+
+def scores_on(model: ModelLike, prompt: Prompt, period: int | None = None) -> HeadScores:
+    """Every registry score of every head (``.induction``, ``.previous_token``, ... each a
+    ``[layer, head]`` tensor) on your own prompt: text, or ids (``[pos]`` or ``[batch, pos]``).
+
+    The scores read where the prompt repeats: ``period`` is inferred when a span is followed by
+    itself (``"A B C D A B C D"`` has period 4) or given. Definitions:
+    :data:`interp_toolkit.analysis.heads.SCORES`; the scorer is the one discovery uses.
+    """
+    bridge, codec = _parts(model)
+    if period is not None and period < 2:
+        raise UserError(f"period={period} cannot work: a repeated span has 2 or more tokens.")
+    tokens = _as_tokens(bridge, prompt)
+    return head_scores(bridge, prompt_probe(tokens, bos_id=codec.bos_id, period=period))
+
+
+def view(
+    model: ModelLike,
+    prompt: str | Sequence[int] | np.ndarray | torch.Tensor,
+    layer: int | None = None,
+    heads: HeadSpec = None,
+) -> LayerViews:
+    """The attention patterns of ``model`` on one prompt as ONE object that draws itself in
+    Jupyter: every layer (each under its heading) when ``layer`` is None, else that layer.
+    ``heads`` picks head indices or ``(layer, head)`` pairs. ``view(...)[layer]`` is one layer's
+    circuitsvis view. For an offline page, see :func:`interp_toolkit.reports.attention.attention_page`.
+    """
+    from interp_toolkit.reports.attention import attention_view
+
+    bridge, codec = _parts(model)
+    tokens = _as_tokens(bridge, prompt)
+    if tokens.shape[0] != 1:
+        raise UserError(f"view() draws one prompt, not a batch of {tokens.shape[0]}.")
+    return attention_view(bridge, tokens[0], codec=codec, layer=layer, heads=heads)
+
+
+def discover(model: ModelLike, **options: Any) -> Discovery:
+    """Find previous-token, duplicate-token and induction heads: scores on repeated random
+    tokens, each tested against its own null model (τ, p), a role per head (``.report``), and the
+    heads to draw.
+    ``options``: those of :func:`interp_toolkit.analysis.discovery.discover` (``n_seqs``,
+    ``period``, ``seed``, ``alpha``, ``fdr``, ``n_untrained``, ...)."""
+    from interp_toolkit.analysis.discovery import discover as discover_
+
+    bridge, codec = _parts(model)
+    return discover_(bridge, codec, **options)
+
+
+def exam(
+    model: ModelLike,
+    prompt: str | None = None,
+    target: str | None = None,
+    *,
+    top_k: int = 10,
+) -> list[ExamResult]:
+    """The repeated-pattern exam: does the model predict ``target`` (one token) after
+    ``prompt``? Without a prompt, the built-in exams. Each result has ``rank`` (0 = top),
+    ``prob``, ``passed`` and the ``top_k`` next tokens."""
+    bridge, codec = _parts(model)
+    if prompt is None:
+        exams = [(e.prompt, e.target, e.name) for e in BUILTIN_EXAMS]
+    elif target is None:
+        raise UserError("exam(model, prompt) needs target=, the expected next token, e.g. ' F'.")
+    else:
+        exams = [(prompt, target, "custom")]
+    return [run_exam(bridge, codec, p, t, top_k, True, name=n) for p, t, n in exams]

@@ -1,0 +1,54 @@
+"""The notebook API and the run report's key heads on the trained 2-layer fixture."""
+
+from __future__ import annotations
+
+import torch
+
+from interp_toolkit import discover, scores_on, train
+from interp_toolkit.analysis.exam import BUILTIN_EXAMS
+from interp_toolkit.analysis.heads import top_head
+from interp_toolkit.analysis.run_analysis import analyse_run
+from interp_toolkit.reports.run_report import run_report_html
+
+
+def test_scores_on_a_prompt_agree_with_discovery(trained_2l):
+    """On the exam prompt, the heads discovery calls induction heads attend along the induction
+    stripe (an untrained head spreads ~1/20 there), and the strongest previous-token head is
+    discovery's."""
+    found = discover(trained_2l, n_seqs=32)
+    report = found.report
+    mine = scores_on(trained_2l, BUILTIN_EXAMS[0].prompt)
+    assert report.heads_with_role("induction")
+    for head in report.heads_with_role("induction"):
+        assert float(mine.induction[head]) > 0.5, head
+    assert top_head(mine.previous_token) == report.strongest("previous-token")
+
+
+def test_train_exist_ok_load_returns_the_trained_run(trained_2l):
+    recipe = trained_2l.settings["train"]  # the fixture's: seed 2, 700 steps, scored every 25
+    again = train(
+        trained_2l.path,
+        layers=2,
+        exist_ok="load",
+        seed=trained_2l.model_cfg.seed,
+        steps=recipe["steps"],
+        score_every=recipe["score_every"],
+        progress=False,
+    )
+    a, b = trained_2l.model.state_dict(), again.model.state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_report_key_heads_are_the_heads_that_matter(trained_2l):
+    analysis = analyse_run(trained_2l)
+    rep, ablation = analysis.head_report, analysis.ablation
+    assert ablation is not None and ablation.induction_head == analysis.induction_head
+    with_role = {h for role in ("induction", "previous-token", "duplicate-token")
+                 for h in rep.heads_with_role(role)}  # fmt: skip
+    key = set(analysis.key_heads())
+    assert with_role <= key
+    assert key - with_role <= {analysis.induction_head, ablation.head}
+    # the head whose ablation moves induction most is part of the circuit: it has a role
+    assert rep.roles[ablation.head.layer][ablation.head.head] != "none"
+    html = run_report_html(analysis)
+    assert f"Mean-ablating {ablation.head}" in html

@@ -1,0 +1,229 @@
+"""Per-head null tests: the statistics against hand-computed answers, the untrained models,
+calibration on many untrained tiny models, and power on a hand-built previous-token head."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from analysis_helpers import make_prev_token_head, tiny_codec
+
+from interp_toolkit.analysis import nulls, untrained
+from interp_toolkit.analysis.heads import DEFAULT_FLOORS, SCORE_KINDS, SCORES
+from interp_toolkit.analysis.scores import classify, discover_heads, discovery_probe
+from interp_toolkit.analysis.stripes import HeadScores, RowScores, head_scores, row_scores
+from interp_toolkit.errors import UserError
+from interp_toolkit.models import AttnOnlyConfig, build_model, reinitialise
+
+# ----------------------------------------------------------------------------- statistics
+
+
+def test_p_values_by_hand():
+    null = torch.tensor([0.1, 0.2, 0.3, 0.4])[:, None, None].expand(4, 1, 3)
+    obs = torch.tensor([[0.3, 0.5, 0.0]])
+    # 0.3: two null values >= it -> (1 + 2) / 5; 0.5: none -> 1/5; 0.0: all four -> 5/5
+    assert nulls.p_values(obs, null).tolist() == [[0.6, 0.2, 1.0]]
+
+
+def test_tau_is_each_heads_own_quantile():
+    # head 0's null is 1..20, head 1's 101..120: linear interpolation at 0.95 * 19 = 18.05
+    null = torch.stack([torch.arange(1.0, 21.0), torch.arange(101.0, 121.0)], -1)[:, None, :]
+    assert nulls.tau(null, 0.95)[0].tolist() == pytest.approx([19.05, 119.05])
+    with pytest.raises(UserError, match="quantile"):
+        nulls.tau(null, 1.0)
+
+
+def test_benjamini_hochberg_by_hand():
+    p = torch.tensor([0.01, 0.04, 0.03, 0.005, 0.2])
+    # sorted .005 .01 .03 .04 .2 against k * .05 / 5 = .01 .02 .03 .04 .05: the 4 smallest pass
+    assert nulls.benjamini_hochberg(p, 0.05).tolist() == [True, True, True, True, False]
+    # step-up: p(1) = .02 > .0125 fails alone, but p(3) = .03 <= .0375, so the 3 smallest pass
+    p = torch.tensor([[0.9, 0.025], [0.02, 0.03]])
+    assert nulls.benjamini_hochberg(p, 0.05).tolist() == [[False, True], [True, True]]
+    assert not nulls.benjamini_hochberg(torch.tensor([0.5, 0.06]), 0.05).any()
+
+
+def test_expected_false_positives_smallest_p_and_alpha():
+    assert nulls.expected_false_positives(144, 0.05) == pytest.approx(7.2)
+    assert nulls.smallest_p(99) == pytest.approx(0.01)
+    for bad in (0.0, 1.0, -0.1):
+        with pytest.raises(UserError, match="alpha"):
+            nulls.check_alpha(bad)
+
+
+def test_significance_with_and_without_fdr():
+    p = {"a": torch.tensor([[0.01, 0.04]]), "b": torch.tensor([[0.03, 0.5]])}
+    tests = nulls.NullTests(tau=p, p_value=p, null={"a": "x", "b": "x"}, n_null={"a": 9, "b": 9})
+    plain = tests.significant(0.05)
+    assert plain["a"].tolist() == [[True, True]] and plain["b"].tolist() == [[True, False]]
+    # BH over the 4 tests: .01 <= .0125, .03 > .025, .04 > .0375 -> only the smallest passes
+    bh = tests.significant(0.05, fdr=True)
+    assert bh["a"].tolist() == [[True, False]] and bh["b"].tolist() == [[False, False]]
+
+
+def test_swap_null_draws_every_swap_equally():
+    obs = RowScores(torch.tensor([1.0, 2.0])[:, None, None], torch.ones(2))
+    ctl = RowScores(torch.zeros(2, 1, 1), torch.ones(2))
+    draws = nulls.swap_null(obs, ctl, 4000, torch.Generator().manual_seed(0))[:, 0, 0]
+    # keep both rows 1.5, swap row 2 -> 0.5, swap row 1 -> 1.0, swap both -> 0: each 1/4
+    for value in (0.0, 0.5, 1.0, 1.5):
+        share = float((draws == value).double().mean())
+        assert abs(share - 0.25) < 4 * math.sqrt(0.25 * 0.75 / 4000), (value, share)
+    with pytest.raises(ValueError):
+        nulls.swap_null(obs, RowScores(torch.zeros(2, 1, 1), torch.tensor([1.0, 2.0])))
+
+
+def test_pooled_by_layer():
+    values = torch.arange(12.0).view(2, 2, 3)  # [model, layer, head]
+    pooled = nulls.pooled_by_layer(values)
+    assert pooled.shape == (6, 2, 3)
+    for head in range(3):
+        assert sorted(pooled[:, 0, head].tolist()) == [0, 1, 2, 6, 7, 8]
+        assert sorted(pooled[:, 1, head].tolist()) == [3, 4, 5, 9, 10, 11]
+
+
+def test_classify_precedence_significance_and_floor():
+    kinds = dict.fromkeys(SCORE_KINDS, torch.zeros(1, 4))
+    scores = HeadScores(
+        {
+            **kinds,
+            "induction_vw": torch.tensor([[0.9, 0.3, 0.9, 0.9]]),
+            "previous_token": torch.full((1, 4), 0.9),
+        }
+    )
+    sig = {k: torch.zeros(1, 4, dtype=torch.bool) for k in SCORE_KINDS}
+    sig["induction_vw"] = torch.tensor([[True, True, False, True]])
+    sig["previous_token"] = torch.tensor([[True, True, True, False]])
+    roles = classify(scores, sig, DEFAULT_FLOORS)
+    # 0: induction first; 1: induction significant but under the floor -> previous-token;
+    # 2: induction not significant -> previous-token; 3: previous-token not significant either
+    assert roles == [["induction", "previous-token", "previous-token", "induction"]]
+    plain = classify(
+        scores, sig, DEFAULT_FLOORS, {"induction": "induction", "previous-token": "previous_token"}
+    )
+    assert plain == [["previous-token", "previous-token", "previous-token", "none"]]
+
+
+def test_every_registry_null_exists():
+    assert {s.null for s in SCORES} <= set(nulls.NULLS)
+
+
+def test_unknown_null_is_one_line(tiny_model):
+    batch = discovery_probe(tiny_model, tiny_codec(64), n_seqs=4)
+    ctx = nulls.NullContext(tiny_model, batch, row_scores(tiny_model, batch))
+    with pytest.raises(UserError, match="unknown null 'bogus'"):
+        nulls.draw_nulls(ctx, {"induction": "bogus"})
+
+
+def test_row_scores_do_not_depend_on_chunking(tiny_model):
+    batch = discovery_probe(tiny_model, tiny_codec(64), n_seqs=6)
+    chunked = row_scores(tiny_model, batch, batch_size=4)
+    whole = row_scores(tiny_model, batch, batch_size=6)
+    scores = head_scores(tiny_model, batch)
+    for kind in SCORE_KINDS:
+        assert chunked[kind].sums.shape == (6, 2, 4)
+        assert torch.allclose(chunked[kind].sums, whole[kind].sums, atol=1e-6)
+        assert torch.equal(chunked[kind].counts, whole[kind].counts)
+        assert torch.allclose(chunked[kind].mean().float(), scores.get(kind), atol=1e-6)
+
+
+# ----------------------------------------------------------------------------- untrained models
+
+TINY = AttnOnlyConfig(n_layers=2, d_model=32, n_heads=4, d_head=8, n_ctx=32, d_vocab=64, seed=0)
+
+
+def test_reinitialise_gives_the_model_of_that_seed():
+    want = build_model(TINY.replace(seed=3))
+    got = reinitialise(build_model(TINY.replace(seed=9)), TINY.replace(seed=3))
+    for (name, a), (_, b) in zip(want.named_parameters(), got.named_parameters(), strict=True):
+        assert torch.equal(a, b), name
+
+
+def test_untrained_models_are_made_once_per_seed_and_batch(monkeypatch):
+    made = []
+    models = untrained.toy_untrained(TINY, (123_001, 123_002))
+    make = models.make
+    models.make = lambda seed: made.append(seed) or make(seed)
+    batch = discovery_probe(build_model(TINY), tiny_codec(64), n_seqs=4, seed=77)
+    first = models.scores([batch])
+    assert made == [123_001, 123_002]
+    again = models.scores([batch])
+    assert made == [123_001, 123_002]  # cached: no model made again
+    assert again[1][0]["induction"] is first[1][0]["induction"]
+    fresh = build_model(TINY.replace(seed=123_002))
+    want = row_scores(fresh, batch)["previous_token"].sums
+    assert torch.allclose(first[1][0]["previous_token"].sums, want, atol=1e-6)
+
+
+def test_a_model_that_cannot_be_rebuilt_is_one_line(tiny_model):
+    tiny_model.cfg.normalization_type = "LN"  # pretend: not an interp-toolkit toy
+    try:
+        assert untrained.untrained_models(tiny_model) is None
+        with pytest.raises(UserError, match="cannot be rebuilt"):
+            discover_heads(tiny_model, tiny_codec(64), n_seqs=4)
+    finally:
+        tiny_model.cfg.normalization_type = None
+
+
+# ----------------------------------------------------------------------------- calibration
+
+N_MODELS = 30
+
+
+@pytest.fixture(scope="module")
+def leave_one_out():
+    """p-values of ``N_MODELS`` untrained tiny models, each tested by the registry's nulls with
+    the other 29 as its untrained models (so each model's null pools 29 x 4 = 116 values)."""
+    codec = tiny_codec(TINY.d_vocab)
+    seeds = [1000 + i for i in range(N_MODELS)]
+    models = [build_model(TINY.replace(seed=s)) for s in seeds]
+    batch = discovery_probe(models[0], codec, n_seqs=16)
+    null_of = {s.name: s.null for s in SCORES}
+    ps = []
+    for i, model in enumerate(models):
+        others = untrained.toy_untrained(TINY, seeds[:i] + seeds[i + 1 :])
+        ctx = nulls.NullContext(model, batch, row_scores(model, batch), others)
+        tests = nulls.run_tests(nulls.draw_nulls(ctx, null_of), null_of)
+        ps.append(torch.stack([tests.p_value[k] for k in SCORE_KINDS]))
+    return torch.stack(ps)  # [model, kind, layer, head]
+
+
+def _band(n: int, alpha: float, z: float = 3.29) -> tuple[float, float]:
+    """Two-sided 99.9% normal band of Binomial(n, alpha): the count of p <= alpha among n valid
+    tests."""
+    sd = math.sqrt(n * alpha * (1 - alpha))
+    return n * alpha - z * sd, n * alpha + z * sd
+
+
+def test_nulls_are_calibrated_on_untrained_models(leave_one_out):
+    """Untrained heads of one layer are exchangeable, so a head's statistic ranks uniformly among
+    its null and p <= a comes out for a share a of the 240 heads of each kind: the count must lie
+    in the Binomial(240, a) 99.9% band ([1, 23] at a = 0.05, [95, 145] at a = 0.5). A head
+    compared with another statistic than its null's (e.g. its probe score against untrained
+    repeat effects without its own control) lands far outside."""
+    for alpha in (0.05, 0.5):
+        lo, hi = _band(leave_one_out[:, 0].numel(), alpha)
+        counts = (leave_one_out <= alpha).sum((0, 2, 3))  # per kind
+        assert all(lo <= c <= hi for c in counts.tolist()), (alpha, counts)
+
+
+# ----------------------------------------------------------------------------- power
+
+
+def test_planted_previous_token_head_gets_its_role_and_untrained_heads_do_not():
+    codec = tiny_codec(TINY.d_vocab)
+    model = build_model(TINY.replace(seed=7))
+    make_prev_token_head(model, layer=0, head=2)
+    planted = discover_heads(model, codec, n_seqs=16, model_cfg=TINY.replace(seed=7))
+    n_null = planted.tests.n_null["previous_token"]
+    assert n_null == 25 * 4  # ceil(99 / 4) untrained models x 4 heads of layer 0
+    assert float(planted.tests.p_value["previous_token"][0, 2]) == pytest.approx(
+        nulls.smallest_p(n_null)
+    )
+    assert planted.scores.previous_token[0, 2] > 0.9
+    assert planted.heads_with_role("previous-token") == [(0, 2)]
+    assert sum(r != "none" for row in planted.roles for r in row) == 1
+
+    control = discover_heads(build_model(TINY.replace(seed=7)), codec, n_seqs=16)
+    assert all(r == "none" for row in control.roles for r in row)

@@ -1,0 +1,141 @@
+"""The notebook API (interp_toolkit.load/train/scores_on/view/...): hand-built heads with known
+answers, plain data in, one displayable view out, re-runnable training cells."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from _views_fixtures import make_tiny_run
+from analysis_helpers import make_offset_head, tiny_codec
+
+import interp_toolkit
+from interp_toolkit import UserError, load, scores_on, train, view
+from interp_toolkit.models import AttnOnlyConfig, build_model
+
+ROOT = Path(__file__).resolve().parents[2]
+PERIOD = 5
+# [BOS] two filler tokens, a 5-token span twice, one filler token: the repeats start at 3.
+PROMPT = [0, 40, 41, 10, 11, 12, 13, 14, 10, 11, 12, 13, 14, 42]
+
+
+@pytest.fixture
+def planted():
+    """Layer 0: head 2 attends PERIOD-1 back (the induction stripe of this prompt), head 1
+    PERIOD back (the duplicate-token stripe); the other heads are random."""
+    cfg = AttnOnlyConfig(n_layers=2, d_model=32, n_heads=4, d_head=8, n_ctx=32, d_vocab=64, seed=0)
+    model = build_model(cfg, codec=tiny_codec(64))
+    make_offset_head(model, 0, 2, offset=PERIOD - 1)
+    make_offset_head(model, 0, 1, offset=PERIOD)
+    return model
+
+
+def test_scores_on_finds_the_planted_stripes_with_the_period_inferred(planted):
+    s = scores_on(planted, PROMPT)
+    assert s.induction.shape == (2, 4)
+    assert float(s.induction[0, 2]) > 0.95 and float(s.duplicate_token[0, 1]) > 0.95
+    others = torch.ones(2, 4, dtype=torch.bool)
+    others[0, 2] = False
+    assert float(s.induction[others].max()) < 0.5
+    # the same on an explicit period, on numpy, on a tensor and on a [batch, pos] batch
+    for same in (
+        scores_on(planted, PROMPT, period=PERIOD),
+        scores_on(planted, np.array(PROMPT)),
+        scores_on(planted, torch.tensor([PROMPT, PROMPT])),
+    ):
+        assert torch.allclose(same.induction, s.induction, atol=1e-5)
+    # a prompt of another period reads another stripe
+    span = [10, 11, 12, 13, 14, 20, 21, 22, 23]
+    assert float(scores_on(planted, [0, *span, *span]).induction[0, 2]) < 0.5
+
+
+def test_scores_on_text_goes_through_the_models_tokenizer(planted):
+    text = "Q.R.S.T.Q.R.S.T."
+    ids = [0, *[49, 14, 50, 14, 51, 14, 52, 14] * 2]  # BOS, then "Q" "." "R" "." ... twice
+    assert planted.to_tokens(text)[0].tolist() == ids
+    assert torch.equal(scores_on(planted, text).induction, scores_on(planted, ids).induction)
+
+
+@pytest.mark.parametrize(
+    ("prompt", "period", "match"),
+    [
+        ([0, 1, 2, 3, 4, 5, 6], None, "no repeated segment"),
+        (PROMPT, 3, "no repeated segment with period 3"),
+        (PROMPT, 1, "period=1 cannot work"),
+        ([[0, 1, 2, 1, 2], [0, 1, 2, 3, 1, 2, 3][:5]], None, "no repeated segment"),
+        ([[0, 1, 2, 1, 2, 9, 9], [0, 1, 2, 3, 1, 2, 3]], None, "different periods"),
+        (np.array([0.5, 1.5]), None, "must be integer token ids"),
+        ([0, 99, 0, 99], None, "ids 0..63"),
+        ("", None, "empty"),
+        (list(range(40)), None, "context is 32"),
+    ],
+)
+def test_scores_on_bad_input_is_one_clear_error(planted, prompt, period, match):
+    with pytest.raises(UserError, match=match):
+        scores_on(planted, prompt, period=period)
+
+
+def test_view_is_one_object_with_every_layer(planted):
+    v = view(planted, PROMPT)
+    assert not isinstance(v, list) and hasattr(v, "_repr_html_")
+    html = v._repr_html_()
+    assert "Layer 0" in html and "Layer 1" in html
+    one = view(planted, np.array(PROMPT), layer=1)._repr_html_()
+    assert "Layer 1" in one and "Layer 0" not in one
+
+
+def test_load_accepts_what_the_cli_accepts_and_the_api_takes_its_result(tmp_path):
+    run = make_tiny_run(tmp_path / "run")
+    target = load(run)
+    assert target.kind == "toy" and target.model.to_str_tokens("A B")[0] == "<|endoftext|>"
+    ids = [0, *[int(t) for t in target.codec.encode(" A B C A B C")]]
+    assert scores_on(target, ids).induction.shape == (2, 4)
+    with pytest.raises(UserError, match="does not exist"):
+        load(tmp_path / "missing")
+
+
+def _text_corpus(tmp_path: Path) -> str:
+    path = tmp_path / "corpus.txt"
+    path.write_text(" the cat sat on the mat. the dog ran after the cat.\n" * 200)
+    return str(path)
+
+
+def test_train_exist_ok_load_loads_the_same_run(tmp_path):
+    settings = dict(
+        steps=3, d_model=32, d_head=8, n_ctx=16, vocab_size=32, batch_size=4,
+        corpus=_text_corpus(tmp_path), progress=False,
+    )  # fmt: skip
+    out = tmp_path / "run"
+    first = train(out, layers=1, exist_ok="load", **settings)
+    stamp = out.joinpath("model.safetensors").stat().st_mtime_ns
+    again = train(out, layers=1, exist_ok="load", **settings)  # a re-run cell: no training
+    assert out.joinpath("model.safetensors").stat().st_mtime_ns == stamp
+    a, b = first.model.state_dict(), again.model.state_dict()
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    with pytest.raises(UserError, match="already holds a run"):
+        train(out, layers=1, exist_ok="error", **settings)
+    with pytest.raises(UserError, match="n_layers=1 \\(asked 2\\)"):
+        train(out, layers=2, exist_ok="load", **settings)
+    longer = train(out, layers=1, exist_ok="resume", **{**settings, "steps": 5})
+    assert longer.metrics()[-1]["step"] == 5
+    with pytest.raises(UserError, match="exist_ok"):
+        train(out, exist_ok="overwrite")  # type: ignore[arg-type]
+    with pytest.raises(UserError, match="no setting 'colour'"):
+        train(out, colour="red")
+
+
+def test_version_and_exports_are_single_sourced_and_light():
+    assert interp_toolkit.__version__ == metadata.version("interp-toolkit")
+    for name in interp_toolkit.__all__:
+        assert getattr(interp_toolkit, name) is not None, name
+        if callable(getattr(interp_toolkit, name)):
+            assert getattr(interp_toolkit, name).__doc__, name
+    code = "import sys, interp_toolkit; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert out.stdout.strip() == "False"  # the API loads torch on first use only
+    assert (ROOT / "interp_toolkit" / "py.typed").is_file()
