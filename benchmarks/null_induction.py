@@ -5,10 +5,13 @@ windows), and the 1-layer control: what benchmarks/gpu_check.sh runs on a GPU.
         [--precision fp32] [--steps 3000] [--score-every 100] [--corpus stdlib]
 
 For each layer count: train the preset into DIR/L-layers with ``repeat_fraction=0`` (head scores
-logged every ``--score-every`` steps), then run ``interp-toolkit heads`` on the result (the null
-model's tau and the effect-size floor per score). The first logged step whose best induction score
-in layers >= 1 (any layer for the 1-layer control) passes the rule ``heads`` gives the induction
-role (> tau and >= the floor) is the time to induction; "never" when none does.
+logged every ``--score-every`` steps), then run ``interp-toolkit heads --json`` on the result:
+each head's own null (its ``tau``, the 0.95 quantile of the induction score over untrained models
+of the same architecture; docs/analysis.md section 7) and the induction score's effect-size floor.
+The first logged step at which some head in layers >= 1 (any layer for the 1-layer control) has
+an induction score (the plain score, the one metrics.jsonl logs) above its own tau and at or above
+the floor is the time to induction; "never" when none does. At the end, the heads ``heads`` gave
+the induction role (its ``decides`` score, p-value and floor) are listed.
 Prints a table and writes DIR/null_induction.json.
 """
 
@@ -44,24 +47,35 @@ def run_one(args: argparse.Namespace, layers: int) -> dict:
         check=True,
         stdout=subprocess.DEVNULL,
     )
-    heads = json.loads(heads_json.read_text())
-    tau, floor = heads["taus"]["induction"], heads["floors"]["induction"]
+    found = json.loads(heads_json.read_text())
+    floor = found["effect_size_floor"]["induction"]
     first = 1 if layers > 1 else 0
+    tau = {(h["layer"], h["index"]): h["tau"]["induction"] for h in found["heads"]}
     scored = [r for r in res.metrics if "induction" in r]
+
+    def passing(grid: list[list[float]]) -> bool:
+        return any(
+            s > tau[(layer, head)] and s >= floor
+            for layer, row in enumerate(grid)
+            if layer >= first
+            for head, s in enumerate(row)
+        )
+
     best = [max(max(row) for row in r["induction"][first:]) for r in scored]
-    hit = next((r for r, b in zip(scored, best, strict=True) if b > tau and b >= floor), None)
+    hit = next((r for r in scored if passing(r["induction"])), None)
+    taus = [t for (layer, _), t in tau.items() if layer >= first]
     return {
         "layers": layers,
         "steps": res.steps_done,
         "minutes": round(res.elapsed_s / 60, 2),
         "tokens_per_s": res.metrics[-1]["tokens_per_s"],
-        "tau_induction": round(tau, 3),
+        "tau_induction_range": [round(min(taus), 3), round(max(taus), 3)],
         "floor": floor,
         "first_step_passing": hit["step"] if hit else "never",
         "minutes_to_induction": round(hit["elapsed_s"] / 60, 2) if hit else "never",
         "best_score": round(max(best), 3),
         "final_loss": res.metrics[-1]["loss"],
-        "induction_heads_at_end": heads["roles"]["induction"],
+        "induction_heads_at_end": found["roles"]["induction"],
     }
 
 

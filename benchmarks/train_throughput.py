@@ -84,10 +84,8 @@ def reference_tokens_per_s(preset, batches, warmup: int, device, precision) -> f
                 _sync(device)
                 t0 = time.perf_counter()
             tokens = cpu_tokens.to(device)
-            logits = model(tokens)
-            loss = F.cross_entropy(
-                logits[:, :-1].reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1)
-            )
+            logits = model(tokens[:, :-1])  # windows of n_ctx + 1 tokens, as ours
+            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1))
             loss.backward()
             if tc.max_grad_norm is not None:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), tc.max_grad_norm)
@@ -95,7 +93,7 @@ def reference_tokens_per_s(preset, batches, warmup: int, device, precision) -> f
             opt.zero_grad()
         _sync(device)
     dt = time.perf_counter() - t0
-    return (len(batches) - warmup) * batches[0].numel() / dt
+    return (len(batches) - warmup) * batches[0][:, 1:].numel() / dt
 
 
 def ours_tokens_per_s(
@@ -177,14 +175,15 @@ def main() -> None:
     codec = build_codec(corpus, preset.data.vocab_size)
     preset = with_overrides(preset, d_vocab=codec.d_vocab)
     low, high = default_token_range(codec)
+    span_min, span_max = preset.data.span_range(preset.model.n_ctx)
     stream = TrainStream(
-        windows(corpus.train_ids, codec, preset.model.n_ctx),
+        windows(corpus.train_ids, codec, preset.model.n_ctx + 1),
         batch_size=preset.train.batch_size,
         repeat_fraction=preset.data.repeat_fraction,
         low=low,
         high=high,
-        span_min=preset.data.span_min,
-        span_max=preset.data.span_max or preset.model.n_ctx // 3,
+        span_min=span_min,
+        span_max=span_max,
         seed=preset.train.seed,
         end_step=args.steps,
     )

@@ -72,13 +72,14 @@ class DataConfig:
     ``vocab_size``: compact vocabulary size K (the corpus's K-1 most frequent GPT-2 ids + ``<unk>``);
     ``None`` keeps the full GPT-2 vocabulary. ``repeat_fraction``: share of each batch made of
     repeated-span windows (0 = plain text). Spans are ``span_min``..``span_max`` tokens
-    (``span_max`` defaults to n_ctx // 3) and repeat from a random offset to the window's end.
+    (``span_max`` defaults to n_ctx // 2, the longest span that occurs twice in a context) and
+    repeat from a random offset to the window's end.
     """
 
     corpus: str = "stdlib"
     vocab_size: int | None = 1024
     repeat_fraction: float = 0.5
-    span_min: int = 3
+    span_min: int = 2
     span_max: int | None = None
     val_fraction: float = 0.02
     max_tokens: int | None = None
@@ -94,6 +95,17 @@ class DataConfig:
             raise UserError(f"span_min={self.span_min} must be at least 2.")
         if not 0.0 < self.val_fraction < 0.5:
             raise UserError(f"val_fraction={self.val_fraction} must be in (0, 0.5).")
+
+    def span_range(self, n_ctx: int) -> tuple[int, int]:
+        """``(span_min, span_max)`` of the repeated spans for a context of ``n_ctx`` tokens."""
+        longest = n_ctx // 2
+        span_max = longest if self.span_max is None else self.span_max
+        if not self.span_min <= span_max <= longest:
+            raise UserError(
+                f"spans of {self.span_min}..{span_max} tokens cannot repeat in a context of "
+                f"{n_ctx}: use span_min <= span_max <= {longest}."
+            )
+        return self.span_min, span_max
 
 
 def is_validation(name: str, val_fraction: float) -> bool:
@@ -214,10 +226,16 @@ def repeated_span_windows(
     rng: np.random.Generator, n: int, n_ctx: int, low: int, high: int, span_min: int, span_max: int
 ) -> np.ndarray:
     """``n`` windows of random ids in [low, high); in each, a span of random length L in
-    [span_min, span_max] repeats with period L from a random start to the window's end."""
+    [span_min, span_max] repeats with period L from a random start to the window's end.
+
+    The start is uniform over the offsets that leave at least two tokens of the second copy (its
+    second token is the first one induction can predict), so the repeat may be cut short by the
+    window's end: spans of every length occur at many positions, and a model cannot learn to copy
+    from a fixed position instead of doing induction.
+    """
     x = rng.integers(low, high, (n, n_ctx))
     span = rng.integers(span_min, span_max + 1, n)[:, None]
-    start = (rng.random(n) * np.maximum(1, n_ctx - 2 * span[:, 0] + 1)).astype(np.int64)[:, None]
+    start = (rng.random(n) * np.maximum(1, n_ctx - span[:, 0] - 1)).astype(np.int64)[:, None]
     pos = np.arange(n_ctx)[None, :]
     src = np.where(pos >= start + span, start + (pos - start) % span, pos)
     return np.take_along_axis(x, src, axis=1)
@@ -226,6 +244,10 @@ def repeated_span_windows(
 class TrainStream:
     """The training data as a deterministic function of (seed, global sample index).
 
+    Every sample is a window of ``text_windows.shape[1]`` tokens; training cuts windows of
+    ``n_ctx + 1`` tokens so that the model reads ``n_ctx`` of them and every one of its positions,
+    the last one too, is trained to predict the next (with ``n_ctx``-token windows the last
+    position would never get a loss, and its position embedding never a gradient).
     Sample ``g`` belongs to step ``g // batch_size``; the first ``round(batch_size * repeat_fraction)``
     rows of every step are repeated-span windows, the rest are text windows in a seeded per-epoch
     permutation. Because every sample is fixed by its index, a resumed run sees exactly the batches
@@ -250,7 +272,7 @@ class TrainStream:
         end_step: int = 0,
     ) -> None:
         self.text = text_windows
-        self.n_ctx = int(text_windows.shape[1])
+        self.length = int(text_windows.shape[1])
         self.batch_size = batch_size
         self.n_repeat = int(round(batch_size * repeat_fraction))
         self.low, self.high = low, high
@@ -259,7 +281,7 @@ class TrainStream:
         self.start_step, self.end_step = start_step, end_step
         self._perms: dict[int, np.ndarray] = {}
         self._block_step = -1
-        self._block = torch.zeros(0, self.n_ctx, dtype=torch.long)
+        self._block = torch.zeros(0, self.length, dtype=torch.long)
         if self.n_repeat < batch_size and len(self.text) == 0:
             raise UserError(
                 "the corpus is too short for one window: use a larger corpus or a smaller n_ctx."
@@ -270,7 +292,7 @@ class TrainStream:
         if self._block_step != step:
             rng = np.random.default_rng([self.seed, 1, step])
             ids = repeated_span_windows(
-                rng, self.n_repeat, self.n_ctx, self.low, self.high, self.span_min, self.span_max
+                rng, self.n_repeat, self.length, self.low, self.high, self.span_min, self.span_max
             )
             self._block = torch.from_numpy(ids)
             self._block_step = step

@@ -4,7 +4,7 @@
   lr 3e-4, batch 32, plain text). Meant for a GPU; the seed trained on OpenWebText
   (``--corpus hf:Skylion007/openwebtext``); offline it falls back to the embedded corpus.
 - ``cpu``: what grows induction heads on a 2-core CPU in minutes (see README "The CPU recipe"):
-  a compact vocabulary, a short context, and half of every batch made of repeated-span windows.
+  a compact vocabulary, a short context, and 90% of every batch made of repeated-span windows.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def _cpu(n_layers: int) -> Preset:
         model=AttnOnlyConfig(
             n_layers=n_layers, d_model=128, n_heads=4, d_head=32, n_ctx=32, d_vocab=1024
         ),
-        data=DataConfig(corpus="stdlib", vocab_size=1024, repeat_fraction=0.5),
+        data=DataConfig(corpus="stdlib", vocab_size=1024, repeat_fraction=0.9),
         train=TrainSettings(
             steps=1500,
             batch_size=128,

@@ -12,6 +12,8 @@ dataclasses out).
 - :mod:`.composition`  Q/K/V composition scores and their random baseline
 - :mod:`.self_ranks`   exact top-k self-ranks of a factored V x V matrix (full-vocabulary copy accuracy)
 - :mod:`.exam`         the repeated-pattern exam
+- :mod:`.period_exam`  two-repeat exams at every period (:func:`exam_by_period`)
+- :mod:`.routes`       verdicts from numbers: collapses / no effect, the route, exam vs chance
 - :mod:`.ablation`     per-head impact across positions, the causal check
 - :mod:`.dynamics`     scores over training (metrics.jsonl, snapshots)
 - :mod:`.run_analysis` everything a run report shows, as data (:func:`analyse_run`)

@@ -1,9 +1,10 @@
 """The analysis of one run that its report shows, as data: :func:`analyse_run` -> :class:`RunAnalysis`.
 
-Head scores and roles (discovery: per-head null tests), the exams, per-head impact curves on
-repeated random tokens, and the attention patterns of the key heads: the heads with a role, the
-highest score of the score deciding the induction role, and the earlier head whose ablation
-moves that head's induction score the most. :meth:`RunAnalysis.summary` is the
+Head scores and roles (discovery: per-head null tests), the exams (single prompts, and
+two-repeat exams at every period), per-head impact curves on repeated random tokens, and the
+attention patterns of the key heads: the heads with a role, the highest score of the score
+deciding the induction role, and the earlier head whose ablation moves that head's induction
+score the most. :meth:`RunAnalysis.summary` is the
 :class:`RunSummary` a study compares.
 """
 
@@ -23,6 +24,7 @@ from interp_toolkit.analysis.batches import probe_batch
 from interp_toolkit.analysis.exam import BUILTIN_EXAMS, Exam, ExamResult, run_exam
 from interp_toolkit.analysis.heads import ROLES, HeadId, partner_of, top_head
 from interp_toolkit.analysis.patterns import attention_patterns
+from interp_toolkit.analysis.period_exam import PeriodExam, exam_by_period
 from interp_toolkit.analysis.scores import HeadReport, discover_heads
 from interp_toolkit.errors import UserError
 from interp_toolkit.runs import Run, read_samples
@@ -120,6 +122,8 @@ class RunAnalysis:
     prev_token_head: HeadId  # its partner in an earlier layer (the top score when in layer 0)
     ablation: AblationPartner | None  # the earlier head whose ablation moves it most
     patterns: dict[int, Float[Tensor, "head dest src"]]  # on ``repeated``, the key heads' layers
+    period_exams: list[PeriodExam] = dataclasses.field(default_factory=list)
+    period_exam_error: str = ""  # why there are no period exams (e.g. no letters in the vocabulary)
 
     @property
     def name(self) -> str:
@@ -235,6 +239,10 @@ def analyse_run(
     prev_token_head = partner_of(previous, induction_head) or top_head(previous)
     assert induction_head is not None and prev_token_head is not None  # every model has heads
     repeated = batch[0].cpu()
+    try:
+        period_exams, period_error = exam_by_period(model, codec, seed=seed), ""
+    except UserError as exc:
+        period_exams, period_error = [], str(exc)
     analysis = RunAnalysis(
         run=run,
         rows=run.metrics(),
@@ -248,6 +256,8 @@ def analyse_run(
         prev_token_head=prev_token_head,
         ablation=ablation_partner(model, probe, induction_head),
         patterns={},
+        period_exams=period_exams,
+        period_exam_error=period_error,
     )
     layers = sorted({h.layer for h in analysis.key_heads()})
     analysis.patterns = attention_patterns(model, repeated, layers)

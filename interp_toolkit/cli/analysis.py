@@ -186,13 +186,26 @@ def exam(
     ),
     top_k: int = typer.Option(10, "--top-k", help="How many next tokens to list."),
     no_bos: bool = typer.Option(False, "--no-bos", help="Do not put BOS before the prompt."),
+    periods: bool = typer.Option(
+        False,
+        "--periods",
+        help="Two-repeat exams at every period 2..longest that fits (pass rate, median rank).",
+    ),
+    n_prompts: int = typer.Option(30, "--n-prompts", help="Prompts per period (--periods)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the period prompts (--periods)."),
     json_out: Path | None = typer.Option(
         None, "--json", help="Write the results as JSON here (- for standard output)."
     ),
     device: str = device_option(),
 ) -> None:
-    """The target's rank and probability after a prompt, and the top-k next tokens."""
+    """The target's rank and probability after a prompt, and the top-k next tokens; with
+    --periods, the pass rate of two-repeat exams at every period."""
     check_device(device)
+    if periods:
+        if prompt is not None or target_text is not None:
+            raise UserError("--periods makes its own prompts: leave out --prompt and --target.")
+        _period_exams(target, device, n_prompts, seed, not no_bos, json_out)
+        return
     if (prompt is None) != (target_text is None):
         raise UserError("give --prompt and --target together (or neither, for the built-in exams).")
     if top_k < 1:
@@ -210,6 +223,47 @@ def exam(
     ]
     data = {"target": tgt.name, "prepend_bos": not no_bos, "exams": [r.to_dict() for r in results]}
     emit(data, _print_exams, json_out)
+
+
+def _period_exams(
+    target: str, device: str, n_prompts: int, seed: int, prepend_bos: bool, json_out: Path | None
+) -> None:
+    if n_prompts < 1:
+        raise UserError(f"--n-prompts {n_prompts} cannot work: use 1 or more.")
+    check_out_file(json_out, "--json")
+    setup_torch()
+    from interp_toolkit.analysis.period_exam import exam_by_period
+    from interp_toolkit.targets import load_target
+
+    tgt = load_target(target, device, for_weights=False)
+    rows = exam_by_period(
+        tgt.model, tgt.codec, n_prompts=n_prompts, seed=seed, prepend_bos=prepend_bos
+    )
+    data = {
+        "target": tgt.name,
+        "prepend_bos": prepend_bos,
+        "seed": seed,
+        "periods": [r.to_dict() for r in rows],
+    }
+    emit(data, _print_period_exams, json_out)
+
+
+def _print_period_exams(data: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{data['target']}: two-repeat exams by period (rank 0 passes; ties fail)")
+    for col in ("period", "pass rate", "median rank", "prompts", "chance"):
+        table.add_column(col, justify="right")
+    for r in data["periods"]:
+        table.add_row(
+            str(r["period"]),
+            f"{r['pass_rate']:.1%}",
+            f"{r['median_rank']:g}",
+            str(r["n_prompts"]),
+            f"{r['chance']:.1%}",
+        )
+    Console().print(table)
 
 
 def _print_exams(data: dict[str, Any]) -> None:

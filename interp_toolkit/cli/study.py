@@ -19,14 +19,25 @@ def reproduce_cmd(
         "cpu", "--preset", help="cpu (minutes on a CPU) or seed (GPU scale)."
     ),
     layers: str = typer.Option(
-        "1,2", "--layers", help="Comma-separated layer counts from 1,2,3,8."
+        "1,2,3,8", "--layers", help="Comma-separated layer counts from 1,2,3,8."
     ),
     seed: int = typer.Option(0, "--seed", help="Seed for init, data and analysis."),
-    steps: int | None = typer.Option(None, "--steps", help="Override the preset's training steps."),
+    steps: int | None = typer.Option(
+        None,
+        "--steps",
+        help="Train every depth exactly this many steps (default: each 2+-layer model until "
+        "200 steps after its induction head forms, the 1-layer control as long as the longest).",
+    ),
     corpus: str | None = typer.Option(None, "--corpus", help="stdlib (default) | PATH | hf:NAME."),
+    workers: int = typer.Option(
+        2,
+        "--workers",
+        help="Models trained at once on the CPU, one process (and one thread) each; on a GPU "
+        "they train one after another.",
+    ),
     device: str = device_option(),
 ) -> None:
-    """Train 1- and 2-layer models and write the side-by-side study report (DIR/index.html)."""
+    """Train 1, 2, 3 and 8 layers and write the side-by-side study report (DIR/index.html)."""
     from interp_toolkit.study import StudyConfig, parse_layers, reproduce, summary_lines
 
     check_device(device)
@@ -37,6 +48,7 @@ def reproduce_cmd(
         seed=seed,
         steps=steps,
         corpus=corpus,
+        workers=workers,
         device=device,
     )
     for line in summary_lines(reproduce(cfg)):

@@ -11,10 +11,12 @@ import os
 from pathlib import Path
 
 from interp_toolkit.analysis.heads import NO_ROLE, ROLES, SCORE, SCORES, HeadId
+from interp_toolkit.analysis.routes import THRESHOLDS
 from interp_toolkit.analysis.run_analysis import RunAnalysis, analyse_run
 from interp_toolkit.analysis.scores import HeadReport
 from interp_toolkit.errors import UserError
 from interp_toolkit.io import check_writable_dir, write_text
+from interp_toolkit.reports.findings import data_mix_sentence, exam_phrase
 from interp_toolkit.runs import RunPaths, load_run
 from interp_toolkit.views import plots
 from interp_toolkit.views.attention import layer_views, layers_html, token_labels
@@ -54,6 +56,28 @@ def exam_section(analysis: RunAnalysis) -> Section:
         "Exam",
         items,
         intro="Does the model continue the repeated pattern? Rank 0 is its top prediction: a pass.",
+    )
+
+
+def period_exam_section(analysis: RunAnalysis) -> Section:
+    """Two-repeat exams at every period: a table and a plot, and the verdict in words."""
+    exams = analysis.period_exams
+    if not exams:
+        return Section("Exam at every period", [text(f"Not run: {analysis.period_exam_error}")])
+    rows = [
+        [e.period, e.n_prompts, f"{e.pass_rate:.1%}", e.median_rank, f"{e.chance:.1%}"]
+        for e in exams
+    ]
+    return Section(
+        "Exam at every period",
+        [
+            text(f"The model {exam_phrase(exams)}.", "p", "finding"),
+            plots.period_exam_plot({analysis.name: exams}, pass_rate=THRESHOLDS.exam_pass),
+            table(["period", "prompts", "pass rate", "median rank", "chance"], rows),
+        ],
+        intro="Prompts [BOS] s s[:-1] of distinct random letters s; the target is the last letter "
+        "of s (never the alphabet's next letter). A prompt passes when the target's logit is above "
+        "every other (ties fail).",
     )
 
 
@@ -129,6 +153,7 @@ def run_report_sections(analysis: RunAnalysis) -> list[Section]:
     sections: list[Section] = []
     cfg_items: list[Item] = [kv_table({"model": run.model_cfg.to_dict()})]
     if run.settings:
+        cfg_items.insert(0, text(data_mix_sentence(run.settings, run.model_cfg.n_ctx), "p"))
         cfg_items.append(kv_table({"recipe": run.settings}))
     sections.append(Section("Config and recipe", cfg_items))
 
@@ -151,6 +176,7 @@ def run_report_sections(analysis: RunAnalysis) -> list[Section]:
         sections.append(Section("Samples", [table(["prompt", "text"], rows, raw=(1,))]))
 
     sections.append(exam_section(analysis))
+    sections.append(period_exam_section(analysis))
 
     heat = Row(
         [

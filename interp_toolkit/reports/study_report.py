@@ -4,15 +4,19 @@ composition scores. Every sentence is built from the summaries' measurements."""
 from __future__ import annotations
 
 import html
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import plotly.graph_objects as go
 import torch
 
 from interp_toolkit.analysis.ablation import CausalRow
 from interp_toolkit.analysis.heads import SCORE
+from interp_toolkit.analysis.period_exam import PeriodExam
+from interp_toolkit.analysis.routes import THRESHOLDS, Thresholds, ablation_verdict, exam_verdict
 from interp_toolkit.analysis.run_analysis import RunSummary, TopHead
 from interp_toolkit.errors import UserError
+from interp_toolkit.reports.findings import DepthMeasurement, causal_sentence
 from interp_toolkit.views import plots
 from interp_toolkit.views.page import Row, Section, cell, render_report, table, text, verdict
 
@@ -75,8 +79,10 @@ def _side_by_side(runs: Sequence[RunSummary]) -> Section:
     )
 
 
-def comparison_sections(runs: Sequence[RunSummary], *, finding: str | None = None) -> list[Section]:
-    lines = [finding] if finding else [describe_run(r) for r in runs]
+def comparison_sections(
+    runs: Sequence[RunSummary], *, finding: Sequence[str] | None = None
+) -> list[Section]:
+    lines = list(finding) if finding else [describe_run(r) for r in runs]
     sections = [Section("Finding", ["".join(text(x, "p", "finding") for x in lines)])]
     sections.append(_side_by_side(runs))
 
@@ -125,17 +131,86 @@ def comparison_sections(runs: Sequence[RunSummary], *, finding: str | None = Non
     return sections
 
 
-def causal_section(causal: Sequence[CausalRow]) -> Section:
+def depth_section(
+    depths: Sequence[DepthMeasurement],
+    *,
+    curves: Mapping[str, Sequence[dict[str, Any]]],
+    t: Thresholds = THRESHOLDS,
+) -> Section:
+    """The depths side by side: a table of what each measured, the period exams of all on one
+    plot, and each depth's loss and score curves (``curves``: run name -> metrics.jsonl rows)."""
+
+    def when(d: DepthMeasurement) -> str:
+        if d.induction_step is None:
+            return f"never (in {d.steps} steps)"
+        return (
+            f"step {d.induction_step}, {d.induction_tokens / 1e6:.1f}M tokens, "
+            f"{d.induction_minutes:.1f} min"
+        )
+
+    def exam(d: DepthMeasurement) -> str:
+        v = exam_verdict(d.exams, t)
+        return f"{v.n_passing}/{v.n_periods} periods ≥ {t.exam_pass:.0%}; lowest {v.lowest.pass_rate:.1%}"
+
+    rows = [
+        ["layers", *[d.n_layers for d in depths]],
+        [
+            "induction heads per layer",
+            *[" ".join(f"L{i}:{c}" for i, c in enumerate(d.heads_per_layer())) for d in depths],
+        ],
+        ["induction heads", *[list(d.induction_heads) for d in depths]],
+        [f"time to induction (score > {t.induction:g})", *[when(d) for d in depths]],
+        ["steps trained", *[d.steps for d in depths]],
+        ["training time (min)", *[d.train_minutes for d in depths]],
+        ["final training loss", *[d.final_loss for d in depths]],
+        ["final held-out loss", *[d.val_loss for d in depths]],
+        ["period exam", *[exam(d) for d in depths]],
+        ["route (by ablation)", *[d.route.name for d in depths]],
+    ]
+    by_period = [
+        [e.period, *[f"{x.pass_rate:.0%}" for x in exams_at(depths, e.period)]]
+        for e in depths[0].exams
+    ]
+    names = [d.name for d in depths]
+    figs = [
+        plots.loss_curve(curves[d.name], x="step", title=f"{d.name}: loss and head scores")
+        for d in depths
+        if curves.get(d.name)
+    ]
+    return Section(
+        "Depths side by side",
+        [
+            table(["", *names], rows),
+            plots.period_exam_plot(
+                {d.name: d.exams for d in depths}, pass_rate=t.exam_pass, title="Exam by period"
+            ),
+            table(["period", *names], by_period),
+            *figs,
+        ],
+        intro="Each depth trained on the same data stream and seed. Time to induction: the first "
+        f"scoring (every few dozen steps) where a layer≥1 head's induction score passes "
+        f"{t.induction:g} (any head for 1 layer). The route: which earlier heads the induction "
+        "head needs, from the causal check below.",
+    )
+
+
+def exams_at(depths: Sequence[DepthMeasurement], period: int) -> list[PeriodExam]:
+    return [next(e for e in d.exams if e.period == period) for d in depths]
+
+
+def causal_section(causal: Sequence[CausalRow], t: Thresholds = THRESHOLDS) -> Section:
     return Section(
         "Causal check: ablate the earlier-layer heads",
         [
             "<p>Mean-ablating (hook_z) earlier-layer heads, then re-scoring the best later-layer "
             "induction head on repeated random tokens. The textbook circuit runs through a "
             "previous-token head (K-composition); a model can also find the earlier copy with a "
-            "duplicate-token head and shift by position (Q-composition). Whichever head the "
-            "induction head needs, ablating it makes the score collapse.</p>",
+            "duplicate-token head and shift by position (Q-composition). "
+            f"An ablation that removes ≥ {t.collapse:.0%} of the score collapses it; one that "
+            f"changes it by < {t.no_effect:.0%} has no effect.</p>",
+            "".join(text(causal_sentence(c, t), "p", "finding") for c in causal),
             table(
-                ["run", "induction head", "ablated", "heads", "induction before", "after"],
+                ["run", "induction head", "ablated", "heads", "before", "after", "verdict"],
                 [
                     [
                         c.run,
@@ -144,6 +219,7 @@ def causal_section(causal: Sequence[CausalRow]) -> Section:
                         ", ".join(c.ablated_heads),
                         c.induction_before,
                         c.induction_after,
+                        ablation_verdict(c.induction_before, c.induction_after, t),
                     ]
                     for c in causal
                 ],
@@ -158,8 +234,8 @@ def composition_section(rows: Sequence[Sequence[object]]) -> Section:
         "Composition scores",
         [
             "<p>Largest ‖W_A W_B‖_F / (‖W_A‖_F ‖W_B‖_F) from an earlier head's OV into a later head's "
-            "Q, K or V side, next to the mean for random matrices of the same shapes. Induction runs on "
-            "K-composition.</p>",
+            "Q, K or V side, next to the mean for random matrices of the same shapes. (The route "
+            "each model runs on is measured by ablation, above.)</p>",
             table(["run", "kind", "from", "to", "score", "random baseline"], rows),
         ],
     )
@@ -170,11 +246,12 @@ def render_comparison(
     *,
     title: str = "Induction heads: study",
     subtitle: str = "",
-    finding: str | None = None,
+    finding: Sequence[str] | None = None,
     extra: Sequence[Section] = (),
 ) -> str:
     """A study index page comparing runs side by side (``href`` links each run's report.html,
-    relative to the page). ``finding`` replaces the automatic one-line-per-run description."""
+    relative to the page). ``finding`` (sentences) replaces the automatic one-line-per-run
+    description."""
     if not runs:
         raise UserError("nothing to compare: give at least one run summary.")
     return render_report(

@@ -57,9 +57,11 @@ class StopTraining(Exception):
 class NextTokenLoss(torch.nn.Module):
     """What TL's loop trains: ``forward(tokens, return_type="loss")`` on the wrapped bridge.
 
-    The loss is the same mean next-token cross-entropy as the bridge's own ``return_type="loss"``
-    (logits[:, :-1] against tokens[:, 1:]), computed with the fused ``F.cross_entropy`` instead of
-    TL's log_softmax + gather, which materialises a [batch, pos, vocab] copy and cost ~7% of the step
+    ``tokens`` are windows of ``n_ctx + 1`` tokens: the model reads ``tokens[:, :-1]`` and every
+    position is scored against the next token (``tokens[:, 1:]``), so the last position is trained
+    too (the bridge's own ``return_type="loss"`` on ``n_ctx`` tokens never scores it). The mean
+    cross-entropy is computed with the fused ``F.cross_entropy`` instead of TL's log_softmax +
+    gather, which materialises a [batch, pos, vocab] copy and cost ~7% of the step
     (benchmarks/train_throughput.py). The bridge's parameters are this module's parameters.
     """
 
@@ -69,9 +71,9 @@ class NextTokenLoss(torch.nn.Module):
         self.last_loss = torch.tensor(float("nan"))
 
     def forward(self, tokens: torch.Tensor, return_type: str = "loss") -> torch.Tensor:
-        logits = self.model(tokens)  # [batch, pos, vocab]
+        logits = self.model(tokens[:, :-1])  # [batch, n_ctx, vocab]
         loss = torch.nn.functional.cross_entropy(
-            logits[:, :-1].reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1)
+            logits.reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1)
         )
         self.last_loss = loss.detach()
         return loss

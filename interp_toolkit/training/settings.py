@@ -34,7 +34,10 @@ class TrainSettings:
     snapshot_steps: tuple[int, ...] = ()
     seed: int = 0
     threads: int | None = None
-    stop_score: float | None = None  # stop early once the best induction score stays above this
+    #: Stop early once the best layer>=1 induction score has stayed above ``stop_score`` for
+    #: ``stop_after`` steps (default: one more scoring, ``score_every``).
+    stop_score: float | None = None
+    stop_after: int | None = None
     precision: str = "fp32"  # a devices.PRECISIONS name: fp32, tf32 or bf16 (GPUs only)
 
     def validate(self) -> None:

@@ -14,18 +14,20 @@ def _train_preset(out, n_layers: int, **overrides):
     return train_model(out, p.model, p.data, p.train, preset="cpu", progress=False)
 
 
-# The cpu preset's layer-1 induction heads form at ~500 steps for every seed we tried (0, 1, 2). What
-# they read from in layer 0 varies by seed: with seed 2 a previous-token head (the textbook
-# K-composition circuit); with seeds 0 and 1 a duplicate-token head whose output carries the earlier
-# copy's position (Q-composition; see README "Two routes to induction"). The analysis tests check
-# the textbook circuit, so the fixture uses seed 2, trained past the phase change.
-FIXTURE_SEED = 2
+# The cpu preset's layer-1 induction heads form at step 350 for seeds 0-4 (a seed sets the init and
+# the data order; benchmarks/seed_robustness.py, README "Seed robustness"). What they read from in
+# layer 0 varies by seed: seeds 0, 1, 2 and 4 grow the textbook K-composition circuit (ablating the
+# layer-0 previous-token head collapses the induction heads), seed 3 leans on a duplicate-token head
+# as well (mixed). The analysis tests check the textbook circuit, so the fixture uses seed 0 (93% of
+# the induction score goes when its previous-token head 0.0 is ablated), trained well past the
+# phase change.
+FIXTURE_SEED = 0
 FIXTURE_STEPS = 700
 
 
 @pytest.fixture(scope="session")
 def trained_2l_result(tmp_path_factory):
-    """The cpu preset's 2-layer model (seed 2), trained for 700 steps."""
+    """The cpu preset's 2-layer model (seed 0), trained for 700 steps."""
     torch.set_num_threads(2)
     try:
         return _train_preset(

@@ -1,4 +1,5 @@
 import json
+from dataclasses import replace
 
 import pytest
 import torch
@@ -36,6 +37,8 @@ def test_train_writes_a_loadable_run_with_metrics(tmp_path):
     ]
     rows = read_metrics(out)
     assert [r["step"] for r in rows] == [2, 4, 6, 8, 10, 12]
+    # a step trains batch * n_ctx predictions (the windows' n_ctx + 1st token is only a target)
+    assert [r["tokens"] for r in rows] == [r["step"] * 8 * 16 for r in rows]
     scored = [r for r in rows if "induction" in r]
     assert [r["step"] for r in scored] == [4, 8, 12]
     assert len(scored[0]["induction"]) == 2 and len(scored[0]["induction"][0]) == 4
@@ -49,6 +52,12 @@ def test_train_writes_a_loadable_run_with_metrics(tmp_path):
         assert torch.equal(run.model(toks), res.run.model(toks))
     cfg = json.loads((out / "config.json").read_text())
     assert cfg["model"]["d_vocab"] == 64 and cfg["settings"]["train"]["steps"] == 12
+    # every position is trained, the last one too (windows of n_ctx + 1 tokens)
+    from interp_toolkit.models import build_model
+
+    init = build_model(run.model_cfg).pos_embed.original_component.weight
+    moved = (run.model.pos_embed.original_component.weight - init).norm(dim=1)
+    assert bool((moved > 0).all()), moved
 
 
 def test_resume_after_interrupt_gives_identical_weights(tmp_path):
@@ -98,3 +107,23 @@ def test_two_layers_grow_an_induction_head_and_one_layer_does_not(
     assert one.steps_done == two.steps_done
     assert first_induction_step(one.metrics, 0.4, layer_min=0) is None
     assert max(max(r["induction"][0]) for r in one.metrics if "induction" in r) < 0.4
+
+
+def test_stops_a_fixed_number_of_steps_after_the_induction_score_passes(tmp_path):
+    # stop_score -1: every scoring (steps 4, 8, ...) is above it, so the streak starts at step 4
+    out, m, d, t = _tiny(tmp_path, "stop", steps=40, stop_score=-1.0, stop_after=8)
+    res = train_model(out, m, d, t, progress=False)
+    assert (res.steps_done, res.stopped_early) == (12, True)
+    # a run interrupted mid-streak re-reads its scorings: it stops at the same step
+    out_b, *_ = _tiny(tmp_path, "stop_b")
+
+    def crash(info):
+        if info.step == 6:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        train_model(out_b, m, d, t, progress=False, callbacks=[crash])
+    assert train_model(out_b, m, d, t, resume=True, progress=False).steps_done == 12
+    # no stop_score: the whole budget
+    out_c, *_ = _tiny(tmp_path, "full")
+    assert train_model(out_c, m, d, replace(t, stop_score=None), progress=False).steps_done == 40

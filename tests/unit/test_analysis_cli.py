@@ -104,3 +104,28 @@ def test_circuits_command(tiny_run, tmp_path, capsys):
     assert _main(["circuits", str(tiny_run), "--head", "5.0"]) == 2
     assert "does not exist" in capsys.readouterr().err
     assert _main(["circuits", str(tiny_run), "--head", "x"]) == 2
+
+
+def test_exam_periods_json(tmp_path, tiny_cfg, capsys):
+    """``exam RUN --periods --json F``: one row per period 2..longest, and a table."""
+    from interp_toolkit.models import build_model
+    from interp_toolkit.runs import save_run
+    from interp_toolkit.tokenizer import EOT_ID, CompactVocab, gpt2_encoding
+
+    enc = gpt2_encoding()
+    letters = [enc.encode_ordinary(" " + chr(c))[0] for c in range(65, 91)]
+    codec = CompactVocab([EOT_ID, *letters, *range(100, 137)])
+    cfg = tiny_cfg.replace(d_vocab=codec.d_vocab, n_ctx=16)
+    run = save_run(tmp_path / "letters", build_model(cfg), codec, cfg)
+    out = tmp_path / "periods.json"
+    args = ["exam", str(run), "--periods", "--n-prompts", "8", "--json", str(out)]
+    assert _main(args) == 0
+    data = json.loads(out.read_text())
+    # 16 positions: BOS + 2 * period - 1 tokens fit up to period 8
+    assert [r["period"] for r in data["periods"]] == list(range(2, 9))
+    row = data["periods"][0]
+    assert set(row) == {"period", "pass_rate", "median_rank", "n_prompts", "chance"}
+    assert row["n_prompts"] == 8 and row["chance"] == 0.5
+    assert "pass rate" in capsys.readouterr().out
+    assert _main(["exam", str(run), "--periods", "--prompt", "A B", "--target", " A"]) == 2
+    assert "--periods makes its own prompts" in capsys.readouterr().err

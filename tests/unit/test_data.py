@@ -52,17 +52,42 @@ def test_empty_corpus_and_folder_without_text(tmp_path):
         data.tokenize_corpus(str(other))
 
 
+def _span_starts(row: np.ndarray, lengths: range) -> list[tuple[int, int]]:
+    """(L, start) pairs such that row[start:start+L] repeats with period L to the row's end and at
+    least two tokens of the second copy fit."""
+    n = len(row)
+    return [
+        (L, start)
+        for L in lengths
+        for start in range(0, n - L - 1)
+        if all(row[j] == row[j - L] for j in range(start + L, n))
+    ]
+
+
 def test_repeated_span_windows_repeat_with_their_period():
     rng = np.random.default_rng(0)
     x = data.repeated_span_windows(rng, 200, 32, 0, 100, 3, 10)
     assert x.shape == (200, 32) and x.min() >= 0 and x.max() < 100
     for row in x:
-        # some period L in [3, 10] holds over a suffix of at least L tokens after the first copy
-        assert any(
-            all(row[j] == row[j - L] for j in range(start + L, 32))
-            for L in range(3, 11)
-            for start in range(0, 32 - 2 * L + 1)
-        )
+        assert _span_starts(row, range(3, 11))
+
+
+def test_long_spans_start_anywhere_they_still_repeat():
+    """A span of half the window is not pinned to the window's start (the second copy may be cut
+    short), so a fixed-position copy cannot stand in for induction."""
+    rng = np.random.default_rng(1)
+    x = data.repeated_span_windows(rng, 300, 33, 0, 1000, 16, 16)
+    starts = {min(s for _, s in _span_starts(row, range(16, 17))) for row in x}
+    assert starts == set(range(16))  # every offset that leaves two repeated tokens
+
+
+def test_span_range_defaults_to_half_the_context():
+    assert data.DataConfig().span_range(32) == (2, 16)
+    assert data.DataConfig(span_min=3, span_max=10).span_range(32) == (3, 10)
+    with pytest.raises(UserError, match="span_min <= span_max <= 16"):
+        data.DataConfig(span_max=17).span_range(32)
+    with pytest.raises(UserError, match="span_min <= span_max <= 4"):
+        data.DataConfig(span_min=5).span_range(9)
 
 
 def test_train_stream_is_a_function_of_the_global_index():

@@ -1,0 +1,93 @@
+"""The default study at every depth: ``interp-toolkit reproduce`` (1, 2, 3 and 8 layers), timed.
+
+    python benchmarks/depth_study.py [--workers 2] [--seed 0] [--out DIR]
+
+Per depth: steps, tokens and minutes to induction (a layer>=1 head's logged induction score past
+the floor), steps and minutes trained, the route by ablation and the period exam. Also the whole
+study's wall time, its CPU time (this process and its training workers; load-robust: other
+users' work does not count) and the load average before and after, since the machine is shared. Writes benchmarks/results/depth_study.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import resource
+import tempfile
+import time
+from pathlib import Path
+
+from _common import print_table, write_result
+
+
+def cpu_seconds() -> float:
+    """CPU time of this process and of its finished children (the training workers)."""
+    return sum(
+        r.ru_utime + r.ru_stime
+        for r in (
+            resource.getrusage(resource.RUSAGE_SELF),
+            resource.getrusage(resource.RUSAGE_CHILDREN),
+        )
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--workers", type=int, default=2, help="runs trained at once")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", default=None, help="study folder (default: a new temporary one)")
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args()
+    from interp_toolkit.analysis.routes import THRESHOLDS, exam_verdict
+    from interp_toolkit.study import StudyConfig, reproduce
+
+    out = Path(args.out or tempfile.mkdtemp(prefix="depths-")) / "study"
+    load_before = os.getloadavg()
+    t0, cpu0 = time.perf_counter(), cpu_seconds()
+    result = reproduce(StudyConfig(out=out, seed=args.seed, workers=args.workers))
+    wall, cpu = time.perf_counter() - t0, cpu_seconds() - cpu0
+    rows = []
+    for d in result.depths:
+        v = exam_verdict(d.exams)
+        rows.append(
+            {
+                "layers": d.n_layers,
+                "induction_step": d.induction_step,
+                "induction_tokens": d.induction_tokens,
+                "induction_minutes": d.induction_minutes,
+                "steps": d.steps,
+                "train_minutes": d.train_minutes,
+                "induction_heads": len(d.induction_heads),
+                "route": d.route.name,
+                "periods_passing": f"{v.n_passing}/{v.n_periods}",
+                "lowest_pass": v.lowest.pass_rate,
+                "val_loss": d.val_loss,
+                "exam": {e.period: e.pass_rate for e in d.exams},
+            }
+        )
+    print_table(rows, [k for k in rows[0] if k != "exam"])
+    total = {
+        "wall_minutes": round(wall / 60, 2),
+        "cpu_minutes": round(cpu / 60, 2),
+        "load_before": [round(x, 1) for x in load_before],
+        "load_after": [round(x, 1) for x in os.getloadavg()],
+    }
+    print(total)
+    write_result(
+        "depth_study",
+        {
+            "workers": args.workers,
+            "seed": args.seed,
+            "thresholds": dataclasses.asdict(THRESHOLDS),
+            "total": total,
+            "rows": rows,
+        },
+        args.json,
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,138 @@
+"""Verdicts from measured numbers, with the thresholds they use stated in one place.
+
+The causal check (:func:`~interp_toolkit.analysis.ablation.causal_check`) gives an induction
+head's score before and after ablating earlier heads; :func:`ablation_verdict` names each effect
+and :func:`route_of` says which route to induction a model grew. :func:`exam_verdict` says whether
+the period exams pass, or are at chance. Reports build their sentences from these.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from interp_toolkit.analysis.ablation import CausalRow
+from interp_toolkit.analysis.period_exam import PeriodExam
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """Every threshold a study's sentences use.
+
+    ``collapse``: an ablation that removes at least this share of the induction score collapses
+    it; ``no_effect``: one that changes it by less than this share has no effect (in between it
+    weakens it). ``uses``: a route is used when ablating it removes at least this share.
+    ``exam_pass``: the pass rate a period exam needs. ``chance_alpha``: a period is above chance
+    when its one-sided binomial p-value against 1/period is below this, Bonferroni-corrected over
+    the periods. ``induction``: the effect-size floor a layer>=1 head's logged induction score
+    must pass for the run to count as having formed induction (the time to induction).
+    """
+
+    collapse: float = 0.5
+    no_effect: float = 0.1
+    uses: float = 0.25
+    exam_pass: float = 0.95
+    chance_alpha: float = 0.05
+    induction: float = 0.4
+
+
+THRESHOLDS = Thresholds()
+
+#: Routes :func:`route_of` names.
+ROUTES = ("K-composition", "Q-composition", "mixed", "spread", "not found", "none")
+
+
+def removed_share(before: float, after: float) -> float:
+    """The share of the score an ablation removed (negative when it rose)."""
+    return (before - after) / before if before > 0 else 0.0
+
+
+def ablation_verdict(before: float, after: float, t: Thresholds = THRESHOLDS) -> str:
+    """``collapses``, ``weakens``, ``no effect`` or ``rises`` (see :class:`Thresholds`)."""
+    share = removed_share(before, after)
+    if share >= t.collapse:
+        return "collapses"
+    if abs(share) < t.no_effect:
+        return "no effect"
+    return "weakens" if share > 0 else "rises"
+
+
+@dataclass(frozen=True)
+class Route:
+    """The route to induction and the ablations it was read from (removed shares, 0..1)."""
+
+    name: str
+    previous_token: float | None  # share removed by ablating the strongest previous-token head
+    duplicate_token: float | None  # the largest share removed by one duplicate-token head
+    all_earlier: float | None  # share removed by ablating every earlier head with a role
+
+
+def route_of(rows: Sequence[CausalRow], t: Thresholds = THRESHOLDS) -> Route:
+    """Which route a model's induction head runs on, from its causal-check rows.
+
+    K-composition: ablating the previous-token head collapses it and no duplicate-token head
+    removes ``uses`` of it; Q-composition: the reverse; mixed: both remove at least ``uses`` and
+    one of them collapses it; spread: no single head collapses it but all earlier role heads
+    together do; not found: nothing collapses it; none: no rows (a 1-layer model).
+    """
+    if not rows:
+        return Route("none", None, None, None)
+
+    def share(r: CausalRow) -> float:
+        return removed_share(r.induction_before, r.induction_after)
+
+    prev = max((share(r) for r in rows if r.ablated.startswith("strongest previous")), default=0.0)
+    dup = max((share(r) for r in rows if r.ablated.startswith("duplicate")), default=0.0)
+    every = next((share(r) for r in rows if r.ablated.startswith("all earlier")), None)
+    if prev >= t.collapse and dup < t.uses:
+        name = "K-composition"
+    elif dup >= t.collapse and prev < t.uses:
+        name = "Q-composition"
+    elif max(prev, dup) >= t.collapse:
+        name = "mixed"
+    elif every is not None and every >= t.collapse:
+        name = "spread"
+    else:
+        name = "not found"
+    return Route(name, round(prev, 3), round(dup, 3), None if every is None else round(every, 3))
+
+
+def _binomial_tail(k: int, n: int, p: float) -> float:
+    """P(X >= k) for X ~ Binomial(n, p)."""
+    return sum(math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(k, n + 1))
+
+
+@dataclass(frozen=True)
+class ExamVerdict:
+    """Period exams in numbers: periods at or above ``exam_pass``, and periods above chance."""
+
+    n_periods: int
+    n_passing: int
+    lowest: PeriodExam
+    above_chance: tuple[int, ...]  # periods whose pass rate is significantly above 1/period
+
+    @property
+    def all_pass(self) -> bool:
+        return self.n_passing == self.n_periods
+
+    @property
+    def at_chance(self) -> bool:
+        return not self.above_chance
+
+
+def exam_verdict(exams: Sequence[PeriodExam], t: Thresholds = THRESHOLDS) -> ExamVerdict:
+    if not exams:
+        raise ValueError("exam_verdict needs at least one period exam")
+    alpha = t.chance_alpha / len(exams)
+    above = tuple(
+        e.period
+        for e in exams
+        if _binomial_tail(round(e.pass_rate * e.n_prompts), e.n_prompts, e.chance) < alpha
+    )
+    return ExamVerdict(
+        n_periods=len(exams),
+        n_passing=sum(e.pass_rate >= t.exam_pass for e in exams),
+        lowest=min(exams, key=lambda e: (e.pass_rate, e.period)),
+        above_chance=above,
+    )

@@ -1,0 +1,220 @@
+"""The sentences of the study page and run reports, as pure functions of measurements.
+
+:class:`DepthMeasurement` holds what a study measured on one model (:func:`measure_depth` reads
+it off a trained run and its analyses); :func:`depth_sentence`,
+:func:`claim_sentence`, :func:`causal_sentence` and :func:`data_mix_sentence` turn measurements
+into words, with the thresholds of :mod:`interp_toolkit.analysis.routes`. Nothing here is fixed
+text about a result: change a number and the sentence changes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from interp_toolkit.analysis.ablation import CausalRow
+from interp_toolkit.analysis.period_exam import PeriodExam
+from interp_toolkit.analysis.routes import (
+    THRESHOLDS,
+    Route,
+    Thresholds,
+    ablation_verdict,
+    exam_verdict,
+    removed_share,
+    route_of,
+)
+from interp_toolkit.analysis.run_analysis import RunSummary
+from interp_toolkit.runs import Run
+from interp_toolkit.training.metrics import first_induction_step, induction_layer_min
+
+
+@dataclass(frozen=True)
+class DepthMeasurement:
+    """What a study measured on one model (one depth)."""
+
+    name: str
+    n_layers: int
+    induction_heads: tuple[str, ...]  # heads with the induction role
+    top_head: str  # the highest induction score, role or not
+    top_score: float
+    induction_step: int | None  # first scoring with a head past Thresholds.induction
+    induction_tokens: int | None
+    induction_minutes: float | None
+    steps: int
+    tokens: int
+    train_minutes: float
+    final_loss: float | None
+    val_loss: float | None
+    exams: tuple[PeriodExam, ...]
+    route: Route
+    causal: tuple[CausalRow, ...] = ()
+
+    def heads_per_layer(self) -> list[int]:
+        counts = [0] * self.n_layers
+        for h in self.induction_heads:
+            counts[int(h.split(".")[0])] += 1
+        return counts
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["exams"] = [e.to_dict() for e in self.exams]
+        d["heads_per_layer"] = self.heads_per_layer()
+        return d
+
+
+def measure_depth(
+    run: Run, summary: RunSummary, exams: Sequence[PeriodExam], causal: Sequence[CausalRow]
+) -> DepthMeasurement:
+    """What the study page compares about one trained depth (from its metrics and analyses)."""
+    rows = run.metrics()
+    layer_min = induction_layer_min(run.model_cfg.n_layers)
+    step = first_induction_step(rows, THRESHOLDS.induction, layer_min=layer_min)
+    hit = next((r for r in rows if r["step"] == step), None)
+    val = [r["val_loss"] for r in rows if "val_loss" in r]
+    return DepthMeasurement(
+        name=run.name,
+        n_layers=run.model_cfg.n_layers,
+        induction_heads=tuple(summary.heads["induction"]),
+        top_head=summary.top_induction.head,
+        top_score=summary.top_induction.score,
+        induction_step=step,
+        induction_tokens=None if hit is None else int(hit["tokens"]),
+        induction_minutes=None if hit is None else round(hit["elapsed_s"] / 60, 2),
+        steps=int(rows[-1]["step"]) if rows else 0,
+        tokens=int(rows[-1]["tokens"]) if rows else 0,
+        train_minutes=round(rows[-1]["elapsed_s"] / 60, 2) if rows else 0.0,
+        final_loss=summary.final_loss,
+        val_loss=val[-1] if val else None,
+        exams=tuple(exams),
+        route=route_of(causal),
+        causal=tuple(causal),
+    )
+
+
+def _layers(n: int) -> str:
+    return f"{n} layer{'s' if n != 1 else ''}"
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.0f}%" if round(100 * x, 1) == round(100 * x) else f"{100 * x:.1f}%"
+
+
+def exam_phrase(exams: Sequence[PeriodExam], t: Thresholds = THRESHOLDS) -> str:
+    """'passes (≥ 95%) at 15 of 15 periods 2..16 (lowest 96.7% at period 3)' and, when it is
+    the case, 'no period above chance' or the periods above chance."""
+    v = exam_verdict(exams, t)
+    periods = f"{exams[0].period}..{exams[-1].period}"
+    s = (
+        f"passes (≥ {_pct(t.exam_pass)}) at {v.n_passing} of {v.n_periods} periods {periods} "
+        f"(lowest {_pct(v.lowest.pass_rate)} at period {v.lowest.period})"
+    )
+    if v.all_pass:
+        return s
+    if v.at_chance:
+        return s + "; no period is above chance (1/period)"
+    return s + f"; above chance at period(s) {', '.join(map(str, v.above_chance))}"
+
+
+def route_phrase(route: Route, t: Thresholds = THRESHOLDS) -> str:
+    """The route and the shares of the induction score the ablations removed."""
+    if route.name == "none":
+        return "no route to measure (no earlier layer to compose with)"
+    parts = []
+    if route.previous_token is not None:
+        parts.append(f"previous-token head {_pct(route.previous_token)}")
+    if route.duplicate_token:
+        parts.append(f"duplicate-token head {_pct(route.duplicate_token)}")
+    if route.all_earlier is not None:
+        parts.append(f"all earlier role heads {_pct(route.all_earlier)}")
+    evidence = f"ablating removes: {', '.join(parts)}; collapse = ≥ {_pct(t.collapse)}"
+    return f"route {route.name} ({evidence})"
+
+
+def depth_sentence(m: DepthMeasurement, t: Thresholds = THRESHOLDS) -> str:
+    """One sentence per depth: induction head or not, when it formed, the exam, the route."""
+    s = f"{_layers(m.n_layers)} ({m.name}): "
+    if m.induction_heads:
+        s += f"induction head{'s' if len(m.induction_heads) > 1 else ''} {', '.join(m.induction_heads)}"
+    else:
+        s += f"no induction head (best {m.top_head}: {m.top_score:.2f})"
+    if m.induction_step is not None:
+        s += (
+            f"; a head's induction score first passed {t.induction:g} at step {m.induction_step} "
+            f"({m.induction_tokens / 1e6:.1f}M tokens, {m.induction_minutes:.1f} min)"
+        )
+    else:
+        s += f"; no head's induction score passed {t.induction:g} in {m.steps} steps"
+    s += f"; the period exam {exam_phrase(m.exams, t)}"
+    if m.n_layers > 1:
+        s += f"; {route_phrase(m.route, t)}"
+    return s + "."
+
+
+def claim_sentence(ms: Sequence[DepthMeasurement], t: Thresholds = THRESHOLDS) -> str:
+    """The seed's claim ("induction appears reliably the moment we add a second layer") as a
+    measured statement: it holds when every 1-layer model has no induction head and is at chance
+    on the exam, and every deeper model has an induction head and passes every period."""
+    one = [m for m in ms if m.n_layers == 1]
+    deep = [m for m in ms if m.n_layers > 1]
+    problems = []
+    for m in one:
+        if m.induction_heads:
+            problems.append(f"{_layers(1)} has induction head(s) {', '.join(m.induction_heads)}")
+        v = exam_verdict(m.exams, t)
+        if not v.at_chance:
+            problems.append(
+                f"{_layers(1)} is above chance at period(s) {', '.join(map(str, v.above_chance))}"
+            )
+    for m in deep:
+        if not m.induction_heads:
+            problems.append(f"{_layers(m.n_layers)} has no induction head")
+        v = exam_verdict(m.exams, t)
+        if not v.all_pass:
+            problems.append(
+                f"{_layers(m.n_layers)} passes only {v.n_passing} of {v.n_periods} periods"
+            )
+    if not one or not deep:
+        return "The seed's claim needs a 1-layer model and a deeper one: this study lacks one."
+    names = [str(m.n_layers) for m in deep]
+    depths = " and ".join(filter(None, [", ".join(names[:-1]), names[-1]]))
+    if problems:
+        return f"The seed's claim does not hold as measured here: {'; '.join(problems)}."
+    each = " each" if len(deep) > 1 else ""
+    return (
+        f"The seed's claim holds as measured here: 1 layer has no induction head and is at chance "
+        f"at every period; {depths} layers{each} have an induction head and pass "
+        f"≥ {_pct(t.exam_pass)} of the exams at every period."
+    )
+
+
+def causal_sentence(row: CausalRow, t: Thresholds = THRESHOLDS) -> str:
+    verdict = ablation_verdict(row.induction_before, row.induction_after, t)
+    share = removed_share(row.induction_before, row.induction_after)
+    effect = "it has no effect" if verdict == "no effect" else f"the score {verdict}"
+    return (
+        f"{row.run}: ablating the {row.ablated} ({', '.join(row.ablated_heads)}) moves induction "
+        f"head {row.induction_head} from {row.induction_before:.2f} to {row.induction_after:.2f} "
+        f"({_pct(share)} removed): {effect}."
+    )
+
+
+def data_mix_sentence(settings: Mapping[str, Any], n_ctx: int) -> str:
+    """What the model trained on, from a run's recorded settings (config.json ``settings``)."""
+    data = settings.get("data") or {}
+    rf = float(data.get("repeat_fraction", 0.0))
+    corpus = data.get("corpus", "?")
+    if rf == 0:
+        return f"Training data: text from corpus {corpus!r} only (no synthetic windows)."
+    span_max = data.get("span_max") or n_ctx // 2
+    return (
+        f"Training data: {_pct(rf)} of every batch are synthetic windows (random tokens with a "
+        f"span of {data.get('span_min', 2)}..{span_max} tokens repeating from a random start), "
+        f"{_pct(1 - rf)} text windows from corpus {corpus!r}."
+    )
+
+
+def study_findings(ms: Sequence[DepthMeasurement], t: Thresholds = THRESHOLDS) -> list[str]:
+    """The study page's findings: the seed's claim, then one sentence per depth."""
+    return [claim_sentence(ms, t), *(depth_sentence(m, t) for m in ms)]
