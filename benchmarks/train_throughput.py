@@ -1,15 +1,21 @@
 """Training throughput: our training step (TransformerLens's ``train`` loop on a TransformerBridge,
 with our metrics/checkpoint hooks) against a reference attention-only model written the way the
-seed writes it (plain PyTorch modules, same config, batch, optimizer and threads).
+seed writes it (plain PyTorch modules, same config, batch, optimizer, threads, device, precision).
 
-    python benchmarks/train_throughput.py [--steps 60] [--threads 2] [--layers 2] [--preset cpu]
+    python benchmarks/train_throughput.py [--preset cpu] [--layers 2] [--device auto]
+        [--precision fp32] [--steps 60] [--threads 2] [--repeats 3]
 
-Prints a table and writes benchmarks/results/train_throughput.json. Goal: ratio >= 1.0.
+Three trainers alternate, ``--repeats`` times each, in this one process: ``new`` (train_model as
+it is), ``old`` (train_model with fused attention switched off: TransformerLens's explicit softmax
+in every training step, as before) and ``reference``. Medians are compared; ``new`` and ``old``
+must end with the same weights up to float rounding (``max_dw_new_old``). Prints a table and writes
+benchmarks/results/train_throughput[_DEVICE].json. Goal: new / reference >= 1.0.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import statistics
 import tempfile
@@ -47,7 +53,7 @@ class SeedAttnOnly(nn.Module):
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         b, p = tokens.shape
-        x = self.embed(tokens) + self.pos(torch.arange(p))
+        x = self.embed(tokens) + self.pos(torch.arange(p, device=tokens.device))
         for layer in self.layers:
             q = layer["q"](x).view(b, p, self.n_heads, self.d_head).transpose(1, 2)
             k = layer["k"](x).view(b, p, self.n_heads, self.d_head).transpose(1, 2)
@@ -59,44 +65,72 @@ class SeedAttnOnly(nn.Module):
         return self.unembed(x)
 
 
-def reference_tokens_per_s(preset, batches, warmup: int) -> float:
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def reference_tokens_per_s(preset, batches, warmup: int, device, precision) -> float:
     cfg, tc = preset.model, preset.train
     model = SeedAttnOnly(cfg.d_vocab, cfg.d_model, cfg.n_heads, cfg.d_head, cfg.n_layers, cfg.n_ctx)
+    model.to(device)
     opt = torch.optim.AdamW(
         model.parameters(), lr=tc.lr, betas=tc.betas, weight_decay=tc.weight_decay or 0.0
     )
     t0 = None
-    for i, tokens in enumerate(batches):
-        if i == warmup:
-            t0 = time.perf_counter()
-        logits = model(tokens[:, :-1])  # windows of n_ctx + 1 tokens, as ours
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1))
-        loss.backward()
-        if tc.max_grad_norm is not None:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), tc.max_grad_norm)
-        opt.step()
-        opt.zero_grad()
+    with precision.apply(device):
+        for i, cpu_tokens in enumerate(batches):
+            if i == warmup:
+                _sync(device)
+                t0 = time.perf_counter()
+            tokens = cpu_tokens.to(device)
+            logits = model(tokens[:, :-1])  # windows of n_ctx + 1 tokens, as ours
+            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1))
+            loss.backward()
+            if tc.max_grad_norm is not None:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), tc.max_grad_norm)
+            opt.step()
+            opt.zero_grad()
+        _sync(device)
     dt = time.perf_counter() - t0
     return (len(batches) - warmup) * batches[0][:, 1:].numel() / dt
 
 
-def ours_tokens_per_s(preset, steps: int, warmup: int) -> float:
-    from interp_toolkit.training import train_model
+def ours_tokens_per_s(
+    preset, steps: int, warmup: int, device, fused: bool
+) -> tuple[float, dict[str, torch.Tensor]]:
+    """tokens/s of train_model between steps ``warmup`` and ``steps - 1``, and its final weights;
+    ``fused=False`` switches the fused attention path off (the old training step)."""
+    from interp_toolkit.training import loop, train_model
 
     marks: dict[int, float] = {}
 
     def clock(info):
-        marks[info.step] = time.perf_counter()
+        if info.step in (warmup, steps - 1):
+            _sync(device)
+            marks[info.step] = time.perf_counter()
 
-    with tempfile.TemporaryDirectory() as tmp:
-        train_model(
-            f"{tmp}/run", preset.model, preset.data, preset.train, progress=False, callbacks=[clock]
-        )
-
+    fused_attention = loop.fused_attention
+    if not fused:
+        loop.fused_attention = lambda model: contextlib.nullcontext()
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            res = train_model(
+                f"{tmp}/run",
+                preset.model,
+                preset.data,
+                preset.train,
+                progress=False,
+                callbacks=[clock],
+                device=device,
+            )
+    finally:
+        loop.fused_attention = fused_attention
     # steps warmup+1 .. steps-1 are timed (the last step also scores heads and checkpoints)
     dt = marks[steps - 1] - marks[warmup]
     tokens = (steps - 1 - warmup) * preset.train.batch_size * preset.model.n_ctx
-    return tokens / dt
+    weights = {k: v.detach().cpu() for k, v in res.run.model.state_dict().items()}
+    return tokens / dt, weights
 
 
 def main() -> None:
@@ -104,6 +138,8 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument("--preset", default="cpu")
+    ap.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N | mps")
+    ap.add_argument("--precision", default="fp32", help="fp32 | tf32 | bf16 (CUDA only)")
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--steps", type=int, default=60)
     ap.add_argument("--warmup", type=int, default=10)
@@ -114,8 +150,11 @@ def main() -> None:
     )
     args = ap.parse_args()
 
+    from interp_toolkit.devices import precision_named, resolve_device
     from interp_toolkit.presets import get_preset, with_overrides
 
+    device = resolve_device(args.device)
+    precision = precision_named(args.precision)
     torch.set_num_threads(args.threads)
     preset = get_preset(args.preset, args.layers)
     # no periodic scoring/checkpointing inside the timed window: this measures the training step
@@ -123,6 +162,7 @@ def main() -> None:
         preset,
         steps=args.steps,
         threads=args.threads,
+        precision=args.precision,
         score_every=10**9,
         checkpoint_every=10**9,
         log_every=10,
@@ -148,30 +188,47 @@ def main() -> None:
         end_step=args.steps,
     )
     batches = [stream.batch(s) for s in range(args.steps)]
-    # alternate the two, several times: a shared 2-core machine is noisy; compare medians
-    ours_runs, ref_runs = [], []
+    # alternate the three, several times: a shared machine is noisy; compare medians
+    runs: dict[str, list[float]] = {"new": [], "old": [], "reference": []}
+    weights: dict[str, dict[str, torch.Tensor]] = {}
     for _ in range(args.repeats):
-        ours_runs.append(ours_tokens_per_s(preset, args.steps, args.warmup))
-        ref_runs.append(reference_tokens_per_s(preset, batches, args.warmup))
-    ours, ref = statistics.median(ours_runs), statistics.median(ref_runs)
+        for name in ("new", "old"):
+            tok_s, weights[name] = ours_tokens_per_s(
+                preset, args.steps, args.warmup, device, fused=name == "new"
+            )
+            runs[name].append(tok_s)
+        runs["reference"].append(
+            reference_tokens_per_s(preset, batches, args.warmup, device, precision)
+        )
+    med = {k: statistics.median(v) for k, v in runs.items()}
+    max_dw = max(float((weights["new"][k] - weights["old"][k]).abs().max()) for k in weights["new"])
 
     row = {
         "preset": args.preset,
         "layers": args.layers,
+        "device": str(device),
+        "precision": args.precision,
         "d_model": preset.model.d_model,
         "d_vocab": preset.model.d_vocab,
         "batch": f"{preset.train.batch_size}x{preset.model.n_ctx}",
         "threads": args.threads,
-        "ours_tok_s": round(ours, 1),
-        "seed_style_tok_s": round(ref, 1),
-        "ratio": round(ours / ref, 3),
-        "ours_runs": [round(x) for x in ours_runs],
-        "seed_style_runs": [round(x) for x in ref_runs],
+        "new_tok_s": round(med["new"], 1),
+        "old_tok_s": round(med["old"], 1),
+        "seed_style_tok_s": round(med["reference"], 1),
+        "new_vs_ref": round(med["new"] / med["reference"], 3),
+        "old_vs_ref": round(med["old"] / med["reference"], 3),
+        "max_dw_new_old": float(f"{max_dw:.2e}"),
     }
     print_table([row], list(row))
     write_result(
-        "train_throughput",
-        {"rows": [row], "steps": args.steps, "warmup": args.warmup, "repeats": args.repeats},
+        "train_throughput" if device.type == "cpu" else f"train_throughput_{device.type}",
+        {
+            "rows": [row],
+            "runs": {k: [round(x) for x in v] for k, v in runs.items()},
+            "steps": args.steps,
+            "warmup": args.warmup,
+            "repeats": args.repeats,
+        },
         args.json,
     )
 

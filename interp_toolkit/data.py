@@ -241,7 +241,7 @@ def repeated_span_windows(
     return np.take_along_axis(x, src, axis=1)
 
 
-class TrainStream(torch.utils.data.Dataset):
+class TrainStream:
     """The training data as a deterministic function of (seed, global sample index).
 
     Every sample is a window of ``text_windows.shape[1]`` tokens; training cuts windows of
@@ -253,10 +253,8 @@ class TrainStream(torch.utils.data.Dataset):
     permutation. Because every sample is fixed by its index, a resumed run sees exactly the batches
     an uninterrupted one would.
 
-    TransformerLens's ``train`` wraps the dataset in ``DataLoader(shuffle=True)`` after reseeding the
-    global RNG, so it would reorder (and, on resume, repeat) samples. We work around that trap: items
-    are served in stream order by position within the loop (an internal cursor), and the index the
-    sampler asks for is ignored. ``__len__`` is the number of samples still to serve.
+    What TransformerLens's loop reads (steps ``start_step`` to ``end_step``, in order, each process
+    its own rows) is :class:`~interp_toolkit.training.loop.StepFeed`.
     """
 
     def __init__(
@@ -281,7 +279,6 @@ class TrainStream(torch.utils.data.Dataset):
         self.span_min, self.span_max = span_min, span_max
         self.seed = seed
         self.start_step, self.end_step = start_step, end_step
-        self._cursor = start_step * batch_size
         self._perms: dict[int, np.ndarray] = {}
         self._block_step = -1
         self._block = torch.zeros(0, self.length, dtype=torch.long)
@@ -289,9 +286,6 @@ class TrainStream(torch.utils.data.Dataset):
             raise UserError(
                 "the corpus is too short for one window: use a larger corpus or a smaller n_ctx."
             )
-
-    def __len__(self) -> int:
-        return max(0, (self.end_step - self.start_step) * self.batch_size)
 
     def _repeat_block(self, step: int) -> torch.Tensor:
         """The repeated-span rows of one step, drawn at once from the step's own generator."""
@@ -317,12 +311,7 @@ class TrainStream(torch.utils.data.Dataset):
             self._perms = {epoch: perm}
         return self.text[int(perm[i])]
 
-    def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
-        g = self._cursor
-        self._cursor += 1
-        return {"tokens": self.sample(g)}
-
-    def batch(self, step: int) -> Int[torch.Tensor, "batch pos"]:
-        """The batch of a given step (for tests and inspection)."""
+    def batch(self, step: int, rows: range | None = None) -> Int[torch.Tensor, "batch pos"]:
+        """The batch of a given step, or the given ``rows`` of it."""
         g0 = step * self.batch_size
-        return torch.stack([self.sample(g0 + r) for r in range(self.batch_size)])
+        return torch.stack([self.sample(g0 + r) for r in rows or range(self.batch_size)])

@@ -7,6 +7,7 @@
   ``from_dict``) for a run's config, and a context manager (:meth:`Precision.apply`) that sets
   exactly these settings for a block and restores the previous ones. Both apply on CUDA only; on
   the CPU and on MPS they are no-ops (:meth:`Precision.effective` says what actually applies).
+  :data:`PRECISIONS` names the settings a run may ask for (``--precision fp32 | tf32 | bf16``).
 - :func:`memory_budget` / :func:`rows_per_chunk`: how much memory one analysis chunk may take —
   a fixed :data:`CPU_BUDGET_BYTES` on the CPU and MPS, a fraction of the free memory on CUDA.
 """
@@ -144,3 +145,18 @@ class Precision:
 
 #: IEEE float32 matmuls and no autocast: what exact analysis code runs under.
 STRICT_FP32 = Precision()
+
+#: The ``--precision`` choices. fp32: IEEE float32 everywhere; tf32: TF32 float32 matmuls;
+#: bf16: bf16 autocast (and TF32 for what stays float32). Both apply on CUDA only.
+PRECISIONS = {
+    "fp32": STRICT_FP32,
+    "tf32": Precision(tf32=True),
+    "bf16": Precision(bf16_autocast=True, tf32=True),
+}
+
+
+def precision_named(name: str) -> Precision:
+    """The :data:`PRECISIONS` entry ``name``; UserError (one line) for another name."""
+    if name not in PRECISIONS:
+        raise UserError(f"--precision {name}: unknown: use {', '.join(PRECISIONS)}.")
+    return PRECISIONS[name]

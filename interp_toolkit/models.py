@@ -118,7 +118,9 @@ def tl_config(cfg: AttnOnlyConfig) -> TransformerBridgeConfig:
 
 
 def build_model(
-    cfg: AttnOnlyConfig, device: str = "cpu", codec: CompactVocab | GPT2Codec | None = None
+    cfg: AttnOnlyConfig,
+    device: str | torch.device = "cpu",
+    codec: CompactVocab | GPT2Codec | None = None,
 ) -> TransformerBridge:
     """A freshly initialised ``TransformerBridge`` (eval mode, deterministic in ``cfg.seed``).
 

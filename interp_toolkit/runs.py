@@ -22,8 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import torch
 from transformer_lens import TransformerBridge
 
+from interp_toolkit.devices import resolve_device
 from interp_toolkit.errors import UserError
 from interp_toolkit.io import LOCK_NAME, check_readable, read_json, write_bytes, write_json
 from interp_toolkit.models import AttnOnlyConfig, build_model
@@ -98,10 +100,11 @@ class Run:
 
 
 def save_weights(model: TransformerBridge, path: Path) -> None:
-    """The weights as safetensors, written atomically (bytes first, so a full disk is an OSError)."""
+    """The weights as CPU tensors in safetensors (loadable on any device), written atomically (bytes
+    first, so a full disk is an OSError)."""
     from safetensors.torch import save
 
-    state = {k: v.detach().contiguous().clone() for k, v in model.state_dict().items()}
+    state = {k: v.detach().to("cpu", copy=True).contiguous() for k, v in model.state_dict().items()}
     write_bytes(path, save(state))
 
 
@@ -193,8 +196,11 @@ def read_config(path: str | Path) -> dict[str, Any]:
     return data
 
 
-def load_run(path: str | Path, device: str = "cpu", weights: str | Path | None = None) -> Run:
-    """Load a run folder; ``weights`` overrides the weights file (e.g. a training snapshot)."""
+def load_run(
+    path: str | Path, device: str | torch.device = "auto", weights: str | Path | None = None
+) -> Run:
+    """Load a run folder onto ``device`` (``auto``: a GPU when present); ``weights`` overrides the
+    weights file (e.g. a training snapshot)."""
     paths = RunPaths(Path(path))
     data = read_config(paths.root)
     model_cfg = model_config(data, paths.config)
@@ -210,7 +216,7 @@ def load_run(path: str | Path, device: str = "cpu", weights: str | Path | None =
             f"{path}: vocab.json has {codec.d_vocab} tokens but the model expects "
             f"{model_cfg.d_vocab}: retrain the run."
         )
-    model = build_model(model_cfg, device=device, codec=codec)
+    model = build_model(model_cfg, device=resolve_device(device), codec=codec)
     fix = "restore it, or retrain the run."
     if weights is None and paths.checkpoint_state.is_file():
         fix = f"rewrite it from the run's last checkpoint with `interp-toolkit train --resume --out {path}`."

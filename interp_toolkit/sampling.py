@@ -23,7 +23,8 @@ def sample(
     """Continue ``prompt`` by ``n_tokens`` tokens; returns prompt + continuation as text.
 
     The prompt starts with ``<|endoftext|>`` (how training windows start documents). Generation
-    slides a window of n_ctx tokens.
+    slides a window of n_ctx tokens. The model runs on its device; the draws are on the CPU, so a
+    seed gives the same text on every device (up to float differences in the logits).
     """
     n_ctx = int(model.cfg.n_ctx)
     if n_tokens < 0:
@@ -39,11 +40,12 @@ def sample(
         )
     validate.in_vocab(ids, int(model.cfg.d_vocab), "prompt")
     gen = torch.Generator().manual_seed(seed)
+    device = next(model.parameters()).device
     out: list[int] = []
     with torch.no_grad():
         for _ in range(n_tokens):
-            window = torch.tensor([(ids + out)[-n_ctx:]])
-            logits = model(window)[0, -1].float()
+            window = torch.tensor([(ids + out)[-n_ctx:]], device=device)
+            logits = model(window)[0, -1].float().cpu()  # seeded draws on the CPU: any device
             if codec.unk_id is not None:
                 logits[codec.unk_id] = -float("inf")
             if temperature == 0:

@@ -32,6 +32,7 @@ from interp_toolkit.analysis.composition import composition_baseline, compositio
 from interp_toolkit.analysis.heads import HeadId
 from interp_toolkit.analysis.routes import THRESHOLDS
 from interp_toolkit.analysis.run_analysis import RunAnalysis, RunSummary, analyse_run
+from interp_toolkit.devices import resolve_device
 from interp_toolkit.errors import UserError
 from interp_toolkit.io import LOCK_NAME, check_writable_dir, folder_lock, write_json, write_text
 from interp_toolkit.presets import LAYER_CHOICES, Preset, get_preset, with_overrides
@@ -84,9 +85,12 @@ class StudyConfig:
     steps: int | None = None  # train exactly this many steps (default: stop after induction)
     after_induction: int = 200  # steps a 2+-layer model trains once induction has formed
     threads: int = 1  # torch threads per training run (2 threads on 2 shared cores are slower)
-    workers: int = 2  # runs trained at once, in separate processes (the cores of a small machine)
+    workers: int = (
+        2  # runs trained at once on the CPU, in separate processes (a GPU: one at a time)
+    )
     corpus: str | None = None
     sample_tokens: int = 40
+    device: str = "auto"
 
 
 @dataclass
@@ -150,19 +154,25 @@ def is_finished(path: Path, preset: Preset) -> bool:
     return paths.weights.is_file() and recorded[2].steps == preset.train.steps
 
 
-def train_or_reuse(path: Path, preset: Preset) -> Run:
+def train_or_reuse(path: Path, preset: Preset, device: str = "auto") -> Run:
     """The finished run ``preset`` asks for in ``path``: reused, continued from its checkpoint,
-    or trained (:func:`is_finished` says which, or why not)."""
+    or trained (:func:`is_finished` says which, or why not), on ``device``."""
     if is_finished(path, preset):
         say(f"[{path.name}] finished run with the same settings found: reusing it")
-        return load_run(path)
+        return load_run(path, device=device)
     resume = RunPaths(path).config.is_file()
     say(
         f"[{path.name}] {'resuming' if resume else 'training'}: {preset.model.n_layers} layer(s), "
         f"{preset.train.steps} steps, preset {preset.name}"
     )
     return train_model(
-        path, preset.model, preset.data, preset.train, resume=resume, preset=preset.name
+        path,
+        preset.model,
+        preset.data,
+        preset.train,
+        resume=resume,
+        preset=preset.name,
+        device=device,
     ).run
 
 
@@ -175,18 +185,19 @@ def planned_runs(out: Path, presets: dict[str, Preset]) -> None:
 
 
 def _train_quietly(path: Path, preset: Preset) -> None:
-    """A worker process's job: train (or reuse) one run; the parent loads it afterwards."""
-    train_or_reuse(path, preset)
+    """A worker process's job: train (or reuse) one run on the CPU; the parent loads it later."""
+    train_or_reuse(path, preset, "cpu")
 
 
-def train_runs(jobs: Sequence[tuple[Path, Preset]], workers: int) -> None:
-    """Train (or reuse) independent runs, ``workers`` at a time in separate processes, in the
-    order given (put the longest first). Each run is a function of its preset alone, so running
-    them side by side changes nothing but the wall time."""
+def train_runs(jobs: Sequence[tuple[Path, Preset]], workers: int, device: str = "auto") -> None:
+    """Train (or reuse) independent runs in the order given (put the longest first): on the CPU
+    ``workers`` at a time in separate processes; on any other device one after another (processes
+    sharing one accelerator would only contend for it). Each run is a function of its preset
+    alone, so running them side by side changes nothing but the wall time."""
     jobs = [(path, preset) for path, preset in jobs if not is_finished(path, preset)]
-    if workers <= 1 or len(jobs) <= 1:
+    if workers <= 1 or len(jobs) <= 1 or resolve_device(device).type != "cpu":
         for path, preset in jobs:
-            train_or_reuse(path, preset)
+            train_or_reuse(path, preset, device)
         return
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
@@ -279,6 +290,7 @@ def reproduce(cfg: StudyConfig) -> StudyResult:
     get_preset(cfg.preset, cfg.layers[0])  # unknown preset -> UserError before any work
     if cfg.workers < 1 or cfg.threads < 1:
         raise UserError(f"--workers {cfg.workers} / threads {cfg.threads}: use 1 or more.")
+    resolve_device(cfg.device)  # an absent device -> UserError before any work
     out = Path(cfg.out)
     check_study_dir(out)
     # what each depth trains with (the 1-layer control's length is settled later)
@@ -298,10 +310,10 @@ def _reproduce(
     # 1-layer control, unless --steps fixes it, trains as long as the longest of them.
     path = {n: out / f"{cfg.preset}-{n}l" for n in cfg.layers}
     now = [n for n in sorted(cfg.layers, reverse=True) if n > 1 or cfg.steps is not None]
-    train_runs([(path[n], presets[path[n].name]) for n in now], cfg.workers)
+    train_runs([(path[n], presets[path[n].name]) for n in now], cfg.workers, cfg.device)
     for n in sorted(cfg.layers, key=lambda n: (n not in now, n)):
         longest = max((d.steps for d in depths), default=None)
-        run = train_or_reuse(path[n], depth_preset(cfg, n, longest))
+        run = train_or_reuse(path[n], depth_preset(cfg, n, longest), cfg.device)
         summary, analysis = analyse_and_report(run, cfg)
         mix = data_mix_sentence(run.settings, run.model_cfg.n_ctx)
         rows = causal_check(

@@ -47,6 +47,7 @@ class SweepConfig:
     steps: int | None = None
     seed: int = 0
     threshold: float = 0.4
+    device: str = "auto"
 
 
 def sweep(cfg: SweepConfig) -> list[dict[str, Any]]:
@@ -72,7 +73,7 @@ def sweep(cfg: SweepConfig) -> list[dict[str, Any]]:
     with study_folder(out, marker):
         rows = []
         for (name, preset), value in zip(presets.items(), values, strict=True):
-            train_or_reuse(out / name, preset)
+            train_or_reuse(out / name, preset, cfg.device)
             rows.append(_row(out / name, cfg, _typed(cfg, value)))
         write_json(
             out / "sweep.json",

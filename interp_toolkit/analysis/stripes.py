@@ -24,9 +24,9 @@ from transformer_lens.hook_points import HookPoint
 from interp_toolkit import validate
 from interp_toolkit.analysis.batches import RepeatedTokens
 from interp_toolkit.analysis.heads import SCORE_KINDS, SCORES, Stripe, score
+from interp_toolkit.devices import rows_per_chunk
 from interp_toolkit.errors import UserError
 
-CHUNK_BYTES = 256 * 2**20
 Hooks = Sequence[tuple[Any, Callable[..., Any]]]
 
 
@@ -82,7 +82,7 @@ class _Stop(Exception):
 def _chunk_rows(model: TransformerBridge, seq_len: int) -> int:
     cfg = model.cfg
     per_row = 4 * seq_len * (cfg.n_heads * seq_len + 8 * cfg.d_model) * 2
-    return max(1, CHUNK_BYTES // max(per_row, 1))
+    return rows_per_chunk(next(model.parameters()).device, per_row)
 
 
 class _Queries:

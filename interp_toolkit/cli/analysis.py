@@ -15,8 +15,10 @@ from interp_toolkit.cli.app import (
     STDOUT,
     TARGET_HELP,
     app,
+    check_device,
     check_out_file,
     console,
+    device_option,
     emit,
     setup_torch,
 )
@@ -86,12 +88,14 @@ def heads(
         None, "--period", help="Repeat period (default: fits the context, at most 50)."
     ),
     seed: int = typer.Option(0, "--seed", help="Seed of the random tokens."),
+    device: str = device_option(),
 ) -> None:
     """Score every head (previous-token, duplicate-token, induction...) and test each score against
     its own null model (per-head tau and p-value); roles need significance and the effect-size floor."""
     from interp_toolkit.analysis.heads import deciders
     from interp_toolkit.analysis.nulls import check_alpha
 
+    check_device(device)
     deciders(induction_score)  # bad values are one-line errors before any work
     check_alpha(alpha)
     check_out_file(json_out, "--json")
@@ -103,7 +107,7 @@ def heads(
     from interp_toolkit.io import write_text
     from interp_toolkit.targets import load_target
 
-    tgt = load_target(target, for_weights=False)
+    tgt = load_target(target, device, for_weights=False)
     with Console(stderr=True).status("heads: scoring the probe") as status:
         found = discover(
             tgt.model,
@@ -192,13 +196,15 @@ def exam(
     json_out: Path | None = typer.Option(
         None, "--json", help="Write the results as JSON here (- for standard output)."
     ),
+    device: str = device_option(),
 ) -> None:
     """The target's rank and probability after a prompt, and the top-k next tokens; with
     --periods, the pass rate of two-repeat exams at every period."""
+    check_device(device)
     if periods:
         if prompt is not None or target_text is not None:
             raise UserError("--periods makes its own prompts: leave out --prompt and --target.")
-        _period_exams(target, n_prompts, seed, not no_bos, json_out)
+        _period_exams(target, device, n_prompts, seed, not no_bos, json_out)
         return
     if (prompt is None) != (target_text is None):
         raise UserError("give --prompt and --target together (or neither, for the built-in exams).")
@@ -210,7 +216,7 @@ def exam(
     from interp_toolkit.targets import load_target
 
     exams = BUILTIN_EXAMS if prompt is None else (Exam("custom", prompt, target_text or ""),)
-    tgt = load_target(target, for_weights=False)
+    tgt = load_target(target, device, for_weights=False)
     results = [
         run_exam(tgt.model, tgt.codec, e.prompt, e.target, top_k, not no_bos, name=e.name)
         for e in exams
@@ -220,7 +226,7 @@ def exam(
 
 
 def _period_exams(
-    target: str, n_prompts: int, seed: int, prepend_bos: bool, json_out: Path | None
+    target: str, device: str, n_prompts: int, seed: int, prepend_bos: bool, json_out: Path | None
 ) -> None:
     if n_prompts < 1:
         raise UserError(f"--n-prompts {n_prompts} cannot work: use 1 or more.")
@@ -229,7 +235,7 @@ def _period_exams(
     from interp_toolkit.analysis.period_exam import exam_by_period
     from interp_toolkit.targets import load_target
 
-    tgt = load_target(target, for_weights=False)
+    tgt = load_target(target, device, for_weights=False)
     rows = exam_by_period(
         tgt.model, tgt.codec, n_prompts=n_prompts, seed=seed, prepend_bos=prepend_bos
     )
@@ -301,9 +307,12 @@ def circuits(
     json_out: Path | None = typer.Option(
         None, "--json", help="Write the results as JSON here (- for standard output)."
     ),
+    device: str = device_option(),
 ) -> None:
     """A head's OV copying score, top-1/top-5 copy accuracy and top boosted tokens."""
     from interp_toolkit.analysis.heads import HeadId
+
+    check_device(device)
 
     layer, index = HeadId.parse(head)
     if top_k < 1:
@@ -313,7 +322,7 @@ def circuits(
     from interp_toolkit.analysis.circuits import check_head, head_circuit
     from interp_toolkit.targets import load_target
 
-    tgt = load_target(target)
+    tgt = load_target(target, device)
     check_head(tgt.model, layer, index)
     d_vocab = int(tgt.model.cfg.d_vocab)
     if token:

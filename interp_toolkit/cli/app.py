@@ -49,6 +49,19 @@ def _main(
 
 
 TARGET_HELP = "A run folder, or a GPT-2 model (gpt2, gpt2-medium… or an HF folder)."
+DEVICE_HELP = "Where the model runs: auto (a GPU when present), cpu, cuda, cuda:N or mps."
+
+
+def device_option() -> Any:
+    """The ``--device`` option of every command that runs a model."""
+    return typer.Option("auto", "--device", help=DEVICE_HELP)
+
+
+def check_device(spec: str) -> None:
+    """Fail fast (one line, exit 2) on a device that is absent or misnamed, before any work."""
+    from interp_toolkit.devices import resolve_device
+
+    resolve_device(spec)
 
 
 def check_out_file(path: Path | None, flag: str, example: str = "out.json") -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from interp_toolkit.cli.app import app
+from interp_toolkit.cli.app import app, check_device, device_option
 from interp_toolkit.errors import UserError
 
 
@@ -30,12 +30,17 @@ def reproduce_cmd(
     ),
     corpus: str | None = typer.Option(None, "--corpus", help="stdlib (default) | PATH | hf:NAME."),
     workers: int = typer.Option(
-        2, "--workers", help="Models trained at once, one process (and one thread) each."
+        2,
+        "--workers",
+        help="Models trained at once on the CPU, one process (and one thread) each; on a GPU "
+        "they train one after another.",
     ),
+    device: str = device_option(),
 ) -> None:
     """Train 1, 2, 3 and 8 layers and write the side-by-side study report (DIR/index.html)."""
     from interp_toolkit.study import StudyConfig, parse_layers, reproduce, summary_lines
 
+    check_device(device)
     cfg = StudyConfig(
         out=out,
         preset=preset,
@@ -44,6 +49,7 @@ def reproduce_cmd(
         steps=steps,
         corpus=corpus,
         workers=workers,
+        device=device,
     )
     for line in summary_lines(reproduce(cfg)):
         typer.echo(line)
@@ -62,17 +68,27 @@ def sweep_cmd(
         None, "--steps", help="Step budget per value (default: the preset's)."
     ),
     seed: int = typer.Option(0, "--seed"),
+    device: str = device_option(),
 ) -> None:
     """Time induction-head formation across values of one setting (context length, vocabulary size, ...)."""
     from interp_toolkit.study import INDEX
     from interp_toolkit.sweep import SweepConfig, sweep
+
+    check_device(device)
 
     try:
         vals = tuple(float(v) for v in values.split(",") if v.strip())
     except ValueError:
         raise UserError(f"--values {values!r} must be comma-separated numbers.") from None
     cfg = SweepConfig(
-        out=out, param=over, values=vals, preset=preset, layers=layers, steps=steps, seed=seed
+        out=out,
+        param=over,
+        values=vals,
+        preset=preset,
+        layers=layers,
+        steps=steps,
+        seed=seed,
+        device=device,
     )
     for r in sweep(cfg):
         typer.echo("  ".join(f"{k}={v}" for k, v in r.items()))

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from interp_toolkit.cli.app import app
+from interp_toolkit.cli.app import app, check_device, device_option
 from interp_toolkit.errors import UserError
 
 
@@ -53,10 +53,21 @@ def train_cmd(
         False, "--restart", help="Discard the run in --out (says what goes) and train it anew."
     ),
     quiet: bool = typer.Option(False, "--quiet", help="No progress output."),
+    device: str = device_option(),
+    precision: str | None = typer.Option(
+        None,
+        "--precision",
+        help="fp32 (default), tf32 (TF32 matmuls) or bf16 (bf16 autocast + TF32); GPUs only, "
+        "recorded in config.json.",
+    ),
 ) -> None:
-    """Train a transformer (attention-only, or with --mlp) into a run folder."""
+    """Train a transformer (attention-only, or with --mlp) into a run folder.
+
+    On N processes or GPUs: torchrun --nproc_per_node N -m interp_toolkit train ... (the global
+    batch is the preset's; see the README)."""
     from interp_toolkit.presets import get_preset, recorded_preset, with_overrides
     from interp_toolkit.training import train_model
+    from interp_toolkit.training.distributed import cluster_from_env
 
     if resume:  # what the run was trained with: options given must match it (train_model checks)
         p = recorded_preset(out)
@@ -74,6 +85,7 @@ def train_cmd(
         "corpus": corpus,
         "n_ctx": n_ctx,
         "vocab_size": vocab_size,
+        "precision": precision,
     }
     if seed is not None:
         changes["seed"] = seed
@@ -96,7 +108,10 @@ def train_cmd(
         restart=restart,
         preset=p.name,
         progress=not quiet,
+        device=device,
     )
+    if not cluster_from_env().is_main:
+        return
     last = result.metrics[-1] if result.metrics else {}
     typer.echo(
         f"trained {out} to step {result.steps_done} in {result.elapsed_s:.0f}s: "
@@ -117,12 +132,14 @@ def sample_cmd(
         None, "--top-k", help="Sample only among the k most likely tokens."
     ),
     seed: int = typer.Option(0, "--seed", help="Sampling seed."),
+    device: str = device_option(),
 ) -> None:
     """Generate text from a trained run."""
+    check_device(device)
     from interp_toolkit.runs import load_run
     from interp_toolkit.sampling import sample
 
-    r = load_run(run)
+    r = load_run(run, device=device)
     typer.echo(
         sample(
             r.model,

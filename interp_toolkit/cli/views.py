@@ -6,7 +6,14 @@ from pathlib import Path
 
 import typer
 
-from interp_toolkit.cli.app import TARGET_HELP, app, check_out_file, setup_torch
+from interp_toolkit.cli.app import (
+    TARGET_HELP,
+    app,
+    check_device,
+    check_out_file,
+    device_option,
+    setup_torch,
+)
 
 
 @app.command("view")
@@ -21,15 +28,17 @@ def view(
     ),
     head: list[int] | None = typer.Option(None, "--head", help="Only these heads (repeatable)."),
     no_bos: bool = typer.Option(False, "--no-bos", help="Do not put BOS before the prompt."),
+    device: str = device_option(),
 ) -> None:
     """Write the attention patterns of a model on a prompt as an offline circuitsvis page."""
+    check_device(device)
     check_out_file(out, "--out", "view.html")
     setup_torch()
     from interp_toolkit.io import write_text
     from interp_toolkit.reports.attention import attention_page, attention_view
     from interp_toolkit.targets import load_target
 
-    tgt = load_target(target, for_weights=False)
+    tgt = load_target(target, device, for_weights=False)
     views = attention_view(
         tgt.model, prompt, codec=tgt.codec, layer=layer, heads=head or None, prepend_bos=not no_bos
     )
@@ -44,13 +53,15 @@ def report(
     out: Path | None = typer.Option(
         None, "--out", "-o", help="HTML file (default RUN/report.html)."
     ),
+    device: str = device_option(),
 ) -> None:
     """Write RUN/report.html: config, loss, samples, exam, head table, plots and attention views."""
     from interp_toolkit.runs import read_config
 
+    check_device(device)
     read_config(run)  # fail fast on a folder that is not a run
     setup_torch()
     from interp_toolkit.reports.run_report import build_run_report
 
-    path = build_run_report(run, out)
+    path = build_run_report(run, out, device=device)
     typer.echo(f"wrote {path}")

@@ -276,7 +276,7 @@ def build_run_report(
     *,
     samples: list[dict[str, str]] | None = None,
     head_report: HeadReport | None = None,
-    device: str = "cpu",
+    device: str = "auto",
 ) -> Path:
     """Load the run, analyse it and write RUN/report.html (or ``out``) atomically."""
     run = load_run(run_path, device=device)

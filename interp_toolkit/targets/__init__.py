@@ -13,6 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
+
+from interp_toolkit.devices import resolve_device
 from interp_toolkit.targets.base import Target
 from interp_toolkit.targets.hub import is_gpt2_spec
 
@@ -50,12 +53,15 @@ TARGET_KINDS: tuple[TargetKind, ...] = (
 )
 
 
-def load_target(spec: Spec, device: str = "cpu", *, for_weights: bool = True) -> Target:
-    """``spec`` is a run folder, a GPT-2 hub name (``gpt2``, ``gpt2-medium``…) or a saved HF folder.
+def load_target(
+    spec: Spec, device: str | torch.device = "auto", *, for_weights: bool = True
+) -> Target:
+    """``spec`` is a run folder, a GPT-2 hub name (``gpt2``, ``gpt2-medium``…) or a saved HF folder,
+    loaded onto ``device`` (``auto``: a GPU when present).
 
     ``for_weights=False`` (commands that only read activations: ``heads``, ``exam``, ``view``) loads
     GPT-2 without TL's compatibility mode: attention patterns and every head score are the same,
     and GPT-2 small peaks at ~0.8 GiB instead of ~2.5 GiB (see docs/gpt2.md).
     """
     kind = next(k for k in TARGET_KINDS if k.claims(spec))
-    return kind.load(spec, device, for_weights)
+    return kind.load(spec, str(resolve_device(device)), for_weights)

@@ -5,11 +5,13 @@ A checkpoint is ``step_N.safetensors`` (weights), ``step_N.optimizer.pt`` and ``
 (step, tokens, elapsed seconds), written in that order, each atomically. ``state.json`` is
 written last and names the step, so it commits the checkpoint: a process killed while writing
 one leaves the previous checkpoint whole. Files of other steps are removed after the commit.
-A checkpoint is read whole (and checked) before anything in the folder changes.
+A checkpoint is read whole (and checked) before anything in the folder changes. Tensors are saved
+on the CPU, so a run continues on any device.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import shutil
 from collections.abc import Callable
@@ -20,9 +22,17 @@ from typing import Any
 import torch
 from transformer_lens import TransformerBridge
 
+from interp_toolkit.data import DataConfig
 from interp_toolkit.errors import UserError
 from interp_toolkit.io import check_readable, read_json, write_bytes, write_json
+from interp_toolkit.models import AttnOnlyConfig
 from interp_toolkit.runs import RunPaths, read_config, read_metrics, read_weights, save_weights
+from interp_toolkit.training.settings import (
+    Configs,
+    TrainSettings,
+    config_differences,
+    recorded_configs,
+)
 
 
 @dataclass(frozen=True)
@@ -60,7 +70,7 @@ def save_checkpoint(
     try:
         save_weights(model, paths.checkpoint_weights(at.step))
         buf = io.BytesIO()
-        torch.save(optimizer.state_dict(), buf)
+        torch.save(_to_cpu(optimizer.state_dict()), buf)
         write_bytes(paths.checkpoint_optimizer(at.step), buf.getvalue())
         write_json(
             paths.checkpoint_state,
@@ -107,6 +117,18 @@ def read_progress(paths: RunPaths) -> Progress | None:
             f"checkpoint state {paths.checkpoint_state} is damaged (no valid step): {fix}"
         )
     return progress
+
+
+def _to_cpu(state: Any) -> Any:
+    """The optimizer state with every tensor copied to the CPU (a checkpoint loads anywhere; the
+    optimizer moves its state to its parameters' device when it is loaded)."""
+    if isinstance(state, torch.Tensor):
+        return state.detach().cpu()
+    if isinstance(state, dict):
+        return {k: _to_cpu(v) for k, v in state.items()}
+    if isinstance(state, list | tuple):
+        return type(state)(_to_cpu(v) for v in state)
+    return state
 
 
 def read_checkpoint(paths: RunPaths) -> Checkpoint | None:
@@ -194,3 +216,33 @@ def _discard(paths: RunPaths, entries: list[Path], note: Callable[[str], None]) 
             shutil.rmtree(p)
         else:
             p.unlink()
+
+
+def continued_configs(
+    paths: RunPaths, begin: Start, requested: Configs
+) -> tuple[AttnOnlyConfig, DataConfig, TrainSettings, str | None]:
+    """The recorded configs of the run being resumed, with the requested step budget; a
+    UserError when the request differs in anything else, or ends before the checkpoint."""
+    config = read_config(paths.root)
+    recorded = recorded_configs(config, paths.config)
+    diffs = config_differences(recorded, requested, steps=False)
+    if diffs:
+        raise UserError(
+            f"{paths.root} was trained with other settings than asked: {'; '.join(diffs)}. "
+            "--resume continues a run as it was configured: leave those options out, or start "
+            "it over with them with --restart (discards the run), or choose another --out."
+        )
+    steps = requested[2].steps
+    done = begin.checkpoint.progress.step if begin.checkpoint else 0
+    if steps < done:
+        raise UserError(
+            f"{paths.root} is already at step {done}: ask for --steps {done} or more "
+            f"(the run was planned for {recorded[2].steps})."
+        )
+    model_cfg, data_cfg, train_cfg = recorded
+    return (
+        model_cfg,
+        data_cfg,
+        dataclasses.replace(train_cfg, steps=steps),
+        config["settings"].get("preset"),
+    )

@@ -2,7 +2,7 @@
 
 TL's loop builds its own optimizer and DataLoader, has no callbacks, no resume and no per-step
 learning rate, and draws progress bars that cannot be turned off. What we need from it, and how
-(each line is a trap of TL 4.3's loop, worked around here or in :class:`~interp_toolkit.data.TrainStream`):
+(each line is a trap of TL 4.3's loop, worked around here):
 
 1. **Loss.** TL calls ``model(tokens, return_type="loss")``: we hand it :class:`NextTokenLoss`, the
    same next-token loss with fused cross-entropy, which remembers the loss of the step.
@@ -13,16 +13,20 @@ learning rate, and draws progress bars that cannot be turned off. What we need f
    the first step.
 5. **Learning rate.** TL's warmup restarts on resume and gives LR 0 on the first step, so it is
    not used: the LR of every global step is set before the step.
-6. **Data order.** TL reseeds the global RNG and shuffles with a DataLoader; ``TrainStream``
+6. **Data order.** TL reseeds the global RNG and shuffles with a DataLoader: :class:`StepFeed`
    serves samples in stream order whatever index the sampler asks for.
 7. **Output.** TL's tqdm bars and "Moving model to device" go to /dev/null while it runs.
 8. **Stopping early.** ``after_step`` raises :class:`StopTraining`; TL's loop has no other exit.
+9. **Host syncs.** TL's loop reads no value of the loss, and neither do we between logged steps:
+   the loss stays a tensor on the device (reading it would make the host wait for the GPU).
+
+On several processes (torchrun, :mod:`.distributed`) TL trains the DDP-wrapped loss module, and
+each process's :class:`StepFeed` serves its own rows of every global batch.
 """
 
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 from collections.abc import Callable
 from typing import Any
@@ -36,10 +40,14 @@ from transformer_lens import TransformerBridge
 from transformer_lens.tools.training import TrainConfig, train
 
 from interp_toolkit.data import TrainStream
+from interp_toolkit.devices import Precision
+from interp_toolkit.training.distributed import SINGLE, Cluster, data_parallel, local_batch
+from interp_toolkit.training.sdpa import fused_attention
 from interp_toolkit.training.settings import TrainSettings
 
-#: ``after_step(step, loss, optimizer)``, called with the global step number just completed.
-AfterStep = Callable[[int, float, torch.optim.Optimizer], None]
+#: ``after_step(step, loss, optimizer)``, called with the global step number just completed and
+#: the step's loss (a 0-d tensor on the training device, this process's rows only).
+AfterStep = Callable[[int, torch.Tensor, torch.optim.Optimizer], None]
 
 
 class StopTraining(Exception):
@@ -60,15 +68,55 @@ class NextTokenLoss(torch.nn.Module):
     def __init__(self, model: TransformerBridge) -> None:
         super().__init__()
         self.model = model
-        self.last_loss = math.nan
+        self.last_loss = torch.tensor(float("nan"))
 
     def forward(self, tokens: torch.Tensor, return_type: str = "loss") -> torch.Tensor:
         logits = self.model(tokens[:, :-1])  # [batch, n_ctx, vocab]
         loss = torch.nn.functional.cross_entropy(
             logits.reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1)
         )
-        self.last_loss = float(loss.detach())
+        self.last_loss = loss.detach()
         return loss
+
+
+class StepFeed(torch.utils.data.Dataset):
+    """What TL's DataLoader reads: this process's rows of steps ``start_step``..``end_step`` of a
+    :class:`~interp_toolkit.data.TrainStream`, in order, on the training device.
+
+    TL wraps the dataset in ``DataLoader(shuffle=True)`` after reseeding the global RNG, so it would
+    reorder (and, on resume, repeat) samples: items are served by position within the loop (an
+    internal cursor) and the index the sampler asks for is ignored. Process ``rank`` of
+    ``world_size`` serves rows ``rank * b/W`` to ``(rank + 1) * b/W`` of every global batch of ``b``
+    rows. Off the CPU each step's rows are copied to the device at once from pinned memory without
+    blocking the host, so TL's ``batch["tokens"].to(device)`` has nothing left to do.
+    ``__len__`` is the number of samples still to serve.
+    """
+
+    def __init__(
+        self, stream: TrainStream, cluster: Cluster = SINGLE, device: torch.device | None = None
+    ) -> None:
+        self.stream, self.device = stream, device or torch.device("cpu")
+        self.local = local_batch(stream.batch_size, cluster)
+        self.first_row = cluster.rank * self.local
+        self._cursor = 0
+        self._rows = torch.zeros(0, dtype=torch.long)
+
+    def __len__(self) -> int:
+        return max(0, (self.stream.end_step - self.stream.start_step) * self.local)
+
+    def rows(self, step: int) -> torch.Tensor:
+        """This process's rows of the global batch of ``step`` (on the CPU)."""
+        return self.stream.batch(step, range(self.first_row, self.first_row + self.local))
+
+    def __getitem__(self, _index: int) -> dict[str, torch.Tensor]:
+        step, row = divmod(self._cursor, self.local)
+        self._cursor += 1
+        if row == 0:
+            rows = self.rows(self.stream.start_step + step)
+            if self.device.type == "cuda":
+                rows = rows.pin_memory()
+            self._rows = rows.to(self.device, non_blocking=True)
+        return {"tokens": self._rows[row]}
 
 
 class _StepHooks:
@@ -119,20 +167,27 @@ def run_tl_train(
     start_step: int,
     optimizer_state: dict[str, Any] | None,
     after_step: AfterStep,
+    device: torch.device | None = None,
+    precision: Precision | None = None,
+    cluster: Cluster = SINGLE,
 ) -> tuple[int, bool]:
-    """Train ``model`` with TL's loop on ``stream`` from global step ``start_step``, calling
-    ``after_step`` after every optimizer step. Returns (last step, stopped early)."""
+    """Train ``model`` (already on ``device``) with TL's loop on ``stream`` from global step
+    ``start_step``, calling ``after_step`` after every optimizer step, under ``precision``, with
+    fused attention where no hook reads a pattern (:mod:`.sdpa`); on several processes each trains
+    its rows of every batch and gradients are averaged. Returns (last step, stopped early)."""
+    device = device or torch.device("cpu")
     loss = NextTokenLoss(model)
     hooks = _StepHooks(loss, cfg, start_step, optimizer_state, after_step)
+    feed = StepFeed(stream, cluster, device)
     tl_cfg = TrainConfig(
         num_epochs=1,
-        batch_size=cfg.batch_size,
+        batch_size=feed.local,
         lr=cfg.lr,
         seed=cfg.seed,
         max_grad_norm=cfg.max_grad_norm,
         weight_decay=cfg.weight_decay,
         optimizer_name="AdamW",
-        device="cpu",
+        device=device,
         print_every=None,
     )
     handles = [
@@ -145,8 +200,10 @@ def run_tl_train(
             open(os.devnull, "w") as devnull,
             contextlib.redirect_stderr(devnull),
             contextlib.redirect_stdout(devnull),
+            fused_attention(model),
+            (precision or Precision()).apply(device),
         ):
-            train(loss, tl_cfg, stream)
+            train(data_parallel(loss, device, cluster), tl_cfg, feed)
     except StopTraining:
         stopped = True
     finally:

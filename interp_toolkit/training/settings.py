@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from interp_toolkit.data import DataConfig
+from interp_toolkit.devices import precision_named
 from interp_toolkit.errors import UserError
 from interp_toolkit.models import AttnOnlyConfig
 
@@ -37,6 +38,7 @@ class TrainSettings:
     #: ``stop_after`` steps (default: one more scoring, ``score_every``).
     stop_score: float | None = None
     stop_after: int | None = None
+    precision: str = "fp32"  # a devices.PRECISIONS name: fp32, tf32 or bf16 (GPUs only)
 
     def validate(self) -> None:
         for name in ("steps", "batch_size", "log_every", "score_every", "checkpoint_every"):
@@ -44,6 +46,7 @@ class TrainSettings:
                 raise UserError(f"{name}={getattr(self, name)} must be a positive integer.")
         if not self.lr > 0:
             raise UserError(f"lr={self.lr} must be positive.")
+        precision_named(self.precision)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TrainSettings:
@@ -55,13 +58,18 @@ class TrainSettings:
 
 
 def settings_dict(
-    data_cfg: DataConfig, train_cfg: TrainSettings, preset: str | None = None
+    data_cfg: DataConfig,
+    train_cfg: TrainSettings,
+    preset: str | None = None,
+    runtime: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The ``settings`` block of config.json."""
+    """The ``settings`` block of config.json; ``runtime``: where the run started (device, number
+    of processes, the precision settings that applied there)."""
     return {
         "preset": preset,
         "data": dataclasses.asdict(data_cfg),
         "train": dataclasses.asdict(train_cfg),
+        "runtime": runtime or {},
     }
 
 

@@ -1,33 +1,31 @@
 """``train_model``: train an attention-only model into a run folder, or continue one.
 
 Read top to bottom: check the folder, read the corpus and build the codec, build (or restore) the
-model, run TL's loop through the adapter (:mod:`.loop`) with :class:`StepLog` doing the per-step
-bookkeeping, then write the weights. A resumed run ends with the same weights as an uninterrupted
-one: the data are a function of the global sample index (``TrainStream``), and the checkpoint
-holds the model, the optimizer state and the step.
+model, run TL's loop through the adapter (:mod:`.loop`) with :class:`~.steplog.StepLog` doing the
+per-step bookkeeping, then write the weights. A resumed run ends with the same weights as an
+uninterrupted one: the data are a function of the global sample index (``TrainStream``), and the
+checkpoint holds the model, the optimizer state and the step.
+
+Devices: the model trains on ``device`` (``auto`` picks a GPU when one is present) under the
+run's ``precision``; checkpoints and weights are written as CPU tensors, so a run loads anywhere.
+Under torchrun every process runs this function (:mod:`.distributed`); rank 0 alone writes.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import math
-import signal
 import sys
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
-from transformer_lens import TransformerBridge
 
-from interp_toolkit.analysis.batches import default_probe, default_token_range
-from interp_toolkit.analysis.heads import SCORE
+from interp_toolkit.analysis.batches import default_token_range
 from interp_toolkit.data import DataConfig, TrainStream, build_codec, tokenize_corpus, windows
+from interp_toolkit.devices import precision_named
 from interp_toolkit.errors import Interrupted, UserError
 from interp_toolkit.models import AttnOnlyConfig, build_model
-from interp_toolkit.progress import progress_bar
 from interp_toolkit.runs import (
     Run,
     RunPaths,
@@ -35,43 +33,34 @@ from interp_toolkit.runs import (
     init_run,
     load_run,
     read_codec,
-    read_config,
     read_metrics,
     save_weights,
     write_config,
 )
 from interp_toolkit.tokenizer import Codec
 from interp_toolkit.tokens import TokenWindows
-from interp_toolkit.training.checkpoints import Progress, Start, prepare_out, save_checkpoint
-from interp_toolkit.training.guard import StopSignals, run_guard
-from interp_toolkit.training.loop import StopTraining, run_tl_train
+from interp_toolkit.training.checkpoints import Progress, continued_configs
+from interp_toolkit.training.distributed import (
+    barrier,
+    cluster_from_env,
+    guard_on,
+    join_process_group,
+    local_batch,
+    prepare_on,
+    rank0_first,
+    training_device,
+)
+from interp_toolkit.training.loop import run_tl_train
 from interp_toolkit.training.metrics import (
-    MetricsLog,
-    best_induction,
     first_induction_step,
     induction_layer_min,
-    score_grids,
     truncate_metrics,
 )
 from interp_toolkit.training.settings import (
-    Configs,
     TrainSettings,
-    config_differences,
-    recorded_configs,
     settings_dict,
 )
-
-
-@dataclass
-class StepInfo:
-    """What callbacks see after each optimizer step."""
-
-    step: int
-    loss: float
-    tokens: int
-    elapsed_s: float
-    model: TransformerBridge
-    scores: dict[str, Any] | None = None
+from interp_toolkit.training.steplog import StepInfo, StepLog
 
 
 @dataclass
@@ -95,8 +84,10 @@ def train_model(
     preset: str | None = None,
     progress: bool = True,
     callbacks: Sequence[Callable[[StepInfo], None]] = (),
+    device: str | torch.device = "auto",
 ) -> TrainResult:
-    """Train an attention-only model into the run folder ``out``.
+    """Train an attention-only model into the run folder ``out``, on ``device`` (``auto | cpu |
+    cuda | cuda:N | mps``; under torchrun, see :mod:`.distributed`; callbacks run on every process).
 
     ``resume`` continues the run in ``out`` from its last checkpoint (from step 0 when it stopped
     before its first); the configs must equal the run's (a UserError lists what differs) except
@@ -107,24 +98,32 @@ def train_model(
     paths = RunPaths(Path(out))
     for cfg in (model_cfg, data_cfg, train_cfg):
         cfg.validate()  # bad settings: before the folder is touched
+    cluster = cluster_from_env()
+    dev = training_device(device, cluster)
+    local_batch(train_cfg.batch_size, cluster)  # a global batch that does not split: refused
+    join_process_group(cluster, dev)
+    progress = progress and cluster.is_main
     note = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
     say = note if progress else (lambda msg: None)
     # 1. The folder: locked; new, or a run to continue (its recorded settings must match).
-    with run_guard(paths) as signals:
-        begin = prepare_out(paths, resume=resume, restart=restart, note=note)
+    with guard_on(cluster, paths) as signals:
+        begin = prepare_on(cluster, paths, resume=resume, restart=restart, note=note)
         if begin.resumed:
-            model_cfg, data_cfg, train_cfg, preset = _continued(
+            model_cfg, data_cfg, train_cfg, preset = continued_configs(
                 paths, begin, (model_cfg, data_cfg, train_cfg)
             )
         if train_cfg.threads:
             torch.set_num_threads(train_cfg.threads)
 
-        # 2. Data: the corpus, the codec (saved with the run), training windows of n_ctx + 1
-        #    tokens (the model reads n_ctx and every position, the last one too, predicts the
-        #    next; see TrainStream).
+        # 2. Data: the corpus (rank 0 tokenizes first), the codec (saved with the run), training
+        #    windows of n_ctx + 1 tokens (the model reads n_ctx and every position, the last one
+        #    too, predicts the next; see TrainStream).
         say(f"reading corpus {data_cfg.corpus!r} ...")
-        corpus = tokenize_corpus(
-            data_cfg.corpus, data_cfg.val_fraction, data_cfg.max_tokens, progress
+        corpus = rank0_first(
+            cluster,
+            lambda: tokenize_corpus(
+                data_cfg.corpus, data_cfg.val_fraction, data_cfg.max_tokens, progress
+            ),
         )
         codec = read_codec(paths) if begin.resumed else build_codec(corpus, data_cfg.vocab_size)
         model_cfg = model_cfg.replace(d_vocab=codec.d_vocab)
@@ -142,23 +141,29 @@ def train_model(
         )
 
         # 3. The model: fresh (and the run folder started), or restored from the checkpoint.
-        model = build_model(model_cfg, codec=codec)
+        model = build_model(model_cfg, device=dev, codec=codec)
+        precision = precision_named(train_cfg.precision)
         checkpoint = begin.checkpoint
         start = checkpoint.progress if checkpoint else Progress()
         with signals.deferred():  # from here on, a stop signal ends the current step first
             if checkpoint is not None:
                 apply_weights(model, checkpoint.weights, paths.checkpoint_weights(start.step))
-            settings = settings_dict(data_cfg, train_cfg, preset)
-            if begin.resumed:
+            runtime = {
+                "device": str(dev),
+                "processes": cluster.world_size,
+                "precision": precision.effective(dev).to_dict(),
+            }
+            settings = settings_dict(data_cfg, train_cfg, preset, runtime)
+            if begin.resumed and cluster.is_main:
                 truncate_metrics(paths, start.step)  # only now: the checkpoint has loaded
                 write_config(paths, model_cfg, settings)
                 if start.step < train_cfg.steps:
                     paths.weights.unlink(
                         missing_ok=True
                     )  # "finished" no more; the checkpoint has them
-                say(f"resuming at step {start.step} of {train_cfg.steps}")
-            else:
+            elif cluster.is_main:
                 init_run(paths.root, codec, model_cfg, settings)
+            say(f"{'resuming at' if begin.resumed else 'from'} step {start.step} on {dev}")
 
             # 4. TL's loop, from the saved step to train_cfg.steps.
             steps_done, elapsed, stopped = start.step, start.elapsed_s, False
@@ -175,6 +180,7 @@ def train_model(
                     progress,
                     callbacks,
                     signals,
+                    cluster,
                 )
                 try:
                     steps_done, stopped = run_tl_train(
@@ -184,13 +190,18 @@ def train_model(
                         start_step=start.step,
                         optimizer_state=checkpoint.optimizer if checkpoint else None,
                         after_step=log,
+                        device=dev,
+                        precision=precision,
+                        cluster=cluster,
                     )
                 finally:
                     log.close()
                 elapsed = log.elapsed()
 
             # 5. The trained model, and what training logged.
-            save_weights(model, paths.weights)
+            if cluster.is_main:
+                save_weights(model, paths.weights)
+            barrier(cluster)
         if signals.signum is not None:  # a signal during the last step: the run is complete
             raise Interrupted(
                 f"stopped after the last step ({steps_done}): the run is complete.", signals.signum
@@ -198,42 +209,12 @@ def train_model(
     metrics = read_metrics(paths.root)
     layer_min = induction_layer_min(model_cfg.n_layers)
     return TrainResult(
-        run=load_run(paths.root),
+        run=load_run(paths.root, device=dev),
         steps_done=steps_done,
         elapsed_s=elapsed,
         stopped_early=stopped,
         first_induction_step=first_induction_step(metrics, 0.4, layer_min=layer_min),
         metrics=metrics,
-    )
-
-
-def _continued(
-    paths: RunPaths, begin: Start, requested: Configs
-) -> tuple[AttnOnlyConfig, DataConfig, TrainSettings, str | None]:
-    """The recorded configs of the run being resumed, with the requested step budget; a
-    UserError when the request differs in anything else, or ends before the checkpoint."""
-    config = read_config(paths.root)
-    recorded = recorded_configs(config, paths.config)
-    diffs = config_differences(recorded, requested, steps=False)
-    if diffs:
-        raise UserError(
-            f"{paths.root} was trained with other settings than asked: {'; '.join(diffs)}. "
-            "--resume continues a run as it was configured: leave those options out, or start "
-            "it over with them with --restart (discards the run), or choose another --out."
-        )
-    steps = requested[2].steps
-    done = begin.checkpoint.progress.step if begin.checkpoint else 0
-    if steps < done:
-        raise UserError(
-            f"{paths.root} is already at step {done}: ask for --steps {done} or more "
-            f"(the run was planned for {recorded[2].steps})."
-        )
-    model_cfg, data_cfg, train_cfg = recorded
-    return (
-        model_cfg,
-        data_cfg,
-        dataclasses.replace(train_cfg, steps=steps),
-        config["settings"].get("preset"),
     )
 
 
@@ -260,125 +241,3 @@ def _stream(
         start_step=start_step,
         end_step=train_cfg.steps,
     )
-
-
-class StepLog:
-    """The bookkeeping after every optimizer step: metrics.jsonl (with head scores and held-out
-    loss every ``score_every`` steps), snapshots, checkpoints (after step 1, every
-    ``checkpoint_every`` steps, at the end, and when a stop signal came), the progress bar,
-    callbacks, the stop a signal asked for, and the early stop once the best layer>=1 induction
-    score has stayed above ``stop_score`` for ``stop_after`` steps (every scoring since the first
-    above it; a resumed run re-reads them)."""
-
-    def __init__(
-        self,
-        paths: RunPaths,
-        model: TransformerBridge,
-        codec: Codec,
-        stream: TrainStream,
-        val_windows: TokenWindows,
-        cfg: TrainSettings,
-        start: Progress,
-        progress: bool,
-        callbacks: Sequence[Callable[[StepInfo], None]],
-        signals: StopSignals,
-    ) -> None:
-        self.paths, self.model, self.stream, self.val = paths, model, stream, val_windows
-        self.cfg, self.start, self.callbacks, self.signals = cfg, start, callbacks, signals
-        self.tokens = start.tokens
-        self.score_batch = default_probe(
-            codec, int(model.cfg.n_ctx), n_seqs=32, seed=cfg.seed + 7919
-        )
-        self.above_since: int | None = None  # first step of the current streak above stop_score
-        for row in read_metrics(paths.root):  # a resumed run's scorings so far
-            if SCORE["induction"].logged_as in row:
-                self._track(int(row["step"]), row[SCORE["induction"].logged_as])
-        self.t0 = time.perf_counter()
-        self.metrics = MetricsLog(paths)
-        self.bar = progress_bar(
-            total=cfg.steps,
-            initial=start.step,
-            desc="train",
-            unit="step",
-            enabled=progress,
-            dynamic_ncols=True,
-        )
-
-    def elapsed(self) -> float:
-        return self.start.elapsed_s + time.perf_counter() - self.t0
-
-    def close(self) -> None:
-        self.bar.close()
-        self.metrics.close()
-
-    def __call__(self, step: int, loss: float, optimizer: torch.optim.Optimizer) -> None:
-        cfg, end = self.cfg, self.stream.end_step
-        n_ctx = int(self.model.cfg.n_ctx)
-        self.tokens += self.stream.batch_size * n_ctx
-        elapsed = self.elapsed()
-        row: dict[str, Any] | None = None
-        scores = None
-        if step % cfg.log_every == 0 or step % cfg.score_every == 0 or step == end:
-            run_elapsed = time.perf_counter() - self.t0
-            row = {
-                "step": step,
-                "tokens": self.tokens,
-                "loss": round(loss, 5),
-                "elapsed_s": round(elapsed, 3),
-                "tokens_per_s": round(
-                    (self.tokens - self.start.tokens) / max(run_elapsed, 1e-9), 1
-                ),
-                "lr": optimizer.param_groups[0]["lr"],
-            }
-        if step % cfg.score_every == 0 or step == end:
-            assert row is not None
-            scores = self._scores_and_val_loss(row)
-            self._track(step, scores[SCORE["induction"].logged_as])
-        if row is not None:
-            self.metrics.write(row)
-            self.bar.set_postfix(
-                loss=f"{loss:.3f}", tok_s=f"{row['tokens_per_s']:.0f}", refresh=False
-            )
-        if step in cfg.snapshot_steps:
-            save_weights(self.model, self.paths.snapshot(step))
-        wait = cfg.score_every if cfg.stop_after is None else cfg.stop_after
-        stop = self.above_since is not None and step - self.above_since >= wait
-        signum = self.signals.signum if step < end else None  # the last step just finishes
-        if step == 1 or step % cfg.checkpoint_every == 0 or step == end or stop or signum:
-            save_checkpoint(self.paths, self.model, optimizer, Progress(step, self.tokens, elapsed))
-        self.bar.update(1)
-        info = StepInfo(step, loss, self.tokens, elapsed, self.model, scores)
-        for cb in self.callbacks:
-            cb(info)
-        if signum is not None:
-            raise Interrupted(
-                f"stopped at step {step} of {end} by {signal.Signals(signum).name}: checkpoint "
-                f"saved; {self.signals.resume_hint}",
-                signum,
-            )
-        if stop:
-            raise StopTraining
-
-    def _track(self, step: int, induction: list[list[float]]) -> None:
-        """Follow the streak of scorings whose best layer>=1 induction score > ``stop_score``."""
-        best = best_induction(induction, 1) if len(induction) > 1 else 0.0
-        if best <= (self.cfg.stop_score or math.inf):
-            self.above_since = None
-        elif self.above_since is None:
-            self.above_since = step
-
-    def _scores_and_val_loss(self, row: dict[str, Any]) -> dict[str, list[list[float]]]:
-        """Score the heads and the held-out loss (eval mode), adding both to ``row``."""
-        self.model.eval()
-        try:
-            scores = score_grids(self.model, self.score_batch)
-            with torch.no_grad():
-                val = (
-                    float(self.model(self.val[:64], return_type="loss")) if len(self.val) else None
-                )
-        finally:
-            self.model.train()
-        row.update(scores)
-        if val is not None:
-            row["val_loss"] = round(val, 5)
-        return scores

@@ -37,6 +37,8 @@ def test_train_writes_a_loadable_run_with_metrics(tmp_path):
     ]
     rows = read_metrics(out)
     assert [r["step"] for r in rows] == [2, 4, 6, 8, 10, 12]
+    # a step trains batch * n_ctx predictions (the windows' n_ctx + 1st token is only a target)
+    assert [r["tokens"] for r in rows] == [r["step"] * 8 * 16 for r in rows]
     scored = [r for r in rows if "induction" in r]
     assert [r["step"] for r in scored] == [4, 8, 12]
     assert len(scored[0]["induction"]) == 2 and len(scored[0]["induction"][0]) == 4

@@ -5,8 +5,10 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 from interp_toolkit.cli import main
+from interp_toolkit.devices import resolve_device
 from interp_toolkit.models import build_model
 from interp_toolkit.runs import save_run
 from interp_toolkit.tokenizer import EOT_ID, CompactVocab
@@ -127,3 +129,40 @@ def test_usage_errors_are_one_line(capsys, args):
     code, err = run_cli(capsys, *args)
     assert_one_line_error(code, err, "--help")
     assert "Traceback" not in err
+
+
+no_gpu = pytest.mark.skipif(
+    torch.cuda.is_available() or resolve_device("auto").type != "cpu", reason="a GPU is present"
+)
+
+
+@no_gpu
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["train", "--out", "{tmp}/new", "--quiet"],
+        ["sample", "{run}"],
+        ["heads", "{run}"],
+        ["exam", "{run}"],
+        ["circuits", "{run}", "--head", "0.0"],
+        ["view", "{run}", "--prompt", "a b", "--out", "{tmp}/v.html"],
+        ["report", "{run}", "--out", "{tmp}/r.html"],
+        ["reproduce", "--out", "{tmp}/new"],
+        ["sweep", "--out", "{tmp}/new", "--over", "n_ctx", "--values", "8"],
+    ],
+)
+def test_an_absent_gpu_is_one_line_on_every_model_command(capsys, tmp_path, tiny_run, args):
+    before = sorted(tmp_path.rglob("*"))
+    argv = [a.format(tmp=tmp_path, run=tiny_run) for a in args]
+    code, err = run_cli(capsys, *argv, "--device", "cuda")
+    assert_one_line_error(code, err, "--device cuda: no CUDA GPU is visible")
+    assert sorted(tmp_path.rglob("*")) == before  # nothing written
+
+
+def test_device_and_precision_names_are_checked(capsys, tmp_path):
+    out = tmp_path / "run"
+    code, err = run_cli(capsys, "train", "--out", str(out), "--quiet", "--device", "gpu")
+    assert_one_line_error(code, err, "--device gpu: not a device name")
+    code, err = run_cli(capsys, "train", "--out", str(out), "--quiet", "--precision", "fp8")
+    assert_one_line_error(code, err, "--precision fp8: unknown: use fp32, tf32, bf16")
+    assert not out.exists()

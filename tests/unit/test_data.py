@@ -5,6 +5,8 @@ import torch
 from interp_toolkit import corpora, data
 from interp_toolkit.errors import UserError
 from interp_toolkit.tokenizer import EOT_ID
+from interp_toolkit.training.distributed import Cluster
+from interp_toolkit.training.loop import StepFeed
 
 
 def test_stdlib_files_exclude_tests():
@@ -91,11 +93,25 @@ def test_span_range_defaults_to_half_the_context():
 def test_train_stream_is_a_function_of_the_global_index():
     text = torch.arange(40 * 8).reshape(40, 8)
     kw = dict(batch_size=4, repeat_fraction=0.5, low=0, high=50, span_min=2, span_max=3, seed=3)
-    full = data.TrainStream(text, start_step=0, end_step=6, **kw)
-    resumed = data.TrainStream(text, start_step=4, end_step=6, **kw)
+    full = StepFeed(data.TrainStream(text, start_step=0, end_step=6, **kw))
+    resumed = StepFeed(data.TrainStream(text, start_step=4, end_step=6, **kw))
     served_full = [full[0]["tokens"] for _ in range(len(full))]
-    served_resumed = [resumed[0]["tokens"] for _ in range(len(resumed))]
+    served_resumed = [resumed[7]["tokens"] for _ in range(len(resumed))]  # the index is ignored
     assert len(served_resumed) == 8
     for a, b in zip(served_full[16:], served_resumed, strict=True):
         assert torch.equal(a, b)
-    assert torch.equal(full.batch(5), torch.stack(served_full[20:24]))
+    assert torch.equal(full.stream.batch(5), torch.stack(served_full[20:24]))
+
+
+def test_each_process_is_fed_its_own_rows_of_every_global_batch():
+    text = torch.arange(40 * 8).reshape(40, 8)
+    kw = dict(batch_size=6, repeat_fraction=0.5, low=0, high=50, span_min=2, span_max=3, seed=3)
+    stream = data.TrainStream(text, start_step=2, end_step=5, **kw)
+    feeds = [StepFeed(stream, Cluster(rank, 3, rank)) for rank in range(3)]
+    served = [[f[0]["tokens"] for _ in range(len(f))] for f in feeds]
+    assert [len(s) for s in served] == [6, 6, 6]  # 3 steps x 2 rows each
+    for i, step in enumerate(range(2, 5)):
+        rows = [r for s in served for r in s[2 * i : 2 * i + 2]]  # rank 0's rows, then rank 1's...
+        assert torch.equal(torch.stack(rows), stream.batch(step))
+    with pytest.raises(UserError, match="batch_size=6 does not split over 4 processes"):
+        StepFeed(stream, Cluster(0, 4, 0))

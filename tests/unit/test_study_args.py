@@ -28,3 +28,25 @@ def test_reproduce_bad_layers_and_preset(tmp_path):
     with pytest.raises(UserError, match="unknown preset"):
         reproduce(StudyConfig(out=tmp_path / "s", preset="tpu"))
     assert not (tmp_path / "s").exists()
+
+
+def test_workers_fan_out_on_the_cpu_only(tmp_path, monkeypatch):
+    """On a GPU the runs train one after another in this process (no pool of processes sharing
+    one accelerator); on the CPU they go to the pool."""
+    import torch
+
+    from interp_toolkit import study
+    from interp_toolkit.presets import get_preset
+
+    trained, pools = [], []
+    monkeypatch.setattr(study, "is_finished", lambda path, preset: False)
+    monkeypatch.setattr(study, "train_or_reuse", lambda p, preset, device: trained.append(device))
+    monkeypatch.setattr(study, "ProcessPoolExecutor", lambda **kw: pools.append(kw) or 1 / 0)
+    jobs = [(tmp_path / n, get_preset("cpu", 2)) for n in ("a", "b")]
+    monkeypatch.setattr(study, "resolve_device", lambda spec: torch.device("cuda", 0))
+    study.train_runs(jobs, workers=2, device="cuda")
+    assert trained == ["cuda", "cuda"] and not pools
+    monkeypatch.setattr(study, "resolve_device", lambda spec: torch.device("cpu"))
+    with pytest.raises(ZeroDivisionError):
+        study.train_runs(jobs, workers=2, device="cpu")
+    assert len(pools) == 1 and pools[0]["max_workers"] == 2

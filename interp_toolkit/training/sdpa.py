@@ -1,0 +1,102 @@
+"""Fused attention for training steps, whenever nothing reads the attention pattern.
+
+TransformerLens's native attention (``NativeAttention.forward``) builds the pattern explicitly
+(scores, causal mask, softmax, mask again) and passes it through the bridge's ``hook_pattern``
+before the value matmul, so that hooks can read or edit it. A training step only needs the output.
+Inside :func:`fused_attention`, each layer's native attention computes it with
+``F.scaled_dot_product_attention`` (one fused kernel forward and backward, flash attention on GPUs)
+on every call where it may: causal attention, no attention mask, no score soft-cap, no grouped
+keys, and **no hook** (forward or backward, on the module or global) on the layer's
+``hook_pattern`` or ``hook_attn_scores``. Every other call, such as the periodic head scoring
+during training or a user's hook, runs TransformerLens's own forward, so a pattern is exact
+whenever anything reads it. The q/k/v/o projections and their hook points run as before.
+
+SDPA and the explicit softmax differ only by float rounding (tests/unit/test_sdpa.py compares
+logits and gradients); benchmarks/train_throughput.py measures the speed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch.nn.modules import module as torch_module
+from transformer_lens import TransformerBridge
+from transformer_lens.model_bridge.sources.native.model import NativeAttention
+from transformer_lens.utilities.activation_functions import softcap_enabled
+
+
+def _hooked(point: torch.nn.Module) -> bool:
+    """Whether anything would see this hook point's value (its own hooks, or global module hooks)."""
+    return bool(
+        point._forward_hooks
+        or point._forward_pre_hooks
+        or point._backward_hooks
+        or point._backward_pre_hooks
+        or torch_module._global_forward_hooks
+        or torch_module._global_forward_pre_hooks
+        or torch_module._global_backward_hooks
+        or torch_module._global_backward_pre_hooks
+    )
+
+
+def _fused_forward(native: NativeAttention, bridge: torch.nn.Module) -> Callable[..., Any]:
+    exact = native.forward  # TransformerLens's own (bound) forward
+
+    def forward(
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        pattern_fn: Callable[[torch.Tensor], torch.Tensor] | None = None,
+        **kwargs: Any,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        if (
+            attention_mask is not None
+            or not native.causal
+            or native.kv_repeats > 1
+            or softcap_enabled(native.attn_scores_soft_cap)
+            or _hooked(bridge.hook_pattern)
+            or _hooked(bridge.hook_attn_scores)
+        ):
+            return exact(
+                hidden_states,
+                attention_mask=attention_mask,
+                position_ids=position_ids,
+                pattern_fn=pattern_fn,
+                **kwargs,
+            )
+        b, s, _ = hidden_states.shape
+        shape = (b, s, native.n_heads, native.d_head)
+        q = native.q(hidden_states).view(shape).transpose(1, 2)
+        k = native.k(hidden_states).view(shape).transpose(1, 2)
+        v = native.v(hidden_states).view(shape).transpose(1, 2)
+        if native.rotary is not None:
+            q, k = native.rotary.apply_rope(q, k, position_ids=position_ids)
+        z = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=1.0 / native.scale)
+        # no pattern: the bridge fires hook_pattern / hook_attn_scores only for a 4-d tensor
+        return native.o(z.transpose(1, 2).reshape(b, s, -1)), None
+
+    return forward
+
+
+@contextmanager
+def fused_attention(model: TransformerBridge) -> Iterator[None]:
+    """Within the block, ``model``'s native attention layers use SDPA whenever no hook reads their
+    pattern (see the module doc); TransformerLens's forward is restored afterwards."""
+    patched = []
+    for block in model.blocks:
+        bridge = block.attn
+        native = bridge.original_component
+        if isinstance(native, NativeAttention):
+            native.forward = _fused_forward(
+                native, bridge
+            )  # an instance attribute: shadows the class's
+            patched.append(native)
+    try:
+        yield
+    finally:
+        for native in patched:
+            del native.forward

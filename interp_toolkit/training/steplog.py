@@ -1,0 +1,191 @@
+"""``StepLog``: the bookkeeping after every optimizer step of :func:`~.trainer.train_model`
+(metrics, head scores, snapshots, checkpoints, the progress bar, callbacks, stop signals and the
+early stop after induction), and ``StepInfo``, what callbacks see."""
+
+from __future__ import annotations
+
+import math
+import signal
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from transformer_lens import TransformerBridge
+
+from interp_toolkit.analysis.batches import default_probe
+from interp_toolkit.analysis.heads import SCORE
+from interp_toolkit.data import TrainStream
+from interp_toolkit.devices import STRICT_FP32
+from interp_toolkit.errors import Interrupted
+from interp_toolkit.progress import progress_bar
+from interp_toolkit.runs import RunPaths, read_metrics, save_weights
+from interp_toolkit.tokenizer import Codec
+from interp_toolkit.tokens import TokenWindows
+from interp_toolkit.training.checkpoints import Progress, save_checkpoint
+from interp_toolkit.training.distributed import Cluster, any_rank, mean_over_ranks
+from interp_toolkit.training.guard import StopSignals
+from interp_toolkit.training.loop import StopTraining
+from interp_toolkit.training.metrics import MetricsLog, best_induction, score_grids
+from interp_toolkit.training.settings import TrainSettings
+
+
+@dataclass
+class StepInfo:
+    """What callbacks see after each optimizer step. ``loss_tensor``: the step's loss on the
+    training device (under torchrun, this process's rows); reading :attr:`loss` makes the host wait
+    for the device. ``scores``: on scored steps (rank 0 only under torchrun)."""
+
+    step: int
+    loss_tensor: torch.Tensor
+    tokens: int
+    elapsed_s: float
+    model: TransformerBridge
+    scores: dict[str, Any] | None = None
+
+    @property
+    def loss(self) -> float:
+        return float(self.loss_tensor)
+
+
+class StepLog:
+    """The bookkeeping after every optimizer step: metrics.jsonl (with head scores and held-out
+    loss every ``score_every`` steps), snapshots, checkpoints (after step 1, every
+    ``checkpoint_every`` steps, at the end, and when a stop signal came), the progress bar,
+    callbacks, the stop a signal asked for, and the early stop once the best layer>=1 induction
+    score has stayed above ``stop_score`` for ``stop_after`` steps (every scoring since the first
+    above it; a resumed run re-reads them).
+
+    The loss is read from the device only on logged steps (the mean over the processes under
+    torchrun). Under torchrun every process keeps count and runs the callbacks; rank 0 alone
+    scores, writes and decides the early stop; the processes stop together
+    (:func:`~.distributed.any_rank`)."""
+
+    def __init__(
+        self,
+        paths: RunPaths,
+        model: TransformerBridge,
+        codec: Codec,
+        stream: TrainStream,
+        val_windows: TokenWindows,
+        cfg: TrainSettings,
+        start: Progress,
+        progress: bool,
+        callbacks: Sequence[Callable[[StepInfo], None]],
+        signals: StopSignals,
+        cluster: Cluster,
+    ) -> None:
+        self.paths, self.model, self.stream, self.val = paths, model, stream, val_windows
+        self.cfg, self.start, self.callbacks, self.signals = cfg, start, callbacks, signals
+        self.cluster, self.device = cluster, next(model.parameters()).device
+        self.tokens = start.tokens
+        self.score_batch = default_probe(
+            codec, int(model.cfg.n_ctx), n_seqs=32, seed=cfg.seed + 7919
+        )
+        self.above_since: int | None = None  # first step of the current streak above stop_score
+        for row in read_metrics(paths.root) if cluster.is_main else ():  # a resumed run's scorings
+            if SCORE["induction"].logged_as in row:
+                self._track(int(row["step"]), row[SCORE["induction"].logged_as])
+        self.t0 = time.perf_counter()
+        self.metrics = MetricsLog(paths) if cluster.is_main else None
+        self.bar = progress_bar(
+            total=cfg.steps,
+            initial=start.step,
+            desc="train",
+            unit="step",
+            enabled=progress,
+            dynamic_ncols=True,
+        )
+
+    def elapsed(self) -> float:
+        return self.start.elapsed_s + time.perf_counter() - self.t0
+
+    def close(self) -> None:
+        self.bar.close()
+        if self.metrics is not None:
+            self.metrics.close()
+
+    def __call__(self, step: int, loss: torch.Tensor, optimizer: torch.optim.Optimizer) -> None:
+        cfg, end, main = self.cfg, self.stream.end_step, self.cluster.is_main
+        n_ctx = int(self.model.cfg.n_ctx)
+        self.tokens += self.stream.batch_size * n_ctx
+        elapsed = self.elapsed()
+        scored = step % cfg.score_every == 0 or step == end
+        row: dict[str, Any] | None = None
+        scores = None
+        if step % cfg.log_every == 0 or scored:
+            run_elapsed = time.perf_counter() - self.t0
+            row = {
+                "step": step,
+                "tokens": self.tokens,
+                "loss": round(
+                    float(mean_over_ranks(loss, self.cluster)), 5
+                ),  # waits for the device
+                "elapsed_s": round(elapsed, 3),
+                "tokens_per_s": round(
+                    (self.tokens - self.start.tokens) / max(run_elapsed, 1e-9), 1
+                ),
+                "lr": optimizer.param_groups[0]["lr"],
+            }
+        if scored and main:
+            assert row is not None
+            scores = self._scores_and_val_loss(row)
+            self._track(step, scores[SCORE["induction"].logged_as])
+        if row is not None and self.metrics is not None:
+            self.metrics.write(row)
+            self.bar.set_postfix(
+                loss=f"{row['loss']:.3f}", tok_s=f"{row['tokens_per_s']:.0f}", refresh=False
+            )
+        if step in cfg.snapshot_steps and main:
+            save_weights(self.model, self.paths.snapshot(step))
+        wait = cfg.score_every if cfg.stop_after is None else cfg.stop_after
+        stop = self.above_since is not None and step - self.above_since >= wait  # rank 0 only
+        signalled = self.signals.signum is not None and step < end  # the last step just finishes
+        if self.cluster.active:  # every process stops at the same step
+            stop, signalled = (
+                any_rank(stop, self.cluster, self.device),
+                any_rank(signalled, self.cluster, self.device),
+            )
+        checkpoint = step == 1 or step % cfg.checkpoint_every == 0 or step == end
+        if main and (checkpoint or stop or signalled):
+            save_checkpoint(self.paths, self.model, optimizer, Progress(step, self.tokens, elapsed))
+        self.bar.update(1)
+        info = StepInfo(step, loss, self.tokens, elapsed, self.model, scores)
+        for cb in self.callbacks:
+            cb(info)
+        if signalled:
+            signum = self.signals.signum or signal.SIGTERM  # another process got the signal
+            raise Interrupted(
+                f"stopped at step {step} of {end} by {signal.Signals(signum).name}: checkpoint "
+                f"saved; {self.signals.resume_hint}",
+                signum,
+            )
+        if stop:
+            raise StopTraining
+
+    def _track(self, step: int, induction: list[list[float]]) -> None:
+        """Follow the streak of scorings whose best layer>=1 induction score > ``stop_score``."""
+        best = best_induction(induction, 1) if len(induction) > 1 else 0.0
+        if best <= (self.cfg.stop_score or math.inf):
+            self.above_since = None
+        elif self.above_since is None:
+            self.above_since = step
+
+    def _scores_and_val_loss(self, row: dict[str, Any]) -> dict[str, list[list[float]]]:
+        """Score the heads and the held-out loss (eval mode, exact float32), adding both to ``row``."""
+        self.model.eval()
+        try:
+            with STRICT_FP32.apply(self.device), torch.no_grad():
+                scores = score_grids(self.model, self.score_batch)
+                val = (
+                    float(self.model(self.val[:64].to(self.device), return_type="loss"))
+                    if len(self.val)
+                    else None
+                )
+        finally:
+            self.model.train()
+        row.update(scores)
+        if val is not None:
+            row["val_loss"] = round(val, 5)
+        return scores
