@@ -6,9 +6,6 @@ with the cpu preset (2 and 1 layers).
 
 from __future__ import annotations
 
-import math
-import random
-
 import pytest
 
 from interp_toolkit.analysis import nulls
@@ -16,7 +13,6 @@ from interp_toolkit.analysis.ablation import induction_after_ablation
 from interp_toolkit.analysis.batches import default_probe
 from interp_toolkit.analysis.exam import BUILTIN_EXAMS, run_exam
 from interp_toolkit.analysis.scores import discover_heads
-from interp_toolkit.presets import get_preset
 
 pytestmark = pytest.mark.slow
 
@@ -78,57 +74,11 @@ def test_roles_agree_across_induction_score_and_fdr(trained_2l, report_2l):
         assert rep.roles == report_2l.roles, (induction_score, fdr)
 
 
-def _span_periods() -> range:
-    """The periods of the cpu preset's repeated-span windows (span_min .. n_ctx // 3: 3-10)."""
-    p = get_preset("cpu", 2)
-    return range(p.data.span_min, (p.data.span_max or p.model.n_ctx // 3) + 1)
-
-
-#: Two-repeat letter exams over the periods the training data repeats, 30 prompts per period.
-EXAM_PERIODS = _span_periods()
-N_PROMPTS = 30
-
-
-def _letter_exams(seed: int = 0):
-    """``seg seg[:-1]`` -> ``seg[-1]`` over distinct random capital letters, the target never the
-    alphabet's successor of the letter before it."""
-    rng = random.Random(seed)
-    letters = [chr(c) for c in range(ord("A"), ord("Z") + 1)]
-    for period in EXAM_PERIODS:
-        n = 0
-        while n < N_PROMPTS:
-            seg = rng.sample(letters, period)
-            if ord(seg[-1]) == ord(seg[-2]) + 1:
-                continue
-            n += 1
-            yield period, " ".join(seg + seg[:-1]), " " + seg[-1]
-
-
-def _pass_rate(model, codec) -> float:
-    exams = list(_letter_exams())
-    return sum(run_exam(model, codec, p, t).rank == 0 for _, p, t in exams) / len(exams)
-
-
-def test_two_layers_pass_the_exams_one_layer_and_untrained_at_chance(trained_2l, trained_1l):
-    """The 2-layer model continues repeated letters better than chance; the 1-layer model and the
-    untrained 2-layer model do no better than picking one of the segment's letters at random
-    (1/period). "Chance" is that rate plus three binomial standard deviations."""
-    from interp_toolkit.models import build_model
-
+def test_two_layers_pass_the_builtin_exams(trained_2l):
+    """The seed's two single-prompt exams (every period: tests/integration/test_period_exam_trained.py)."""
     for exam in BUILTIN_EXAMS:
         res = run_exam(trained_2l.model, trained_2l.codec, exam.prompt, exam.target)
         assert res.rank == 0, (exam.name, res.to_dict())
-    chance = sum(1 / p for p in EXAM_PERIODS) / len(EXAM_PERIODS)
-    n = len(EXAM_PERIODS) * N_PROMPTS
-    at_chance = chance + 3 * math.sqrt(chance * (1 - chance) / n)
-    codec = trained_2l.codec
-    rates = {
-        "2L": _pass_rate(trained_2l.model, codec),
-        "1L": _pass_rate(trained_1l.model, codec),
-        "untrained": _pass_rate(build_model(trained_2l.model_cfg), codec),
-    }
-    assert rates["2L"] > at_chance and rates["1L"] <= at_chance, (rates, at_chance)
-    assert rates["untrained"] <= at_chance, (rates, at_chance)
 
 
 def test_ablating_prev_head_lowers_induction(trained_2l, report_2l):

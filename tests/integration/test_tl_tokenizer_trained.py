@@ -8,6 +8,7 @@ import torch
 from transformer_lens import head_detector
 
 from interp_toolkit.analysis.batches import RepeatedTokens, default_probe
+from interp_toolkit.analysis.heads import DEFAULT_FLOORS
 from interp_toolkit.analysis.scores import head_scores
 from interp_toolkit.models import build_model
 
@@ -34,8 +35,11 @@ TL_INDUCTION_FLOOR = 0.1
 
 
 def test_tl_detect_head_agrees_with_our_induction_score(trained_2l):
-    """TL's ``detect_head(model, text, "induction_head")`` on the study model ranks first the head
-    our induction score ranks first, at a score no untrained model reaches.
+    """TL's ``detect_head(model, text, "induction_head")`` on the study model is our induction
+    score rescaled (same rows), and its top head is one our induction score puts over the
+    effect-size floor on the standard probe, at a TL score no untrained model reaches. (The study
+    model has several induction heads within a few hundredths: which one ranks first is not part
+    of the claim.)
 
     On ``[BOS] x x`` with distinct tokens TL's "mul" score is ``sum_q A[q, q-P+1] / n`` over the
     ``P`` second-repeat queries, divided by all ``n = 2P + 1`` rows; ours is the mean over those
@@ -55,7 +59,8 @@ def test_tl_detect_head_agrees_with_our_induction_score(trained_2l):
     ours_same = head_scores(model, same_rows).induction
     assert torch.allclose(tl * toks.shape[1] / period, ours_same, atol=1e-5)
     ours = head_scores(model, default_probe(codec, n_ctx)).induction  # the standard probe
-    assert divmod(int(tl.argmax()), n_heads) == divmod(int(ours.argmax()), n_heads)
+    top = divmod(int(tl.argmax()), n_heads)
+    assert float(ours[top]) >= DEFAULT_FLOORS["induction"], (top, ours)
     assert float(tl.max()) > TL_INDUCTION_FLOOR
     untrained = build_model(trained_2l.model_cfg.replace(seed=0), codec=codec)
     assert float(head_detector.detect_head(untrained, texts, "induction_head").max()) < (
