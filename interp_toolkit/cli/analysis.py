@@ -249,7 +249,6 @@ def _period_exams(
 
 
 def _print_period_exams(data: dict[str, Any]) -> None:
-    from rich.console import Console
     from rich.table import Table
 
     table = Table(title=f"{data['target']}: two-repeat exams by period (rank 0 passes; ties fail)")
@@ -263,7 +262,7 @@ def _print_period_exams(data: dict[str, Any]) -> None:
             str(r["n_prompts"]),
             f"{r['chance']:.1%}",
         )
-    Console().print(table)
+    console().print(table)
 
 
 def _print_exams(data: dict[str, Any]) -> None:

@@ -8,7 +8,16 @@ from typing import Any
 
 import typer
 
-from interp_toolkit.cli.app import TARGET_HELP, app, check_out_file, emit, setup_torch
+from interp_toolkit.cli.app import (
+    TARGET_HELP,
+    app,
+    check_device,
+    check_out_file,
+    console,
+    device_option,
+    emit,
+    setup_torch,
+)
 from interp_toolkit.errors import UserError
 
 #: Probed positions by default (rows x context).
@@ -34,12 +43,14 @@ def neurons_cmd(
     out: Path | None = typer.Option(
         None, "--out", "-o", help="Write an offline page: the table and the top contexts."
     ),
+    device: str = device_option(),
 ) -> None:
     """Top contexts, promoted tokens and polysemanticity of every neuron of an MLP layer."""
     if top < 1 or show < 1:
         raise UserError("--top and --show must be 1 or more.")
     check_out_file(json_out, "--json", "neurons.json")
     check_out_file(out, "--out", "neurons.html")
+    check_device(device)
     setup_torch()
     from interp_toolkit.analysis.neurons import analyse_neurons, check_layers
     from interp_toolkit.analysis.probe_data import corpus_of, heldout_windows
@@ -53,7 +64,7 @@ def neurons_cmd(
     from interp_toolkit.targets import load_target
     from interp_toolkit.views.neurons import neuron_rows
 
-    tgt = load_target(target)
+    tgt = load_target(target, device)
     check_layers(tgt.model, [layer])
     d_mlp = int(tgt.model.cfg.d_mlp)
     bad = [n for n in neuron or [] if not 0 <= n < d_mlp]
@@ -84,7 +95,6 @@ def neurons_cmd(
 
 
 def _print_neurons(data: dict[str, Any], rows: list[list[object]]) -> None:
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
@@ -99,9 +109,9 @@ def _print_neurons(data: dict[str, Any], rows: list[list[object]]) -> None:
         table.add_column(col)
     for row in rows:
         table.add_row(*(escape(str(c)) for c in row))
-    console = Console()
-    console.print(table)
-    console.print(
+    out = console()
+    out.print(table)
+    out.print(
         f"groups: {d['groups']} (threshold {d['sim_threshold']}, k = {d['k']}). "
         f"promotes: {d['promoted']}.",
         soft_wrap=True,

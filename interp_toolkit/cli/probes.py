@@ -8,7 +8,16 @@ from typing import Any
 
 import typer
 
-from interp_toolkit.cli.app import TARGET_HELP, app, check_out_file, emit, setup_torch
+from interp_toolkit.cli.app import (
+    TARGET_HELP,
+    app,
+    check_device,
+    check_out_file,
+    console,
+    device_option,
+    emit,
+    setup_torch,
+)
 from interp_toolkit.errors import UserError
 
 PROBE_COLUMNS = ("boundary", "accuracy", "control", "selectivity", "majority", "n_train", "n_test")
@@ -55,6 +64,7 @@ def probe_cmd(
     out: Path | None = typer.Option(
         None, "--out", "-o", help="Write the accuracy-by-layer plot and table as an HTML page."
     ),
+    device: str = device_option(),
 ) -> None:
     """Probe a feature at every layer boundary: accuracy, control accuracy, selectivity."""
     from interp_toolkit.analysis.heads import HeadId
@@ -70,13 +80,14 @@ def probe_cmd(
     ):
         check_out_file(path, flag, example)
     check_out_file(out, "--out", "probe.html")
+    check_device(device)
     setup_torch()
     from interp_toolkit.analysis.probe_data import corpus_of
     from interp_toolkit.analysis.probes import probe
     from interp_toolkit.io import write_text
     from interp_toolkit.targets import load_target
 
-    tgt = load_target(target, for_weights=False)
+    tgt = load_target(target, device, for_weights=False)
     corpus, val_fraction = corpus_of(tgt.source)
     result = probe(
         tgt.model,
@@ -104,7 +115,6 @@ def probe_cmd(
 
 
 def _print_probe(data: dict[str, Any]) -> None:
-    from rich.console import Console
     from rich.table import Table
 
     info = data["data"]
@@ -119,9 +129,9 @@ def _print_probe(data: dict[str, Any]) -> None:
         table.add_row(
             *(f"{row[c]:.3f}" if isinstance(row[c], float) else str(row[c]) for c in PROBE_COLUMNS)
         )
-    console = Console()
-    console.print(table)
-    console.print(
+    out = console()
+    out.print(table)
+    out.print(
         f"{data['feature']}: {data['definition']}. Probe: {data['probe']}. Control: "
         f"{data['control']}. Held-out rows: {info['test_fraction']:.0%}.",
         soft_wrap=True,

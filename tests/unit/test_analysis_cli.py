@@ -6,6 +6,7 @@ import json
 
 import pytest
 from analysis_helpers import tiny_codec
+from cli_helpers import run_main
 
 from interp_toolkit.analysis.heads import SCORE_KINDS
 
@@ -17,20 +18,12 @@ def tiny_run(tmp_path, tiny_cfg, tiny_model):
     return save_run(tmp_path / "run", tiny_model, tiny_codec(tiny_cfg.d_vocab), tiny_cfg)
 
 
-def _main(argv):
-    from interp_toolkit.cli import main
-
-    try:
-        main(argv)
-    except SystemExit as exc:
-        return exc.code
-    return 0
-
-
 def test_heads_json_csv(tiny_run, tmp_path, capsys):
     out, csv_out = tmp_path / "o" / "heads.json", tmp_path / "heads.csv"
     argv = ["heads", str(tiny_run), "--n-seqs", "8", "--n-untrained", "5"]
-    code = _main([*argv, "--induction-score", "plain", "--json", str(out), "--csv", str(csv_out)])
+    code = run_main(
+        [*argv, "--induction-score", "plain", "--json", str(out), "--csv", str(csv_out)]
+    )
     assert code == 0
     data = json.loads(out.read_text())
     assert data["target"] == "run"
@@ -52,7 +45,7 @@ def test_heads_json_csv(tiny_run, tmp_path, capsys):
 
 def test_heads_warns_when_no_head_can_pass(tiny_run, capsys):
     # 2 untrained models x 4 heads: the smallest p is 1/9 > 0.05
-    assert _main(["heads", str(tiny_run), "--n-seqs", "4", "--n-untrained", "2"]) == 0
+    assert run_main(["heads", str(tiny_run), "--n-seqs", "4", "--n-untrained", "2"]) == 0
     assert "no head can be significant" in capsys.readouterr().out
 
 
@@ -62,7 +55,7 @@ def test_heads_warns_when_no_head_can_pass(tiny_run, capsys):
 )
 def test_heads_bad_flags_write_nothing(tiny_run, tmp_path, capsys, flag, value, says):
     out = tmp_path / "h.json"
-    assert _main(["heads", str(tiny_run), flag, value, "--json", str(out)]) == 2
+    assert run_main(["heads", str(tiny_run), flag, value, "--json", str(out)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error:") and len(err.strip().splitlines()) == 1 and says in err
     assert not out.exists()
@@ -71,9 +64,9 @@ def test_heads_bad_flags_write_nothing(tiny_run, tmp_path, capsys, flag, value, 
 def test_exam_command(tiny_run, tmp_path, capsys):
     out = tmp_path / "exam.json"
     # the tiny vocabulary has no letters: the built-in exams name the unknown tokens
-    assert _main(["exam", str(tiny_run)]) == 2
+    assert run_main(["exam", str(tiny_run)]) == 2
     assert "<unk>" in capsys.readouterr().err
-    code = _main(
+    code = run_main(
         [
             "exam",
             str(tiny_run),
@@ -90,20 +83,21 @@ def test_exam_command(tiny_run, tmp_path, capsys):
     assert code == 0
     data = json.loads(out.read_text())
     assert data["exams"][0]["target"] == "," and len(data["exams"][0]["top"]) == 3
-    assert _main(["exam", str(tiny_run), "--prompt", "!"]) == 2
+    assert run_main(["exam", str(tiny_run), "--prompt", "!"]) == 2
 
 
 def test_circuits_command(tiny_run, tmp_path, capsys):
     out = tmp_path / "c.json"
     assert (
-        _main(["circuits", str(tiny_run), "--head", "1.2", "--token", "!", "--json", str(out)]) == 0
+        run_main(["circuits", str(tiny_run), "--head", "1.2", "--token", "!", "--json", str(out)])
+        == 0
     )
     data = json.loads(out.read_text())
     assert data["head"] == "1.2" and data["boosted"][0]["token"] == "!"
     assert {"copying_score", "top1_accuracy", "top5_accuracy", "pos_prev_token"} <= set(data)
-    assert _main(["circuits", str(tiny_run), "--head", "5.0"]) == 2
+    assert run_main(["circuits", str(tiny_run), "--head", "5.0"]) == 2
     assert "does not exist" in capsys.readouterr().err
-    assert _main(["circuits", str(tiny_run), "--head", "x"]) == 2
+    assert run_main(["circuits", str(tiny_run), "--head", "x"]) == 2
 
 
 def test_exam_periods_json(tmp_path, tiny_cfg, capsys):
@@ -119,7 +113,7 @@ def test_exam_periods_json(tmp_path, tiny_cfg, capsys):
     run = save_run(tmp_path / "letters", build_model(cfg), codec, cfg)
     out = tmp_path / "periods.json"
     args = ["exam", str(run), "--periods", "--n-prompts", "8", "--json", str(out)]
-    assert _main(args) == 0
+    assert run_main(args) == 0
     data = json.loads(out.read_text())
     # 16 positions: BOS + 2 * period - 1 tokens fit up to period 8
     assert [r["period"] for r in data["periods"]] == list(range(2, 9))
@@ -127,5 +121,5 @@ def test_exam_periods_json(tmp_path, tiny_cfg, capsys):
     assert set(row) == {"period", "pass_rate", "median_rank", "n_prompts", "chance"}
     assert row["n_prompts"] == 8 and row["chance"] == 0.5
     assert "pass rate" in capsys.readouterr().out
-    assert _main(["exam", str(run), "--periods", "--prompt", "A B", "--target", " A"]) == 2
+    assert run_main(["exam", str(run), "--periods", "--prompt", "A B", "--target", " A"]) == 2
     assert "--periods makes its own prompts" in capsys.readouterr().err

@@ -149,6 +149,8 @@ no_gpu = pytest.mark.skipif(
         ["report", "{run}", "--out", "{tmp}/r.html"],
         ["reproduce", "--out", "{tmp}/new"],
         ["sweep", "--out", "{tmp}/new", "--over", "n_ctx", "--values", "8"],
+        ["probe", "{run}", "--feature", "prev_token"],
+        ["neurons", "{run}", "--layer", "0"],
     ],
 )
 def test_an_absent_gpu_is_one_line_on_every_model_command(capsys, tmp_path, tiny_run, args):

@@ -9,6 +9,7 @@ import json
 import pytest
 import torch
 from analysis_helpers import tiny_codec
+from cli_helpers import run_main
 
 from interp_toolkit.models import AttnOnlyConfig, build_model, tl_config
 from interp_toolkit.presets import get_preset
@@ -70,34 +71,26 @@ def test_run_folder_without_the_mlp_fields_loads_as_attention_only(tmp_path, tin
         assert torch.equal(run.model(tokens), tiny_model(tokens))
 
 
-def _main(argv):
-    from interp_toolkit.cli import main
-
-    try:
-        main(argv)
-    except SystemExit as exc:
-        return exc.code
-    return 0
-
-
 def test_every_command_runs_on_an_mlp_run(mlp_run, tmp_path, capsys):
     run = str(mlp_run)
     heads = tmp_path / "heads.json"
-    assert _main(["heads", run, "--n-seqs", "4", "--n-untrained", "2", "--json", str(heads)]) == 0
+    assert (
+        run_main(["heads", run, "--n-seqs", "4", "--n-untrained", "2", "--json", str(heads)]) == 0
+    )
     data = json.loads(heads.read_text())
     assert len(data["heads"]) == 8 and data["test"]["untrained"]["n_models"] == 2
     exam = tmp_path / "exam.json"
     argv = ["exam", run, "--prompt", "1,2,1,2,1", "--target", ",", "--json", str(exam)]
-    assert _main(argv) == 0
+    assert run_main(argv) == 0
     circ = tmp_path / "circ.json"
-    assert _main(["circuits", run, "--head", "1.2", "--token", "!", "--json", str(circ)]) == 0
+    assert run_main(["circuits", run, "--head", "1.2", "--token", "!", "--json", str(circ)]) == 0
     assert json.loads(circ.read_text())["head"] == "1.2"
     view = tmp_path / "view.html"
-    assert _main(["view", run, "--prompt", "1,2,1,2", "--out", str(view)]) == 0
+    assert run_main(["view", run, "--prompt", "1,2,1,2", "--out", str(view)]) == 0
     assert "CircuitsVis" in view.read_text()
     probe = tmp_path / "probe.json"
     argv = ["probe", run, "--feature", "in_repeat", "--n-seqs", "20", "--json", str(probe)]
-    assert _main(argv) == 0
+    assert run_main(argv) == 0
     assert [r["boundary"] for r in json.loads(probe.read_text())["rows"]] == [
         "embed",
         "attn 0",

@@ -8,6 +8,7 @@ import json
 import pytest
 import torch
 from analysis_helpers import tiny_codec
+from cli_helpers import run_main
 
 from interp_toolkit.analysis import neurons
 from interp_toolkit.models import AttnOnlyConfig, build_model
@@ -110,20 +111,10 @@ def mlp_text_run(tmp_path, monkeypatch):
     return save_run(tmp_path / "run", build_model(cfg), tiny_codec(64), cfg, settings)
 
 
-def _main(argv):
-    from interp_toolkit.cli import main
-
-    try:
-        main(argv)
-    except SystemExit as exc:
-        return exc.code
-    return 0
-
-
 def test_neurons_command_writes_json_and_an_offline_page(mlp_text_run, tmp_path, capsys):
     out, page = tmp_path / "n.json", tmp_path / "n.html"
     argv = ["neurons", str(mlp_text_run), "--layer", "1", "--top", "8", "--n-seqs", "20"]
-    assert _main([*argv, "--show", "3", "--json", str(out), "--out", str(page)]) == 0
+    assert run_main([*argv, "--show", "3", "--json", str(out), "--out", str(page)]) == 0
     data = json.loads(out.read_text())
     assert data["summary"]["neurons"] == 24 and len(data["neurons"]) == 24
     assert len(data["neurons"][0]["top"]) == 8 and len(data["shown"]) == 3
@@ -132,5 +123,5 @@ def test_neurons_command_writes_json_and_an_offline_page(mlp_text_run, tmp_path,
     html = page.read_text()
     assert html.count("CircuitsVis.render(") == 1 and "share of neurons" in html
     assert "polysemantic" in capsys.readouterr().out
-    assert _main([*argv, "--neuron", "99"]) == 2
+    assert run_main([*argv, "--neuron", "99"]) == 2
     assert "does not exist" in capsys.readouterr().err

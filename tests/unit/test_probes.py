@@ -8,6 +8,7 @@ import json
 import pytest
 import torch
 from analysis_helpers import make_prev_token_head, tiny_codec
+from cli_helpers import run_main
 
 from interp_toolkit.analysis import probes
 from interp_toolkit.analysis.lda import accuracy, fit_probe, ledoit_wolf
@@ -141,20 +142,10 @@ def text_run(tmp_path, monkeypatch, tiny_cfg, tiny_model):
     return save_run(tmp_path / "run", tiny_model, tiny_codec(tiny_cfg.d_vocab), tiny_cfg, settings)
 
 
-def _main(argv):
-    from interp_toolkit.cli import main
-
-    try:
-        main(argv)
-    except SystemExit as exc:
-        return exc.code
-    return 0
-
-
 def test_probe_command_writes_json_csv_and_page(text_run, tmp_path, capsys):
     out, csv_out, page = tmp_path / "p.json", tmp_path / "p.csv", tmp_path / "p.html"
     argv = ["probe", str(text_run), "--feature", "position", "--n-seqs", "24", "--json", str(out)]
-    assert _main([*argv, "--csv", str(csv_out), "--out", str(page)]) == 0
+    assert run_main([*argv, "--csv", str(csv_out), "--out", str(page)]) == 0
     data = json.loads(out.read_text())
     assert data["data"]["corpus"].endswith("corpus.txt") and data["data"]["split"] == "held-out"
     assert [r["boundary"] for r in data["rows"]] == ["embed", "attn 0", "attn 1"]
@@ -174,7 +165,7 @@ def test_probe_command_writes_json_csv_and_page(text_run, tmp_path, capsys):
 )
 def test_probe_command_bad_input_is_one_line(text_run, tmp_path, capsys, extra, message):
     out = tmp_path / "p.json"
-    assert _main(["probe", str(text_run), *extra, "--json", str(out)]) == 2
+    assert run_main(["probe", str(text_run), *extra, "--json", str(out)]) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
     assert not out.exists()
