@@ -29,13 +29,15 @@ Run::
     .venv/bin/python benchmarks/null_calibration.py [--run RUN ...] [--threads 2]
 
 It prints tables and writes ``benchmarks/results/null_calibration.json`` after each section
-(cpu calibration, power, cost, GPT-2 calibration: the slowest last).
+(cpu calibration, power, cost, GPT-2 calibration: the slowest last); ``--resume`` starts from
+that file and runs only the sections it lacks.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
 import sys
 import time
@@ -47,7 +49,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # analysis_helpers: the tiny codec, hand-built heads
 
-from _common import print_table, write_result  # noqa: E402
+from _common import RESULTS, print_table, write_result  # noqa: E402
 from _pooled_tau import pooled_tau_discovery  # noqa: E402
 
 ALPHA = 0.05
@@ -352,36 +354,53 @@ def main() -> None:
     ap.add_argument("--n-gpt2", type=int, default=6)
     ap.add_argument("--n-hand-built", type=int, default=4)
     ap.add_argument("--threads", type=int, default=1, help="torch threads for the cost cases")
+    ap.add_argument(
+        "--resume",
+        action="store_true",
+        help="start from benchmarks/results/null_calibration.json and run only the sections "
+        "it does not have (e.g. the GPT-2 calibration after an interrupted run)",
+    )
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     torch.set_num_threads(1)
     t0 = time.perf_counter()
     out: dict[str, Any] = {"alpha": ALPHA, "target_fp_share": [0.03, 0.07]}
+    saved = RESULTS / "null_calibration.json"
+    if args.resume and saved.is_file():
+        kept = json.loads(saved.read_text())
+        out |= {k: v for k, v in kept.items() if k not in ("benchmark", "machine", "wall_s")}
+        out["resumed_from"] = {"machine": kept.get("machine"), "wall_s": kept.get("wall_s")}
+    done = set(out.get("sections_done", []))
 
     def save(section: str) -> None:  # after every section: a slow GPT-2 part loses nothing
         out["sections_done"] = [*out.get("sections_done", []), section]
         out["wall_s"] = round(time.perf_counter() - t0, 1)
         write_result("null_calibration", out)
 
-    out["cpu"] = calibrate_cpu(args.n_cpu)
-    summarise(out)
-    save("cpu")
-    out["hand_built"] = power_hand_built(args.n_hand_built)
-    print_table(out["hand_built"]["rows"], list(out["hand_built"]["rows"][0]))
-    out["trained"] = [power_trained(r) for r in args.run]
-    for tr in out["trained"]:
-        print(
-            f"{tr['run']}: over floor {tr['over_floor']}; significant {tr['significant_over_floor']}"
-        )
-        for key, roles in tr["roles"].items():
-            print(f"  roles, {key} deciding induction: {roles}")
-    save("power")
-    out["cost_cpu"] = cost_cpu(args.threads)
-    print_table(out["cost_cpu"], list(out["cost_cpu"][0]))
-    save("cost_cpu")
-    out["gpt2"] = calibrate_gpt2(args.n_gpt2)
-    summarise(out)
-    save("gpt2")
+    if "cpu" not in done:
+        out["cpu"] = calibrate_cpu(args.n_cpu)
+        summarise(out)
+        save("cpu")
+    if "power" not in done:
+        out["hand_built"] = power_hand_built(args.n_hand_built)
+        print_table(out["hand_built"]["rows"], list(out["hand_built"]["rows"][0]))
+        out["trained"] = [power_trained(r) for r in args.run]
+        for tr in out["trained"]:
+            print(
+                f"{tr['run']}: over floor {tr['over_floor']}; "
+                f"significant {tr['significant_over_floor']}"
+            )
+            for key, roles in tr["roles"].items():
+                print(f"  roles, {key} deciding induction: {roles}")
+        save("power")
+    if "cost_cpu" not in done:
+        out["cost_cpu"] = cost_cpu(args.threads)
+        print_table(out["cost_cpu"], list(out["cost_cpu"][0]))
+        save("cost_cpu")
+    if "gpt2" not in done:
+        out["gpt2"] = calibrate_gpt2(args.n_gpt2)
+        summarise(out)
+        save("gpt2")
 
 
 if __name__ == "__main__":

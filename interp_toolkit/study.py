@@ -2,24 +2,24 @@
 
 :func:`reproduce` trains each model on the embedded corpus with the preset's documented recipe,
 each 2+-layer model only until its induction score has stayed past the floor for
-``StudyConfig.after_induction`` steps, and the 1-layer control as long as the longest of them. It
-writes samples, exam results, the head table (every head's scores tested against their own null models), circuits, impact curves and a
-report per run, and finally ``DIR/index.html``: the depths side by side (induction heads per layer,
-exam pass rate by period, time to induction, losses, the route each grew by ablation, curves), with
-every sentence built from the measurements (:mod:`interp_toolkit.reports.findings`). Re-running
-reuses finished runs and resumes interrupted ones, but only runs recorded with the settings asked
-for (:func:`is_finished`); every run is checked before any work.
+``StudyConfig.after_induction`` steps, and the 1-layer control as long as the longest of them.
+With ``mlp``, the 1- and 2-layer models get MLP twins (the same recipe on the GPT-2 block). It
+writes samples, exam results, the head table (every head's scores tested against their own null
+models), circuits, impact curves and a report per run, and finally ``DIR/index.html``: the depths
+side by side (induction heads per layer, exam pass rate by period, time to induction, losses, the
+route each grew by ablation, curves), the MLP twins beside theirs with their neurons'
+polysemanticity, and the previous-token probe of the 1- and 2-layer models
+(:mod:`interp_toolkit.study_layers`), with every sentence built from the measurements
+(:mod:`interp_toolkit.reports.findings`, :mod:`interp_toolkit.reports.layer_findings`).
+Re-running reuses finished runs and resumes interrupted ones, but only runs recorded with the
+settings asked for (:mod:`interp_toolkit.study_folder`); every run is checked before any work.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import multiprocessing
-import sys
 import time
-from collections.abc import Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,13 +28,12 @@ import torch
 
 from interp_toolkit.analysis.ablation import CausalRow, causal_check
 from interp_toolkit.analysis.circuits import copying_table
-from interp_toolkit.analysis.composition import composition_baseline, composition_scores
-from interp_toolkit.analysis.heads import HeadId
+from interp_toolkit.analysis.composition import composition_summary
 from interp_toolkit.analysis.routes import THRESHOLDS
 from interp_toolkit.analysis.run_analysis import RunAnalysis, RunSummary, analyse_run
 from interp_toolkit.devices import resolve_device
 from interp_toolkit.errors import UserError
-from interp_toolkit.io import LOCK_NAME, check_writable_dir, folder_lock, write_json, write_text
+from interp_toolkit.io import write_json, write_text
 from interp_toolkit.presets import LAYER_CHOICES, Preset, get_preset, with_overrides
 from interp_toolkit.reports.findings import (
     DepthMeasurement,
@@ -43,6 +42,13 @@ from interp_toolkit.reports.findings import (
     measure_depth,
     study_findings,
 )
+from interp_toolkit.reports.layer_findings import (
+    NeuronMeasurement,
+    ProbeMeasurement,
+    mlp_findings,
+    probe_sentence,
+)
+from interp_toolkit.reports.layers_report import mlp_section, probes_section
 from interp_toolkit.reports.run_report import run_report_html
 from interp_toolkit.reports.study_report import (
     causal_section,
@@ -50,15 +56,28 @@ from interp_toolkit.reports.study_report import (
     depth_section,
     render_comparison,
 )
-from interp_toolkit.runs import Run, RunPaths, load_run, read_config, read_metrics
+from interp_toolkit.runs import Run, read_metrics
 from interp_toolkit.sampling import sample
-from interp_toolkit.training import train_model
-from interp_toolkit.training.checkpoints import read_progress
-from interp_toolkit.training.settings import config_differences, recorded_configs
+from interp_toolkit.study_folder import (
+    INDEX,
+    STUDY_MARKER,
+    check_study_dir,
+    planned_runs,
+    say,
+    study_folder,
+    train_or_reuse,
+    train_runs,
+    training,
+)
+from interp_toolkit.study_layers import (
+    MLP_LAYERS,
+    PROBE_LAYERS,
+    layer0_previous_token_heads,
+    measure_neurons,
+    measure_probe,
+    run_name,
+)
 
-#: A study (or sweep) folder: this marker, ``index.html`` and one run folder per model.
-STUDY_MARKER = "study.json"
-INDEX = "index.html"
 SAMPLE_PROMPTS = ("def ", "import os\n", "class ", "    return ")
 #: What study.json keeps of each run's summary.
 STUDY_JSON_FIELDS = (
@@ -91,6 +110,7 @@ class StudyConfig:
     corpus: str | None = None
     sample_tokens: int = 40
     device: str = "auto"
+    mlp: bool = False  # also train MLP twins of the 1- and 2-layer models
 
 
 @dataclass
@@ -99,126 +119,62 @@ class StudyResult:
     index: Path
     summaries: list[RunSummary]
     causal: list[CausalRow] = field(default_factory=list)
-    depths: list[DepthMeasurement] = field(default_factory=list)
+    depths: list[DepthMeasurement] = field(default_factory=list)  # attention-only
+    mlp_depths: list[DepthMeasurement] = field(default_factory=list)
+    probes: list[ProbeMeasurement] = field(default_factory=list)
+    neurons: list[NeuronMeasurement] = field(default_factory=list)
+    findings: list[str] = field(default_factory=list)  # the page's Finding, in order
     elapsed_s: float = 0.0
 
 
-def say(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
+@dataclass(frozen=True)
+class StudyRun:
+    """One model of a study: its depth, and whether it is an MLP twin."""
+
+    name: str
+    n_layers: int
+    mlp: bool = False
 
 
-def check_study_dir(out: Path) -> None:
-    """``out`` must be new, empty, or a study folder this command wrote before."""
-    if out.exists() and not out.is_dir():
-        raise UserError(f"{out} is a file, not a folder: choose another --out.")
-    held = [p for p in out.iterdir() if p.name != LOCK_NAME] if out.is_dir() else []
-    if held and not (out / STUDY_MARKER).is_file():
-        raise UserError(
-            f"{out} holds something else (no {STUDY_MARKER}): choose a new or empty folder for --out."
-        )
-    check_writable_dir(out, "study folder")
+def study_runs(cfg: StudyConfig) -> list[StudyRun]:
+    """The attention-only depths asked for, then (``--mlp``) the MLP twins of those in
+    :data:`~.study_layers.MLP_LAYERS`."""
+    runs = [StudyRun(run_name(cfg.preset, n), n) for n in sorted(cfg.layers)]
+    if cfg.mlp:
+        twins = [n for n in MLP_LAYERS if n in cfg.layers]
+        runs += [StudyRun(run_name(cfg.preset, n, True), n, True) for n in twins]
+    return runs
 
 
-@contextmanager
-def study_folder(out: Path, marker: dict[str, Any]) -> Iterator[None]:
-    """Hold the study folder (a second study in it is refused) and keep ``study.json`` true:
-    ``running`` while the block runs, ``stopped`` with the reason if it fails (the block
-    writes ``done`` itself)."""
-    with folder_lock(out, "study folder"):
-        write_json(out / STUDY_MARKER, {**marker, "status": "running"})
-        try:
-            yield
-        except BaseException as exc:
-            reason = str(exc) or type(exc).__name__
-            write_json(out / STUDY_MARKER, {**marker, "status": "stopped", "reason": reason})
-            raise
-
-
-def is_finished(path: Path, preset: Preset) -> bool:
-    """Whether ``path`` holds the finished run ``preset`` asks for. False when it holds nothing
-    yet, or that run unfinished (or shorter: it is continued); a UserError when it holds a run
-    recorded with other settings, or trained past the steps asked for."""
-    paths = RunPaths(path)
-    if not paths.config.is_file():
-        return False
-    recorded = recorded_configs(read_config(path), paths.config)
-    diffs = config_differences(recorded, (preset.model, preset.data, preset.train), steps=False)
-    progress = read_progress(paths)
-    if progress is not None and progress.step > preset.train.steps:
-        diffs.append(f"steps: trained to {progress.step} (asked {preset.train.steps})")
-    if diffs:
-        raise UserError(
-            f"{path} holds a run trained otherwise than asked: {'; '.join(diffs)}. Reusing it "
-            f"would mislabel it: choose another --out, or delete {path} to train it as asked."
-        )
-    return paths.weights.is_file() and recorded[2].steps == preset.train.steps
-
-
-def train_or_reuse(path: Path, preset: Preset, device: str = "auto") -> Run:
-    """The finished run ``preset`` asks for in ``path``: reused, continued from its checkpoint,
-    or trained (:func:`is_finished` says which, or why not), on ``device``."""
-    if is_finished(path, preset):
-        say(f"[{path.name}] finished run with the same settings found: reusing it")
-        return load_run(path, device=device)
-    resume = RunPaths(path).config.is_file()
-    say(
-        f"[{path.name}] {'resuming' if resume else 'training'}: {preset.model.n_layers} layer(s), "
-        f"{preset.train.steps} steps, preset {preset.name}"
-    )
-    return train_model(
-        path,
-        preset.model,
-        preset.data,
-        preset.train,
-        resume=resume,
-        preset=preset.name,
-        device=device,
-    ).run
-
-
-def planned_runs(out: Path, presets: dict[str, Preset]) -> None:
-    """Check every run of a study or sweep before any work: valid settings, and a folder that is
-    empty, or holds the same run (:func:`is_finished`)."""
-    for name, preset in presets.items():
-        preset.validate()
-        is_finished(out / name, preset)
-
-
-def _train_quietly(path: Path, preset: Preset) -> None:
-    """A worker process's job: train (or reuse) one run on the CPU; the parent loads it later."""
-    train_or_reuse(path, preset, "cpu")
-
-
-def train_runs(jobs: Sequence[tuple[Path, Preset]], workers: int, device: str = "auto") -> None:
-    """Train (or reuse) independent runs in the order given (put the longest first): on the CPU
-    ``workers`` at a time in separate processes; on any other device one after another (processes
-    sharing one accelerator would only contend for it). Each run is a function of its preset
-    alone, so running them side by side changes nothing but the wall time."""
-    jobs = [(path, preset) for path, preset in jobs if not is_finished(path, preset)]
-    if workers <= 1 or len(jobs) <= 1 or resolve_device(device).type != "cpu":
-        for path, preset in jobs:
-            train_or_reuse(path, preset, device)
-        return
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        for job in [pool.submit(_train_quietly, path, preset) for path, preset in jobs]:
-            job.result()
-
-
-def depth_preset(cfg: StudyConfig, n_layers: int, control_steps: int | None = None) -> Preset:
-    """What one depth trains with: the preset with the study's seed and corpus; ``--steps`` when
-    given, else a 2+-layer model stops ``after_induction`` steps after its induction score passes
-    the floor, and the 1-layer control trains ``control_steps`` (the longest deeper run)."""
+def depth_preset(cfg: StudyConfig, run: StudyRun, control_steps: int | None = None) -> Preset:
+    """What one model trains with: the preset (on the GPT-2 block for an MLP twin) with the
+    study's seed and corpus; ``--steps`` when given, else a 2+-layer model stops
+    ``after_induction`` steps after its induction score passes the floor, and a 1-layer control
+    trains ``control_steps`` (the longest deeper run of its kind)."""
     preset = with_overrides(
-        get_preset(cfg.preset, n_layers), seed=cfg.seed, corpus=cfg.corpus, threads=cfg.threads
+        get_preset(cfg.preset, run.n_layers, mlp=run.mlp),
+        seed=cfg.seed,
+        corpus=cfg.corpus,
+        threads=cfg.threads,
     )
     if cfg.steps is not None:
         return with_overrides(preset, steps=cfg.steps)
-    if n_layers > 1:
+    if run.n_layers > 1:
         return with_overrides(
             preset, stop_score=THRESHOLDS.induction, stop_after=cfg.after_induction
         )
     return with_overrides(preset, steps=control_steps)
+
+
+def control_steps(out: Path, runs: Sequence[StudyRun], control: StudyRun) -> int | None:
+    """How long a 1-layer control trains: as long as the longest deeper run of its kind
+    (attention-only or MLP), else of any kind (None: the preset's steps)."""
+    deeper = [r for r in runs if r.n_layers > 1]
+    for pool in ([r for r in deeper if r.mlp == control.mlp], deeper):
+        steps = [rows[-1]["step"] for r in pool if (rows := read_metrics(out / r.name))]
+        if steps:
+            return int(max(steps))
+    return None
 
 
 def write_samples(run: Run, n_tokens: int, seed: int) -> list[dict[str, str]]:
@@ -233,26 +189,6 @@ def write_samples(run: Run, n_tokens: int, seed: int) -> list[dict[str, str]]:
     ]
     write_json(run.paths.samples, samples)
     return samples
-
-
-def composition_summary(run: Run) -> dict[str, Any] | None:
-    """Largest Q/K/V composition scores into layer-1+ heads, next to the random baseline."""
-    if run.model_cfg.n_layers < 2:
-        return None
-    out: dict[str, Any] = {"run": run.name}
-    base = composition_baseline(run.model)  # same shapes for Q, K and V composition
-    for kind in ("q", "k", "v"):
-        comp = composition_scores(run.model, kind)
-        flat = comp.reshape(-1)
-        best = int(torch.nan_to_num(flat, nan=-1.0).argmax())
-        la, ha, lb, hb = (int(i) for i in torch.unravel_index(torch.tensor(best), comp.shape))
-        out[kind] = {
-            "max": round(float(flat[best]), 4),
-            "from": str(HeadId(la, ha)),
-            "to": str(HeadId(lb, hb)),
-            "random_baseline": round(float(base), 4),
-        }
-    return out
 
 
 def analyse_and_report(run: Run, cfg: StudyConfig) -> tuple[RunSummary, RunAnalysis]:
@@ -290,45 +226,106 @@ def reproduce(cfg: StudyConfig) -> StudyResult:
     get_preset(cfg.preset, cfg.layers[0])  # unknown preset -> UserError before any work
     if cfg.workers < 1 or cfg.threads < 1:
         raise UserError(f"--workers {cfg.workers} / threads {cfg.threads}: use 1 or more.")
+    if cfg.mlp and not set(MLP_LAYERS) & set(cfg.layers):
+        raise UserError(
+            f"--mlp trains MLP twins of the {' and '.join(map(str, MLP_LAYERS))}-layer models: "
+            "include one of them in --layers."
+        )
     resolve_device(cfg.device)  # an absent device -> UserError before any work
     out = Path(cfg.out)
     check_study_dir(out)
-    # what each depth trains with (the 1-layer control's length is settled later)
-    presets = {f"{cfg.preset}-{n}l": depth_preset(cfg, n) for n in sorted(cfg.layers)}
-    planned_runs(out, presets)
+    runs = study_runs(cfg)
+    # what each model trains with (a 1-layer control's length is settled later)
+    planned_runs(out, {r.name: depth_preset(cfg, r) for r in runs})
     marker = {"preset": cfg.preset, "layers": sorted(cfg.layers), "seed": cfg.seed}
+    marker |= {"mlp": [r.n_layers for r in runs if r.mlp]}
     with study_folder(out, marker):
-        return _reproduce(cfg, out, presets, marker)
+        return _reproduce(cfg, out, runs, marker)
+
+
+@dataclass
+class RunMeasurements:
+    """Everything the study page takes from one trained run."""
+
+    summary: RunSummary
+    depth: DepthMeasurement
+    causal: list[CausalRow]
+    composition: dict[str, Any] | None
+    probe: ProbeMeasurement | None
+    neurons: NeuronMeasurement | None
+    data_mix: str
+
+
+def measure_run(run: Run, cfg: StudyConfig, *, mlp: bool) -> RunMeasurements:
+    """Samples, analyses and the run's report, then the causal check, composition, the probe
+    (1 and 2 layers) and the neurons (MLP twins)."""
+    summary, analysis = analyse_and_report(run, cfg)
+    rows = causal_check(run.model, run.codec, analysis.head_report, name=run.name, seed=cfg.seed)
+    n = run.model_cfg.n_layers
+    probe = neurons = None
+    if n in PROBE_LAYERS:
+        say(f"[{run.name}] probes{' and neurons' if mlp else ''} ...")
+        heads = layer0_previous_token_heads(summary)
+        probe = measure_probe(run.model, run.codec, run.name, heads, seed=cfg.seed)
+    if mlp:
+        neurons = measure_neurons(run, seed=cfg.seed)
+    return RunMeasurements(
+        summary=summary,
+        depth=measure_depth(run, summary, analysis.period_exams, rows),
+        causal=rows,
+        composition=composition_summary(run.model, run.name),
+        probe=probe,
+        neurons=neurons,
+        data_mix=data_mix_sentence(run.settings, run.model_cfg.n_ctx),
+    )
+
+
+def _train_and_measure(
+    cfg: StudyConfig, out: Path, runs: Sequence[StudyRun]
+) -> dict[str, RunMeasurements]:
+    """Every run whose length is known now trains first, side by side (the longest jobs first:
+    MLP twins, then the deepest); then the 1-layer controls, unless --steps fixes them, each as
+    long as the longest deeper run of its kind (:func:`control_steps`), while the other runs are
+    analysed."""
+    known = sorted(
+        (r for r in runs if r.n_layers > 1 or cfg.steps is not None),
+        key=lambda r: (not r.mlp, -r.n_layers),
+    )
+    train_runs([(out / r.name, depth_preset(cfg, r)) for r in known], cfg.workers, cfg.device)
+    controls = [r for r in runs if r not in known]
+    presets = {r.name: depth_preset(cfg, r, control_steps(out, runs, r)) for r in runs}
+
+    def measure(r: StudyRun) -> RunMeasurements:
+        run = train_or_reuse(out / r.name, presets[r.name], cfg.device)
+        return measure_run(run, cfg, mlp=r.mlp)
+
+    with training([(out / r.name, presets[r.name]) for r in controls], cfg.workers, cfg.device):
+        measured = {r.name: measure(r) for r in known}
+    return measured | {r.name: measure(r) for r in controls}
 
 
 def _reproduce(
-    cfg: StudyConfig, out: Path, presets: dict[str, Preset], marker: dict[str, Any]
+    cfg: StudyConfig, out: Path, runs: Sequence[StudyRun], marker: dict[str, Any]
 ) -> StudyResult:
     t0 = time.perf_counter()
-    summaries, causal, comps, depths, mix = [], [], [], [], ""
-    # Every run whose length is known now trains first, side by side (deepest first); the
-    # 1-layer control, unless --steps fixes it, trains as long as the longest of them.
-    path = {n: out / f"{cfg.preset}-{n}l" for n in cfg.layers}
-    now = [n for n in sorted(cfg.layers, reverse=True) if n > 1 or cfg.steps is not None]
-    train_runs([(path[n], presets[path[n].name]) for n in now], cfg.workers, cfg.device)
-    for n in sorted(cfg.layers, key=lambda n: (n not in now, n)):
-        longest = max((d.steps for d in depths), default=None)
-        run = train_or_reuse(path[n], depth_preset(cfg, n, longest), cfg.device)
-        summary, analysis = analyse_and_report(run, cfg)
-        mix = data_mix_sentence(run.settings, run.model_cfg.n_ctx)
-        rows = causal_check(
-            run.model, run.codec, analysis.head_report, name=run.name, seed=cfg.seed
-        )
-        depths.append(measure_depth(run, summary, analysis.period_exams, rows))
-        summaries.append(summary)
-        causal.extend(rows)
-        comp = composition_summary(run)
-        if comp:
-            comps.append(comp)
-    order = sorted(range(len(depths)), key=lambda i: depths[i].n_layers)
-    summaries, depths = [summaries[i] for i in order], [depths[i] for i in order]
-
-    extra = [depth_section(depths, curves={s.name: read_metrics(out / s.name) for s in summaries})]
+    measured = [_train_and_measure(cfg, out, runs)[r.name] for r in runs]  # in the runs' order
+    summaries = [m.summary for m in measured]
+    depths = {r.name: m.depth for r, m in zip(runs, measured, strict=True)}
+    causal = [row for m in measured for row in m.causal]
+    comps = [m.composition for m in measured if m.composition]
+    probes = [m.probe for m in measured if m.probe]
+    neurons = [m.neurons for m in measured if m.neurons]
+    mix = measured[-1].data_mix
+    attn = [depths[r.name] for r in runs if not r.mlp]
+    twin = {d.n_layers: d for d in attn}
+    pairs = [(depths[r.name], twin.get(r.n_layers)) for r in runs if r.mlp]
+    findings = study_findings(attn) + mlp_findings(pairs, [])
+    curves = {s.name: read_metrics(out / s.name) for s in summaries}
+    extra = [depth_section(attn, curves=curves)]
+    if pairs:
+        extra.append(mlp_section(pairs, neurons, curves=curves))
+    if probes:
+        extra.append(probes_section(probes))
     if causal:
         extra.append(causal_section(causal))
     if comps:
@@ -339,12 +336,14 @@ def _reproduce(
         ]
         extra.append(composition_section(rows))
     elapsed = time.perf_counter() - t0
+    twins = f"; MLP twins of {', '.join(str(m.n_layers) for m, _ in pairs)}" if pairs else ""
     html = render_comparison(
         summaries,
         title="Induction heads at every depth",
         subtitle=f"preset {cfg.preset}, seed {cfg.seed}, layers "
-        f"{', '.join(str(d.n_layers) for d in depths)}; this run took {elapsed / 60:.1f} min. {mix}",
-        finding=study_findings(depths),
+        f"{', '.join(str(d.n_layers) for d in attn)}{twins}; this run took "
+        f"{elapsed / 60:.1f} min. {mix}",
+        finding=findings,
         extra=extra,
     )
     index = write_text(out / INDEX, html)
@@ -356,13 +355,25 @@ def _reproduce(
             "elapsed_s": round(elapsed, 1),
             "thresholds": dataclasses.asdict(THRESHOLDS),
             "runs": [{k: s.to_dict()[k] for k in STUDY_JSON_FIELDS} for s in summaries],
-            "depths": [d.to_dict() for d in depths],
+            "depths": [d.to_dict() for d in attn],
+            "mlp_depths": [m.to_dict() for m, _ in pairs],
             "causal": [dataclasses.asdict(c) for c in causal],
             "composition": comps,
+            "probes": [p.to_dict() for p in probes],
+            "neurons": [n.to_dict() for n in neurons],
         },
     )
     return StudyResult(
-        out=out, index=index, summaries=summaries, causal=causal, depths=depths, elapsed_s=elapsed
+        out=out,
+        index=index,
+        summaries=summaries,
+        causal=causal,
+        depths=attn,
+        mlp_depths=[m for m, _ in pairs],
+        probes=probes,
+        neurons=neurons,
+        findings=findings,
+        elapsed_s=elapsed,
     )
 
 
@@ -379,7 +390,8 @@ def parse_layers(text: str) -> tuple[int, ...]:
 
 
 def summary_lines(result: StudyResult) -> Sequence[str]:
-    lines = list(study_findings(result.depths))
+    lines = list(result.findings)
     lines += [causal_sentence(c) for c in result.causal]
+    lines += [probe_sentence(p) for p in result.probes]
     lines.append(f"report: {result.index} ({result.elapsed_s / 60:.1f} min)")
     return lines

@@ -15,7 +15,7 @@ from interp_toolkit.errors import UserError
 from interp_toolkit.io import write_json, write_text
 from interp_toolkit.presets import Preset, get_preset, with_overrides
 from interp_toolkit.runs import read_metrics
-from interp_toolkit.study import (
+from interp_toolkit.study_folder import (
     INDEX,
     STUDY_MARKER,
     check_study_dir,

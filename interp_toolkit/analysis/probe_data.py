@@ -3,7 +3,8 @@ tokens in which a repeat can sit anywhere.
 
 - :func:`heldout_windows`: windows of a corpus's *held-out* split (the documents training never
   saw; see :mod:`interp_toolkit.data`), ``seq_len`` tokens each, drawn without replacement by a
-  seeded permutation. A run's corpus and split come from its config (:func:`run_heldout_windows`).
+  seeded permutation. A run's corpus and split come from its config (:func:`corpus_of`);
+  :func:`neuron_windows` is what the neuron analysis reads by default.
 - :func:`varied_repeats`: rows ``[BOS] prefix seg seg filler`` of exactly ``seq_len`` tokens in
   which the period cycles over ``2 .. (seq_len - 1) // 2`` and the prefix length is uniform in
   ``0 .. seq_len - 1 - 2·period``, so neither the position nor the period says where the repeat is.
@@ -46,6 +47,28 @@ def heldout_windows(
     gen = torch.Generator().manual_seed(int(seed))
     chosen = torch.randperm(len(wins), generator=gen)[:n_windows].sort().values
     return torch.stack([wins[int(i)] for i in chosen])
+
+
+#: Positions the neuron analysis reads by default (held-out rows x context).
+NEURON_POSITIONS = 16384
+
+
+def neuron_windows(
+    codec: Codec, n_ctx: int, source: object, *, seed: int = 0, n_seqs: int | None = None
+) -> Int[torch.Tensor, "n pos"]:
+    """Held-out windows of the corpus ``source`` (a run, or anything else: stdlib) trained on:
+    rows of the context (at most 128 tokens), ``n_seqs`` of them (default:
+    :data:`NEURON_POSITIONS` positions in all)."""
+    corpus, val_fraction = corpus_of(source)
+    seq_len = min(n_ctx, 128)
+    return heldout_windows(
+        codec,
+        seq_len=seq_len,
+        n_windows=n_seqs or max(16, NEURON_POSITIONS // seq_len),
+        corpus=corpus,
+        val_fraction=val_fraction,
+        seed=seed,
+    )
 
 
 def corpus_of(source: object) -> tuple[str, float]:

@@ -27,6 +27,9 @@ class Thresholds:
     when its one-sided binomial p-value against 1/period is below this, Bonferroni-corrected over
     the periods. ``induction``: the effect-size floor a layer>=1 head's logged induction score
     must pass for the run to count as having formed induction (the time to induction).
+    ``decodable``: a feature is linearly decodable at a layer boundary when the probe's held-out
+    accuracy is at least this much above the majority baseline (always answering the most
+    frequent training label).
     """
 
     collapse: float = 0.5
@@ -35,6 +38,7 @@ class Thresholds:
     exam_pass: float = 0.95
     chance_alpha: float = 0.05
     induction: float = 0.4
+    decodable: float = 0.5
 
 
 THRESHOLDS = Thresholds()

@@ -20,9 +20,6 @@ from interp_toolkit.cli.app import (
 )
 from interp_toolkit.errors import UserError
 
-#: Probed positions by default (rows x context).
-DEFAULT_POSITIONS = 16384
-
 
 @app.command("neurons")
 def neurons_cmd(
@@ -53,7 +50,7 @@ def neurons_cmd(
     check_device(device)
     setup_torch()
     from interp_toolkit.analysis.neurons import analyse_neurons, check_layers
-    from interp_toolkit.analysis.probe_data import corpus_of, heldout_windows
+    from interp_toolkit.analysis.probe_data import corpus_of, neuron_windows
     from interp_toolkit.io import write_text
     from interp_toolkit.reports.neurons import (
         labels_for,
@@ -70,16 +67,9 @@ def neurons_cmd(
     bad = [n for n in neuron or [] if not 0 <= n < d_mlp]
     if bad:
         raise UserError(f"--neuron {bad[0]} does not exist: layer {layer} has 0..{d_mlp - 1}.")
-    corpus, val_fraction = corpus_of(tgt.source)
-    seq_len = min(tgt.n_ctx, 128)
-    tokens = heldout_windows(
-        tgt.codec,
-        seq_len=seq_len,
-        n_windows=n_seqs or max(16, DEFAULT_POSITIONS // seq_len),
-        corpus=corpus,
-        val_fraction=val_fraction,
-        seed=seed,
-    )
+    corpus, _ = corpus_of(tgt.source)
+    tokens = neuron_windows(tgt.codec, tgt.n_ctx, tgt.source, seed=seed, n_seqs=n_seqs)
+    seq_len = int(tokens.shape[1])
     (info,) = analyse_neurons(tgt.model, tokens, [layer], k=top, seed=seed)
     picks = shown_neurons(info, neuron, show)
     data = {"target": tgt.name, "data": {"corpus": corpus, "rows": len(tokens), "seq_len": seq_len}}

@@ -35,6 +35,12 @@ def reproduce_cmd(
         help="Models trained at once on the CPU, one process (and one thread) each; on a GPU "
         "they train one after another.",
     ),
+    mlp: bool = typer.Option(
+        False,
+        "--mlp",
+        help="Also train MLP twins of the 1- and 2-layer models (the GPT-2 block: MLP and "
+        "LayerNorm) and compare: induction timing, neurons' polysemanticity, probes.",
+    ),
     device: str = device_option(),
 ) -> None:
     """Train 1, 2, 3 and 8 layers and write the side-by-side study report (DIR/index.html)."""
@@ -50,6 +56,7 @@ def reproduce_cmd(
         corpus=corpus,
         workers=workers,
         device=device,
+        mlp=mlp,
     )
     for line in summary_lines(reproduce(cfg)):
         typer.echo(line)

@@ -93,11 +93,11 @@ def measure_depth(
     )
 
 
-def _layers(n: int) -> str:
+def layers_phrase(n: int) -> str:
     return f"{n} layer{'s' if n != 1 else ''}"
 
 
-def _pct(x: float) -> str:
+def pct(x: float) -> str:
     return f"{100 * x:.0f}%" if round(100 * x, 1) == round(100 * x) else f"{100 * x:.1f}%"
 
 
@@ -107,8 +107,8 @@ def exam_phrase(exams: Sequence[PeriodExam], t: Thresholds = THRESHOLDS) -> str:
     v = exam_verdict(exams, t)
     periods = f"{exams[0].period}..{exams[-1].period}"
     s = (
-        f"passes (≥ {_pct(t.exam_pass)}) at {v.n_passing} of {v.n_periods} periods {periods} "
-        f"(lowest {_pct(v.lowest.pass_rate)} at period {v.lowest.period})"
+        f"passes (≥ {pct(t.exam_pass)}) at {v.n_passing} of {v.n_periods} periods {periods} "
+        f"(lowest {pct(v.lowest.pass_rate)} at period {v.lowest.period})"
     )
     if v.all_pass:
         return s
@@ -123,18 +123,18 @@ def route_phrase(route: Route, t: Thresholds = THRESHOLDS) -> str:
         return "no route to measure (no earlier layer to compose with)"
     parts = []
     if route.previous_token is not None:
-        parts.append(f"previous-token head {_pct(route.previous_token)}")
+        parts.append(f"previous-token head {pct(route.previous_token)}")
     if route.duplicate_token:
-        parts.append(f"duplicate-token head {_pct(route.duplicate_token)}")
+        parts.append(f"duplicate-token head {pct(route.duplicate_token)}")
     if route.all_earlier is not None:
-        parts.append(f"all earlier role heads {_pct(route.all_earlier)}")
-    evidence = f"ablating removes: {', '.join(parts)}; collapse = ≥ {_pct(t.collapse)}"
+        parts.append(f"all earlier role heads {pct(route.all_earlier)}")
+    evidence = f"ablating removes: {', '.join(parts)}; collapse = ≥ {pct(t.collapse)}"
     return f"route {route.name} ({evidence})"
 
 
 def depth_sentence(m: DepthMeasurement, t: Thresholds = THRESHOLDS) -> str:
     """One sentence per depth: induction head or not, when it formed, the exam, the route."""
-    s = f"{_layers(m.n_layers)} ({m.name}): "
+    s = f"{layers_phrase(m.n_layers)} ({m.name}): "
     if m.induction_heads:
         s += f"induction head{'s' if len(m.induction_heads) > 1 else ''} {', '.join(m.induction_heads)}"
     else:
@@ -161,19 +161,21 @@ def claim_sentence(ms: Sequence[DepthMeasurement], t: Thresholds = THRESHOLDS) -
     problems = []
     for m in one:
         if m.induction_heads:
-            problems.append(f"{_layers(1)} has induction head(s) {', '.join(m.induction_heads)}")
+            problems.append(
+                f"{layers_phrase(1)} has induction head(s) {', '.join(m.induction_heads)}"
+            )
         v = exam_verdict(m.exams, t)
         if not v.at_chance:
             problems.append(
-                f"{_layers(1)} is above chance at period(s) {', '.join(map(str, v.above_chance))}"
+                f"{layers_phrase(1)} is above chance at period(s) {', '.join(map(str, v.above_chance))}"
             )
     for m in deep:
         if not m.induction_heads:
-            problems.append(f"{_layers(m.n_layers)} has no induction head")
+            problems.append(f"{layers_phrase(m.n_layers)} has no induction head")
         v = exam_verdict(m.exams, t)
         if not v.all_pass:
             problems.append(
-                f"{_layers(m.n_layers)} passes only {v.n_passing} of {v.n_periods} periods"
+                f"{layers_phrase(m.n_layers)} passes only {v.n_passing} of {v.n_periods} periods"
             )
     if not one or not deep:
         return "The seed's claim needs a 1-layer model and a deeper one: this study lacks one."
@@ -185,7 +187,7 @@ def claim_sentence(ms: Sequence[DepthMeasurement], t: Thresholds = THRESHOLDS) -
     return (
         f"The seed's claim holds as measured here: 1 layer has no induction head and is at chance "
         f"at every period; {depths} layers{each} have an induction head and pass "
-        f"≥ {_pct(t.exam_pass)} of the exams at every period."
+        f"≥ {pct(t.exam_pass)} of the exams at every period."
     )
 
 
@@ -196,7 +198,7 @@ def causal_sentence(row: CausalRow, t: Thresholds = THRESHOLDS) -> str:
     return (
         f"{row.run}: ablating the {row.ablated} ({', '.join(row.ablated_heads)}) moves induction "
         f"head {row.induction_head} from {row.induction_before:.2f} to {row.induction_after:.2f} "
-        f"({_pct(share)} removed): {effect}."
+        f"({pct(share)} removed): {effect}."
     )
 
 
@@ -209,9 +211,9 @@ def data_mix_sentence(settings: Mapping[str, Any], n_ctx: int) -> str:
         return f"Training data: text from corpus {corpus!r} only (no synthetic windows)."
     span_max = data.get("span_max") or n_ctx // 2
     return (
-        f"Training data: {_pct(rf)} of every batch are synthetic windows (random tokens with a "
+        f"Training data: {pct(rf)} of every batch are synthetic windows (random tokens with a "
         f"span of {data.get('span_min', 2)}..{span_max} tokens repeating from a random start), "
-        f"{_pct(1 - rf)} text windows from corpus {corpus!r}."
+        f"{pct(1 - rf)} text windows from corpus {corpus!r}."
     )
 
 

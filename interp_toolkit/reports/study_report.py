@@ -16,20 +16,16 @@ from interp_toolkit.analysis.period_exam import PeriodExam
 from interp_toolkit.analysis.routes import THRESHOLDS, Thresholds, ablation_verdict, exam_verdict
 from interp_toolkit.analysis.run_analysis import RunSummary, TopHead
 from interp_toolkit.errors import UserError
-from interp_toolkit.reports.findings import DepthMeasurement, causal_sentence
+from interp_toolkit.reports.findings import DepthMeasurement, causal_sentence, layers_phrase
 from interp_toolkit.views import plots
 from interp_toolkit.views.page import Row, Section, cell, render_report, table, text, verdict
-
-
-def _layers(n: int) -> str:
-    return f"{n} layer{'s' if n != 1 else ''}"
 
 
 def describe_run(summary: RunSummary) -> str:
     """One sentence: 'L layers: passes/fails the exam (k/n); induction head … / no induction head.'"""
     exam = summary.exam
     s = (
-        f"{_layers(summary.n_layers)} ({summary.name}): "
+        f"{layers_phrase(summary.n_layers)} ({summary.name}): "
         f"{'passes' if exam.passed else 'fails'} the exam ({exam.n_passed}/{exam.n_total})"
     )
     ind = summary.heads["induction"]
@@ -101,7 +97,7 @@ def comparison_sections(
             )
             for r in shown
         ]
-        caps = [f"{r.name} ({_layers(r.n_layers)})" for r in shown]
+        caps = [f"{r.name} ({layers_phrase(r.n_layers)})" for r in shown]
         sections.append(Section(f"{SCORE[kind].title.capitalize()}s", [Row(figs, caps)]))
 
     if any(r.loss_curve for r in runs):

@@ -106,3 +106,24 @@ def test_ablating_prev_head_lowers_induction(trained_2l, report_2l):
     with_role = [(0, h) for h, role in enumerate(report_2l.roles[0]) if role != "none"]
     after_all = induction_after_ablation(model, batch, with_role).induction
     assert all(float(after_all[i]) < 0.2 * float(clean[i]) for i in inductions)
+
+
+def test_the_study_probe_reads_the_previous_token_after_layer_0_and_ablation_removes_it(
+    trained_2l, trained_1l, report_2l
+):
+    """What reproduce's probe section reports, on the trained models: the previous token is not in
+    the embedding, decodable after layer 0 of the 2-layer model, and gone with its layer-0
+    previous-token heads mean-ablated; the 1-layer model and an untrained 2-layer model never have
+    it."""
+    from interp_toolkit.models import build_model
+    from interp_toolkit.reports.layer_findings import is_decodable
+    from interp_toolkit.study_layers import measure_probe
+
+    heads = [h for h in report_2l.heads_with_role("previous-token") if h.layer == 0]
+    two = measure_probe(trained_2l.model, trained_2l.codec, "cpu-2l", heads)
+    assert not is_decodable(two.result.row("embed")) and is_decodable(two.result.row("attn 0"))
+    assert two.ablated is not None and not any(is_decodable(r) for r in two.ablated.rows)
+    one = measure_probe(trained_1l.model, trained_1l.codec, "cpu-1l")
+    assert one.ablated is None and not any(is_decodable(r) for r in one.result.rows)
+    untrained = measure_probe(build_model(trained_2l.model_cfg), trained_2l.codec, "untrained")
+    assert not any(is_decodable(r) for r in untrained.result.rows)

@@ -1,5 +1,6 @@
 """The whole study and a sweep, end to end (tiny step counts)."""
 
+import dataclasses
 import json
 
 import pytest
@@ -10,8 +11,9 @@ from interp_toolkit.study import StudyConfig, reproduce
 
 def test_reproduce_end_to_end_and_reuse(tmp_path, capsys):
     out = tmp_path / "study"
-    # --steps fixes every run's length: all three train at once, two worker processes
-    cfg = StudyConfig(out=out, layers=(1, 2, 3), steps=12, sample_tokens=8, workers=2)
+    # --steps fixes every run's length: all five (three depths, two MLP twins) train at once,
+    # two worker processes
+    cfg = StudyConfig(out=out, layers=(1, 2, 3), steps=12, sample_tokens=8, workers=2, mlp=True)
     result = reproduce(cfg)
     assert result.index.is_file()
     html = result.index.read_text()
@@ -20,6 +22,22 @@ def test_reproduce_end_to_end_and_reuse(tmp_path, capsys):
     assert "90% of every batch are synthetic windows" in html and "2..16 tokens" in html
     assert "The seed&#x27;s claim does not hold as measured here" in html  # 12 steps: no induction
     assert [d.n_layers for d in result.depths] == [1, 2, 3]
+    assert [d.name for d in result.mlp_depths] == ["cpu-1l-mlp", "cpu-2l-mlp"]
+    # the MLP twins, the probes and the neurons are on the page, each with its computed sentence
+    assert "Models with MLPs" in html and "What each layer knows: linear probes" in html
+    assert "2 layers with MLPs (cpu-2l-mlp): no induction head" in html
+    assert [p.name for p in result.probes] == ["cpu-1l", "cpu-2l", "cpu-1l-mlp", "cpu-2l-mlp"]
+    assert [p.result.rows[-1].boundary for p in result.probes] == [
+        "attn 0",
+        "attn 1",
+        "mlp 0",
+        "mlp 1",
+    ]
+    assert [(n.name, len(n.layers)) for n in result.neurons] == [
+        ("cpu-1l-mlp", 1),
+        ("cpu-2l-mlp", 2),
+    ]
+    assert "cpu-2l-mlp layer 1: " in html and "cpu-2l-mlp/report.html" in html
     assert [e.period for e in result.depths[1].exams] == list(range(2, 17))
     # offline: no external scripts and no ESM import from the circuitsvis CDN
     assert "<script src" not in html and 'from "https://unpkg.com' not in html
@@ -34,17 +52,26 @@ def test_reproduce_end_to_end_and_reuse(tmp_path, capsys):
         ):
             assert (out / run / name).is_file(), (run, name)
     study = json.loads((out / "study.json").read_text())
-    assert study["status"] == "done" and [r["n_layers"] for r in study["runs"]] == [1, 2, 3]
+    assert study["status"] == "done" and [r["n_layers"] for r in study["runs"]] == [1, 2, 3, 1, 2]
+    assert study["mlp"] == [1, 2] and [d["steps"] for d in study["mlp_depths"]] == [12, 12]
+    assert [p["name"] for p in study["probes"]][:2] == ["cpu-1l", "cpu-2l"]
+    assert [len(n["layers"]) for n in study["neurons"]] == [1, 2]
+    mlp_config = json.loads((out / "cpu-2l-mlp" / "config.json").read_text())
+    assert mlp_config["model"]["mlp"] is True
     assert study["causal"] and study["causal"][0]["run"] == "cpu-2l"
     assert {"q", "k", "v"} <= set(study["composition"][0])
     assert [d["steps"] for d in study["depths"]] == [12, 12, 12]
     assert study["thresholds"]["exam_pass"] == 0.95
     exam = json.loads((out / "cpu-2l" / "exam.json").read_text())
     assert [r["period"] for r in exam["periods"]] == list(range(2, 17)) and exam["prompts"]
-    # running again reuses the finished runs
+    # running again reuses the finished runs (two of them, to keep the test short)
     before = (out / "cpu-2l" / "model.safetensors").stat().st_mtime_ns
-    reproduce(cfg)
-    assert "reusing" in capsys.readouterr().err
+    capsys.readouterr()
+    reproduce(dataclasses.replace(cfg, layers=(2,)))
+    err = capsys.readouterr().err
+    assert "[cpu-2l] finished run with the same settings found: reusing it" in err
+    assert "[cpu-2l-mlp] finished run with the same settings found: reusing it" in err
+    assert "training" not in err
     assert (out / "cpu-2l" / "model.safetensors").stat().st_mtime_ns == before
 
 

@@ -64,7 +64,7 @@ def _check(argv, where):
     cwd = os.getcwd()
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr("interp_toolkit.training.train_model", no_training)
-        mp.setattr("interp_toolkit.study.train_model", no_training)
+        mp.setattr("interp_toolkit.study_folder.train_model", no_training)
         os.chdir(root / "dir")
         try:
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):

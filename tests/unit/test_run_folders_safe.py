@@ -285,7 +285,7 @@ def _no_training(*args, **kwargs):
 
 def test_reproduce_with_another_seed_does_not_reuse_a_run(tmp_path, capsys, tiny_cfg, monkeypatch):
     study = _study_with_a_seed_0_run(tmp_path, tiny_cfg)
-    monkeypatch.setattr("interp_toolkit.study.train_model", _no_training)
+    monkeypatch.setattr("interp_toolkit.study_folder.train_model", _no_training)
     before = (study / "cpu-1l" / "config.json").read_text()
     code, err = run_cli(capsys, "reproduce", "--out", study, "--layers", "1", "--seed", "5")
     assert code == 2 and "seed=0 (asked 5)" in err and "cpu-1l" in err
@@ -301,7 +301,7 @@ def test_study_json_is_never_left_running(tmp_path, capsys, monkeypatch):
     def fails(*args, **kwargs):
         raise UserError("(test) the corpus went away")
 
-    monkeypatch.setattr("interp_toolkit.study.train_model", fails)
+    monkeypatch.setattr("interp_toolkit.study_folder.train_model", fails)
     with pytest.raises(SystemExit) as exc:  # a progress line, then the error's one line
         main(["sweep", "--over", "n_ctx", "--values", "16", "--out", str(tmp_path / "w")])
     err = capsys.readouterr().err

@@ -27,6 +27,8 @@ def test_reproduce_bad_layers_and_preset(tmp_path):
         reproduce(StudyConfig(out=tmp_path / "s", layers=(1, 4)))
     with pytest.raises(UserError, match="unknown preset"):
         reproduce(StudyConfig(out=tmp_path / "s", preset="tpu"))
+    with pytest.raises(UserError, match="--mlp trains MLP twins of the 1 and 2-layer models"):
+        reproduce(StudyConfig(out=tmp_path / "s", layers=(3, 8), mlp=True))
     assert not (tmp_path / "s").exists()
 
 
@@ -35,7 +37,7 @@ def test_workers_fan_out_on_the_cpu_only(tmp_path, monkeypatch):
     one accelerator); on the CPU they go to the pool."""
     import torch
 
-    from interp_toolkit import study
+    from interp_toolkit import study_folder as study
     from interp_toolkit.presets import get_preset
 
     trained, pools = [], []
@@ -50,3 +52,39 @@ def test_workers_fan_out_on_the_cpu_only(tmp_path, monkeypatch):
     with pytest.raises(ZeroDivisionError):
         study.train_runs(jobs, workers=2, device="cpu")
     assert len(pools) == 1 and pools[0]["max_workers"] == 2
+
+
+def test_mlp_twins_and_how_long_each_control_trains(tmp_path):
+    """--mlp adds twins of the 1- and 2-layer models only, on the GPT-2 block; a 1-layer
+    control trains as long as the longest deeper run of its own kind."""
+    import json
+
+    from interp_toolkit.study import StudyRun, control_steps, depth_preset, study_runs
+
+    cfg = StudyConfig(out=tmp_path, layers=(1, 2, 8), mlp=True)
+    runs = study_runs(cfg)
+    assert [(r.name, r.n_layers, r.mlp) for r in runs] == [
+        ("cpu-1l", 1, False),
+        ("cpu-2l", 2, False),
+        ("cpu-8l", 8, False),
+        ("cpu-1l-mlp", 1, True),
+        ("cpu-2l-mlp", 2, True),
+    ]
+    twin, plain = depth_preset(cfg, runs[4]), depth_preset(cfg, runs[1])
+    assert twin.model.mlp and not plain.model.mlp and twin.data == plain.data
+    assert twin.train == plain.train and twin.train.stop_score == 0.4
+    assert not study_runs(StudyConfig(layers=(1, 2)))[-1].mlp  # no --mlp: no twins
+    assert control_steps(tmp_path, runs, runs[0]) is None  # nothing trained yet
+
+    def trained(name, step):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "metrics.jsonl").write_text(json.dumps({"step": step}) + "\n")
+
+    trained("cpu-8l", 400)
+    # no deeper MLP run yet: the MLP control follows the longest of any kind
+    assert control_steps(tmp_path, runs, runs[3]) == 400
+    trained("cpu-2l", 550)
+    trained("cpu-2l-mlp", 1100)
+    assert control_steps(tmp_path, runs, runs[0]) == 550
+    assert control_steps(tmp_path, runs, runs[3]) == 1100
+    assert depth_preset(cfg, StudyRun("cpu-1l-mlp", 1, True), 1100).train.steps == 1100

@@ -1,0 +1,179 @@
+"""The sentences about what each layer knows (probes) and about the MLP twins (induction beside
+MLPs, polysemantic neurons), as pure functions of measurements.
+
+:class:`ProbeMeasurement` is the previous-token probe of one study model (and the same probe with
+its layer-0 previous-token heads mean-ablated); :class:`NeuronMeasurement` the neurons of one MLP
+model. Thresholds come from :mod:`interp_toolkit.analysis.routes` (``decodable``, ``induction``,
+``exam_pass``, ``collapse``); change a number and the sentence changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from interp_toolkit.analysis.neurons import LayerNeurons
+from interp_toolkit.analysis.probes import ProbeResult, ProbeRow
+from interp_toolkit.analysis.routes import THRESHOLDS, Thresholds
+from interp_toolkit.reports.findings import (
+    DepthMeasurement,
+    exam_phrase,
+    layers_phrase,
+    pct,
+    route_phrase,
+)
+
+#: What the study probes: the previous token's identity on repeated random tokens, where it
+#: cannot be guessed from the current token.
+PROBE_FEATURE = "prev_token"
+PROBE_DATA = "repeats"
+
+
+def is_decodable(row: ProbeRow, t: Thresholds = THRESHOLDS) -> bool:
+    """Held-out accuracy at least ``t.decodable`` above the majority baseline."""
+    return round(row.accuracy - row.majority, 4) >= t.decodable  # both are rounded to 4 places
+
+
+@dataclass(frozen=True)
+class ProbeMeasurement:
+    """The study's probe on one model, and on the same model with heads ablated (if any)."""
+
+    name: str
+    n_layers: int
+    mlp: bool
+    result: ProbeResult
+    ablated: ProbeResult | None = None  # the layer-0 previous-token role heads mean-ablated
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "n_layers": self.n_layers,
+            "mlp": self.mlp,
+            "probe": self.result.to_dict(),
+            "ablated": None if self.ablated is None else self.ablated.to_dict(),
+        }
+
+
+def _where(row: ProbeRow) -> str:
+    return "in the embedding" if row.boundary == "embed" else f"after {row.boundary}"
+
+
+def probe_sentence(m: ProbeMeasurement, t: Thresholds = THRESHOLDS) -> str:
+    """Where the previous token becomes decodable, and what ablating its heads leaves."""
+    rows = m.result.rows
+    embed = rows[0]
+    majority = f"majority {embed.majority:.3f}"
+    first = next((r for r in rows if is_decodable(r, t)), None)
+    s = f"{m.name}: the previous token (on repeated random tokens) "
+    if first is None:
+        best = max(rows, key=lambda r: r.accuracy)
+        s += (
+            f"is decodable at no layer boundary (best {best.accuracy:.3f} {_where(best)}; "
+            f"{majority})"
+        )
+    else:
+        s += "is " if is_decodable(embed, t) else "is not "
+        s += f"decodable in the embedding ({embed.accuracy:.3f}; {majority})"
+        if first is not embed:
+            s += f" and first decodable {_where(first)} ({first.accuracy:.3f})"
+    if m.ablated is not None:
+        heads = ", ".join(m.ablated.ablated)
+        still = [r for r in m.ablated.rows if is_decodable(r, t)]
+        at = first or max(rows, key=lambda r: r.accuracy)
+        s += (
+            f"; with previous-token head{'s' if len(m.ablated.ablated) > 1 else ''} {heads} "
+            f"mean-ablated it is {m.ablated.row(at.boundary).accuracy:.3f} {_where(at)} and "
+        )
+        s += (
+            "decodable at no boundary"
+            if not still
+            else f"still decodable {', '.join(_where(r) for r in still)}"
+        )
+    elif first is not None and m.n_layers > 1:
+        s += "; no layer-0 head has the previous-token role, so none was ablated"
+    return s + f" (decodable: accuracy ≥ majority + {t.decodable:g})."
+
+
+@dataclass(frozen=True)
+class NeuronMeasurement:
+    """The neurons of every MLP layer of one model."""
+
+    name: str
+    layers: tuple[LayerNeurons, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "layers": [
+                {
+                    **info.summary(),
+                    "k": int(info.top.values.shape[1]),
+                    "sim_threshold": round(info.sim_threshold, 4),
+                    "by_groups": groups_histogram(info),
+                }
+                for info in self.layers
+            ],
+        }
+
+
+def groups_histogram(info: LayerNeurons) -> list[int]:
+    """Neurons with 0 (dead), 1, 2, ... unrelated token groups."""
+    return [int((info.groups == g).sum()) for g in range(int(info.groups.max()) + 1)]
+
+
+def neuron_sentence(name: str, info: LayerNeurons) -> str:
+    s = info.summary()
+    live = s["neurons"] - s["dead"]
+    k = int(info.top.values.shape[1])
+    return (
+        f"{name} layer {info.layer}: {s['polysemantic']} of {live} live neurons "
+        f"({pct(s['polysemantic'] / max(1, live))}) fire on two or more unrelated token groups in "
+        f"their top {k} positions, {s['monosemantic']} on one ({s['dead']} dead; mean "
+        f"{s['mean_groups']:.2f} groups per live neuron)."
+    )
+
+
+def mlp_sentence(
+    mlp: DepthMeasurement, twin: DepthMeasurement | None, t: Thresholds = THRESHOLDS
+) -> str:
+    """One MLP model against its attention-only twin (same data, seed and optimiser)."""
+    s = f"{layers_phrase(mlp.n_layers)} with MLPs ({mlp.name}): "
+    if mlp.induction_heads:
+        many = len(mlp.induction_heads) > 1
+        s += f"induction head{'s' if many else ''} {', '.join(mlp.induction_heads)}"
+    else:
+        s += f"no induction head (best {mlp.top_head}: {mlp.top_score:.2f})"
+    if twin is not None:
+        s += f" (attention-only twin: {', '.join(twin.induction_heads) or 'none'})"
+    if mlp.induction_step is None:
+        s += f"; no head's induction score passed {t.induction:g} in {mlp.steps} steps"
+    else:
+        s += f"; a head's induction score first passed {t.induction:g} at step {mlp.induction_step}"
+        if twin is not None and twin.induction_step is not None:
+            diff = mlp.induction_step - twin.induction_step
+            when = (
+                "the same step as"
+                if diff == 0
+                else (f"{abs(diff)} steps {'later' if diff > 0 else 'earlier'} than")
+            )
+            s += f", {when} attention-only (step {twin.induction_step})"
+        elif twin is not None:
+            s += f" (attention-only: never in {twin.steps} steps)"
+    s += f"; the period exam {exam_phrase(mlp.exams, t)}"
+    if mlp.n_layers > 1:
+        s += f"; {route_phrase(mlp.route, t)}"
+    if twin is not None and mlp.val_loss is not None and twin.val_loss is not None:
+        s += f"; held-out loss {mlp.val_loss:.3f} (attention-only {twin.val_loss:.3f})"
+    return s + "."
+
+
+def mlp_findings(
+    pairs: Sequence[tuple[DepthMeasurement, DepthMeasurement | None]],
+    neurons: Sequence[NeuronMeasurement],
+    t: Thresholds = THRESHOLDS,
+) -> list[str]:
+    """The MLP section's sentences: each MLP model against its twin, then its neurons."""
+    lines = [mlp_sentence(mlp, twin, t) for mlp, twin in pairs]
+    lines += [neuron_sentence(n.name, info) for n in neurons for info in n.layers]
+    return lines

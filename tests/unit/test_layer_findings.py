@@ -1,0 +1,153 @@
+"""The sentences about probes, MLP twins and neurons are functions of the measurements:
+hand-made measurements in, and the words change when the numbers do. Also the sections that
+carry them, and how a study plans its MLP twins and controls."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from html import escape
+
+import torch
+from test_findings import depth
+
+from interp_toolkit.analysis.neurons import LayerNeurons, TopActivations
+from interp_toolkit.analysis.probes import ProbeResult, ProbeRow
+from interp_toolkit.analysis.routes import Thresholds
+from interp_toolkit.reports.layer_findings import (
+    NeuronMeasurement,
+    ProbeMeasurement,
+    groups_histogram,
+    is_decodable,
+    mlp_findings,
+    mlp_sentence,
+    neuron_sentence,
+    probe_sentence,
+)
+from interp_toolkit.reports.layers_report import mlp_section, probes_section
+from interp_toolkit.views.page import render_report
+
+MAJORITY = 0.032
+
+
+def result(accs: dict[str, float], ablated: tuple[str, ...] = ()) -> ProbeResult:
+    rows = [
+        ProbeRow(b, f"hook {b}", float(i), acc, 0.9, round(acc - 0.9, 4), MAJORITY, 800, 200, 31)
+        for i, (b, acc) in enumerate(accs.items())
+    ]
+    return ProbeResult("prev_token", "the token at p-1", {"source": "repeats"}, rows, list(ablated))
+
+
+TRAINED = {"embed": 0.033, "attn 0": 0.903, "attn 1": 0.445}
+GONE = {"embed": 0.033, "attn 0": 0.030, "attn 1": 0.043}
+
+
+def measurement(accs=TRAINED, ablated=GONE, heads=("0.0",), n_layers=2) -> ProbeMeasurement:
+    abl = None if ablated is None else result(ablated, heads)
+    return ProbeMeasurement("cpu-2l", n_layers, False, result(accs), abl)
+
+
+def test_decodable_is_accuracy_over_the_majority_by_the_threshold():
+    row = result({"attn 0": MAJORITY + 0.5}).rows[0]
+    assert is_decodable(row)  # exactly at the threshold counts
+    assert not is_decodable(dataclasses.replace(row, accuracy=MAJORITY + 0.499))
+    assert not is_decodable(row, Thresholds(decodable=0.6))
+
+
+def test_probe_sentence_says_where_the_previous_token_appears_and_what_ablation_leaves():
+    s = probe_sentence(measurement())
+    assert "is not decodable in the embedding (0.033; majority 0.032)" in s
+    assert "first decodable after attn 0 (0.903)" in s
+    assert "previous-token head 0.0 mean-ablated it is 0.030 after attn 0" in s
+    assert s.endswith("decodable at no boundary (decodable: accuracy ≥ majority + 0.5).")
+    # the ablation leaves it there: the sentence says so
+    kept = probe_sentence(measurement(ablated={**GONE, "attn 0": 0.8}, heads=("0.0", "0.2")))
+    assert "heads 0.0, 0.2 mean-ablated it is 0.800 after attn 0" in kept
+    assert "still decodable after attn 0" in kept
+    # a stricter threshold, and the same numbers read otherwise
+    strict = probe_sentence(measurement(), Thresholds(decodable=0.9))
+    assert "decodable at no layer boundary (best 0.903 after attn 0" in strict
+    # first decodable later; decodable from the start
+    later = probe_sentence(measurement(accs={**TRAINED, "attn 0": 0.3, "attn 1": 0.7}))
+    assert "first decodable after attn 1 (0.700)" in later
+    early = probe_sentence(measurement(accs={**TRAINED, "embed": 0.9}, ablated=None))
+    assert "is decodable in the embedding (0.900" in early and "first" not in early
+
+
+def test_probe_sentence_without_heads_to_ablate():
+    none = probe_sentence(measurement(accs={k: 0.033 for k in TRAINED}, ablated=None))
+    assert "decodable at no layer boundary (best 0.033 in the embedding; majority 0.032)" in none
+    assert "ablated" not in none
+    no_role = probe_sentence(measurement(ablated=None))
+    assert "no layer-0 head has the previous-token role, so none was ablated" in no_role
+
+
+def test_mlp_sentence_compares_with_the_attention_only_twin():
+    twin = depth(2)  # induction at step 350
+    mlp = depth(2, name="cpu-2l-mlp", induction_heads=("1.1",), induction_step=900, val_loss=1.9)
+    s = mlp_sentence(mlp, twin)
+    assert s.startswith(
+        "2 layers with MLPs (cpu-2l-mlp): induction head 1.1 (attention-only twin: 1.0, 1.2)"
+    )
+    assert "first passed 0.4 at step 900, 550 steps later than attention-only (step 350)" in s
+    assert "held-out loss 1.900 (attention-only 2.300)" in s
+    assert "route K-composition" in s
+    earlier = mlp_sentence(dataclasses.replace(mlp, induction_step=300), twin)
+    assert "50 steps earlier than attention-only (step 350)" in earlier
+    same = mlp_sentence(dataclasses.replace(mlp, induction_step=350), twin)
+    assert "at step 350, the same step as attention-only (step 350)" in same
+    never = mlp_sentence(
+        dataclasses.replace(mlp, induction_heads=(), induction_step=None, steps=1100), twin
+    )
+    assert "no induction head (best 1.2: 0.91)" in never
+    assert "no head's induction score passed 0.4 in 1100 steps" in never
+    one = mlp_sentence(depth(1, name="cpu-1l-mlp"), depth(1))
+    assert "1 layer with MLPs (cpu-1l-mlp): no induction head" in one
+    assert "(attention-only twin: none)" in one and "route" not in one
+    assert "no period is above chance" in one
+
+
+def neurons(groups: list[int], k: int = 20) -> LayerNeurons:
+    n = len(groups)
+    top = TopActivations(
+        torch.ones(n, k), torch.zeros(n, k, dtype=torch.long), torch.zeros(n, k, dtype=torch.long)
+    )
+    return LayerNeurons(
+        layer=1,
+        top=top,
+        top_tokens=torch.zeros(n, k, dtype=torch.long),
+        promoted=torch.zeros(n, 3, dtype=torch.long),
+        promoted_logits=torch.zeros(n, 3),
+        groups=torch.tensor(groups),
+        entropy=torch.ones(n),
+        sim_threshold=0.2,
+    )
+
+
+def test_neuron_sentence_counts_the_groups():
+    info = neurons([0, 1, 2, 2, 3])
+    assert groups_histogram(info) == [1, 1, 2, 1]
+    assert neuron_sentence("cpu-2l-mlp", info) == (
+        "cpu-2l-mlp layer 1: 3 of 4 live neurons (75%) fire on two or more unrelated token "
+        "groups in their top 20 positions, 1 on one (1 dead; mean 2.00 groups per live neuron)."
+    )
+    mono = neuron_sentence("m", neurons([1, 1, 1, 2], k=5))
+    assert "1 of 4 live neurons (25%)" in mono and "top 5 positions, 3 on one (0 dead" in mono
+
+
+def test_sections_carry_the_sentences_and_the_json_is_plain():
+    probe = measurement()
+    mlp = depth(2, name="cpu-2l-mlp", induction_step=900)
+    layer = NeuronMeasurement("cpu-2l-mlp", (neurons([0, 1, 2, 2, 3]),))
+    html = render_report(
+        [
+            probes_section([probe]),
+            mlp_section([(mlp, depth(2))], [layer], curves={}),
+        ]
+    )
+    for line in [probe_sentence(probe), *mlp_findings([(mlp, depth(2))], [layer])]:
+        assert escape(line) in html
+    assert "cpu-2l, 0.0 ablated" in html and "Models with MLPs" in html
+    d = json.loads(json.dumps([probe.to_dict(), layer.to_dict()]))
+    assert d[0]["ablated"]["ablated"] == ["0.0"] and d[1]["layers"][0]["by_groups"] == [1, 1, 2, 1]
+    assert d[1]["layers"][0]["polysemantic"] == 3 and d[1]["layers"][0]["k"] == 20
