@@ -8,6 +8,7 @@ The fast tier draws a few dozen; ``-m slow`` draws many more."""
 import contextlib
 import io
 import os
+from concurrent.futures import Future
 
 import pytest
 import typer
@@ -54,6 +55,31 @@ def places(tmp_path_factory):
     }
 
 
+class InlinePool:
+    """A process pool that runs its jobs here, in this process, so the training stub applies to
+    them too (a real pool's spawned workers would import the real ``train_model`` and train)."""
+
+    def __init__(self, **kwargs):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def submit(self, fn, *args):
+        future = Future()
+        try:
+            future.set_result(fn(*args))
+        except BaseException as exc:  # the job's error, raised by .result() as a pool would
+            future.set_exception(exc)
+        return future
+
+    def shutdown(self, **kwargs):
+        pass
+
+
 def _check(argv, where):
     def no_training(*args, **kwargs):
         raise UserError("(test) training is stubbed here")
@@ -65,6 +91,7 @@ def _check(argv, where):
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr("interp_toolkit.training.train_model", no_training)
         mp.setattr("interp_toolkit.study_folder.train_model", no_training)
+        mp.setattr("interp_toolkit.study_folder.ProcessPoolExecutor", InlinePool)
         os.chdir(root / "dir")
         try:
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
