@@ -88,3 +88,60 @@ def test_mlp_twins_and_how_long_each_control_trains(tmp_path):
     assert control_steps(tmp_path, runs, runs[0]) == 550
     assert control_steps(tmp_path, runs, runs[3]) == 1100
     assert depth_preset(cfg, StudyRun("cpu-1l-mlp", 1, True), 1100).train.steps == 1100
+
+
+def test_controls_train_in_workers_while_the_block_runs(tmp_path, monkeypatch):
+    """``training``: on the CPU the jobs go to worker processes before the block runs and are
+    awaited after it (the block analyses other runs meanwhile); a job's error surfaces; on a GPU
+    they train first, in this process."""
+    from concurrent.futures import Future
+
+    import torch
+
+    from interp_toolkit import study_folder
+    from interp_toolkit.presets import get_preset
+
+    events = []
+
+    class Pool:
+        def __init__(self, max_workers, mp_context):
+            events.append(("pool", max_workers))
+
+        def submit(self, fn, path, preset):
+            events.append(("submit", path.name))
+            future = Future()
+            if path.name == "bad":
+                future.set_exception(UserError("(test) it failed"))
+            else:
+                future.set_result(None)
+            return future
+
+        def shutdown(self, **kwargs):
+            events.append(("shutdown", kwargs.get("cancel_futures", False)))
+
+    monkeypatch.setattr(study_folder, "ProcessPoolExecutor", Pool)
+    monkeypatch.setattr(study_folder, "is_finished", lambda path, preset: path.name == "done")
+    monkeypatch.setattr(
+        study_folder, "train_or_reuse", lambda p, preset, device: events.append(("here", p.name))
+    )
+    monkeypatch.setattr(study_folder, "resolve_device", lambda spec: torch.device("cpu"))
+    jobs = [(tmp_path / n, get_preset("cpu", 1)) for n in ("a", "done", "b")]
+    with study_folder.training(jobs, workers=2):
+        events.append(("block",))
+    assert events == [
+        ("pool", 2),
+        ("submit", "a"),
+        ("submit", "b"),
+        ("block",),
+        ("shutdown", False),
+    ]
+    events.clear()
+    with pytest.raises(UserError, match="it failed"):
+        with study_folder.training([(tmp_path / "bad", get_preset("cpu", 1))], workers=2):
+            events.append(("block",))
+    assert events == [("pool", 1), ("submit", "bad"), ("block",), ("shutdown", True)]
+    events.clear()
+    monkeypatch.setattr(study_folder, "resolve_device", lambda spec: torch.device("cuda", 0))
+    with study_folder.training(jobs, workers=2, device="cuda"):
+        events.append(("block",))
+    assert events == [("here", "a"), ("here", "b"), ("block",)]
