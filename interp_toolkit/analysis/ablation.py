@@ -143,30 +143,35 @@ def induction_after_ablation(
 
 @dataclass(frozen=True)
 class AblationPartner:
-    """The earlier-layer head whose mean ablation moves ``induction_head``'s induction score the
-    most: from ``before`` to ``after``."""
+    """The earlier-layer head whose mean ablation moves ``induction_head``'s induction score
+    (``kind``: the registry score read, the one that decides the induction role) the most: from
+    ``before`` to ``after``."""
 
     head: HeadId
     induction_head: HeadId
     before: float
     after: float
+    kind: str = "induction"
 
 
 def ablation_partner(
-    model: TransformerBridge, batch: RepeatedTokens, induction_head: tuple[int, int]
+    model: TransformerBridge,
+    batch: RepeatedTokens,
+    induction_head: tuple[int, int],
+    kind: str = "induction",
 ) -> AblationPartner | None:
     """Mean-ablate (``hook_z``) each head of the layers before ``induction_head``, one at a time,
-    and return the one that changes its induction score on ``batch`` the most (None for a
+    and return the one that changes its score ``kind`` on ``batch`` the most (None for a
     layer-0 head). What the head reads from, whichever route (previous-token or duplicate-token)
     the model took."""
     target = HeadId(*induction_head)
     if target.layer == 0:
         return None
     with torch.no_grad():
-        before = float(head_scores(model, batch).induction[target])
+        before = float(head_scores(model, batch).get(kind)[target])
         moved = {
             HeadId(layer, head): float(
-                induction_after_ablation(model, batch, [(layer, head)], mode="mean").induction[
+                induction_after_ablation(model, batch, [(layer, head)], mode="mean").get(kind)[
                     target
                 ]
             )
@@ -174,7 +179,7 @@ def ablation_partner(
             for head in range(int(model.cfg.n_heads))
         }
     best = max(moved, key=lambda h: abs(moved[h] - before))
-    return AblationPartner(best, target, before, moved[best])
+    return AblationPartner(best, target, before, moved[best], kind)
 
 
 @dataclass

@@ -254,7 +254,7 @@ def analyse_run(
         impact=impact,
         induction_head=induction_head,
         prev_token_head=prev_token_head,
-        ablation=ablation_partner(model, probe, induction_head),
+        ablation=ablation_partner(model, probe, induction_head, head_report.decides["induction"]),
         patterns={},
         period_exams=period_exams,
         period_exam_error=period_error,

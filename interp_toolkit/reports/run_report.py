@@ -142,8 +142,8 @@ def _key_heads_intro(analysis: RunAnalysis) -> str:
     if a is not None:
         parts.append(
             f"Mean-ablating {a.head} ({_role_of(rep, a.head)}) moves {a.induction_head}'s "
-            f"induction score from {a.before:.3f} to {a.after:.3f}: the largest change of any "
-            f"head before layer {a.induction_head.layer}."
+            f"{SCORE[a.kind].title} from {a.before:.3f} to {a.after:.3f}: the largest change of "
+            f"any head before layer {a.induction_head.layer}."
         )
     return " ".join(parts)
 
