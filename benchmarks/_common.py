@@ -41,6 +41,20 @@ def _fmt(v: Any) -> str:
     return "-" if v is None else str(v)
 
 
+def run_child(script: str, argv: list[str]) -> dict[str, Any]:
+    """Run ``script`` with ``argv`` in a fresh Python process (its own peak memory) and return
+    the JSON object its last stdout line holds; a failure stops the benchmark with its stderr."""
+    import json
+    import subprocess
+
+    proc = subprocess.run(
+        [sys.executable, script, *argv], capture_output=True, text=True, check=False
+    )
+    if proc.returncode != 0:
+        raise SystemExit(f"child {argv} failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 def write_result(name: str, payload: dict[str, Any], out: str | None = None) -> Path:
     from interp_toolkit.io import write_json
 

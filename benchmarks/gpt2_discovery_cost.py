@@ -32,7 +32,6 @@ import argparse
 import json
 import os
 import platform
-import subprocess
 import sys
 import tempfile
 import time
@@ -129,12 +128,9 @@ def run_case(folder: Path, case: str, threads: int) -> dict[str, Any]:
 
 
 def _child(argv: list[str]) -> dict[str, Any]:
-    proc = subprocess.run(
-        [sys.executable, __file__, *argv], capture_output=True, text=True, check=False
-    )
-    if proc.returncode != 0:
-        raise SystemExit(f"child {argv} failed:\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    from _common import run_child
+
+    return run_child(__file__, argv)
 
 
 def run_all(threads: int) -> dict[str, dict[str, Any]]:

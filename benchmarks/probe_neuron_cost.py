@@ -25,7 +25,6 @@ import argparse
 import json
 import os
 import resource
-import subprocess
 import sys
 import tempfile
 import time
@@ -33,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import print_table, write_result  # noqa: E402
+from _common import print_table, run_child, write_result  # noqa:E402
 from gpt2_discovery_cost import build_folder  # noqa: E402
 
 GIB = 2**30
@@ -93,12 +92,7 @@ def run_case(folder: Path, case: dict[str, Any]) -> dict[str, Any]:
 
 
 def _child(argv: list[str]) -> dict[str, Any]:
-    proc = subprocess.run(
-        [sys.executable, __file__, *argv], capture_output=True, text=True, check=False
-    )
-    if proc.returncode != 0:
-        raise SystemExit(f"child {argv[0]} failed:\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run_child(__file__, argv)
 
 
 def main() -> None:
