@@ -16,6 +16,15 @@ def test_reproduce_refuses_a_folder_holding_something_else(tmp_path, capsys):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
 
 
+def test_reproduce_mlp_without_a_depth_to_twin_is_one_line(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["reproduce", "--mlp", "--layers", "3,8", "--out", str(tmp_path / "s")])
+    err = capsys.readouterr().err.strip()
+    assert exc.value.code == 2 and len(err.splitlines()) == 1
+    assert "--mlp trains MLP twins of the 1 and 2-layer models: include one of them" in err
+    assert not (tmp_path / "s").exists()
+
+
 def test_parse_layers():
     assert parse_layers("2,1") == (1, 2)
     with pytest.raises(UserError):
