@@ -45,6 +45,7 @@ from interp_toolkit.reports.findings import (
 from interp_toolkit.reports.layer_findings import (
     NeuronMeasurement,
     ProbeMeasurement,
+    block_phrase,
     mlp_findings,
     probe_sentence,
 )
@@ -293,7 +294,8 @@ def _train_and_measure(
     )
     train_runs([(out / r.name, depth_preset(cfg, r)) for r in known], cfg.workers, cfg.device)
     controls = [r for r in runs if r not in known]
-    presets = {r.name: depth_preset(cfg, r, control_steps(out, runs, r)) for r in runs}
+    presets = {r.name: depth_preset(cfg, r) for r in known}
+    presets |= {r.name: depth_preset(cfg, r, control_steps(out, runs, r)) for r in controls}
 
     def measure(r: StudyRun) -> RunMeasurements:
         run = train_or_reuse(out / r.name, presets[r.name], cfg.device)
@@ -323,7 +325,8 @@ def _reproduce(
     curves = {s.name: read_metrics(out / s.name) for s in summaries}
     extra = [depth_section(attn, curves=curves)]
     if pairs:
-        extra.append(mlp_section(pairs, neurons, curves=curves))
+        block = block_phrase(depth_preset(cfg, next(r for r in runs if r.mlp)).model)
+        extra.append(mlp_section(pairs, neurons, curves=curves, block=block))
     if probes:
         extra.append(probes_section(probes))
     if causal:

@@ -117,18 +117,13 @@ def _train_quietly(path: Path, preset: Preset) -> None:
 
 def train_runs(jobs: Sequence[tuple[Path, Preset]], workers: int, device: str = "auto") -> None:
     """Train (or reuse) independent runs in the order given (put the longest first): on the CPU
-    ``workers`` at a time in separate processes; on any other device one after another (processes
-    sharing one accelerator would only contend for it). Each run is a function of its preset
-    alone, so running them side by side changes nothing but the wall time."""
+    ``workers`` at a time in separate processes (a lone run trains here); on any other device one
+    after another (processes sharing one accelerator would only contend for it). Each run is a
+    function of its preset alone, so running them side by side changes nothing but the wall
+    time."""
     jobs = [(path, preset) for path, preset in jobs if not is_finished(path, preset)]
-    if workers <= 1 or len(jobs) <= 1 or resolve_device(device).type != "cpu":
-        for path, preset in jobs:
-            train_or_reuse(path, preset, device)
-        return
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        for job in [pool.submit(_train_quietly, path, preset) for path, preset in jobs]:
-            job.result()
+    with training(jobs, workers if len(jobs) > 1 else 1, device):
+        pass
 
 
 @contextmanager

@@ -16,6 +16,7 @@ from typing import Any
 from interp_toolkit.analysis.neurons import LayerNeurons
 from interp_toolkit.analysis.probes import ProbeResult, ProbeRow
 from interp_toolkit.analysis.routes import THRESHOLDS, Thresholds
+from interp_toolkit.models import AttnOnlyConfig
 from interp_toolkit.reports.findings import (
     DepthMeasurement,
     exam_phrase,
@@ -132,6 +133,13 @@ def neuron_sentence(name: str, info: LayerNeurons) -> str:
         f"their top {k} positions, {s['monosemantic']} on one ({s['dead']} dead; mean "
         f"{s['mean_groups']:.2f} groups per live neuron)."
     )
+
+
+def block_phrase(cfg: AttnOnlyConfig) -> str:
+    """What an MLP model's blocks hold, from its config: 'an MLP of 512 GELU neurons and
+    pre-norm LayerNorm'."""
+    norm = {"LN": " and pre-norm LayerNorm"}.get(str(cfg.normalization), "")
+    return f"an MLP of {cfg.mlp_width} {cfg.act_fn.upper()} neurons{norm}"
 
 
 def mlp_sentence(

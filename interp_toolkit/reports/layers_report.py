@@ -55,11 +55,13 @@ def mlp_section(
     neurons: Sequence[NeuronMeasurement],
     *,
     curves: Mapping[str, Sequence[dict[str, Any]]],
+    block: str,
     t: Thresholds = THRESHOLDS,
 ) -> Section:
     """Each MLP model beside its attention-only twin (``pairs``: (MLP, twin or None)), with the
     MLP models' curves (``curves``: run name -> metrics.jsonl rows; the twins' are in the depths
-    section), then the spread of its neurons' polysemanticity."""
+    section), then the spread of its neurons' polysemanticity. ``block``: what the MLP models
+    add to every block (:func:`~.layer_findings.block_phrase`)."""
     depths = [d for mlp, twin in pairs for d in (twin, mlp) if d is not None]
     own = {mlp.name: curves[mlp.name] for mlp, _ in pairs if mlp.name in curves}
     compare = depth_section(depths, curves=own, t=t)
@@ -94,6 +96,5 @@ def mlp_section(
         "Models with MLPs",
         [_findings(mlp_findings(pairs, neurons, t)), *compare.items, *neuron_items],
         intro="Each MLP model is its attention-only twin (same data, seed, optimiser and stopping "
-        "rule) on the GPT-2 block: an MLP of 4 × d_model GELU neurons and pre-norm LayerNorm in "
-        "every block. " + compare.intro,
+        f"rule) with {block} in every block. " + compare.intro,
     )

@@ -17,6 +17,7 @@ from interp_toolkit.analysis.routes import Thresholds
 from interp_toolkit.reports.layer_findings import (
     NeuronMeasurement,
     ProbeMeasurement,
+    block_phrase,
     groups_histogram,
     is_decodable,
     mlp_findings,
@@ -142,7 +143,7 @@ def test_sections_carry_the_sentences_and_the_json_is_plain():
     html = render_report(
         [
             probes_section([probe]),
-            mlp_section([(mlp, depth(2))], [layer], curves={}),
+            mlp_section([(mlp, depth(2))], [layer], curves={}, block="an MLP of 8 RELU neurons"),
         ]
     )
     for line in [probe_sentence(probe), *mlp_findings([(mlp, depth(2))], [layer])]:
@@ -151,3 +152,18 @@ def test_sections_carry_the_sentences_and_the_json_is_plain():
     d = json.loads(json.dumps([probe.to_dict(), layer.to_dict()]))
     assert d[0]["ablated"]["ablated"] == ["0.0"] and d[1]["layers"][0]["by_groups"] == [1, 1, 2, 1]
     assert d[1]["layers"][0]["polysemantic"] == 3 and d[1]["layers"][0]["k"] == 20
+
+
+def test_block_phrase_reads_the_config():
+    from interp_toolkit.presets import get_preset
+
+    assert block_phrase(get_preset("cpu", 2, mlp=True).model) == (
+        "an MLP of 512 GELU neurons and pre-norm LayerNorm"
+    )
+    relu = get_preset("cpu", 1).model.replace(mlp=True, d_mlp=8, act_fn="relu")
+    assert block_phrase(relu) == "an MLP of 8 RELU neurons"
+    section = mlp_section([(depth(2, name="m"), depth(2))], [], curves={}, block=block_phrase(relu))
+    assert section.intro.startswith(
+        "Each MLP model is its attention-only twin (same data, seed, "
+        "optimiser and stopping rule) with an MLP of 8 RELU neurons in"
+    )
