@@ -96,6 +96,12 @@ class DataConfig:
         if not 0.0 < self.val_fraction < 0.5:
             raise UserError(f"val_fraction={self.val_fraction} must be in (0, 0.5).")
 
+    @property
+    def setting(self) -> str:
+        """The training setting every verdict names: ``"natural text"`` (plain text only) or
+        ``"curriculum"`` (some share of every batch is repeated-span windows)."""
+        return setting_name(self.repeat_fraction)
+
     def span_range(self, n_ctx: int) -> tuple[int, int]:
         """``(span_min, span_max)`` of the repeated spans for a context of ``n_ctx`` tokens."""
         longest = n_ctx // 2
@@ -106,6 +112,17 @@ class DataConfig:
                 f"{n_ctx}: use span_min <= span_max <= {longest}."
             )
         return self.span_min, span_max
+
+
+#: The two training settings a verdict can be measured in (:attr:`DataConfig.setting`).
+NATURAL_TEXT = "natural text"
+CURRICULUM = "curriculum"
+
+
+def setting_name(repeat_fraction: float) -> str:
+    """``"natural text"`` for ``repeat_fraction == 0`` (no synthetic windows), else
+    ``"curriculum"``; the one place a run's setting is named."""
+    return NATURAL_TEXT if float(repeat_fraction) == 0.0 else CURRICULUM
 
 
 def is_validation(name: str, val_fraction: float) -> bool:
