@@ -36,7 +36,7 @@ from interp_toolkit.runs import Run, RunPaths, load_run, read_config
 from interp_toolkit.targets import Target, load_target
 from interp_toolkit.tl_tokenizer import CodecTokenizer
 from interp_toolkit.tokenizer import GPT2_VOCAB_SIZE, CompactVocab, GPT2Codec
-from interp_toolkit.validate import token_ids
+from interp_toolkit.validate import path_arg, token_ids
 from interp_toolkit.views.attention import LayerViews
 
 __all__ = ["discover", "exam", "load", "scores_on", "train", "view"]
@@ -52,6 +52,7 @@ def load(target: str | os.PathLike[str], device: str = "cpu") -> Target:
     folder. The result has ``.model`` (a ``TransformerBridge`` with its tokenizer, so
     ``to_tokens``/``generate`` work), ``.codec``, ``.name``, ``.kind`` (``toy``/``gpt2``) and
     ``.source`` (the :class:`~interp_toolkit.runs.Run` of a toy model)."""
+    path_arg(target, "target")  # None, a number or '' (the current folder): one line
     return load_target(target, device)
 
 
@@ -78,6 +79,7 @@ def train(
     from interp_toolkit.training import train_model
     from interp_toolkit.training.settings import config_differences, recorded_configs
 
+    out = path_arg(out, "out")
     if exist_ok not in ("load", "resume", "error"):
         raise UserError(f"exist_ok={exist_ok!r} is not one of 'load', 'resume', 'error'.")
     try:

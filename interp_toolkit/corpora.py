@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 import sysconfig
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -48,6 +49,25 @@ def stdlib_files() -> list[Path]:
 
 def _read(path: Path) -> str:
     return path.read_text(encoding="utf-8", errors="replace")
+
+
+#: How much of a file :func:`not_text` reads to decide.
+SNIFF_BYTES = 1 << 16
+
+
+def not_text(path: Path) -> str | None:
+    """Why ``path`` is not UTF-8 text (a NUL byte, or more than 10% of its first
+    :data:`SNIFF_BYTES` not UTF-8), or None when it reads as text."""
+    with open(path, "rb") as f:
+        head = f.read(SNIFF_BYTES)
+    nul = head.find(b"\x00")
+    if nul >= 0:
+        return f"a NUL byte at offset {nul}: binary data"
+    text = head.decode("utf-8", errors="replace")
+    bad = text.count("\ufffd")
+    if bad > 0.1 * len(text):
+        return f"{bad / len(text):.0%} of its first {len(head):,} bytes are not UTF-8"
+    return None
 
 
 @dataclass(frozen=True)
@@ -112,6 +132,12 @@ def corpus_source(corpus: str, max_tokens: int | None = None) -> CorpusSource:
             "text: drop the '#'."
         )
     root = path.parent if path.is_file() else path
+    reason = not_text(path) if path.is_file() else None
+    if reason:
+        raise UserError(
+            f"corpus {corpus!r} is not text ({reason}): point --corpus at UTF-8 text, a folder "
+            "of text files or a dataset file (.parquet, .jsonl)."
+        )
     files = (path,) if path.is_file() else _text_files(path)
     return CorpusSource(
         corpus, path.name, f"text:{path}", files, lambda: (len(files), _texts(files, root)), path
@@ -131,7 +157,12 @@ def _text_files(folder: Path) -> tuple[Path, ...]:
 
 
 def _texts(files: tuple[Path, ...], root: Path) -> Iterator[Document]:
+    """The documents of text files; a file of a folder that is not text is skipped, and said."""
     for file in files:
+        reason = not_text(file) if len(files) > 1 else None
+        if reason:
+            print(f"corpus: skipping {file} ({reason})", file=sys.stderr, flush=True)
+            continue
         yield Document(str(file.relative_to(root)), _read(file))
 
 

@@ -1,5 +1,21 @@
-"""Safe files: atomic writes (a file appears whole under its final name, or not at all, with
-the permissions the umask gives), readable-or-say-why reads, and a lock on a folder.
+"""Safe files: the one output writer, readable-or-say-why reads, and a lock on a folder.
+
+The writer (:func:`write_bytes`, :func:`write_text`, :func:`write_json`, :func:`write_with`)
+writes every file the toolkit writes, and looks at what a path is before it writes
+(:func:`output_target`):
+
+- ``-`` is standard output;
+- a regular file or a new path is written atomically: a temporary file in the same folder,
+  fsync'ed, renamed over the name (and the folder fsync'ed), so it appears whole or not at all.
+  A new file gets the umask's mode; a replaced one keeps its mode. An existing file this user
+  may not write is a permission error, as for ``>`` in a shell (root may write anything);
+- a symlink is followed: its target is written atomically as above (a dangling link creates
+  its target) and the link stays a link;
+- a character device, a FIFO or a socket is written directly, never renamed over: ``/dev/null``
+  swallows the bytes, ``/dev/full`` is a "no space" error naming it, a FIFO receives the bytes
+  (waiting for a reader, as the shell does), ``/dev/stdout`` is standard output;
+- a folder, a block device, a symlink loop or a name too long is a
+  :class:`~interp_toolkit.errors.UserError` (one line, exit 2) before anything is written.
 
 A failed write leaves no temporary file behind, and an ``OSError`` from it names the file it
 was writing (a full disk says which file did not fit).
@@ -10,6 +26,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import stat
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -17,6 +34,13 @@ from pathlib import Path
 from typing import Any
 
 from interp_toolkit.errors import UserError
+from interp_toolkit.output_paths import (  # noqa: F401  (the writer's public names)
+    STDOUT,
+    OutputTarget,
+    check_output,
+    output_target,
+    write_stream,
+)
 
 #: The lock file of a folder being written (a run folder, a study folder).
 LOCK_NAME = ".lock"
@@ -31,31 +55,66 @@ def file_mode() -> int:
 
 @contextmanager
 def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
-    """Yield a temporary path beside ``path``; rename it into place only if the block succeeds.
+    """Yield a temporary path beside the regular file ``path``; rename it into place (fsync'ed)
+    only if the block succeeds. Callers write through :func:`write_with`, which also handles
+    devices, FIFOs and symlinks.
 
-    The file gets the umask's mode after the block (writers such as safetensors reset it), and
-    the temporary file is removed whatever happens."""
+    The file gets the umask's mode (an existing file's, when it replaces one) after the block
+    (writers such as safetensors reset it), and the temporary file is removed whatever happens."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    mode = file_mode()
+    try:
+        st = os.stat(path)
+        if not os.access(path, os.W_OK):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
+        mode = stat.S_IMODE(st.st_mode)
+    except FileNotFoundError:
+        pass
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # a bounded prefix: the temporary name stays within the file system's limit
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:64]}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        exc.filename = str(path)
+        raise
     os.close(fd)
     tmp_path = Path(tmp)
     try:
         yield tmp_path
-        os.chmod(tmp_path, file_mode())  # mkstemp makes 0600, and so do some writers
+        os.chmod(tmp_path, mode)  # mkstemp makes 0600, and so do some writers
+        with open(tmp_path, "rb+") as f:
+            os.fsync(f.fileno())
         os.replace(tmp_path, path)
+        _fsync_dir(path.parent)
     except OSError as exc:
-        if exc.filename is None:
-            exc.filename = str(path)
+        exc.filename = str(path)
         raise
     finally:
         if tmp_path.exists():
             tmp_path.unlink()
 
 
+def _fsync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some file systems cannot sync a folder; the rename itself is atomic
+    finally:
+        os.close(fd)
+
+
 def write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
-    with atomic_path(path) as tmp:
-        tmp.write_bytes(data)
+    """Write ``data`` to ``path`` (see the module doc: atomically, or in place for a stream)."""
+    target = output_target(path)
+    if target.kind == "file":
+        with atomic_path(target.path) as tmp:
+            tmp.write_bytes(data)
+    else:
+        write_stream(target, data)
     return Path(path)
 
 
@@ -68,9 +127,17 @@ def write_json(path: str | os.PathLike[str], obj: Any) -> Path:
 
 
 def write_with(path: str | os.PathLike[str], writer: Callable[[Path], None]) -> Path:
-    """Call ``writer(tmp_path)`` and move the result to ``path`` atomically."""
-    with atomic_path(path) as tmp:
+    """Call ``writer(tmp_path)`` (a writer that takes a file name: safetensors, savefig) and
+    move the result to ``path`` atomically, or copy it into a stream."""
+    target = output_target(path)
+    if target.kind == "file":
+        with atomic_path(target.path) as tmp:
+            writer(tmp)
+        return Path(path)
+    with tempfile.TemporaryDirectory(prefix="interp-toolkit-") as folder:
+        tmp = Path(folder) / "out"
         writer(tmp)
+        write_stream(target, tmp.read_bytes())
     return Path(path)
 
 

@@ -249,17 +249,46 @@ def read_codec(paths: RunPaths) -> CompactVocab | GPT2Codec:
 
 
 def read_metrics(path: str | Path) -> list[dict[str, Any]]:
-    """The metrics.jsonl lines of a run folder (an unfinished last line is skipped)."""
+    """The metrics.jsonl lines of a run folder (damaged lines are skipped: an unfinished last
+    line after a kill; :func:`metrics_damage` names them)."""
+    return _metrics_lines(path)[0]
+
+
+def metrics_damage(path: str | Path) -> str | None:
+    """A sentence naming the lines of RUN/metrics.jsonl that are not whole JSON records (and the
+    last step the good ones reach), or None when every line is whole."""
+    rows, bad, total = _metrics_lines(path)
+    if not bad:
+        return None
+    file = RunPaths(Path(path)).metrics
+    where = (
+        f"its last line ({bad[0]} of {total}) is cut off (a write stopped half-way, e.g. kill -9)"
+        if bad == [total]
+        else f"{len(bad)} of its {total} lines are not JSON records (line {', '.join(map(str, bad[:5]))}"
+        + (" ..." if len(bad) > 5 else "")
+        + ")"
+    )
+    steps = [r["step"] for r in rows if isinstance(r, dict) and isinstance(r.get("step"), int)]
+    reach = f"what it shows stops at step {max(steps)}" if steps else "no step is readable"
+    return f"{file}: {where}; {reach}."
+
+
+def _metrics_lines(path: str | Path) -> tuple[list[dict[str, Any]], list[int], int]:
     file = RunPaths(Path(path)).metrics
     if not file.is_file():
-        return []
-    rows = []
-    for line in file.read_text(encoding="utf-8").splitlines():
+        return [], [], 0
+    rows, bad = [], []
+    lines = file.read_text(encoding="utf-8", errors="replace").splitlines()
+    for number, line in enumerate(lines, 1):
         try:
-            rows.append(json.loads(line))
+            row = json.loads(line)
         except json.JSONDecodeError:
-            continue
-    return rows
+            row = None
+        if isinstance(row, dict):
+            rows.append(row)
+        elif line.strip():
+            bad.append(number)
+    return rows, bad, len(lines)
 
 
 def read_samples(path: str | Path) -> list[dict[str, str]]:

@@ -1,20 +1,65 @@
-"""What the public API is given, checked in one place: token ids (type, shape, range, length),
-layers and heads. Every entry point that takes them calls these; each failure is one
+"""What the public API and the command line are given, checked in one place: token ids (type,
+shape, range, length), layers and heads, seeds, temperatures, counts and paths. Every entry point
+that takes them calls these (the command line through the option table of
+:mod:`interp_toolkit.cli.boundary`); each failure is one
 :class:`~interp_toolkit.errors.UserError` line naming the argument and the fix.
 
 Token ids may be a list or tuple of ints, or an integer tensor or array. One sequence is
 ``[pos]`` (or a ``[1, pos]`` batch of one); a batch is ``[batch, pos]``.
+
+torch and numpy are imported by the functions that need them, so the command line can check
+its options before either loads.
 """
 
 from __future__ import annotations
 
+import math
+import numbers
+import os
 from collections.abc import Iterable, Sequence
-from typing import Any
-
-import numpy as np
-import torch
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from interp_toolkit.errors import UserError
+
+if TYPE_CHECKING:
+    import torch
+
+#: Seeds are 0..2^63-1: every generator we seed (torch, numpy, Python) takes them.
+SEED_MAX = 2**63 - 1
+
+
+def seed(value: Any, name: str = "seed") -> int:
+    """A seed: a whole number from 0 to 2^63-1."""
+    if not _is_int(value) or not 0 <= int(value) <= SEED_MAX:
+        raise UserError(
+            f"{name}={value!r} cannot work: a seed is a whole number from 0 to {SEED_MAX}."
+        )
+    return int(value)
+
+
+def temperature(value: Any, name: str = "temperature") -> float:
+    """A sampling temperature: a finite number >= 0 (0 = greedy)."""
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
+    if not ok or not math.isfinite(float(value)) or float(value) < 0:
+        raise UserError(
+            f"{name}={value!r} cannot work: use a finite number >= 0 (0 = always the most likely "
+            "token, 1 = the model's own distribution)."
+        )
+    return float(value)
+
+
+def path_arg(value: Any, name: str) -> Path:
+    """A path argument: a non-empty ``str`` or ``os.PathLike`` (not None, a number or ``''``,
+    which would silently mean the current folder)."""
+    if isinstance(value, bool) or not isinstance(value, (str, os.PathLike)):
+        raise UserError(
+            f"{name} must be a path (str or pathlib.Path), got {type(value).__name__} "
+            f'{value!r}: e.g. {name}="runs/cpu-2l".'
+        )
+    if not os.fspath(value).strip():
+        raise UserError(f'{name} is an empty path: name a folder, e.g. {name}="runs/cpu-2l".')
+    return Path(value)
 
 
 def token_ids(
@@ -22,6 +67,8 @@ def token_ids(
 ) -> torch.Tensor:
     """``value`` as a long tensor ``[pos]`` (``batch=True``: ``[batch, pos]``), checked (the
     id range only when ``d_vocab`` is known)."""
+    import torch
+
     t = _as_tensor(value, name)
     if t.numel() == 0:
         raise UserError(f"{name} is empty: give at least one token.")
@@ -56,6 +103,8 @@ def token_ids(
 
 def in_vocab(ids: torch.Tensor | Iterable[int], d_vocab: int, name: str = "tokens") -> None:
     """Every id of ``ids`` must be one of the model's (0..d_vocab-1)."""
+    import torch
+
     t = ids if isinstance(ids, torch.Tensor) else torch.as_tensor(list(ids), dtype=torch.long)
     if t.numel() == 0:
         return
@@ -68,10 +117,10 @@ def in_vocab(ids: torch.Tensor | Iterable[int], d_vocab: int, name: str = "token
         )
 
 
-def count(value: Any, name: str) -> int:
-    """A positive whole number (a top-k, a number of sequences...)."""
-    if not _is_int(value) or int(value) < 1:
-        raise UserError(f"{name}={value!r} cannot work: use a whole number, 1 or more.")
+def count(value: Any, name: str, least: int = 1) -> int:
+    """A whole number, ``least`` or more (a top-k, a number of sequences...)."""
+    if not _is_int(value) or int(value) < least:
+        raise UserError(f"{name}={value!r} cannot work: use a whole number, {least} or more.")
     return int(value)
 
 
@@ -104,10 +153,13 @@ def heads(pairs: Sequence[Any], n_layers: int, n_heads: int) -> list[tuple[int, 
 
 
 def _is_int(x: Any) -> bool:
-    return isinstance(x, (int, np.integer)) and not isinstance(x, bool)
+    return isinstance(x, numbers.Integral) and not isinstance(x, bool)  # numpy ints too
 
 
 def _as_tensor(value: Any, name: str) -> torch.Tensor:
+    import numpy as np
+    import torch
+
     if isinstance(value, torch.Tensor):
         return value
     if isinstance(value, str):

@@ -12,7 +12,6 @@ from typing import Any
 import typer
 
 from interp_toolkit.cli.app import (
-    STDOUT,
     TARGET_HELP,
     app,
     check_device,
@@ -21,6 +20,7 @@ from interp_toolkit.cli.app import (
     device_option,
     emit,
     setup_torch,
+    wrote,
 )
 from interp_toolkit.errors import UserError
 from interp_toolkit.tokenizer import Codec
@@ -127,7 +127,7 @@ def heads(
     emit(data, _print_heads, json_out)
     if csv_out:
         write_text(csv_out, heads_csv(data))
-        typer.echo(f"wrote {csv_out}", err=json_out == STDOUT)
+        wrote(csv_out)
 
 
 def _print_heads(data: dict[str, Any]) -> None:

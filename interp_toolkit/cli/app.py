@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from interp_toolkit.cli.boundary import BoundaryGroup
-from interp_toolkit.errors import UserError
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -65,15 +64,28 @@ def check_device(spec: str) -> None:
 
 
 def check_out_file(path: Path | None, flag: str, example: str = "out.json") -> None:
-    """An output file option must name a file in a folder we can write, checked before any work
-    (``-`` is standard output)."""
-    if path is None or path == STDOUT:
+    """An output file option, checked before any work (:func:`interp_toolkit.io.check_output`:
+    a folder, a symlink loop, a name too long, an unwritable folder are one line; ``-`` is
+    standard output, a device or FIFO is written in place); two options of one command may not
+    write to the same place."""
+    if path is None:
         return
-    from interp_toolkit.io import check_writable_dir
+    from interp_toolkit.cli.boundary import claim_output
+    from interp_toolkit.io import check_output
 
-    if path.is_dir():
-        raise UserError(f"{flag} {path} is a folder: give a file name such as {path / example}.")
-    check_writable_dir(path.parent if str(path.parent) else Path("."), "output folder")
+    target = check_output(path, flag, example)
+    if target.kind == "stdout" or target.fd == 1:
+        claim_output("stdout", flag)
+    elif target.kind == "file":
+        claim_output(str(target.path), flag)
+
+
+def wrote(path: Path) -> None:
+    """Say that ``path`` was written (on standard error when standard output carries data)."""
+    from interp_toolkit.cli.boundary import stdout_claimed
+
+    if str(path) != str(STDOUT):
+        typer.echo(f"wrote {path}", err=stdout_claimed())
 
 
 def console() -> Console:
@@ -94,15 +106,12 @@ def emit(
     data: dict[str, Any], show: Callable[[dict[str, Any]], None], json_out: Path | None
 ) -> None:
     """Print a result (``show`` draws its table), and write the same fields as JSON when asked;
-    ``--json -`` prints only the JSON, on standard output."""
-    if json_out == STDOUT:
-        import json
+    when ``--json`` (or another output) is standard output, only that output goes there."""
+    from interp_toolkit.cli.boundary import stdout_claimed
+    from interp_toolkit.io import write_json
 
-        typer.echo(json.dumps(data, indent=2))
-        return
-    show(data)
+    if not stdout_claimed():
+        show(data)
     if json_out:
-        from interp_toolkit.io import write_json
-
         write_json(json_out, data)
-        typer.echo(f"wrote {json_out}")
+        wrote(json_out)

@@ -2,10 +2,17 @@
 
 - bad input (:class:`~interp_toolkit.errors.UserError`) and usage errors (typer's vendored click,
   ``typer._click``, or the ``click`` package: both are recognised by their interface): one line,
-  exit 2;
+  exit 2. That includes an option given twice (refused: which one was meant?), an option out of
+  its range (:data:`OPTION_RULES`, checked before the command runs) and a path that is a symlink
+  loop or too long;
 - Ctrl-C or SIGTERM: one line (what was kept and how to go on), exit 128 + signal (130 for Ctrl-C);
-- a full disk, a read-only file system or a permission problem: one line naming the file, exit 1;
+- a full disk (or ``/dev/full``), a read-only file system, a permission problem, a reader that
+  closed its pipe, or memory running out: one line naming the file, exit 1;
 - anything else is a bug: its traceback goes to a report file, and one line says where; exit 1.
+
+The option table applies to every command by its parameters' names, so a new command with a
+``--seed`` or ``--n-seqs`` option is checked without code of its own; :func:`claim_output`
+(called by ``check_out_file``) refuses two outputs sent to one place (``--json - --csv -``).
 
 typer turns a ``KeyboardInterrupt`` into a bare exit code, losing its message, so
 :class:`BoundaryGroup` (the app's command class) carries it past typer as :class:`_Stopped`.
@@ -19,14 +26,121 @@ import sys
 import tempfile
 import time
 import traceback
+from collections.abc import Callable
+from functools import partial
 from typing import Any, NoReturn
 
+from typer._click.core import Context
 from typer.core import TyperGroup
 
+from interp_toolkit import validate
 from interp_toolkit.errors import UserError
 
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 NO_ACCESS = (errno.EACCES, errno.EPERM, errno.EROFS)
+BAD_PATH = (errno.ELOOP, errno.ENAMETOOLONG)
+
+#: The range each option needs, by parameter name, for every command (``None``, an option left
+#: out, is never checked). :data:`COMMAND_RULES` overrides a name for one command.
+OPTION_RULES: dict[str, Callable[[Any, str], Any]] = {
+    "seed": validate.seed,
+    "temperature": validate.temperature,
+    "tokens": partial(validate.count, least=0),
+    "steps": validate.count,
+    "top_k": validate.count,
+    "top": validate.count,
+    "show": validate.count,
+    "n_seqs": validate.count,
+    "n_prompts": validate.count,
+    "n_untrained": validate.count,
+    "untrained_rows": validate.count,
+    "workers": validate.count,
+    "seq_len": partial(validate.count, least=2),
+    "period": partial(validate.count, least=2),
+    "layer": partial(validate.count, least=0),
+    "head": partial(validate.count, least=0),
+    "neuron": partial(validate.count, least=0),
+}
+COMMAND_RULES: dict[tuple[str, str], Callable[[Any, str], Any]] = {
+    ("probe", "n_seqs"): partial(validate.count, least=2),  # rows are split into train and test
+    ("probe", "seq_len"): partial(validate.count, least=5),
+}
+
+
+def check_options(command: Any, params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` with every value checked against its rule (a UserError naming the option)."""
+    checked = dict(params)
+    for param in command.params:
+        value = checked.get(param.name)
+        rule = COMMAND_RULES.get((command.name, param.name)) or OPTION_RULES.get(param.name)
+        if value is None or rule is None:
+            continue
+        flag = next((o for o in param.opts if o.startswith("--")), param.opts[0])
+        if isinstance(value, (list, tuple)):
+            checked[param.name] = type(value)(rule(v, flag) for v in value)
+        else:
+            checked[param.name] = rule(value, flag)
+    return checked
+
+
+def refuse_repeated_options(command: Any, args: list[str]) -> None:
+    """An option that takes one value, given twice, is refused: typer would keep the last one
+    silently, and the user meant one of them."""
+    options = {o: p for p in command.params if hasattr(p, "is_flag") for o in p.opts}
+    seen: dict[str, str] = {}
+    i = 0
+    while i < len(args):
+        arg, value = args[i], None
+        if arg == "--":
+            return
+        if arg.startswith("--") and "=" in arg:
+            arg, value = arg.split("=", 1)
+        elif not arg.startswith("--") and len(arg) > 2 and arg[:2] in options:
+            arg, value = arg[:2], arg[2:]
+        param = options.get(arg)
+        i += 1
+        if param is None:
+            continue
+        if not param.is_flag and value is None:
+            value = args[i] if i < len(args) else ""
+            i += 1
+        if param.multiple or getattr(param, "count", False):
+            continue
+        shown = arg if value is None else f"{arg} {value}"
+        if param.name in seen:
+            raise UserError(
+                f"{arg} is given twice ({seen[param.name]}, then {shown}): give it once."
+            )
+        seen[param.name] = shown
+
+
+_claimed: dict[str, str] = {}
+
+
+def claim_output(key: str, flag: str) -> None:
+    """Two output options of one command may not write to one place (``key``: ``stdout`` or a
+    file's resolved path): ``--json - --csv -`` would interleave two formats."""
+    other = _claimed.setdefault(key, flag)
+    if other != flag:
+        where = "standard output" if key == "stdout" else key
+        raise UserError(f"{other} and {flag} both write to {where}: send one of them elsewhere.")
+
+
+def stdout_claimed() -> bool:
+    """True when an output option of the running command writes to standard output (its tables
+    and notes then stay off it)."""
+    return "stdout" in _claimed
+
+
+class CheckedContext(Context):
+    """The context of every command: its options are checked (:func:`check_options`) before
+    its function runs, and the outputs it claims start afresh."""
+
+    def invoke(self, callback: Any, /, *args: Any, **kwargs: Any) -> Any:
+        if callback is getattr(self.command, "callback", None):
+            _claimed.clear()
+            kwargs = check_options(self.command, kwargs)
+        return super().invoke(callback, *args, **kwargs)
 
 
 class _Stopped(Exception):
@@ -38,6 +152,13 @@ class _Stopped(Exception):
 
 
 class BoundaryGroup(TyperGroup):
+    def resolve_command(self, ctx: Any, args: list[str]) -> tuple[str | None, Any, list[str]]:
+        name, command, rest = super().resolve_command(ctx, args)
+        if command is not None:
+            refuse_repeated_options(command, rest)
+            command.context_class = CheckedContext
+        return name, command, rest
+
     def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
@@ -61,10 +182,18 @@ def run(app: Any, argv: list[str] | None) -> None:
     except SystemExit:
         raise
     except OSError as exc:
-        if exc.errno in DISK_FULL + NO_ACCESS:
+        if exc.errno in BAD_PATH:
+            _fail(f"error: {_os_problem(exc)}", 2)
+        if exc.errno in (*DISK_FULL, *NO_ACCESS, errno.EPIPE):
             _fail(f"error: {_os_problem(exc)}", 1)
         _crash(exc, argv)
     except Exception as exc:
+        if _out_of_memory(exc):
+            _fail(
+                "error: out of memory: ask for less (fewer sequences, tokens or rows) or use a "
+                "machine with more memory.",
+                1,
+            )
         if callable(getattr(exc, "format_message", None)) and hasattr(exc, "exit_code"):
             _usage(exc)
         _crash(exc, argv)
@@ -72,6 +201,16 @@ def run(app: Any, argv: list[str] | None) -> None:
         _fail("interrupted.", 130)
     if isinstance(code, int) and code:
         sys.exit(code)
+
+
+def _out_of_memory(exc: BaseException) -> bool:
+    """Python's MemoryError, torch's CUDA OutOfMemoryError, or its CPU allocator's RuntimeError."""
+    name = type(exc).__name__
+    return (
+        isinstance(exc, MemoryError)
+        or name == "OutOfMemoryError"
+        or (isinstance(exc, RuntimeError) and "can't allocate memory" in str(exc))
+    )
 
 
 def _fail(line: str, code: int) -> NoReturn:
@@ -92,6 +231,8 @@ def _usage(exc: Any) -> NoReturn:
 
 def _os_problem(exc: OSError) -> str:
     where = f" ({exc.filename})" if exc.filename else ""
+    if exc.errno in DISK_FULL and _is_device(exc.filename):
+        return f"the device {exc.filename} is full (no space left): write to another path."
     if exc.errno in DISK_FULL:
         return (
             f"no space left on the device{where}: free some space and run the command again "
@@ -99,7 +240,22 @@ def _os_problem(exc: OSError) -> str:
         )
     if exc.errno == errno.EROFS:
         return f"the file system is read-only{where}: choose a folder you can write to."
+    if exc.errno == errno.EPIPE:
+        return f"the reader closed its end before all was written{where}: nothing more was sent."
+    if exc.errno == errno.ELOOP:
+        return f"a symlink loop{where}: fix or remove the link, or give another path."
+    if exc.errno == errno.ENAMETOOLONG:
+        return f"a path too long for the file system{where}: give a shorter name."
     return f"permission denied{where}: choose a path you may use, or ask its owner for access."
+
+
+def _is_device(path: Any) -> bool:
+    import stat
+
+    try:
+        return stat.S_ISCHR(os.stat(path).st_mode)
+    except (OSError, TypeError, ValueError):
+        return False
 
 
 def _crash(exc: BaseException, argv: list[str] | None) -> NoReturn:

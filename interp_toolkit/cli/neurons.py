@@ -17,6 +17,7 @@ from interp_toolkit.cli.app import (
     device_option,
     emit,
     setup_torch,
+    wrote,
 )
 from interp_toolkit.errors import UserError
 
@@ -81,7 +82,7 @@ def neurons_cmd(
     if out:
         page = neuron_page(tgt.model, tgt.codec, tokens, info, picks, title=f"Neurons: {tgt.name}")
         write_text(out, page)
-        typer.echo(f"wrote {out}")
+        wrote(out)
 
 
 def _print_neurons(data: dict[str, Any], rows: list[list[object]]) -> None:

@@ -17,6 +17,7 @@ from interp_toolkit.cli.app import (
     device_option,
     emit,
     setup_torch,
+    wrote,
 )
 from interp_toolkit.errors import UserError
 
@@ -105,13 +106,13 @@ def probe_cmd(
     emit(payload, _print_probe, json_out)
     if csv_out:
         write_text(csv_out, probe_csv(payload))
-        typer.echo(f"wrote {csv_out}")
+        wrote(csv_out)
     if out:
         from interp_toolkit.views.page import render_report
         from interp_toolkit.views.probes import probe_section
 
         write_text(out, render_report([probe_section([result])], title=f"Probe: {tgt.name}"))
-        typer.echo(f"wrote {out}")
+        wrote(out)
 
 
 def _print_probe(data: dict[str, Any]) -> None:

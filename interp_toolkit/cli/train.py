@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import typer
@@ -126,7 +127,11 @@ def sample_cmd(
     prompt: str = typer.Option(
         "", "--prompt", help="Text to continue (empty: start from <|endoftext|>)."
     ),
-    tokens: int = typer.Option(40, "--tokens", help="How many tokens to generate."),
+    tokens: int = typer.Option(
+        40,
+        "--tokens",
+        help="How many tokens to generate (printed as they come; Ctrl-C stops, keeping the text).",
+    ),
     temperature: float = typer.Option(1.0, "--temperature", help="0 = greedy."),
     top_k: int | None = typer.Option(
         None, "--top-k", help="Sample only among the k most likely tokens."
@@ -134,20 +139,44 @@ def sample_cmd(
     seed: int = typer.Option(0, "--seed", help="Sampling seed."),
     device: str = device_option(),
 ) -> None:
-    """Generate text from a trained run."""
+    """Generate text from a trained run, printed as it comes (a progress bar on standard error
+    when standard output is not a terminal)."""
+    import sys
+
     check_device(device)
+    from interp_toolkit.errors import Interrupted
+    from interp_toolkit.progress import progress_bar
     from interp_toolkit.runs import load_run
-    from interp_toolkit.sampling import sample
+    from interp_toolkit.sampling import decode_stream, sample_ids
 
     r = load_run(run, device=device)
-    typer.echo(
-        sample(
-            r.model,
-            r.codec,
-            prompt,
-            n_tokens=tokens,
-            temperature=temperature,
-            top_k=top_k,
-            seed=seed,
-        )
+    ids = sample_ids(
+        r.model, r.codec, prompt, n_tokens=tokens, temperature=temperature, top_k=top_k, seed=seed
     )
+    bar = progress_bar(
+        total=tokens,
+        unit="tok",
+        desc="sampling",
+        enabled=not sys.stdout.isatty(),
+        leave=False,
+        delay=1.0,
+    )
+
+    def counted() -> Iterator[int]:
+        for i in ids:
+            bar.update()
+            yield i
+
+    sys.stdout.write(prompt)
+    try:
+        for piece in decode_stream(r.codec, counted()):
+            sys.stdout.write(piece)
+            sys.stdout.flush()
+    except KeyboardInterrupt:
+        raise Interrupted(
+            f"stopped after {bar.n} of {tokens} tokens (the text so far is above)."
+        ) from None
+    finally:
+        bar.close()
+        sys.stdout.write("\n")
+        sys.stdout.flush()

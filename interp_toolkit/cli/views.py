@@ -13,6 +13,7 @@ from interp_toolkit.cli.app import (
     check_out_file,
     device_option,
     setup_torch,
+    wrote,
 )
 
 
@@ -44,7 +45,7 @@ def view(
     )
     page = attention_page(views, title=f"Attention: {tgt.name}", intro=f"Prompt: {prompt!r}")
     write_text(out, page)
-    typer.echo(f"wrote {out}")
+    wrote(out)
 
 
 @app.command("report")
@@ -55,13 +56,18 @@ def report(
     ),
     device: str = device_option(),
 ) -> None:
-    """Write RUN/report.html: config, loss, samples, exam, head table, plots and attention views."""
-    from interp_toolkit.runs import read_config
+    """Write RUN/report.html: config, loss, samples, exam, head table, plots and attention views.
+    A damaged metrics.jsonl (a line cut off by a kill) is named on standard error."""
+    from interp_toolkit.runs import metrics_damage, read_config
 
     check_device(device)
+    check_out_file(out, "--out", "report.html")
     read_config(run)  # fail fast on a folder that is not a run
+    damage = metrics_damage(run)
+    if damage:
+        typer.echo(f"warning: {damage}", err=True)
     setup_torch()
     from interp_toolkit.reports.run_report import build_run_report
 
     path = build_run_report(run, out, device=device)
-    typer.echo(f"wrote {path}")
+    wrote(path)

@@ -7,15 +7,13 @@ everything else here renders that data.
 from __future__ import annotations
 
 import html
-import os
 from pathlib import Path
 
 from interp_toolkit.analysis.heads import NO_ROLE, ROLES, SCORE, SCORES, HeadId
 from interp_toolkit.analysis.routes import THRESHOLDS
 from interp_toolkit.analysis.run_analysis import RunAnalysis, analyse_run
 from interp_toolkit.analysis.scores import HeadReport
-from interp_toolkit.errors import UserError
-from interp_toolkit.io import check_writable_dir, write_text
+from interp_toolkit.io import check_output, write_text
 from interp_toolkit.reports.findings import data_mix_sentence, exam_phrase
 from interp_toolkit.runs import RunPaths, load_run
 from interp_toolkit.views import plots
@@ -260,13 +258,7 @@ def report_path(run_path: str | Path, out: str | Path | None) -> Path:
     """Where the report goes, checked writable (UserError otherwise) before any work is done."""
     default = RunPaths(Path(run_path)).report
     path = Path(out) if out is not None else default
-    if path.is_dir():
-        raise UserError(
-            f"output {path} is a folder: give a file name such as {path / default.name}."
-        )
-    check_writable_dir(path.parent, "report folder")
-    if path.exists() and not os.access(path, os.W_OK):
-        raise UserError(f"output {path} is not writable: choose another file with --out.")
+    check_output(path, "output", default.name)
     return path
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from interp_toolkit import validate
 from interp_toolkit.data import DataConfig
 from interp_toolkit.devices import precision_named
 from interp_toolkit.errors import UserError
@@ -46,6 +47,7 @@ class TrainSettings:
                 raise UserError(f"{name}={getattr(self, name)} must be a positive integer.")
         if not self.lr > 0:
             raise UserError(f"lr={self.lr} must be positive.")
+        validate.seed(self.seed)
         precision_named(self.precision)
 
     @classmethod
