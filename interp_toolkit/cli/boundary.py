@@ -6,8 +6,9 @@
   its range (:data:`OPTION_RULES`, checked before the command runs) and a path that is a symlink
   loop or too long;
 - Ctrl-C or SIGTERM: one line (what was kept and how to go on), exit 128 + signal (130 for Ctrl-C);
-- a full disk (or ``/dev/full``), a read-only file system, a permission problem, a reader that
-  closed its pipe, or memory running out: one line naming the file, exit 1;
+- a full disk (or ``/dev/full``), a read-only file system, a permission problem, the reader of
+  a FIFO or socket output closing it, or memory running out: one line naming the file, exit 1
+  (standard output closed early, as by ``| head``, exits 1 quietly, as click does);
 - anything else is a bug: its traceback goes to a report file, and one line says where; exit 1.
 
 The option table applies to every command by its parameters' names, so a new command with a
@@ -40,8 +41,9 @@ DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 NO_ACCESS = (errno.EACCES, errno.EPERM, errno.EROFS)
 BAD_PATH = (errno.ELOOP, errno.ENAMETOOLONG)
 
-#: The range each option needs, by parameter name, for every command (``None``, an option left
-#: out, is never checked). :data:`COMMAND_RULES` overrides a name for one command.
+#: The range each number option needs, by parameter name, for every command (``None``, an option
+#: left out, and text values are never checked: ``circuits --head 1.2`` is text, ``view --head``
+#: numbers). :data:`COMMAND_RULES` overrides a name for one command.
 OPTION_RULES: dict[str, Callable[[Any, str], Any]] = {
     "seed": validate.seed,
     "temperature": validate.temperature,
@@ -73,11 +75,13 @@ def check_options(command: Any, params: dict[str, Any]) -> dict[str, Any]:
     for param in command.params:
         value = checked.get(param.name)
         rule = COMMAND_RULES.get((command.name, param.name)) or OPTION_RULES.get(param.name)
-        if value is None or rule is None:
+        if value is None or rule is None or isinstance(value, (str, bool)):
             continue
         flag = next((o for o in param.opts if o.startswith("--")), param.opts[0])
         if isinstance(value, (list, tuple)):
-            checked[param.name] = type(value)(rule(v, flag) for v in value)
+            checked[param.name] = type(value)(
+                v if isinstance(v, (str, bool)) else rule(v, flag) for v in value
+            )
         else:
             checked[param.name] = rule(value, flag)
     return checked
@@ -151,6 +155,15 @@ class _Stopped(Exception):
         self.exit_code = int(getattr(interrupt, "exit_code", 130))
 
 
+class _PipeClosed(Exception):
+    """The reader of a FIFO or socket output closed it: carried past click, which would exit 1
+    without a word on any EPIPE."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
 class BoundaryGroup(TyperGroup):
     def resolve_command(self, ctx: Any, args: list[str]) -> tuple[str | None, Any, list[str]]:
         name, command, rest = super().resolve_command(ctx, args)
@@ -164,6 +177,10 @@ class BoundaryGroup(TyperGroup):
             return super().invoke(ctx)
         except KeyboardInterrupt as exc:
             raise _Stopped(exc) from None
+        except BrokenPipeError as exc:
+            if exc.filename is None:  # standard output closed (`| head`): quiet, as click does
+                raise
+            raise _PipeClosed(exc) from None
 
 
 def run(app: Any, argv: list[str] | None) -> None:
@@ -177,6 +194,8 @@ def run(app: Any, argv: list[str] | None) -> None:
             f"interrupted: {exc or 'nothing half-written (files are written whole or not at all).'}",
             exc.exit_code,
         )
+    except _PipeClosed as exc:
+        _fail(f"error: {_os_problem(exc.error)}", 1)
     except KeyboardInterrupt:  # while typer parsed the command line
         _fail("interrupted.", 130)
     except SystemExit:
@@ -184,7 +203,7 @@ def run(app: Any, argv: list[str] | None) -> None:
     except OSError as exc:
         if exc.errno in BAD_PATH:
             _fail(f"error: {_os_problem(exc)}", 2)
-        if exc.errno in (*DISK_FULL, *NO_ACCESS, errno.EPIPE):
+        if exc.errno in (*DISK_FULL, *NO_ACCESS):
             _fail(f"error: {_os_problem(exc)}", 1)
         _crash(exc, argv)
     except Exception as exc:

@@ -10,18 +10,11 @@ from pathlib import Path
 import click
 import pytest
 import typer
-
-from interp_toolkit.cli import main
-
-
-def run_cli(capsys, *args):
-    with pytest.raises(SystemExit) as exc:
-        main(list(args))
-    out = capsys.readouterr()
-    return exc.value.code, out.err.strip(), out.out
+from cli_helpers import run_cli
 
 
 def one_line(err):
+    err = err.strip()
     assert len(err.splitlines()) == 1, err
     assert "Traceback" not in err, err
     return err
@@ -39,8 +32,7 @@ def one_line(err):
 )
 def test_usage_errors_are_one_line_exit_2(capsys, tmp_path, monkeypatch, args, match):
     monkeypatch.chdir(tmp_path)
-    code, err, _ = run_cli(capsys, *args)
-    assert code == 2 and match in one_line(err) and err.startswith("error: ")
+    run_cli(capsys, *args).one_line_error(match)
     assert list(tmp_path.iterdir()) == []
 
 
@@ -59,12 +51,12 @@ def _raise_in_sample(monkeypatch, exc):
     def boom(*a, **k):
         raise exc
 
-    monkeypatch.setattr("interp_toolkit.sampling.sample", boom)
+    monkeypatch.setattr("interp_toolkit.sampling.sample_ids", boom)
 
 
 def test_ctrl_c_exits_130_with_one_line(capsys, monkeypatch, saved_run):
     _raise_in_sample(monkeypatch, KeyboardInterrupt())
-    code, err, _ = run_cli(capsys, "sample", str(saved_run))
+    code, _, err = run_cli(capsys, "sample", str(saved_run))
     assert code == 130 and one_line(err).startswith("interrupted")
 
 
@@ -74,14 +66,14 @@ def test_an_interrupt_keeps_its_message_and_signal(capsys, monkeypatch, saved_ru
     _raise_in_sample(
         monkeypatch, Interrupted("stopped at step 7: checkpoint saved", signal.SIGTERM)
     )
-    code, err, _ = run_cli(capsys, "sample", str(saved_run))
+    code, _, err = run_cli(capsys, "sample", str(saved_run))
     assert code == 143 and one_line(err) == "interrupted: stopped at step 7: checkpoint saved"
 
 
 def test_a_bug_prints_one_line_naming_its_report(capsys, monkeypatch, saved_run, tmp_path):
     monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
     _raise_in_sample(monkeypatch, ZeroDivisionError("a bug\nover two lines"))
-    code, err, _ = run_cli(capsys, "sample", str(saved_run), "--tokens", "3")
+    code, _, err = run_cli(capsys, "sample", str(saved_run), "--tokens", "3")
     assert code == 1 and "ZeroDivisionError: a bug" in one_line(err) and "bug" in err
     report = Path(re.search(r"report is in (\S+)", err).group(1))
     text = report.read_text()
@@ -89,17 +81,46 @@ def test_a_bug_prints_one_line_naming_its_report(capsys, monkeypatch, saved_run,
 
 
 @pytest.mark.parametrize(
-    "exc, match",
+    "exc, match, want",
     [
-        (OSError(errno.ENOSPC, "No space left on device", "/data/run/x"), "no space left"),
-        (PermissionError(errno.EACCES, "Permission denied", "/data/run/x"), "permission denied"),
-        (OSError(errno.EROFS, "Read-only file system", "/data/run/x"), "read-only"),
+        (OSError(errno.ENOSPC, "No space left on device", "/data/run/x"), "no space left", 1),
+        (PermissionError(errno.EACCES, "Permission denied", "/data/run/x"), "permission denied", 1),
+        (OSError(errno.EROFS, "Read-only file system", "/data/run/x"), "read-only", 1),
+        (BrokenPipeError(errno.EPIPE, "Broken pipe", "/data/run/x"), "closed its end", 1),
+        (OSError(errno.ELOOP, "Too many levels of symbolic links", "/data/run/x"), "loop", 2),
+        (OSError(errno.ENAMETOOLONG, "File name too long", "/data/run/x"), "too long", 2),
     ],
 )
-def test_disk_and_permission_problems_are_one_line(capsys, monkeypatch, saved_run, exc, match):
+def test_disk_path_and_permission_problems_are_one_line(
+    capsys, monkeypatch, saved_run, exc, match, want
+):
     _raise_in_sample(monkeypatch, exc)
-    code, err, _ = run_cli(capsys, "sample", str(saved_run))
-    assert code == 1 and match in one_line(err) and "/data/run/x" in err
+    code, _, err = run_cli(capsys, "sample", str(saved_run))
+    assert code == want and match in one_line(err) and "/data/run/x" in err
+
+
+def test_standard_output_closed_early_exits_1_quietly(capsys, monkeypatch, saved_run):
+    _raise_in_sample(monkeypatch, BrokenPipeError(errno.EPIPE, "Broken pipe"))
+    code, _, err = run_cli(capsys, "sample", str(saved_run))
+    assert code == 1 and err == ""  # `interp-toolkit ... | head`: the reader has what it wanted
+
+
+def test_a_full_device_is_named_as_a_device(capsys, monkeypatch, saved_run):
+    _raise_in_sample(monkeypatch, OSError(errno.ENOSPC, "No space left on device", "/dev/full"))
+    code, _, err = run_cli(capsys, "sample", str(saved_run))
+    assert code == 1 and one_line(err) == (
+        "error: the device /dev/full is full (no space left): write to another path."
+    )
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [MemoryError(), RuntimeError("[enforce fail] DefaultCPUAllocator: can't allocate memory")],
+)
+def test_running_out_of_memory_is_one_line_not_a_bug(capsys, monkeypatch, saved_run, exc):
+    _raise_in_sample(monkeypatch, exc)
+    code, _, err = run_cli(capsys, "sample", str(saved_run))
+    assert code == 1 and "out of memory" in one_line(err) and "bug" not in err
 
 
 def _toy_app(exc):

@@ -1,30 +1,24 @@
-"""Bad input to the core commands: one line naming the problem and the fix, exit code 2, nothing written."""
+"""Bad input to the core commands: one line naming the problem and the fix, exit code 2, nothing
+written. Every option is checked at the boundary against the range it needs (the option table of
+``interp_toolkit.cli.boundary``), before any file is touched; an option given twice is refused."""
 
 import json
+import os
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
+import typer
+from cli_helpers import run_cli
 
-from interp_toolkit.cli import main
+from interp_toolkit.cli import app, main
 from interp_toolkit.devices import resolve_device
 from interp_toolkit.models import build_model
 from interp_toolkit.runs import save_run
 from interp_toolkit.tokenizer import EOT_ID, CompactVocab
-
-
-def run_cli(capsys, *args):
-    with pytest.raises(SystemExit) as exc:
-        main(list(args))
-    err = capsys.readouterr().err.strip()
-    return exc.value.code, err
-
-
-def assert_one_line_error(code, err, match):
-    assert code == 2, err
-    assert len(err.splitlines()) == 1, err
-    assert err.startswith("error: ") and match in err, err
 
 
 @pytest.fixture
@@ -48,58 +42,103 @@ def tiny_run(tmp_path, tiny_cfg):
 def test_train_bad_input(capsys, tmp_path, monkeypatch, args, match):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     out = tmp_path / "run"
-    code, err = run_cli(capsys, "train", "--out", str(out), "--quiet", *args)
-    assert_one_line_error(code, err, match)
+    run_cli(capsys, "train", "--out", str(out), "--quiet", *args).one_line_error(match)
     assert not out.exists()
 
 
 def test_train_empty_corpus_and_folder_without_text(capsys, tmp_path):
     (tmp_path / "empty").mkdir()
     (tmp_path / "empty" / "a.txt").write_text("")
-    code, err = run_cli(
-        capsys,
-        "train",
-        "--out",
-        str(tmp_path / "r1"),
-        "--quiet",
-        "--corpus",
-        str(tmp_path / "empty"),
-    )
-    assert_one_line_error(code, err, "is empty")
+    train = ("train", "--quiet", "--corpus")
+    run_cli(capsys, *train, tmp_path / "empty", "--out", tmp_path / "r1").one_line_error("is empty")
     (tmp_path / "bin").mkdir()
     (tmp_path / "bin" / "a.dat").write_bytes(b"\x00")
-    code, err = run_cli(
-        capsys, "train", "--out", str(tmp_path / "r2"), "--quiet", "--corpus", str(tmp_path / "bin")
+    run_cli(capsys, *train, tmp_path / "bin", "--out", tmp_path / "r2").one_line_error(
+        "no text files"
     )
-    assert_one_line_error(code, err, "no text files")
     assert not (tmp_path / "r1").exists() and not (tmp_path / "r2").exists()
 
 
+def test_a_corpus_of_binary_bytes_is_refused_and_a_binary_file_in_a_folder_skipped(
+    capsys, tmp_path
+):
+    noise = tmp_path / "noise.txt"  # a text suffix, random bytes inside
+    noise.write_bytes(bytes(range(256)) * 64)
+    run_cli(capsys, "train", "--quiet", "--corpus", noise, "--out", tmp_path / "r").one_line_error(
+        "is not text (a NUL byte at offset 0"
+    )
+    assert not (tmp_path / "r").exists()
+    from interp_toolkit.corpora import corpus_source, not_text
+
+    utf8_noise = tmp_path / "latin.txt"  # no NUL, but mostly not UTF-8
+    utf8_noise.write_bytes(bytes(range(128, 256)) * 64)
+    assert "not UTF-8" in not_text(utf8_noise)
+    assert not_text(Path(json.__file__)) is None  # real text passes
+    folder = tmp_path / "mixed"
+    folder.mkdir()
+    (folder / "a.txt").write_text("words and more words\n")
+    (folder / "b.txt").write_bytes(noise.read_bytes())
+    _, docs = corpus_source(str(folder)).read()
+    assert [d.name for d in docs] == ["a.txt"]
+    assert "skipping" in capsys.readouterr().err
+
+
 def test_resume_without_checkpoint(capsys, tiny_run):
-    code, err = run_cli(capsys, "train", "--out", str(tiny_run), "--resume", "--quiet")
-    assert_one_line_error(code, err, "no checkpoint")
+    run_cli(capsys, "train", "--out", str(tiny_run), "--resume", "--quiet").one_line_error(
+        "no checkpoint"
+    )
 
 
 def test_sample_errors(capsys, tmp_path, tiny_run):
-    code, err = run_cli(capsys, "sample", str(tmp_path / "missing"))
-    assert_one_line_error(code, err, "does not exist")
-    code, err = run_cli(capsys, "sample", str(tiny_run), "--prompt", "x " * 100)
-    assert_one_line_error(code, err, "shorten the prompt")
+    run_cli(capsys, "sample", str(tmp_path / "missing")).one_line_error("does not exist")
+    run_cli(capsys, "sample", str(tiny_run), "--prompt", "x " * 100).one_line_error(
+        "shorten the prompt"
+    )
     cfg = json.loads((tiny_run / "config.json").read_text())
     cfg["format_version"] = 99
     (tiny_run / "config.json").write_text(json.dumps(cfg))
-    code, err = run_cli(capsys, "sample", str(tiny_run))
-    assert_one_line_error(code, err, "another version")
+    run_cli(capsys, "sample", str(tiny_run)).one_line_error("another version")
 
 
 def test_corrupt_weights(capsys, tiny_run):
     data = (tiny_run / "model.safetensors").read_bytes()
     (tiny_run / "model.safetensors").write_bytes(data[:100])
-    code, err = run_cli(capsys, "sample", str(tiny_run))
-    assert_one_line_error(code, err, "corrupt")
+    run_cli(capsys, "sample", str(tiny_run)).one_line_error("corrupt")
     (tiny_run / "model.safetensors").write_bytes(b"\x80\x04pickle")
-    code, err = run_cli(capsys, "sample", str(tiny_run))
-    assert_one_line_error(code, err, "corrupt")
+    run_cli(capsys, "sample", str(tiny_run)).one_line_error("corrupt")
+
+
+def test_sampling_is_lazy_and_streamed(capsys, tiny_run, monkeypatch):
+    """``sample_ids`` runs the model once per id taken (a huge --tokens starts at once), and the
+    command prints each piece as it comes: Ctrl-C after 3 tokens keeps their text, exit 130."""
+    from interp_toolkit import sampling
+    from interp_toolkit.runs import load_run
+
+    run = load_run(tiny_run)
+    calls = []
+    run.model.register_forward_hook(lambda *a: calls.append(1))
+    ids = sampling.sample_ids(run.model, run.codec, "ab", n_tokens=10**18, seed=1)
+    first = [next(ids) for _ in range(3)]
+    assert len(calls) == 3
+    whole = sampling.sample(run.model, run.codec, "ab", n_tokens=3, seed=1)
+    assert whole == "ab" + run.codec.decode(first)
+
+    real = sampling._draws
+
+    def three_then_ctrl_c(*args):
+        gen = real(*args)
+        for _ in range(3):
+            yield next(gen)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sampling, "_draws", three_then_ctrl_c)
+    code, out, err = run_cli(
+        capsys, "sample", tiny_run, "--prompt", "ab", "--seed", "1", "--tokens", "1000000"
+    )
+    assert code == 130 and out == whole + "\n"
+    assert (
+        err.strip() == "interrupted: stopped after 3 of 1000000 tokens (the text so far is above)."
+    )
 
 
 def test_sample_is_seeded(capsys, tiny_run):
@@ -110,25 +149,39 @@ def test_sample_is_seeded(capsys, tiny_run):
     assert outs[0] == outs[1] and outs[0].startswith("def")
 
 
-def test_help_is_fast_and_lists_commands():
+HELP = """
+import sys
+from interp_toolkit.cli import main
+try:
+    main(["--help"])
+except SystemExit:
+    pass
+print("LOADED", *sorted(m for m in ("torch", "transformer_lens") if m in sys.modules))
+"""
+
+
+def test_help_lists_every_command_and_loads_no_model_library():
+    """``interp-toolkit --help`` in a fresh process lists every registered command with the
+    first line of its help, and loads neither torch nor TransformerLens (what keeps it fast: a
+    stopwatch under load would prove nothing)."""
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root), "COLUMNS": "200"}
     proc = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "import sys, interp_toolkit.cli as c; print('torch' in sys.modules)",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
+        [sys.executable, "-c", HELP], capture_output=True, text=True, check=True, env=env
     )
-    assert proc.stdout.strip() == "False", "importing the CLI must not import torch"
+    assert proc.stdout.rstrip().splitlines()[-1] == "LOADED", proc.stdout[-300:]
+    commands = typer.main.get_command(app).commands
+    panel = proc.stdout.split("Commands")[1]
+    listed = re.findall(r"^│ (\S+) {2,}(.*?)\s*│$", panel, flags=re.M)
+    assert [name for name, _ in listed] == list(commands)
+    for name, text in listed:
+        first = commands[name].help.split("\n")[0].strip()
+        assert first.startswith(text.strip()), (name, text, first)
 
 
 @pytest.mark.parametrize("args", [["train", "--bogus"], ["heads"], ["bogus"]])
 def test_usage_errors_are_one_line(capsys, args):
-    code, err = run_cli(capsys, *args)
-    assert_one_line_error(code, err, "--help")
-    assert "Traceback" not in err
+    run_cli(capsys, *args).one_line_error("--help")
 
 
 no_gpu = pytest.mark.skipif(
@@ -156,15 +209,96 @@ no_gpu = pytest.mark.skipif(
 def test_an_absent_gpu_is_one_line_on_every_model_command(capsys, tmp_path, tiny_run, args):
     before = sorted(tmp_path.rglob("*"))
     argv = [a.format(tmp=tmp_path, run=tiny_run) for a in args]
-    code, err = run_cli(capsys, *argv, "--device", "cuda")
-    assert_one_line_error(code, err, "--device cuda: no CUDA GPU is visible")
+    run_cli(capsys, *argv, "--device", "cuda").one_line_error(
+        "--device cuda: no CUDA GPU is visible"
+    )
     assert sorted(tmp_path.rglob("*")) == before  # nothing written
 
 
 def test_device_and_precision_names_are_checked(capsys, tmp_path):
     out = tmp_path / "run"
-    code, err = run_cli(capsys, "train", "--out", str(out), "--quiet", "--device", "gpu")
-    assert_one_line_error(code, err, "--device gpu: not a device name")
-    code, err = run_cli(capsys, "train", "--out", str(out), "--quiet", "--precision", "fp8")
-    assert_one_line_error(code, err, "--precision fp8: unknown: use fp32, tf32, bf16")
+    run_cli(capsys, "train", "--out", str(out), "--quiet", "--device", "gpu").one_line_error(
+        "--device gpu: not a device name"
+    )
+    run_cli(capsys, "train", "--out", str(out), "--quiet", "--precision", "fp8").one_line_error(
+        "--precision fp8: unknown: use fp32, tf32, bf16"
+    )
     assert not out.exists()
+
+
+# ---------------------------------------------------------------------------- option ranges
+
+BAD_OPTIONS = [
+    (["train", "--out", "{tmp}/new", "--seed", "-5"], "--seed=-5 cannot work"),
+    (["train", "--out", "{tmp}/new", "--seed", str(2**70)], "a seed is a whole number from 0"),
+    (["train", "--out", "{tmp}/new", "--steps", "-3"], "--steps=-3 cannot work"),
+    (["exam", "{run}", "--periods", "--seed", "-1"], "--seed=-1 cannot work"),
+    (["heads", "{run}", "--seed", str(2**63)], "--seed=9223372036854775808"),
+    (["heads", "{run}", "--n-seqs", "0"], "--n-seqs=0 cannot work"),
+    (["heads", "{run}", "--period", "1"], "--period=1 cannot work"),
+    (["sample", "{run}", "--temperature", "nan"], "--temperature=nan cannot work"),
+    (["sample", "{run}", "--temperature", "inf"], "--temperature=inf cannot work"),
+    (["sample", "{run}", "--temperature", "1e309"], "--temperature=inf cannot work"),
+    (["sample", "{run}", "--temperature", "-1"], "--temperature=-1.0 cannot work"),
+    (["sample", "{run}", "--tokens", "-1"], "--tokens=-1 cannot work"),
+    (["sample", "{run}", "--top-k", "0"], "--top-k=0 cannot work"),
+    (["probe", "{run}", "--feature", "token", "--seq-len", "0"], "--seq-len=0 cannot work"),
+    (
+        ["probe", "{run}", "--feature", "token", "--n-seqs", "1"],
+        "--n-seqs=1 cannot work: use a whole number, 2",
+    ),
+    (["neurons", "{run}", "--layer", "-1"], "--layer=-1 cannot work"),
+    (["view", "{run}", "-p", "a", "-o", "{tmp}/v.html", "--head", "-2"], "--head=-2"),
+    (["reproduce", "--out", "{tmp}/new", "--workers", "0"], "--workers=0 cannot work"),
+    (
+        ["exam", "{run}", "--json", "{tmp}/a.json", "--json", "{tmp}/b.json"],
+        "--json is given twice",
+    ),
+    (["exam", "{run}", "--json={tmp}/a.json", "--json", "{tmp}/b.json"], "--json is given twice"),
+    (["view", "{run}", "-p", "a", "-p", "b", "-o", "{tmp}/v.html"], "-p is given twice"),
+    (["train", "--out", "{tmp}/new", "--quiet", "--quiet"], "--quiet is given twice"),
+    (
+        ["heads", "{run}", "--json", "-", "--csv", "-"],
+        "--json and --csv both write to standard output",
+    ),
+    (
+        ["probe", "{run}", "--feature", "token", "--json", "{tmp}/x", "--csv", "{tmp}/x"],
+        "both write to",
+    ),
+    (["exam", "{run}", "--json", "{tmp}/" + "x" * 300], "the path is too long"),
+    (["exam", "{run}", "--json", "{tmp}/loop"], "symlink loop"),
+    (["exam", "{run}", "--json", "{tmp}"], "is a folder"),
+    (["exam", "{run}", "--json", "{tmp}/f.txt/x.json"], "is a file, not a folder"),
+]
+
+
+@pytest.mark.parametrize(
+    "args, match", BAD_OPTIONS, ids=[" ".join(a[:1] + a[2:4]) for a, _ in BAD_OPTIONS]
+)
+def test_bad_options_are_one_line_before_any_work(
+    capsys, tmp_path, tiny_run, monkeypatch, args, match
+):
+    """Each is refused before the model or the corpus is read (both are made to fail loudly),
+    and leaves the folder exactly as it was."""
+    (tmp_path / "f.txt").write_text("mine")
+    os.symlink(tmp_path / "loop2", tmp_path / "loop")
+    os.symlink(tmp_path / "loop", tmp_path / "loop2")
+
+    def no_work(*a, **k):
+        raise AssertionError("work started before the options were checked")
+
+    monkeypatch.setattr("interp_toolkit.targets.load_target", no_work)
+    monkeypatch.setattr("interp_toolkit.runs.load_run", no_work)
+    monkeypatch.setattr("interp_toolkit.training.train_model", no_work)
+    monkeypatch.setattr("interp_toolkit.study.reproduce", no_work)
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    argv = [a.format(tmp=tmp_path, run=tiny_run) for a in args]
+    run_cli(capsys, *argv).one_line_error(match)
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before
+    assert not Path("-").exists()
+
+
+def test_an_option_value_that_looks_like_an_option_is_not_a_repeat(capsys, tiny_run, tmp_path):
+    out = tmp_path / "e.json"
+    result = run_cli(capsys, "exam", tiny_run, "--prompt", "--json", "--target", "x", "--json", out)
+    assert "given twice" not in result.err
