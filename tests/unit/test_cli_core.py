@@ -302,3 +302,53 @@ def test_an_option_value_that_looks_like_an_option_is_not_a_repeat(capsys, tiny_
     out = tmp_path / "e.json"
     result = run_cli(capsys, "exam", tiny_run, "--prompt", "--json", "--target", "x", "--json", out)
     assert "given twice" not in result.err
+
+
+# ---------------------------------------------------------------------------- output paths
+
+
+def test_json_to_devices_fifos_and_symlinks(capsys, tmp_path, tiny_run):
+    """``--json /dev/full`` exits 1 naming the device, ``/dev/null`` takes the JSON; both stay
+    character devices; a FIFO receives the JSON and stays a FIFO; a symlink writes its target."""
+    import stat
+    import threading
+
+    cmd = ("circuits", tiny_run, "--head", "0.0", "--json")
+    run_cli(capsys, *cmd, "/dev/full").one_line_error("/dev/full is full", code=1)
+    assert run_cli(capsys, *cmd, "/dev/null").code == 0
+    for dev in ("/dev/full", "/dev/null"):
+        assert stat.S_ISCHR(os.stat(dev).st_mode), dev
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_text()))
+    reader.start()
+    result = run_cli(capsys, *cmd, fifo)
+    reader.join(timeout=120)
+    assert result.code == 0, result.err
+    assert json.loads(got[0])["head"] == "0.0" and stat.S_ISFIFO(os.stat(fifo).st_mode)
+    (tmp_path / "keep.json").write_text("old")
+    (tmp_path / "link.json").symlink_to("keep.json")
+    assert run_cli(capsys, *cmd, tmp_path / "link.json").code == 0
+    assert (tmp_path / "link.json").is_symlink()
+    assert json.loads((tmp_path / "keep.json").read_text())["head"] == "0.0"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fifo", "keep.json", "link.json", "run"]
+
+
+def test_csv_dash_is_csv_alone_on_stdout(capsys, tiny_run, tmp_path):
+    result = run_cli(
+        capsys,
+        "heads",
+        tiny_run,
+        "--n-seqs",
+        "4",
+        "--n-untrained",
+        "2",
+        "--csv",
+        "-",
+        "--json",
+        tmp_path / "h.json",
+    )
+    assert result.code == 0, result.err
+    assert result.out.splitlines()[0].startswith("head,layer,index,role")
+    assert f"wrote {tmp_path / 'h.json'}" in result.err and not Path("-").exists()
