@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from cli_helpers import run_cli as run_main_cli
 
 from interp_toolkit.cli import main
 from interp_toolkit.errors import UserError
@@ -25,11 +26,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_cli(capsys, *args):
-    with pytest.raises(SystemExit) as exc:
-        main([str(a) for a in args])
-    err = capsys.readouterr().err.strip()
+    """The exit code and the one error line (asserted one line, no traceback)."""
+    result = run_main_cli(capsys, *args)
+    err = result.err.strip()
     assert len(err.splitlines()) == 1 and "Traceback" not in err, err
-    return exc.value.code, err
+    return result.code, err
 
 
 @pytest.fixture
@@ -309,3 +310,29 @@ def test_study_json_is_never_left_running(tmp_path, capsys, monkeypatch):
     assert err.strip().splitlines()[-1] == "error: (test) the corpus went away"
     marker = json.loads((tmp_path / "w" / "study.json").read_text())
     assert marker["status"] == "stopped" and "corpus went away" in marker["reason"]
+
+
+# ---------------------------------------------------------------------------- damaged metrics
+
+
+def test_report_names_a_cut_off_metrics_line(tmp_path, capsys):
+    """A kill -9 mid-write leaves half a line: the report is still written, and the damage is
+    named on standard error (the line, and the last step the curves reach)."""
+    from _views_fixtures import make_tiny_run
+
+    from interp_toolkit.runs import metrics_damage, read_metrics
+
+    run = make_tiny_run(tmp_path / "run")
+    metrics = run / "metrics.jsonl"
+    assert metrics_damage(run) is None
+    lines = metrics.read_text().splitlines()
+    metrics.write_text("\n".join(lines[:-1]) + "\n" + lines[-1][: len(lines[-1]) // 2])
+    assert len(read_metrics(run)) == len(lines) - 1
+    damage = metrics_damage(run)
+    assert f"its last line ({len(lines)} of {len(lines)}) is cut off" in damage
+    assert "stops at step 35" in damage
+    result = run_main_cli(capsys, "report", run, "--out", tmp_path / "r.html", "--device", "cpu")
+    assert result.code == 0 and (tmp_path / "r.html").is_file()
+    assert result.err.strip() == f"warning: {damage}"
+    metrics.write_text("garbage\n" + "\n".join(lines) + "\n")
+    assert "1 of its 10 lines are not JSON records (line 1)" in metrics_damage(run)
