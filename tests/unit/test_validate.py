@@ -73,3 +73,85 @@ def test_a_codec_of_another_model_is_named(tiny_model):
 def test_a_missing_head_suggests_one_that_exists():
     with pytest.raises(UserError, match=r"layers 0\.\.0 and heads 0\.\.3 \(write L.H, e.g. 0.0\)"):
         HeadId.parse("1.0").check(1, 4)
+
+
+API_PATHS = """
+import json, sys
+from interp_toolkit import load, train
+from interp_toolkit.errors import UserError
+out = []
+for name, call in [
+    ("load(None)", lambda: load(None)),
+    ("load(123)", lambda: load(123)),
+    ("load('')", lambda: load("")),
+    ("train(None)", lambda: train(None)),
+    ("train(seed=-5)", lambda: train(sys.argv[1], seed=-5)),
+]:
+    try:
+        call()
+        out.append([name, "returned"])
+    except UserError as exc:
+        out.append([name, "UserError: " + str(exc)])
+    except Exception as exc:
+        out.append([name, type(exc).__name__ + ": " + str(exc)])
+print(json.dumps(out))
+"""
+
+
+def test_api_path_and_seed_arguments_are_one_line(tmp_path):
+    """As a user calls them (a plain interpreter: the tests' runtime type checker would answer
+    first): a path that is None, a number or '' is a UserError naming the argument (``''`` would
+    read the current folder), and ``train(seed=-5)`` is refused before its folder is made."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    proc = subprocess.run(
+        [sys.executable, "-c", API_PATHS, str(tmp_path / "run")],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
+    got = dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+    assert (
+        got["load(None)"].startswith("UserError: target must be a path")
+        and "NoneType" in got["load(None)"]
+    )
+    assert (
+        got["load(123)"].startswith("UserError: target must be a path")
+        and "int 123" in got["load(123)"]
+    )
+    assert (
+        got["load('')"]
+        == 'UserError: target is an empty path: name a folder, e.g. target="runs/cpu-2l".'
+    )
+    assert got["train(None)"].startswith("UserError: out must be a path")
+    assert got["train(seed=-5)"].startswith("UserError: seed=-5 cannot work")
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"temperature": float("nan")}, "temperature=nan cannot work"),
+        ({"temperature": -0.5}, "temperature=-0.5 cannot work"),
+        ({"seed": -1}, "seed=-1 cannot work"),
+        ({"seed": 2**64}, "a seed is a whole number from 0 to 9223372036854775807"),
+        ({"n_tokens": -1}, "n_tokens=-1 cannot work"),
+        ({"top_k": 0}, "top_k=0 cannot work"),
+    ],
+)
+def test_sampling_arguments_are_checked(tiny_model, codec, kwargs, match):
+    with pytest.raises(UserError, match=match):
+        sample(tiny_model, codec, "", **kwargs)
+
+
+def test_tiny_temperatures_sample_the_argmax(tiny_model, codec):
+    """float64 and a shifted max: 1e-300 draws what greedy (0) picks, never a NaN."""
+    greedy = sample(tiny_model, codec, "", n_tokens=5, temperature=0.0)
+    assert sample(tiny_model, codec, "", n_tokens=5, temperature=1e-300) == greedy
