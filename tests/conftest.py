@@ -1,10 +1,13 @@
 """Shared fixtures and the test tiers.
 
-Tiers: ``tests/unit`` is the fast default (tiny models, no training): ``pytest -q``.
-``tests/integration`` (marked ``slow`` automatically: training the cpu preset, whole pipelines,
-GPT-2-shaped models, the notebook) and ``browser`` tests (headless Chromium) run with
-``pytest -q --all-tiers``, which CI runs. Naming a test file or tests/integration, or giving a
-``-m`` expression, also runs what it selects from the slow tiers.
+Tiers: ``tests/unit`` is the fast default (tiny models, no training): ``pytest -q``. It is
+deterministic: no wall-clock, memory or sleep assertions (those are marked ``measured``) and
+hypothesis runs derandomized with a fixed example budget (the ``ci`` profile, the default;
+``HYPOTHESIS_PROFILE=explore`` draws anew). ``tests/integration`` (marked ``slow``
+automatically: training the cpu preset, whole pipelines, GPT-2-shaped models, the notebook),
+``browser`` tests (headless Chromium) and ``measured`` tests run with ``pytest -q --all-tiers``,
+which CI runs. Naming a test file or tests/integration, or giving a ``-m`` expression, also runs
+what it selects from the slow tiers.
 """
 
 from __future__ import annotations
@@ -14,13 +17,25 @@ from pathlib import Path
 
 import pytest
 import torch
+from hypothesis import HealthCheck, settings
+
+settings.register_profile(
+    "ci",
+    derandomize=True,  # the same examples on every run and machine
+    database=None,
+    deadline=None,
+    max_examples=30,
+    suppress_health_check=list(HealthCheck),
+)
+settings.register_profile("explore", database=None, deadline=None, max_examples=200)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 torch.set_num_threads(1)
 
 INTEGRATION = Path(__file__).resolve().parent / "integration"
-SLOW_TIERS = ("slow", "browser")
+SLOW_TIERS = ("slow", "browser", "measured")
 _SKIPPED_TIERS = pytest.StashKey[int]()
 
 

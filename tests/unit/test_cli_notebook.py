@@ -7,15 +7,14 @@ import io
 import json
 import subprocess
 import sys
-import time
 from importlib import metadata
 from pathlib import Path
 
 import pytest
 from _views_fixtures import make_tiny_run
+from cli_helpers import run_cli
 from tqdm import std as tqdm_std
 
-from interp_toolkit.cli import main
 from interp_toolkit.progress import PIPED_INTERVAL, progress_bar
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,16 +25,7 @@ def cli(capsys, monkeypatch):
     """The command as a user pipes it: stdout is not a terminal (pytest captures it)."""
     monkeypatch.setenv("COLUMNS", "80")
 
-    def call(*args: str) -> tuple[int, str, str]:
-        try:
-            main(list(args))
-            code = 0
-        except SystemExit as exc:
-            code = int(exc.code or 0)
-        out = capsys.readouterr()
-        return code, out.out, out.err
-
-    return call
+    return lambda *args: run_cli(capsys, *args)
 
 
 @pytest.fixture(scope="module")
@@ -79,19 +69,33 @@ def test_piped_heads_table_is_not_cut_at_80_columns(cli, run):
     assert rows[0].rstrip(" │").endswith("none") and rows[0].count("│") == 9
 
 
-def test_progress_off_a_terminal_redraws_sparsely():
+class FakeClock:
+    """tqdm's clock, advanced by the test: redraw counts that do not depend on the machine."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_progress_off_a_terminal_redraws_sparsely(monkeypatch):
+    clock = FakeClock()
+    monkeypatch.setattr(tqdm_std, "time", clock)
+    monkeypatch.setattr(tqdm_std.tqdm, "monitor_interval", 0)  # no monitor thread
+
     def redraws(make_bar) -> int:
         out = io.StringIO()  # not a terminal, like a notebook's stderr or a CI log
         for _ in make_bar(range(30), file=out):
-            time.sleep(0.02)
+            clock.now += 0.5  # 15 s of work in all, half a second per step
         return out.getvalue().count("\r")
 
     assert PIPED_INTERVAL >= 10
     bar = progress_bar(range(1), file=io.StringIO())  # tqdm's monitor redraws after maxinterval
     assert bar.mininterval == bar.maxinterval == PIPED_INTERVAL
     bar.close()
-    assert redraws(progress_bar) <= 2  # the first and the last
-    assert redraws(tqdm_std.tqdm) > 2  # what a plain tqdm writes in the same 0.6 s
+    assert redraws(progress_bar) == 2  # the first and the last
+    assert redraws(tqdm_std.tqdm) == 32  # plain tqdm (0.1 s): the first, every step, the last
     silent = io.StringIO()
     for _ in progress_bar(range(3), file=silent, enabled=False):
         pass

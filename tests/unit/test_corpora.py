@@ -263,43 +263,6 @@ def test_token_windows_match_in_memory_windows_and_feed_train_stream():
     assert TokenWindows(np.zeros(5, np.uint16), GPT2Codec(), 16)[:].shape == (0, 16)
 
 
-def _rss_anon() -> int:
-    """Anonymous resident memory of this process (bytes): heap, not the mapped file's pages.
-    From smaps_rollup, which walks the page tables: /proc/self/status's RssAnon is a per-CPU
-    counter the kernel may report stale (it read the same before and after a 64 MiB copy)."""
-    for line in Path("/proc/self/smaps_rollup").read_text().splitlines():
-        if line.startswith("Anonymous:"):
-            return int(line.split()[1]) * 1024
-    raise AssertionError("no Anonymous line in smaps_rollup")
-
-
-@pytest.mark.skipif(not Path("/proc/self/smaps_rollup").exists(), reason="needs Linux /proc")
-def test_windows_and_counts_never_load_the_store(tmp_path):
-    n = 32 * 2**20  # 32M tokens: a 64 MiB uint16 file
-    block = np.random.default_rng(0).integers(0, 50257, 2**20, dtype=np.uint16)
-
-    def fill(writer):
-        for _ in range(n // len(block)):
-            writer.append("train", block)
-        return {"documents": 1}
-
-    store = build_store(tmp_path, "big", {"source": "rss"}, np.dtype(np.uint16), fill)
-    ids = store.segment("train")
-    assert isinstance(ids, np.memmap) and len(ids) == n
-    before = _rss_anon()
-    win = TokenWindows(ids, GPT2Codec(), 1024)
-    total = 0
-    for i in range(len(win)):
-        total += int(win[i][0])
-    counts = data.TokenizedCorpus("rss", ids, ids[:0], 1).gpt2_counts()
-    grown = _rss_anon() - before
-    assert counts.sum() == n and total > 0
-    assert grown < 16 * 2**20, f"anonymous memory grew {grown / 2**20:.1f} MiB over a 64 MiB store"
-    whole = np.array(ids)  # what loading it would cost: the check can fail
-    assert _rss_anon() - before > 60 * 2**20
-    del whole
-
-
 def test_progress_bar_only_when_asked(tmp_path, capfd):
     (tmp_path / "a.txt").write_text("some words " * 100)
     data.tokenize_corpus(str(tmp_path / "a.txt"), progress=False)
