@@ -20,7 +20,6 @@ def test_reproduce_end_to_end_and_reuse(tmp_path, capsys):
     assert "cpu-1l/report.html" in html and "cpu-2l/report.html" in html
     # the findings and the data mix are computed from this study's runs
     assert "90% of every batch are synthetic windows" in html and "2..16 tokens" in html
-    assert "The seed&#x27;s claim does not hold as measured here" in html  # 12 steps: no induction
     assert [d.n_layers for d in result.depths] == [1, 2, 3]
     assert [d.name for d in result.mlp_depths] == ["cpu-1l-mlp", "cpu-2l-mlp"]
     # the MLP twins, the probes and the neurons are on the page, each with its computed sentence
@@ -62,6 +61,26 @@ def test_reproduce_end_to_end_and_reuse(tmp_path, capsys):
     assert {"q", "k", "v"} <= set(study["composition"][0])
     assert [d["steps"] for d in study["depths"]] == [12, 12, 12]
     assert study["thresholds"]["exam_pass"] == 0.95
+    # the verdict is computed from these runs' own files: each depth's recorded induction heads
+    # are the heads heads.json gives the role, its loss is the run's last logged loss, its best
+    # head and score are the ones its sentence on the page names, and the claim sentence names
+    # exactly the deeper models that have no induction head (12 steps: none has one)
+    for depth in study["depths"]:
+        run_dir = out / depth["name"]
+        heads = json.loads((run_dir / "heads.json").read_text())["heads"]
+        assert sorted(depth["induction_heads"]) == sorted(
+            h["head"] for h in heads if h["role"] == "induction"
+        ), depth["name"]
+        logged = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+        assert depth["final_loss"] == pytest.approx([r["loss"] for r in logged if "loss" in r][-1])
+        assert f"best {depth['top_head']}: {depth['top_score']:.2f}" in html, depth["name"]
+    claim = html.split("The seed&#x27;s claim")[1].split(".</")[0]
+    lacking = [
+        d["n_layers"] for d in study["depths"] if d["n_layers"] > 1 and not d["induction_heads"]
+    ]
+    assert lacking == [2, 3] and claim.startswith(" does not hold as measured here")
+    for n in lacking:
+        assert f"{n} layers has no induction head" in claim
     exam = json.loads((out / "cpu-2l" / "exam.json").read_text())
     assert [r["period"] for r in exam["periods"]] == list(range(2, 17)) and exam["prompts"]
     # running again reuses the finished runs (two of them, to keep the test short)

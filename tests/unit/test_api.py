@@ -131,10 +131,16 @@ def test_train_exist_ok_load_loads_the_same_run(tmp_path):
 
 def test_version_and_exports_are_single_sourced_and_light():
     assert interp_toolkit.__version__ == metadata.version("interp-toolkit")
-    for name in interp_toolkit.__all__:
-        assert getattr(interp_toolkit, name) is not None, name
-        if callable(getattr(interp_toolkit, name)):
-            assert getattr(interp_toolkit, name).__doc__, name
+    import interp_toolkit.api as api
+    import interp_toolkit.errors as errors
+
+    expected = {name: getattr(api, name) for name in api.__all__} | {"UserError": errors.UserError}
+    assert sorted(interp_toolkit.__all__) == sorted([*expected, "__version__"])
+    for name, obj in expected.items():  # each name is the object its module defines, documented
+        assert getattr(interp_toolkit, name) is obj and obj.__doc__, name
+        assert name in dir(interp_toolkit), name
+    with pytest.raises(AttributeError, match="no attribute 'loads'"):
+        interp_toolkit.loads  # noqa: B018  (a typo is an AttributeError, not None)
     code = "import sys, interp_toolkit; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert out.stdout.strip() == "False"  # the API loads torch on first use only

@@ -82,6 +82,15 @@ def test_every_command_runs_on_an_mlp_run(mlp_run, tmp_path, capsys):
     exam = tmp_path / "exam.json"
     argv = ["exam", run, "--prompt", "1,2,1,2,1", "--target", ",", "--json", str(exam)]
     assert run_main(argv) == 0
+    (result,) = json.loads(exam.read_text())["exams"]
+    loaded = load_run(mlp_run)  # the same numbers from the MLP model, computed here
+    ids = [loaded.codec.bos_id, *loaded.codec.encode("1,2,1,2,1")]
+    with torch.no_grad():
+        probs = torch.softmax(loaded.model(torch.tensor([ids]))[0, -1].double(), -1)
+    target = loaded.codec.encode(",")[0]
+    assert (result["prompt"], result["target"], result["target_id"]) == ("1,2,1,2,1", ",", target)
+    assert result["prob"] == pytest.approx(float(probs[target]), abs=1e-5)
+    assert result["rank"] == int((probs > probs[target]).sum())
     circ = tmp_path / "circ.json"
     assert run_main(["circuits", run, "--head", "1.2", "--token", "!", "--json", str(circ)]) == 0
     assert json.loads(circ.read_text())["head"] == "1.2"
