@@ -217,3 +217,74 @@ def test_resume_refuses_changed_options(reference, tmp_path, capsys, option, mat
     assert exc.value.code == 2 and "other settings than asked" in err and match in err, err
     assert "--restart" in err
     assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
+
+
+# ---------------------------------------------------------------------------- hostile outputs
+
+
+def cli(*args, **popen):
+    """``python -m interp_toolkit ARGS`` as a real process (stdout and stderr piped)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, "-m", "interp_toolkit", *map(str, args)]
+    return subprocess.Popen(
+        cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen
+    )
+
+
+def finish(proc):
+    out, err = proc.communicate(timeout=600)
+    assert "Traceback" not in err, err
+    return proc.returncode, out, err.strip()
+
+
+def test_json_to_dev_full_dev_null_a_fifo_and_a_symlink(reference, tmp_path):
+    """Real processes: ``--json /dev/full`` exits 1 naming the device; ``/dev/null`` exits 0;
+    both stay character devices; a FIFO read by ``cat`` receives the JSON and stays a FIFO; a
+    symlink writes its target; ``/dev/stdout`` is the command's own standard output."""
+    import json
+    import stat
+
+    head = ("circuits", reference, "--head", "0.0", "--json")
+    code, _, err = finish(cli(*head, "/dev/full"))
+    assert code == 1 and one_line(err) == (
+        "error: the device /dev/full is full (no space left): write to another path."
+    )
+    code, _, err = finish(cli(*head, "/dev/null"))
+    assert code == 0, err
+    assert stat.S_ISCHR(os.stat("/dev/full").st_mode) and stat.S_ISCHR(os.stat("/dev/null").st_mode)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    reader = subprocess.Popen(["cat", str(fifo)], stdout=subprocess.PIPE, text=True)
+    code, _, err = finish(cli(*head, fifo))
+    received, _ = reader.communicate(timeout=600)
+    assert code == 0 and json.loads(received)["head"] == "0.0", err
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+    (tmp_path / "keep.json").write_text("old")
+    (tmp_path / "link.json").symlink_to("keep.json")
+    code, _, err = finish(cli(*head, tmp_path / "link.json"))
+    assert code == 0 and (tmp_path / "link.json").is_symlink(), err
+    assert json.loads((tmp_path / "keep.json").read_text())["head"] == "0.0"
+    code, out, err = finish(cli(*head, "/dev/stdout"))
+    assert code == 0 and json.loads(out)["head"] == "0.0", err
+    assert err == "wrote /dev/stdout"
+
+
+def test_sampling_streams_and_ctrl_c_keeps_the_text(reference):
+    """``sample --tokens 100000000`` prints text as it comes (no silent hang); Ctrl-C stops it:
+    exit 130, one line saying how many tokens came, the text kept on standard output."""
+    proc = cli("sample", reference, "--prompt", "def", "--tokens", 100_000_000)
+    first = proc.stdout.read(40)  # blocks until the command has printed 40 characters
+    proc.send_signal(signal.SIGINT)
+    code, rest, err = finish(proc)
+    last = err.splitlines()[-1]
+    assert code == 130 and first.startswith("def") and len(first) == 40, (code, err)
+    assert last.startswith("interrupted: stopped after ") and "of 100000000 tokens" in last
+
+
+def test_a_bad_seed_is_refused_before_the_run_folder_exists(corpus, tmp_path):
+    """``train --seed -5`` used to crash after writing config.json, leaving an "unfinished" run
+    that blocked the next ``train --out``: now it is one line, exit 2, and nothing is written."""
+    out = tmp_path / "new" / "run"
+    code, _, err = finish(cli("train", "--out", out, "--corpus", corpus, "--seed", -5, "--quiet"))
+    assert code == 2 and "--seed=-5 cannot work" in one_line(err)
+    assert not (tmp_path / "new").exists()
