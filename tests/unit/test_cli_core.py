@@ -321,7 +321,7 @@ def test_json_to_devices_fifos_and_symlinks(capsys, tmp_path, tiny_run):
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     got = []
-    reader = threading.Thread(target=lambda: got.append(fifo.read_text()))
+    reader = threading.Thread(target=lambda: got.append(fifo.read_text()), daemon=True)
     reader.start()
     result = run_cli(capsys, *cmd, fifo)
     reader.join(timeout=120)
