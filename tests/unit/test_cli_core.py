@@ -60,8 +60,13 @@ def test_train_empty_corpus_and_folder_without_text(capsys, tmp_path):
 
 
 def test_a_corpus_of_binary_bytes_is_refused_and_a_binary_file_in_a_folder_skipped(
-    capsys, tmp_path
+    capsys, tmp_path, monkeypatch
 ):
+    def no_model(*args, **kwargs):
+        raise AssertionError("a model was built on a corpus that is not text")
+
+    monkeypatch.setattr("interp_toolkit.training.trainer.build_model", no_model)
+    monkeypatch.setenv("INTERP_TOOLKIT_CACHE", str(tmp_path / "cache"))
     noise = tmp_path / "noise.txt"  # a text suffix, random bytes inside
     noise.write_bytes(bytes(range(256)) * 64)
     run_cli(capsys, "train", "--quiet", "--corpus", noise, "--out", tmp_path / "r").one_line_error(
