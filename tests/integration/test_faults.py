@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from cli_helpers import run_cli
 from safetensors.torch import load_file
 
-from interp_toolkit.cli import main
 from interp_toolkit.runs import RunPaths
 from interp_toolkit.training.checkpoints import read_progress
 
@@ -192,10 +192,9 @@ def test_damaged_checkpoint_files_are_one_line_and_change_nothing(
     shutil.copytree(reference, run)
     damage(run / "checkpoints")
     before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
-    with pytest.raises(SystemExit) as exc:
-        main(["train", "--out", str(run), "--resume", "--steps", str(STEPS + 4), "--quiet"])
-    err = capsys.readouterr().err.strip()
-    assert exc.value.code == 2 and match in one_line(err) and "--restart" in err, err
+    result = run_cli(capsys, "train", "--out", run, "--resume", "--steps", STEPS + 4, "--quiet")
+    err = result.one_line_error(match)
+    assert "--restart" in err, err
     assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before  # metrics too
 
 
@@ -211,10 +210,10 @@ def test_resume_refuses_changed_options(reference, tmp_path, capsys, option, mat
     run = tmp_path / "run"
     shutil.copytree(reference, run)
     before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
-    with pytest.raises(SystemExit) as exc:
-        main(["train", "--out", str(run), "--resume", *option, "--quiet"])
-    err = one_line(capsys.readouterr().err.strip())
-    assert exc.value.code == 2 and "other settings than asked" in err and match in err, err
+    err = run_cli(capsys, "train", "--out", run, "--resume", *option, "--quiet").one_line_error(
+        "other settings than asked"
+    )
+    assert match in err, err
     assert "--restart" in err
     assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
 

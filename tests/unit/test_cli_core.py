@@ -14,7 +14,7 @@ import torch
 import typer
 from cli_helpers import run_cli
 
-from interp_toolkit.cli import app, main
+from interp_toolkit.cli import app
 from interp_toolkit.devices import resolve_device
 from interp_toolkit.models import build_model
 from interp_toolkit.runs import save_run
@@ -147,10 +147,10 @@ def test_sampling_is_lazy_and_streamed(capsys, tiny_run, monkeypatch):
 
 
 def test_sample_is_seeded(capsys, tiny_run):
-    outs = []
-    for _ in range(2):
-        main(["sample", str(tiny_run), "--prompt", "def", "--tokens", "8", "--seed", "3"])
-        outs.append(capsys.readouterr().out)
+    outs = [
+        run_cli(capsys, "sample", tiny_run, "--prompt", "def", "--tokens", "8", "--seed", "3").out
+        for _ in range(2)
+    ]
     assert outs[0] == outs[1] and outs[0].startswith("def")
 
 

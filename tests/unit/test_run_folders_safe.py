@@ -16,7 +16,6 @@ import pytest
 import torch
 from cli_helpers import run_cli as run_main_cli
 
-from interp_toolkit.cli import main
 from interp_toolkit.errors import UserError
 from interp_toolkit.models import build_model
 from interp_toolkit.runs import RunPaths, save_run
@@ -303,10 +302,11 @@ def test_study_json_is_never_left_running(tmp_path, capsys, monkeypatch):
         raise UserError("(test) the corpus went away")
 
     monkeypatch.setattr("interp_toolkit.study_folder.train_model", fails)
-    with pytest.raises(SystemExit) as exc:  # a progress line, then the error's one line
-        main(["sweep", "--over", "n_ctx", "--values", "16", "--out", str(tmp_path / "w")])
-    err = capsys.readouterr().err
-    assert exc.value.code == 2 and "Traceback" not in err
+    # a progress line, then the error's one line
+    code, _, err = run_main_cli(
+        capsys, "sweep", "--over", "n_ctx", "--values", "16", "--out", tmp_path / "w"
+    )
+    assert code == 2 and "Traceback" not in err
     assert err.strip().splitlines()[-1] == "error: (test) the corpus went away"
     marker = json.loads((tmp_path / "w" / "study.json").read_text())
     assert marker["status"] == "stopped" and "corpus went away" in marker["reason"]
