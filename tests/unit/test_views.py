@@ -352,7 +352,7 @@ def test_cli_view_and_bad_input(tmp_path, capsys):
     code, _, err = _cli(
         ["view", str(run), "--prompt", PROMPT, "--out", str(blocker / "v.html")], capsys
     )
-    assert code == 2 and err.count("\n") == 1 and "not writable" in err
+    assert code == 2 and err.count("\n") == 1 and "not a folder" in err
 
     empty = tmp_path / "empty"
     empty.mkdir()
