@@ -9,7 +9,10 @@ on every call where it may: causal attention, no attention mask, no score soft-c
 keys, and **no hook** (forward or backward, on the module or global) on the layer's
 ``hook_pattern`` or ``hook_attn_scores``. Every other call, such as the periodic head scoring
 during training or a user's hook, runs TransformerLens's own forward, so a pattern is exact
-whenever anything reads it. The q/k/v/o projections and their hook points run as before.
+whenever anything reads it (under bf16 autocast such a layer runs in float32, autocast off, so
+the pattern read is the float32 one). The q/k/v/o projections and their hook points run as
+before. Under bf16 autocast SDPA takes bf16 q, k, v and keeps its softmax in float32
+accumulators (on the CPU its error is the rounding of its bf16 output; docs/benchmarks.md).
 
 SDPA and the explicit softmax differ only by float rounding (tests/unit/test_sdpa.py compares
 logits and gradients); benchmarks/train_throughput.py measures the speed.
@@ -53,14 +56,24 @@ def _fused_forward(native: NativeAttention, bridge: torch.nn.Module) -> Callable
         pattern_fn: Callable[[torch.Tensor], torch.Tensor] | None = None,
         **kwargs: Any,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        read = _hooked(bridge.hook_pattern) or _hooked(bridge.hook_attn_scores)
         if (
-            attention_mask is not None
+            read
+            or attention_mask is not None
             or not native.causal
             or native.kv_repeats > 1
             or softcap_enabled(native.attn_scores_soft_cap)
-            or _hooked(bridge.hook_pattern)
-            or _hooked(bridge.hook_attn_scores)
         ):
+            device = hidden_states.device.type
+            if read and torch.is_autocast_enabled(device):  # a read pattern is float32
+                with torch.autocast(device, enabled=False):
+                    return exact(
+                        hidden_states.float(),
+                        attention_mask=attention_mask,
+                        position_ids=position_ids,
+                        pattern_fn=pattern_fn,
+                        **kwargs,
+                    )
             return exact(
                 hidden_states,
                 attention_mask=attention_mask,

@@ -74,3 +74,25 @@ def test_the_native_forward_is_restored(tiny_model, tokens, sdpa_calls):
     with torch.no_grad():
         tiny_model(tokens)
     assert sdpa_calls == []
+
+
+def test_under_bf16_autocast_steps_fuse_in_bf16_and_read_patterns_stay_float32(
+    tiny_model, tokens, sdpa_calls
+):
+    """bf16 autocast: an unhooked layer runs SDPA on bf16 q, k, v; a layer whose pattern a hook
+    reads runs TransformerLens's forward in float32, so the pattern read (layer 0: its input is
+    the float32 embedding) equals the float32 one bit for bit (under autocast its softmax would
+    see bf16 scores)."""
+    seen = []
+    hooks = [("blocks.0.attn.hook_pattern", lambda t, hook: seen.append(t.detach().clone()))]
+    with torch.no_grad():
+        tiny_model.run_with_hooks(tokens, fwd_hooks=hooks)
+    want = seen.pop()
+    z_dtypes = []
+    z_hook = ("blocks.1.attn.hook_z", lambda t, hook: z_dtypes.append(t.dtype))
+    with sdpa.fused_attention(tiny_model), torch.no_grad():
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            tiny_model.run_with_hooks(tokens, fwd_hooks=[*hooks, z_hook])
+    assert len(sdpa_calls) == 1  # layer 1 fused; layer 0 (hooked) ran the exact forward
+    assert z_dtypes == [torch.bfloat16]
+    assert seen[0].dtype == torch.float32 and torch.equal(seen[0], want)
