@@ -96,6 +96,14 @@ def cpu_has_bf16() -> bool:
     return bool(flags & {"avx512_bf16", "amx_bf16", "bf16"})
 
 
+def fast_bf16(device: torch.device) -> bool:
+    """Whether bf16 matmuls on ``device`` run on bf16 hardware: a CUDA GPU that supports bf16, or
+    a CPU with bf16 instructions (:func:`cpu_has_bf16`)."""
+    if device.type == "cuda":
+        return bool(torch.cuda.is_bf16_supported())
+    return device.type == "cpu" and cpu_has_bf16()
+
+
 def memory_budget(device: torch.device) -> int:
     """Bytes one analysis chunk may use on ``device``: :data:`CPU_BUDGET_BYTES` on the CPU and MPS,
     :data:`CUDA_FREE_FRACTION` of the GPU's free memory on CUDA."""
