@@ -46,9 +46,12 @@ class Matmul:
         return (self.batch, self.m, self.k, self.n)
 
 
-def forward_matmuls(cfg: Any, n_seqs: int, n_ctx: int | None = None) -> list[Matmul]:
-    """The matmuls of one forward pass of ``cfg`` (an AttnOnlyConfig or TL config) on
-    ``n_seqs`` sequences of ``n_ctx`` tokens (default: the config's)."""
+def forward_matmuls(
+    cfg: Any, n_seqs: int, n_ctx: int | None = None, *, unembed: bool = True
+) -> list[Matmul]:
+    """The matmuls of one forward pass of ``cfg`` (an AttnOnlyConfig) on ``n_seqs`` sequences
+    of ``n_ctx`` tokens (default: the config's); ``unembed=False``: a pass that stops before the
+    unembedding (head scoring, probes)."""
     t = int(n_ctx or cfg.n_ctx)
     m, d, h, dh = n_seqs * t, int(cfg.d_model), int(cfg.n_heads), int(cfg.d_head)
     out: list[Matmul] = []
@@ -59,13 +62,14 @@ def forward_matmuls(cfg: Any, n_seqs: int, n_ctx: int | None = None) -> list[Mat
             Matmul(f"L{layer} AV", t, t, dh, n_seqs * h),
             Matmul(f"L{layer} o", m, h * dh, d),
         ]
-        if getattr(cfg, "mlp", False) or getattr(cfg, "d_mlp", None):
-            d_mlp = int(cfg.d_mlp)
+        d_mlp = int(getattr(cfg, "mlp_width", 0) or 0)
+        if d_mlp:
             out += [
                 Matmul(f"L{layer} mlp_in", m, d, d_mlp),
                 Matmul(f"L{layer} mlp_out", m, d_mlp, d),
             ]
-    out.append(Matmul("unembed", m, d, int(cfg.d_vocab)))
+    if unembed:
+        out.append(Matmul("unembed", m, d, int(cfg.d_vocab)))
     return out
 
 
@@ -89,6 +93,11 @@ def flops(mms: Iterable[Matmul]) -> int:
 def _timed(mm: Matmul) -> Matmul:
     m, k, n = (min(x, MAX_TIMED_DIM) for x in (mm.m, mm.k, mm.n))
     return Matmul(mm.name, m, k, n, mm.batch)
+
+
+def timed_shape(mm: Matmul) -> tuple[int, int, int, int]:
+    """The shape ``mm``'s rate is measured (and looked up) at."""
+    return _timed(mm).shape
 
 
 def measure_rate(mm: Matmul, dtype: torch.dtype, seconds: float = 0.25) -> float:

@@ -117,17 +117,20 @@ class _Scan:
         self.dev, self.budget, self.threads = dev, budget, threads
         self.d, self.n_cols = int(a.shape[1]), int(b.shape[1])
         self.rows = rows.to(dev)
-        self.a = a.float()[self.rows]  # [n, D]
+        every = len(self.rows) == self.n_cols and bool(
+            (self.rows == torch.arange(self.n_cols, device=dev)).all()
+        )
+        self.a = a.float().contiguous() if every else a.float()[self.rows]  # [n, D]
         b_t = b.float().T.contiguous()  # [V, D]
-        b_norm = torch.linalg.vector_norm(b_t, dim=1, dtype=torch.float64)
+        b_norm = _norms(b_t)
         self.order = b_norm.argsort(descending=True)
         self.pos = torch.empty_like(self.order)
         self.pos[self.order] = torch.arange(self.n_cols, device=dev)
         self.bt = b_t[self.order]  # [V, D]: column j of B at row pos[j], by falling norm
         self.norm_sorted = b_norm[self.order]
         self.own_pos = self.pos[self.rows]
-        self.own = (self.a.double() * b_t[self.rows]).sum(1)  # float64 (type promotion)
-        self.a_norm = torch.linalg.vector_norm(self.a, dim=1, dtype=torch.float64)
+        self.own = _dot64(self.a, b_t if every else b_t[self.rows])
+        self.a_norm = _norms(self.a)
         # |float64 error of own| <= γ_D Σ|a_i b_i| <= γ_D ‖a‖‖b_t‖ (doubled for safety)
         self.own_err = 2 * (self.d + 2) * _U64 * self.a_norm * b_norm[self.rows]
         # float32 band around own: twice the worst error of a float32 entry or threshold
@@ -175,7 +178,7 @@ class _Scan:
     def _block(self, idx: torch.Tensor, lo: int, hi: int, cap: int) -> None:
         """Count the beaters of rows ``idx`` among sorted columns ``lo:hi``."""
         with _cpu_threads(self.threads):
-            s = self.a[idx] @ self.bt[lo:hi].T  # [c, w] float32
+            s = _take(self.a, idx) @ self.bt[lo:hi].T  # [c, w] float32
         p = self.own_pos[idx] - lo
         own_here = (p >= 0) & (p < hi - lo)
         s[own_here.nonzero().squeeze(1), p[own_here]] = float("-inf")
@@ -183,7 +186,7 @@ class _Scan:
             hot = (s.amax(1, keepdim=True) >= self.below[idx]).squeeze(1).nonzero().squeeze(1)
             if len(hot) < len(idx):
                 idx, s = idx[hot], s[hot]
-        above, below = self.above[idx], self.below[idx]
+        above, below = _take(self.above, idx), _take(self.below, idx)
         work = torch.empty_like(s)
         certain = torch.gt(s, above, out=work).sum(1).long()
         self.count[idx] += certain
@@ -206,7 +209,7 @@ class _Scan:
         """Rows ``idx`` against sorted columns ``lo:hi`` in bf16: rows the bf16 band decides are
         counted here; the rest go through :meth:`_block` (float32, then exact)."""
         with _cpu_threads(self.threads):
-            s = self.a16[idx] @ self.bt16[lo:hi].T  # [c, w] bf16
+            s = _take(self.a16, idx) @ self.bt16[lo:hi].T  # [c, w] bf16
         p = self.own_pos[idx] - lo
         own_here = (p >= 0) & (p < hi - lo)
         s[own_here.nonzero().squeeze(1), p[own_here]] = float("-inf")
@@ -217,7 +220,7 @@ class _Scan:
         if not len(idx):
             return
         work = torch.empty_like(s)
-        certain = _count(torch.gt(s, self.above16[idx], out=work))
+        certain = _count(torch.gt(s, _take(self.above16, idx), out=work))
         done = self.count[idx] + certain >= cap
         open_rows = (~done).nonzero().squeeze(1)
         if len(open_rows):
@@ -269,3 +272,31 @@ def _count(flags: torch.Tensor) -> torch.Tensor:
     if full < w:
         out += flags[:, full:].sum(1).float()
     return out.long()
+
+
+def _norms(x: torch.Tensor) -> torch.Tensor:
+    """Row norms of float32 ``x`` as float64 upper bounds: computed in float32 (relative error
+    <= (D/2 + 2)·2⁻²⁴) and raised by (D + 4)·2⁻²⁴; rows whose float32 squares could underflow
+    (norm < 2⁻⁶⁰) are computed in float64."""
+    norm = torch.linalg.vector_norm(x, dim=1).double() * (1 + (x.shape[1] + 4) * _U32)
+    small = (norm < 2.0**-60).nonzero().squeeze(1)
+    if len(small):
+        norm[small] = torch.linalg.vector_norm(x[small], dim=1, dtype=torch.float64)
+    return norm
+
+
+def _dot64(x: torch.Tensor, y: torch.Tensor, chunk: int = 8192) -> torch.Tensor:
+    """Row-wise dot products of float32 ``x`` and ``y`` in float64 (every product exact), in
+    row chunks that stay in cache."""
+    out = torch.empty(len(x), dtype=torch.float64, device=x.device)
+    for lo in range(0, len(x), chunk):
+        out[lo : lo + chunk] = (x[lo : lo + chunk].double() * y[lo : lo + chunk]).sum(1)
+    return out
+
+
+def _take(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    """``x[idx]`` for ascending row indices ``idx``; a view (no copy) when they are consecutive,
+    as every row of a first block is."""
+    if len(idx) and int(idx[-1]) - int(idx[0]) + 1 == len(idx):
+        return x[int(idx[0]) : int(idx[-1]) + 1]
+    return x[idx]
