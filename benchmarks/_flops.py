@@ -25,6 +25,23 @@ import torch
 
 #: a dimension above this is timed on a slice of this width (the rate per flop is the same)
 MAX_TIMED_DIM = 8192
+_CLOCK = {"fn": time.perf_counter, "name": "wall"}
+
+
+def set_clock(threads: int, name: str | None = None) -> str:
+    """What :func:`now` reads: ``"cpu"`` (this process's CPU time) or ``"wall"``; by default
+    ``cpu`` with one thread, else ``wall``. On a shared machine the CPU share a process gets
+    swings from second to second; with one thread its CPU time counts the work alone (what the
+    wall clock reads on an idle machine), so side-by-side ratios stop swinging with the share.
+    With several threads CPU time adds theirs up, so the wall clock is used."""
+    name = name or ("cpu" if threads == 1 else "wall")
+    _CLOCK.update(fn=time.process_time if name == "cpu" else time.perf_counter, name=name)
+    return name
+
+
+def now() -> float:
+    """Seconds on the clock :func:`set_clock` chose."""
+    return _CLOCK["fn"]()
 
 
 @dataclass(frozen=True)
@@ -111,11 +128,11 @@ def measure_rate(mm: Matmul, dtype: torch.dtype, seconds: float = 0.25) -> float
     torch.matmul(a, b)
     best = 0.0
     for _ in range(3):
-        reps, t0 = 0, time.perf_counter()
-        while reps < 2 or time.perf_counter() - t0 < seconds:
+        reps, t0 = 0, now()
+        while reps < 2 or now() - t0 < seconds:
             torch.matmul(a, b)
             reps += 1
-        best = max(best, reps * s.flops / (time.perf_counter() - t0))
+        best = max(best, reps * s.flops / (now() - t0))
     return best
 
 

@@ -39,7 +39,6 @@ import argparse
 import os
 import statistics
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -53,8 +52,10 @@ from _flops import (  # noqa: E402
     flops,
     forward_matmuls,
     measure_rates,
+    now,
     rate_table,
     roofline_seconds,
+    set_clock,
     timed_shape,
     training_matmuls,
 )
@@ -149,9 +150,9 @@ def _gpt2_shaped(mlp: bool = False):
 
 
 def _timed(fn: Callable[[], Any]) -> float:
-    t0 = time.perf_counter()
+    t0 = now()
     fn()
-    return time.perf_counter() - t0
+    return now() - t0
 
 
 def scores_paths() -> list[dict[str, Any]]:
@@ -210,9 +211,9 @@ def copy_rank_paths(n_heads: int) -> list[dict[str, Any]]:
         seen.clear()
         sr._Scan._block, sr._Scan._block16 = recording("_block"), recording("_block16")
         try:
-            t0 = time.perf_counter()
+            t0 = now()
             results[candidates] = copy_accuracy(model, (1, 5), heads=heads)
-            seconds = time.perf_counter() - t0
+            seconds = now() - t0
         finally:
             sr._Scan._block, sr._Scan._block16 = real["_block"], real["_block16"]
         # FLOPs as executed; each block's rate is looked up at its power-of-2 rounded shape
@@ -276,9 +277,11 @@ def main() -> None:
     ap.add_argument("--ov-heads", type=int, default=4)
     ap.add_argument("--repeats", type=int, default=2, help="alternating training repeats")
     ap.add_argument("--only", nargs="*", choices=PATHS)
+    ap.add_argument("--clock", choices=("cpu", "wall"), default=None)
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+    clock = set_clock(args.threads, args.clock)
     loads, rows = [os.getloadavg()[0]], []
     todo = args.only or PATHS
     from interp_toolkit.presets import get_preset
@@ -324,6 +327,7 @@ def main() -> None:
         "roofline",
         {
             "threads": args.threads,
+            "clock": clock,
             "seed_batch": args.seed_batch,
             "matmul_rates": rate_rows,
             "paths": rows,

@@ -26,7 +26,6 @@ import math
 import os
 import statistics
 import tempfile
-import time
 
 import torch
 import torch.nn as nn
@@ -38,7 +37,9 @@ from _flops import (
     forward_matmuls,
     measure_rates,
     median_rates,
+    now,
     roofline_seconds,
+    set_clock,
     training_matmuls,
 )
 
@@ -102,7 +103,7 @@ def reference_tokens_per_s(preset, batches, warmup: int, device, precision) -> f
         for i, cpu_tokens in enumerate(batches):
             if i == warmup:
                 _sync(device)
-                t0 = time.perf_counter()
+                t0 = now()
             tokens = cpu_tokens.to(device)
             with precision.autocast(device):
                 logits = model(tokens[:, :-1])  # windows of n_ctx + 1 tokens, as ours
@@ -115,7 +116,7 @@ def reference_tokens_per_s(preset, batches, warmup: int, device, precision) -> f
             opt.step()
             opt.zero_grad()
         _sync(device)
-    dt = time.perf_counter() - t0
+    dt = now() - t0
     return (len(batches) - warmup) * batches[0][:, 1:].numel() / dt
 
 
@@ -134,7 +135,7 @@ def ours_tokens_per_s(
     def clock(info):
         if info.step in (warmup, steps - 1):
             _sync(device)
-            marks[info.step] = time.perf_counter()
+            marks[info.step] = now()
 
     fused_attention = loop.fused_attention
     if not fused:
@@ -211,6 +212,9 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=3, help="alternating repeats (median)")
     ap.add_argument(
+        "--clock", choices=("cpu", "wall"), default=None, help="default: cpu with 1 thread"
+    )
+    ap.add_argument(
         "--json", default=None, help="where to write the JSON (default benchmarks/results/)"
     )
     args = ap.parse_args()
@@ -220,6 +224,7 @@ def main() -> None:
     device = resolve_device(args.device)
     precision = precision_named(args.precision)
     torch.set_num_threads(args.threads)
+    clock = set_clock(args.threads, args.clock) if device.type == "cpu" else set_clock(0, "wall")
     preset, batches = timed_preset(args.preset, args.layers, args.steps, args.threads)
     mixed = args.precision != "fp32"
     names = (
@@ -267,6 +272,7 @@ def main() -> None:
         "d_vocab": preset.model.d_vocab,
         "batch": f"{preset.train.batch_size}x{preset.model.n_ctx}",
         "threads": args.threads,
+        "clock": clock,
         **{f"{k}_tok_s": round(v, 1) for k, v in med.items()},
         "new_vs_ref": round(med["new"] / med["reference"], 3),
     }
