@@ -18,10 +18,19 @@ Model: 12 layers x 12 heads, d_model 768, d_head 64, vocab 50,257, attention onl
   every token copies itself and no row is decided early: the fast path over the full vocabulary
   for those 2 heads, and the old path on ``ROWS`` rows of the same heads (extrapolated).
 
+``--candidates``: bf16 candidates against float32 ones and against the code this change started
+from (``--baseline``, a commit; its ``interp_toolkit`` is extracted with ``git archive``), side by
+side: each case in its own child process, alternating, ``--repeats`` times, on the heads of the
+first ``--subset-layers`` layers x all 50,257 source tokens; the capped ranks (cap 5) of every
+head must be identical across the three (a digest of all of them is compared). The full case's
+time is extrapolated by the head count (heads of random init cost alike: see ``fast_full``). It
+writes ``benchmarks/results/full_vocab_circuits_bf16.json``.
+
 Peak memory as in ``analysis_cost.py``: the child resets the kernel's high-water mark after
 building the model and reads ``VmHWM`` after the case. Run (``--threads 2`` is the default)::
 
     .venv/bin/python benchmarks/full_vocab_circuits.py [--threads N] [--only CASE ...]
+    .venv/bin/python benchmarks/full_vocab_circuits.py --candidates [--subset-layers 1]
 
 It prints a table and writes ``benchmarks/results/full_vocab_circuits.json``.
 """
@@ -253,16 +262,127 @@ def run_case(name: str, threads: int) -> dict[str, Any]:
     raise RuntimeError(f"case {name} failed:\n{proc.stderr[-3000:]}")
 
 
+BASELINE = "8d78aa2"  # the commit the bf16 candidates were added to (issue 24)
+CANDIDATE_CASES = ("baseline", "fp32", "bf16")
+
+
+def child_heads(candidates: str, layers: int, threads: int) -> None:
+    """Copy ranks (cap 5) of every head of the first ``layers`` layers over the full vocabulary:
+    ``baseline`` with the extracted old code (no candidates argument), else with ``candidates``."""
+    import hashlib
+
+    import torch
+
+    from interp_toolkit.analysis.circuits import copy_ranks
+
+    torch.set_num_threads(threads)
+    model = _build_model(MODEL_12L)
+    heads = [(la, h) for la in range(layers) for h in range(int(model.cfg.n_heads))]
+    kw = {} if candidates == "baseline" else {"candidates": candidates}
+    t0 = time.perf_counter()
+    ranks = [copy_ranks(model, la, h, **kw) for la, h in heads]
+    seconds = time.perf_counter() - t0
+    flat = torch.cat(ranks)
+    out = {
+        "case": candidates,
+        "seconds": seconds,
+        "heads": len(heads),
+        "seconds_per_head": seconds / len(heads),
+        "ranks_digest": hashlib.sha256(flat.numpy().tobytes()).hexdigest()[:16],
+        "top1_mean": float((flat < 1).float().mean()),
+        "top5_mean": float((flat < 5).float().mean()),
+        "load_avg_1min": os.getloadavg()[0],
+    }
+    print("RESULT " + json.dumps(out))
+
+
+def run_candidates(args: argparse.Namespace) -> None:
+    import statistics
+    import tempfile
+
+    root = Path(__file__).resolve().parents[1]
+    with tempfile.TemporaryDirectory() as base:
+        subprocess.run(
+            f"git -C {root} archive {args.baseline} interp_toolkit | tar -x -C {base}",
+            shell=True,
+            check=True,
+        )
+        runs: dict[str, list[dict[str, Any]]] = {c: [] for c in CANDIDATE_CASES}
+        for _ in range(args.repeats):
+            for case in CANDIDATE_CASES:
+                path = base if case == "baseline" else str(root)
+                env = dict(os.environ, PYTHONPATH=path)
+                cmd = [
+                    sys.executable,
+                    __file__,
+                    "--child-heads",
+                    case,
+                    "--subset-layers",
+                    str(args.subset_layers),
+                    "--threads",
+                    str(args.threads),
+                ]
+                proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+                line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
+                if not line:
+                    raise RuntimeError(f"{case} failed:\n{proc.stderr[-3000:]}")
+                runs[case].append(json.loads(line[-1][len("RESULT ") :]))
+                print(case, runs[case][-1], flush=True)
+    n_full = MODEL_12L["n_layers"] * MODEL_12L["n_heads"]
+    med = {c: statistics.median(r["seconds_per_head"] for r in rs) for c, rs in runs.items()}
+    digests = {c: {r["ranks_digest"] for r in rs} for c, rs in runs.items()}
+    rows = [
+        {
+            "case": c,
+            "heads x rows": f"{runs[c][0]['heads']} x {MODEL_12L['d_vocab']:,}",
+            "s/head (median)": round(med[c], 3),
+            "full 144 heads s (extrapolated)": round(med[c] * n_full, 1),
+            "vs baseline": round(med["baseline"] / med[c], 3),
+            "ranks digest": ",".join(sorted(digests[c])),
+        }
+        for c in CANDIDATE_CASES
+    ]
+    print_table(rows, list(rows[0]))
+    same = len(set().union(*digests.values())) == 1
+    print(f"ranks identical across {', '.join(CANDIDATE_CASES)}: {same}")
+    loads = [r["load_avg_1min"] for rs in runs.values() for r in rs]
+    write_result(
+        "full_vocab_circuits_bf16",
+        {
+            "model": MODEL_12L,
+            "threads": args.threads,
+            "baseline_commit": args.baseline,
+            "subset_layers": args.subset_layers,
+            "repeats": args.repeats,
+            "rows": rows,
+            "ranks_identical": same,
+            "runs": runs,
+            "load_avg_1min": {"min": min(loads), "max": max(loads)},
+        },
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument("--child")
+    ap.add_argument("--child-heads", choices=CANDIDATE_CASES)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--only", nargs="*", choices=list(RUNNERS), help="run only these cases")
+    ap.add_argument("--candidates", action="store_true", help="bf16 vs fp32 vs --baseline")
+    ap.add_argument("--baseline", default=BASELINE)
+    ap.add_argument("--subset-layers", type=int, default=1)
+    ap.add_argument("--repeats", type=int, default=2)
     args = ap.parse_args()
     if args.child:
         child(args.child, args.threads)
+        return
+    if args.child_heads:
+        child_heads(args.child_heads, args.subset_layers, args.threads)
+        return
+    if args.candidates:
+        run_candidates(args)
         return
     results = {}
     for name in args.only or list(RUNNERS):

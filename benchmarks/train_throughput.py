@@ -1,15 +1,21 @@
 """Training throughput: our training step (TransformerLens's ``train`` loop on a TransformerBridge,
 with our metrics/checkpoint hooks) against a reference attention-only model written the way the
-seed writes it (plain PyTorch modules, same config, batch, optimizer, threads, device, precision).
+seed writes it (plain PyTorch modules, same config, batch, optimizer, threads, device), and
+against the machine's matmul roofline (benchmarks/_flops.py).
 
     python benchmarks/train_throughput.py [--preset cpu] [--layers 2] [--device auto]
         [--precision fp32] [--steps 60] [--threads 2] [--repeats 3]
 
-Three trainers alternate, ``--repeats`` times each, in this one process: ``new`` (train_model as
-it is), ``old`` (train_model with fused attention switched off: TransformerLens's explicit softmax
-in every training step, as before) and ``reference``. Medians are compared; ``new`` and ``old``
-must end with the same weights up to float rounding (``max_dw_new_old``). Prints a table and writes
-benchmarks/results/train_throughput[_DEVICE].json. Goal: new / reference >= 1.0.
+The trainers alternate, ``--repeats`` times each, in this one process, and medians are compared.
+With ``--precision fp32``: ``new`` (train_model as it is), ``old`` (train_model with fused
+attention switched off: TransformerLens's explicit softmax in every training step, as before) and
+``reference``; ``new`` and ``old`` must end with the same weights up to float rounding
+(``max_dw_new_old``). Goal: new / reference >= 1.0.
+With ``--precision bf16`` (or tf32): ``new`` (train_model in that precision), ``new_fp32``,
+``reference`` (the plain model in fp32: the baseline of the goal) and ``reference_bf16``.
+Goal: new / reference (fp32) >= 1.5, and it prints the share of the matmul roofline each reaches
+(on the CPU: the step's FLOPs at the rate ``torch.matmul`` reaches at its shapes, measured in each
+repeat). Prints a table and writes benchmarks/results/train_throughput[_PRECISION][_DEVICE].json.
 """
 
 from __future__ import annotations
@@ -17,14 +23,27 @@ from __future__ import annotations
 import argparse
 import contextlib
 import math
+import os
 import statistics
 import tempfile
-import time
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from _common import print_table, write_result
+from _flops import (
+    dtype_of,
+    flops,
+    forward_matmuls,
+    measure_rates,
+    median_rates,
+    now,
+    roofline_seconds,
+    set_clock,
+    training_matmuls,
+)
+
+GOAL = {"fp32": 1.0, "bf16": 1.5}
 
 
 class SeedAttnOnly(nn.Module):
@@ -71,6 +90,8 @@ def _sync(device: torch.device) -> None:
 
 
 def reference_tokens_per_s(preset, batches, warmup: int, device, precision) -> float:
+    """tokens/s of the plain model on ``batches``: ``precision``'s matmul setting over the loop,
+    its autocast around each forward pass and loss (as our loop does)."""
     cfg, tc = preset.model, preset.train
     model = SeedAttnOnly(cfg.d_vocab, cfg.d_model, cfg.n_heads, cfg.d_head, cfg.n_layers, cfg.n_ctx)
     model.to(device)
@@ -78,37 +99,43 @@ def reference_tokens_per_s(preset, batches, warmup: int, device, precision) -> f
         model.parameters(), lr=tc.lr, betas=tc.betas, weight_decay=tc.weight_decay or 0.0
     )
     t0 = None
-    with precision.apply(device):
+    with precision.matmuls(device):
         for i, cpu_tokens in enumerate(batches):
             if i == warmup:
                 _sync(device)
-                t0 = time.perf_counter()
+                t0 = now()
             tokens = cpu_tokens.to(device)
-            logits = model(tokens[:, :-1])  # windows of n_ctx + 1 tokens, as ours
-            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1))
+            with precision.autocast(device):
+                logits = model(tokens[:, :-1])  # windows of n_ctx + 1 tokens, as ours
+                loss = F.cross_entropy(
+                    logits.reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1)
+                )
             loss.backward()
             if tc.max_grad_norm is not None:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), tc.max_grad_norm)
             opt.step()
             opt.zero_grad()
         _sync(device)
-    dt = time.perf_counter() - t0
+    dt = now() - t0
     return (len(batches) - warmup) * batches[0][:, 1:].numel() / dt
 
 
 def ours_tokens_per_s(
-    preset, steps: int, warmup: int, device, fused: bool
+    preset, steps: int, warmup: int, device, fused: bool = True, precision: str | None = None
 ) -> tuple[float, dict[str, torch.Tensor]]:
     """tokens/s of train_model between steps ``warmup`` and ``steps - 1``, and its final weights;
-    ``fused=False`` switches the fused attention path off (the old training step)."""
+    ``fused=False`` switches the fused attention path off (the old training step);
+    ``precision``: a --precision name (default: the preset's)."""
+    from interp_toolkit.presets import with_overrides
     from interp_toolkit.training import loop, train_model
 
+    preset = with_overrides(preset, precision=precision)
     marks: dict[int, float] = {}
 
     def clock(info):
         if info.step in (warmup, steps - 1):
             _sync(device)
-            marks[info.step] = time.perf_counter()
+            marks[info.step] = now()
 
     fused_attention = loop.fused_attention
     if not fused:
@@ -133,44 +160,21 @@ def ours_tokens_per_s(
     return tokens / dt, weights
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    ap.add_argument("--preset", default="cpu")
-    ap.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N | mps")
-    ap.add_argument("--precision", default="fp32", help="fp32 | tf32 | bf16 (CUDA only)")
-    ap.add_argument("--layers", type=int, default=2)
-    ap.add_argument("--steps", type=int, default=60)
-    ap.add_argument("--warmup", type=int, default=10)
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--repeats", type=int, default=3, help="alternating repeats (median)")
-    ap.add_argument(
-        "--json", default=None, help="where to write the JSON (default benchmarks/results/)"
-    )
-    args = ap.parse_args()
-
-    from interp_toolkit.devices import precision_named, resolve_device
+def timed_preset(name: str, layers: int, steps: int, threads: int):
+    """The preset with the codec's vocabulary, no scoring or checkpoints inside the timed window,
+    and the reference's batches (the same stream, the same shapes)."""
+    from interp_toolkit.analysis.batches import default_token_range
+    from interp_toolkit.data import TrainStream, build_codec, tokenize_corpus, windows
     from interp_toolkit.presets import get_preset, with_overrides
 
-    device = resolve_device(args.device)
-    precision = precision_named(args.precision)
-    torch.set_num_threads(args.threads)
-    preset = get_preset(args.preset, args.layers)
-    # no periodic scoring/checkpointing inside the timed window: this measures the training step
     preset = with_overrides(
-        preset,
-        steps=args.steps,
-        threads=args.threads,
-        precision=args.precision,
+        get_preset(name, layers),
+        steps=steps,
+        threads=threads,
         score_every=10**9,
         checkpoint_every=10**9,
         log_every=10,
     )
-    # the reference trains on batches drawn the same way (same stream, same shapes)
-    from interp_toolkit.analysis.batches import default_token_range
-    from interp_toolkit.data import TrainStream, build_codec, tokenize_corpus, windows
-
     corpus = tokenize_corpus(preset.data.corpus, preset.data.val_fraction, preset.data.max_tokens)
     codec = build_codec(corpus, preset.data.vocab_size)
     preset = with_overrides(preset, d_vocab=codec.d_vocab)
@@ -185,24 +189,80 @@ def main() -> None:
         span_min=span_min,
         span_max=span_max,
         seed=preset.train.seed,
-        end_step=args.steps,
+        end_step=steps,
     )
-    batches = [stream.batch(s) for s in range(args.steps)]
-    # alternate the three, several times: a shared machine is noisy; compare medians
-    runs: dict[str, list[float]] = {"new": [], "old": [], "reference": []}
+    return preset, [stream.batch(s) for s in range(steps)]
+
+
+def step_matmuls(preset):
+    """The matmuls of one training step of ``preset`` (benchmarks/_flops.py)."""
+    return training_matmuls(forward_matmuls(preset.model, preset.train.batch_size))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--preset", default="cpu")
+    ap.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N | mps")
+    ap.add_argument("--precision", default="fp32", help="fp32 | tf32 (CUDA only) | bf16")
+    ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=60)
+    ap.add_argument("--warmup", type=int, default=10)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=3, help="alternating repeats (median)")
+    ap.add_argument(
+        "--clock", choices=("cpu", "wall"), default=None, help="default: cpu with 1 thread"
+    )
+    ap.add_argument(
+        "--json", default=None, help="where to write the JSON (default benchmarks/results/)"
+    )
+    args = ap.parse_args()
+
+    from interp_toolkit.devices import STRICT_FP32, precision_named, resolve_device
+
+    device = resolve_device(args.device)
+    precision = precision_named(args.precision)
+    torch.set_num_threads(args.threads)
+    clock = set_clock(args.threads, args.clock) if device.type == "cpu" else set_clock(0, "wall")
+    preset, batches = timed_preset(args.preset, args.layers, args.steps, args.threads)
+    mixed = args.precision != "fp32"
+    names = (
+        ("new", "new_fp32", "reference", f"reference_{args.precision}")
+        if mixed
+        else (
+            "new",
+            "old",
+            "reference",
+        )
+    )
+    mms = step_matmuls(preset)
+    dtypes = sorted({torch.float32, dtype_of(args.precision)}, key=str)
+    on_cpu = device.type == "cpu"
+    # alternate the trainers (and the matmul rates), several times: a shared machine is noisy
+    runs: dict[str, list[float]] = {n: [] for n in names}
+    rate_runs, loads = [], []
     weights: dict[str, dict[str, torch.Tensor]] = {}
     for _ in range(args.repeats):
-        for name in ("new", "old"):
+        for name in names:
+            loads.append(os.getloadavg()[0])
+            if name.startswith("reference"):
+                p = STRICT_FP32 if name == "reference" else precision
+                runs[name].append(reference_tokens_per_s(preset, batches, args.warmup, device, p))
+                continue
             tok_s, weights[name] = ours_tokens_per_s(
-                preset, args.steps, args.warmup, device, fused=name == "new"
+                preset,
+                args.steps,
+                args.warmup,
+                device,
+                fused=name != "old",
+                precision="fp32" if name == "new_fp32" else args.precision,
             )
             runs[name].append(tok_s)
-        runs["reference"].append(
-            reference_tokens_per_s(preset, batches, args.warmup, device, precision)
-        )
+        if on_cpu:
+            rate_runs.append(measure_rates(mms, dtypes))
     med = {k: statistics.median(v) for k, v in runs.items()}
-    max_dw = max(float((weights["new"][k] - weights["old"][k]).abs().max()) for k in weights["new"])
-
+    tokens_per_step = preset.train.batch_size * preset.model.n_ctx
     row = {
         "preset": args.preset,
         "layers": args.layers,
@@ -212,19 +272,54 @@ def main() -> None:
         "d_vocab": preset.model.d_vocab,
         "batch": f"{preset.train.batch_size}x{preset.model.n_ctx}",
         "threads": args.threads,
-        "new_tok_s": round(med["new"], 1),
-        "old_tok_s": round(med["old"], 1),
-        "seed_style_tok_s": round(med["reference"], 1),
+        "clock": clock,
+        **{f"{k}_tok_s": round(v, 1) for k, v in med.items()},
         "new_vs_ref": round(med["new"] / med["reference"], 3),
-        "old_vs_ref": round(med["old"] / med["reference"], 3),
-        "max_dw_new_old": float(f"{max_dw:.2e}"),
     }
+    if mixed:
+        row["new_fp32_vs_ref"] = round(med["new_fp32"] / med["reference"], 3)
+        row[f"ref_{args.precision}_vs_ref"] = round(
+            med[f"reference_{args.precision}"] / med["reference"], 3
+        )
+    else:
+        row["old_vs_ref"] = round(med["old"] / med["reference"], 3)
+        row["max_dw_new_old"] = float(
+            f"{max(float((weights['new'][k] - weights['old'][k]).abs().max()) for k in weights['new']):.2e}"
+        )
+    roofline = {}
+    if on_cpu:
+        rates = median_rates(rate_runs)
+        for name in names:
+            dt = torch.float32 if name in ("new_fp32", "reference") else dtype_of(args.precision)
+            roof_tok_s = tokens_per_step / roofline_seconds(mms, rates[dt])
+            roofline[name] = {
+                "matmul_dtype": str(dt).removeprefix("torch."),
+                "roofline_tok_s": round(roof_tok_s, 1),
+                "fraction": round(med[name] / roof_tok_s, 3),
+            }
+        row["new_roofline_fraction"] = roofline["new"]["fraction"]
     print_table([row], list(row))
+    goal = GOAL.get(args.precision, 1.0)
+    ref_goal = "the fp32 reference" if mixed else "the reference"
+    print(
+        f"{args.precision} / {ref_goal}: {med['new'] / med['reference']:.2f}x "
+        f"(goal >= {goal}: {'met' if med['new'] / med['reference'] >= goal else 'NOT met'})"
+    )
+    per_token = flops(mms) / tokens_per_step
+    for name, r in roofline.items():
+        print(
+            f"{name}: {med[name] * per_token / 1e9:.0f} GFLOP/s = {r['fraction']:.0%} of the "
+            f"{r['matmul_dtype']} matmul roofline ({r['roofline_tok_s']:,.0f} tokens/s)"
+        )
+    suffix = "" if args.precision == "fp32" else f"_{args.precision}"
     write_result(
-        "train_throughput" if device.type == "cpu" else f"train_throughput_{device.type}",
+        f"train_throughput{suffix}" + ("" if on_cpu else f"_{device.type}"),
         {
             "rows": [row],
             "runs": {k: [round(x) for x in v] for k, v in runs.items()},
+            "flops_per_token": per_token,
+            "roofline": roofline,
+            "load_avg_1min": {"min": min(loads), "max": max(loads)},
             "steps": args.steps,
             "warmup": args.warmup,
             "repeats": args.repeats,

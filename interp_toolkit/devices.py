@@ -4,20 +4,25 @@
   (``auto``: a CUDA GPU when one is visible, else an Apple-silicon GPU, else the CPU). A device that
   is absent or a name that is malformed is a :class:`~interp_toolkit.errors.UserError` (one line).
 - :class:`Precision`: bf16 autocast and TF32 matmuls on or off; JSON-safe (``to_dict`` /
-  ``from_dict``) for a run's config, and a context manager (:meth:`Precision.apply`) that sets
-  exactly these settings for a block and restores the previous ones. Both apply on CUDA only; on
-  the CPU and on MPS they are no-ops (:meth:`Precision.effective` says what actually applies).
-  :data:`PRECISIONS` names the settings a run may ask for (``--precision fp32 | tf32 | bf16``).
+  ``from_dict``) for a run's config, and context managers that set exactly these settings for a
+  block and restore the previous ones (:meth:`Precision.apply`: both; :meth:`Precision.matmuls`
+  and :meth:`Precision.autocast`: one each, for a training loop). bf16 autocast applies on CUDA
+  GPUs that support bf16 and on every CPU (fast where the CPU has bf16 instructions:
+  :func:`cpu_has_bf16`); TF32 applies on CUDA only; on MPS both are no-ops
+  (:meth:`Precision.effective` says what actually applies). :data:`PRECISIONS` names the
+  settings a run may ask for (``--precision fp32 | tf32 | bf16``).
 - :func:`memory_budget` / :func:`rows_per_chunk`: how much memory one analysis chunk may take —
   a fixed :data:`CPU_BUDGET_BYTES` on the CPU and MPS, a fraction of the free memory on CUDA.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, fields
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -74,6 +79,31 @@ def _mps_available() -> bool:
     return bool(mps is not None and mps.is_available())
 
 
+@functools.cache
+def cpu_has_bf16() -> bool:
+    """Whether this CPU multiplies bf16 in hardware (x86 AVX512-BF16 or AMX-BF16, Arm BF16),
+    read from /proc/cpuinfo (False where it cannot be read). Only speed depends on it: bf16
+    autocast gives the same results on any CPU, emulated where this is False."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    flags = set()
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() in ("flags", "Features"):
+            flags.update(value.split())
+    return bool(flags & {"avx512_bf16", "amx_bf16", "bf16"})
+
+
+def fast_bf16(device: torch.device) -> bool:
+    """Whether bf16 matmuls on ``device`` run on bf16 hardware: a CUDA GPU that supports bf16, or
+    a CPU with bf16 instructions (:func:`cpu_has_bf16`)."""
+    if device.type == "cuda":
+        return bool(torch.cuda.is_bf16_supported())
+    return device.type == "cpu" and cpu_has_bf16()
+
+
 def memory_budget(device: torch.device) -> int:
     """Bytes one analysis chunk may use on ``device``: :data:`CPU_BUDGET_BYTES` on the CPU and MPS,
     :data:`CUDA_FREE_FRACTION` of the GPU's free memory on CUDA."""
@@ -92,10 +122,15 @@ def rows_per_chunk(device: torch.device, bytes_per_row: int, budget: int | None 
 
 @dataclass(frozen=True)
 class Precision:
-    """Mixed-precision settings of a run: bf16 autocast and TF32 float32 matmuls (CUDA only).
+    """Mixed-precision settings of a run: bf16 autocast (CUDA and CPUs) and TF32 float32 matmuls
+    (CUDA only).
 
-    Off/off is plain IEEE float32 everywhere. Record :meth:`to_dict` in a run's config and wrap the
-    work in ``with precision.apply(device):``."""
+    Off/off is plain IEEE float32 everywhere. Record :meth:`to_dict` in a run's config. Inference
+    is wrapped in ``with precision.apply(device):``; a training loop in
+    ``with precision.matmuls(device):`` with each forward pass and loss (not the backward pass or
+    the optimizer step) in ``with precision.autocast(device):``. bf16 autocast keeps float32
+    master weights: matmuls (and SDPA) read bf16 copies of their inputs, while ops torch's
+    autocast lists as float32 (cross-entropy among them) run in float32."""
 
     bf16_autocast: bool = False
     tf32: bool = False
@@ -117,37 +152,60 @@ class Precision:
         return cls(**data)
 
     def effective(self, device: torch.device) -> Precision:
-        """The settings that :meth:`apply` really uses on ``device`` (both off unless CUDA; bf16
-        only on a GPU that supports it)."""
-        if device.type != "cuda":
-            return Precision()
-        return Precision(
-            bf16_autocast=self.bf16_autocast and torch.cuda.is_bf16_supported(), tf32=self.tf32
+        """The settings that :meth:`apply` really uses on ``device``: on CUDA both (bf16 only on a
+        GPU that supports it); on the CPU bf16 autocast (TF32 is a CUDA matmul mode: ignored);
+        on MPS neither."""
+        if device.type == "cuda":
+            return Precision(
+                bf16_autocast=self.bf16_autocast and torch.cuda.is_bf16_supported(),
+                tf32=self.tf32,
+            )
+        if device.type == "cpu":
+            return Precision(bf16_autocast=self.bf16_autocast)
+        return Precision()
+
+    @contextmanager
+    def matmuls(self, device: torch.device) -> Iterator[None]:
+        """Run the block with float32 matmuls in TF32 when :meth:`effective` says so, else in IEEE
+        float32 (an outer setting is overridden), and restore the previous setting afterwards."""
+        backend = (
+            torch.backends.cuda.matmul if device.type == "cuda" else torch.backends.mkldnn.matmul
+        )
+        saved = backend.fp32_precision
+        backend.fp32_precision = "tf32" if self.effective(device).tf32 else "ieee"
+        try:
+            yield
+        finally:
+            backend.fp32_precision = saved
+
+    def autocast(self, device: torch.device) -> torch.autocast:
+        """bf16 autocast on ``device`` when :meth:`effective` says so, else autocast off (an
+        outer autocast is overridden). Casts of the weights are not cached: a block that spans
+        optimizer steps (a whole training loop) would otherwise keep multiplying by the bf16
+        copies made at its first step (torch clears the cache only when the outermost autocast
+        block exits)."""
+        return torch.autocast(
+            device.type,
+            dtype=torch.bfloat16,
+            enabled=self.effective(device).bf16_autocast,
+            cache_enabled=False,
         )
 
     @contextmanager
     def apply(self, device: torch.device) -> Iterator[None]:
         """Run the block with exactly these settings on ``device`` (an outer autocast or TF32
-        setting is overridden, not inherited) and restore the previous ones afterwards. float32
-        matmuls are IEEE float32 unless TF32 is on and the device is CUDA."""
-        eff = self.effective(device)
-        backend = (
-            torch.backends.cuda.matmul if device.type == "cuda" else torch.backends.mkldnn.matmul
-        )
-        saved = backend.fp32_precision
-        backend.fp32_precision = "tf32" if eff.tf32 else "ieee"
-        try:
-            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=eff.bf16_autocast):
-                yield
-        finally:
-            backend.fp32_precision = saved
+        setting is overridden, not inherited; :meth:`matmuls` and :meth:`autocast`) and restore
+        the previous ones afterwards."""
+        with self.matmuls(device), self.autocast(device):
+            yield
 
 
 #: IEEE float32 matmuls and no autocast: what exact analysis code runs under.
 STRICT_FP32 = Precision()
 
-#: The ``--precision`` choices. fp32: IEEE float32 everywhere; tf32: TF32 float32 matmuls;
-#: bf16: bf16 autocast (and TF32 for what stays float32). Both apply on CUDA only.
+#: The ``--precision`` choices. fp32: IEEE float32 everywhere; tf32: TF32 float32 matmuls (CUDA
+#: only; ignored on CPUs); bf16: bf16 autocast on CUDA and CPUs (and TF32, on CUDA, for what stays
+#: float32).
 PRECISIONS = {
     "fp32": STRICT_FP32,
     "tf32": Precision(tf32=True),

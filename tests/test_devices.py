@@ -84,9 +84,12 @@ def test_precision_round_trips_through_json():
         D.Precision.from_dict({"tf32": "yes"})
 
 
-def test_precision_applies_on_cuda_only(monkeypatch):
+def test_what_applies_where(monkeypatch):
+    """bf16 autocast: CUDA GPUs with bf16, and every CPU; TF32: CUDA only; MPS: neither."""
     on = D.Precision(bf16_autocast=True, tf32=True)
-    assert on.effective(torch.device("cpu")) == D.Precision()
+    assert on.effective(torch.device("cpu")) == D.Precision(bf16_autocast=True)
+    assert D.PRECISIONS["tf32"].effective(torch.device("cpu")) == D.Precision()
+    assert on.effective(torch.device("mps")) == D.Precision()
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: False)
     assert on.effective(torch.device("cuda", 0)) == D.Precision(tf32=True)
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: True)
@@ -106,7 +109,57 @@ def test_apply_sets_exactly_its_settings_and_restores_them():
                 assert (x @ x).dtype == torch.float32
             assert torch.is_autocast_enabled("cpu")
         assert torch.backends.mkldnn.matmul.fp32_precision == "bf16"
-        with D.Precision(bf16_autocast=True, tf32=True).apply(cpu):  # no-op on the CPU
-            assert not torch.is_autocast_enabled("cpu")
+        with D.PRECISIONS["bf16"].apply(cpu):  # bf16 autocast on the CPU; TF32 ignored there
+            assert torch.is_autocast_enabled("cpu")
+            assert torch.get_autocast_dtype("cpu") == torch.bfloat16
+            assert torch.backends.mkldnn.matmul.fp32_precision == "ieee"
+            x = torch.randn(4, 4)
+            assert (x @ x).dtype == torch.bfloat16
+        assert not torch.is_autocast_enabled("cpu")
+        assert torch.backends.mkldnn.matmul.fp32_precision == "bf16"
     finally:
         torch.backends.mkldnn.matmul.fp32_precision = saved
+
+
+def test_autocast_over_optimizer_steps_sees_the_new_weights():
+    """An autocast block spanning optimizer steps multiplies by the updated weights; with
+    torch's default weight-cast cache the second step would reuse the first step's bf16 copy."""
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(8, 8)
+    opt = torch.optim.SGD(lin.parameters(), lr=0.1)
+    x = torch.randn(4, 8)
+    outs, want = [], None
+    with D.PRECISIONS["bf16"].apply(torch.device("cpu")):
+        for step in range(2):
+            if step == 1:  # what the updated weights give, cast by hand
+                w, b = lin.weight.detach().bfloat16(), lin.bias.detach().bfloat16()
+                want = torch.nn.functional.linear(x.bfloat16(), w, b)
+            y = lin(x)
+            outs.append(y.detach())
+            y.float().square().sum().backward()
+            opt.step()
+            opt.zero_grad()
+    assert outs[1].dtype == torch.bfloat16 and not torch.equal(outs[0], outs[1])
+    assert torch.equal(outs[1], want)
+
+
+@pytest.mark.parametrize(
+    ("text", "has"),
+    [
+        ("flags\t\t: fpu sse avx512f avx512_bf16 avx512_vnni\n", True),
+        ("flags\t\t: fpu sse avx512f amx_bf16 amx_tile\n", True),
+        ("Features\t: fp asimd bf16 i8mm\n", True),
+        ("flags\t\t: fpu sse avx512f avx512_vnni\n", False),
+        (None, False),
+    ],
+)
+def test_cpu_bf16_detection_reads_the_cpu_flags(monkeypatch, tmp_path, text, has):
+    info = tmp_path / "cpuinfo"
+    if text is not None:
+        info.write_text("processor\t: 0\n" + text)
+    monkeypatch.setattr(D, "Path", lambda _path: info)
+    D.cpu_has_bf16.cache_clear()
+    try:
+        assert D.cpu_has_bf16() is has
+    finally:
+        D.cpu_has_bf16.cache_clear()

@@ -148,3 +148,60 @@ def test_the_callers_thread_count_is_restored():
         assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
+
+
+def _paired_near_ties(v: int = 600, d: int = 64, delta: float = 1e-4):
+    """Tokens 2k and 2k+1 share their row of A and their columns of B differ by ``delta`` times a
+    random vector: far below bf16's resolution (2⁻⁸ relative), far above float32's. Exactly one
+    token of each pair beats the other (rank 1), the other has rank 0; every other column is far
+    below (B = Aᵀ, so a token's own entry is its squared norm)."""
+    gen = torch.Generator().manual_seed(5)
+    a = torch.randn(v // 2, d, generator=gen).repeat_interleave(2, 0)
+    b = a.T.clone()
+    b[:, 1::2] += delta * torch.randn(d, v // 2, generator=gen)
+    return a, b
+
+
+def test_bf16_candidates_keep_ranks_exact_where_bf16_alone_misranks():
+    a, b = _paired_near_ties()
+    rows = torch.arange(len(a))
+    want = _dense_ranks(a, b, 5)
+    assert sorted(set(want.tolist())) == [0, 1]  # one winner per pair
+    # bf16 alone: the pair's columns round to (nearly) the same bf16 values, so it mis-ranks
+    naive = a.bfloat16() @ b.bfloat16()
+    naive_ranks = ((naive >= naive.diagonal()[:, None]).sum(1) - 1).clamp_max(5)
+    assert float((naive_ranks != want).float().mean()) > 0.25
+    for candidates in SR.CANDIDATES:
+        assert torch.equal(self_ranks(a, b, rows, 5, candidates=candidates), want), candidates
+        assert torch.equal(self_ranks(a, b, rows, len(a), candidates=candidates), want)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_bf16_and_fp32_candidates_agree_with_the_dense_ranks(seed):
+    gen = torch.Generator().manual_seed(seed)
+    v, d = 1500, 64
+    a = torch.randn(v, d, generator=gen) * torch.rand(v, 1, generator=gen)
+    b = torch.randn(d, v, generator=gen) + 0.6 * a.T  # rows of every rank, most near the cap
+    rows = torch.arange(v)
+    for cap in (1, 5, v):
+        want = _dense_ranks(a, b, cap)
+        for candidates in SR.CANDIDATES:
+            got = self_ranks(a, b, rows, cap, budget=64 * 1024, candidates=candidates)
+            assert torch.equal(got, want), (cap, candidates)
+    with pytest.raises(ValueError, match="candidates"):
+        self_ranks(a, b, rows, 5, candidates="fp16")
+
+
+def test_this_machines_bf16_matmul_error_is_inside_half_the_band():
+    """The bf16 band assumes bf16 products accumulated in float32 (oneDNN, cuBLAS): the error
+    seen here, over 2,000 x 2,000 entries, stays under half of it (a bf16 accumulation of 64
+    terms would exceed it)."""
+    gen = torch.Generator().manual_seed(11)
+    v, d = 2000, 64
+    a = torch.randn(v, d, generator=gen) * torch.rand(v, 1, generator=gen)
+    b = torch.randn(d, v, generator=gen) * torch.rand(1, v, generator=gen) * 3
+    exact = a.double() @ b.double()
+    err = ((a.bfloat16() @ b.bfloat16()).double() - exact).abs()
+    bound = 2 * (3 * SR._U16 + (d + 2) * SR._U32)
+    band = bound * a.double().norm(dim=1, keepdim=True) * b.double().norm(dim=0).max()
+    assert float((err / band).max()) < 0.5

@@ -170,17 +170,20 @@ def copy_ranks(
     cap: int | None = 5,
     device: str | torch.device | None = None,
     budget: int | None = None,
+    candidates: str | None = None,
 ) -> Int[torch.Tensor, " n"]:
     """For each source token ``t`` (all of the vocabulary, or ``rows``): how many other output
     logits of the full OV circuit row ``t`` are at least the logit of ``t`` itself (ties count
     against ``t``), capped at ``cap`` (``cap=None``: the full count). Rank 0 means the head boosts
     ``t`` strictly more than any other token. Exact (see :mod:`.self_ranks`); runs on ``device``
-    (default: the model's), in blocks of ``budget`` bytes (default: from the device's memory)."""
+    (default: the model's), in blocks of ``budget`` bytes (default: from the device's memory);
+    ``candidates``: ``"bf16"`` or ``"fp32"`` matmuls find the candidates (default: bf16 where
+    it is fast), the ranks are the same."""
     m = circuit_model(model)
     dev = _device(m, device)
     cap = int(m.cfg.d_vocab) if cap is None else cap
     (_, _, left, right) = next(_heads_factors(m, [(layer, head)], dev))
-    return self_ranks(left, right, _rows(m, rows, dev), cap, budget).cpu()
+    return self_ranks(left, right, _rows(m, rows, dev), cap, budget, candidates).cpu()
 
 
 def copy_accuracy(
@@ -192,11 +195,13 @@ def copy_accuracy(
     device: str | torch.device | None = None,
     budget: int | None = None,
     progress: bool = False,
+    candidates: str | None = None,
 ) -> dict[int, Float[torch.Tensor, "layer head"]]:
     """Top-k "does this token boost itself" accuracy for every head and every k in ``ks``:
     the fraction of source tokens whose own logit is among the k largest of their full-OV row,
     ties counted against the token (:func:`copy_ranks` < k). Heads not in ``heads`` are NaN.
-    Exact and fast enough for every head over the full vocabulary (:mod:`.self_ranks`)."""
+    Exact and fast enough for every head over the full vocabulary (:mod:`.self_ranks`;
+    ``candidates`` as in :func:`copy_ranks`)."""
     from interp_toolkit.progress import progress_bar
 
     if not ks or min(ks) < 1:
@@ -213,7 +218,7 @@ def copy_accuracy(
     for layer, head, left, right in progress_bar(
         factors, total=len(wanted), desc="copy accuracy", unit="head", enabled=progress
     ):
-        ranks = self_ranks(left, right, idx, max(ks), budget).tolist()
+        ranks = self_ranks(left, right, idx, max(ks), budget, candidates).tolist()
         for k in ks:
             out[k][layer, head] = sum(r < k for r in ranks) / max(1, len(ranks))
     return out

@@ -58,8 +58,9 @@ def train_cmd(
     precision: str | None = typer.Option(
         None,
         "--precision",
-        help="fp32 (default), tf32 (TF32 matmuls) or bf16 (bf16 autocast + TF32); GPUs only, "
-        "recorded in config.json.",
+        help="fp32 (default), tf32 (TF32 matmuls; CUDA only, ignored on CPUs) or bf16 (bf16 "
+        "autocast on GPUs and CPUs, float32 weights and loss; + TF32 on CUDA); config.json "
+        "records what applied.",
     ),
 ) -> None:
     """Train a transformer (attention-only, or with --mlp) into a run folder.

@@ -17,7 +17,12 @@ learning rate, and draws progress bars that cannot be turned off. What we need f
    serves samples in stream order whatever index the sampler asks for.
 7. **Output.** TL's tqdm bars and "Moving model to device" go to /dev/null while it runs.
 8. **Stopping early.** ``after_step`` raises :class:`StopTraining`; TL's loop has no other exit.
-9. **Host syncs.** TL's loop reads no value of the loss, and neither do we between logged steps:
+9. **Precision.** Autocast wraps each forward pass and loss only (:meth:`NextTokenLoss.forward`),
+   not TL's whole loop: the backward pass and the optimizer step run outside it, as torch
+   advises, and no bf16 copy of a weight outlives the step that made it (an autocast block around
+   the loop kept multiplying by the step-1 copies). Float32 matmul settings (TF32 on CUDA) hold
+   for the whole loop.
+10. **Host syncs.** TL's loop reads no value of the loss, and neither do we between logged steps:
    the loss stays a tensor on the device (reading it would make the host wait for the GPU).
 
 On several processes (torchrun, :mod:`.distributed`) TL trains the DDP-wrapped loss module, and
@@ -63,18 +68,31 @@ class NextTokenLoss(torch.nn.Module):
     cross-entropy is computed with the fused ``F.cross_entropy`` instead of TL's log_softmax +
     gather, which materialises a [batch, pos, vocab] copy and cost ~7% of the step
     (benchmarks/train_throughput.py). The bridge's parameters are this module's parameters.
+
+    The forward pass and the loss run under ``precision``'s autocast on ``device``: with bf16,
+    the matmuls and SDPA take bf16 inputs (the weights stay float32) and the logits come out in
+    bf16; the cross-entropy (its log-softmax and mean) runs in float32 (autocast's float32 list),
+    so the loss is float32.
     """
 
-    def __init__(self, model: TransformerBridge) -> None:
+    def __init__(
+        self,
+        model: TransformerBridge,
+        precision: Precision | None = None,
+        device: torch.device | None = None,
+    ) -> None:
         super().__init__()
         self.model = model
+        self.precision = precision or Precision()
+        self.device = device or torch.device("cpu")
         self.last_loss = torch.tensor(float("nan"))
 
     def forward(self, tokens: torch.Tensor, return_type: str = "loss") -> torch.Tensor:
-        logits = self.model(tokens[:, :-1])  # [batch, n_ctx, vocab]
-        loss = torch.nn.functional.cross_entropy(
-            logits.reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1)
-        )
+        with self.precision.autocast(self.device):
+            logits = self.model(tokens[:, :-1])  # [batch, n_ctx, vocab]
+            loss = torch.nn.functional.cross_entropy(
+                logits.reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1)
+            )
         self.last_loss = loss.detach()
         return loss
 
@@ -176,7 +194,8 @@ def run_tl_train(
     fused attention where no hook reads a pattern (:mod:`.sdpa`); on several processes each trains
     its rows of every batch and gradients are averaged. Returns (last step, stopped early)."""
     device = device or torch.device("cpu")
-    loss = NextTokenLoss(model)
+    precision = precision or Precision()
+    loss = NextTokenLoss(model, precision, device)
     hooks = _StepHooks(loss, cfg, start_step, optimizer_state, after_step)
     feed = StepFeed(stream, cluster, device)
     tl_cfg = TrainConfig(
@@ -201,7 +220,7 @@ def run_tl_train(
             contextlib.redirect_stderr(devnull),
             contextlib.redirect_stdout(devnull),
             fused_attention(model),
-            (precision or Precision()).apply(device),
+            precision.matmuls(device),
         ):
             train(data_parallel(loss, device, cluster), tl_cfg, feed)
     except StopTraining:

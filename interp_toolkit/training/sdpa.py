@@ -9,7 +9,11 @@ on every call where it may: causal attention, no attention mask, no score soft-c
 keys, and **no hook** (forward or backward, on the module or global) on the layer's
 ``hook_pattern`` or ``hook_attn_scores``. Every other call, such as the periodic head scoring
 during training or a user's hook, runs TransformerLens's own forward, so a pattern is exact
-whenever anything reads it. The q/k/v/o projections and their hook points run as before.
+whenever anything reads it (under bf16 autocast such a layer runs in float32, autocast off, so
+the pattern read is the float32 one). The q/k/v/o projections and their hook points run as
+before. Under bf16 autocast on CUDA, SDPA takes bf16 q, k, v and keeps its softmax in float32
+accumulators; on the CPU (whose bf16 SDPA backward is slow) the two attention matmuls run in
+bf16 and the softmax in float32 (:func:`_bf16_cpu_attention`).
 
 SDPA and the explicit softmax differ only by float rounding (tests/unit/test_sdpa.py compares
 logits and gradients); benchmarks/train_throughput.py measures the speed.
@@ -53,14 +57,24 @@ def _fused_forward(native: NativeAttention, bridge: torch.nn.Module) -> Callable
         pattern_fn: Callable[[torch.Tensor], torch.Tensor] | None = None,
         **kwargs: Any,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        read = _hooked(bridge.hook_pattern) or _hooked(bridge.hook_attn_scores)
         if (
-            attention_mask is not None
+            read
+            or attention_mask is not None
             or not native.causal
             or native.kv_repeats > 1
             or softcap_enabled(native.attn_scores_soft_cap)
-            or _hooked(bridge.hook_pattern)
-            or _hooked(bridge.hook_attn_scores)
         ):
+            device = hidden_states.device.type
+            if read and torch.is_autocast_enabled(device):  # a read pattern is float32
+                with torch.autocast(device, enabled=False):
+                    return exact(
+                        hidden_states.float(),
+                        attention_mask=attention_mask,
+                        position_ids=position_ids,
+                        pattern_fn=pattern_fn,
+                        **kwargs,
+                    )
             return exact(
                 hidden_states,
                 attention_mask=attention_mask,
@@ -75,11 +89,27 @@ def _fused_forward(native: NativeAttention, bridge: torch.nn.Module) -> Callable
         v = native.v(hidden_states).view(shape).transpose(1, 2)
         if native.rotary is not None:
             q, k = native.rotary.apply_rope(q, k, position_ids=position_ids)
-        z = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=1.0 / native.scale)
+        if q.device.type == "cpu" and torch.is_autocast_enabled("cpu"):
+            z = _bf16_cpu_attention(q, k, v, 1.0 / native.scale)
+        else:
+            z = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=1.0 / native.scale)
         # no pattern: the bridge fires hook_pattern / hook_attn_scores only for a 4-d tensor
         return native.o(z.transpose(1, 2).reshape(b, s, -1)), None
 
     return forward
+
+
+def _bf16_cpu_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float
+) -> torch.Tensor:
+    """Causal attention under bf16 autocast on the CPU: the two matmuls in bf16, the softmax in
+    float32. torch's bf16 SDPA backward on the CPU ran ~6x slower than its float32 one here, and
+    float32 SDPA ~8% slower than this (benchmarks/train_throughput.py, docs/benchmarks.md)."""
+    scores = (q @ k.transpose(-1, -2)).float() * scale  # [batch, head, query, key]
+    n = scores.shape[-1]
+    mask = torch.ones(n, n, dtype=torch.bool, device=scores.device).triu(1)
+    pattern = scores.masked_fill(mask, float("-inf")).softmax(-1)
+    return pattern.to(v.dtype) @ v
 
 
 @contextmanager

@@ -39,7 +39,7 @@ class TrainSettings:
     #: ``stop_after`` steps (default: one more scoring, ``score_every``).
     stop_score: float | None = None
     stop_after: int | None = None
-    precision: str = "fp32"  # a devices.PRECISIONS name: fp32, tf32 or bf16 (GPUs only)
+    precision: str = "fp32"  # a devices.PRECISIONS name: fp32, tf32 (CUDA only) or bf16
 
     def validate(self) -> None:
         for name in ("steps", "batch_size", "log_every", "score_every", "checkpoint_every"):

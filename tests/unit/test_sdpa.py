@@ -74,3 +74,41 @@ def test_the_native_forward_is_restored(tiny_model, tokens, sdpa_calls):
     with torch.no_grad():
         tiny_model(tokens)
     assert sdpa_calls == []
+
+
+def test_under_bf16_autocast_steps_run_in_bf16_and_read_patterns_stay_float32(
+    tiny_model, tokens, sdpa_calls
+):
+    """bf16 autocast on the CPU: an unhooked layer's attention runs its matmuls in bf16 (not
+    torch's slow bf16 SDPA); a layer whose pattern a hook reads runs TransformerLens's forward in
+    float32, so the pattern read (layer 0: its input is the float32 embedding) equals the float32
+    one bit for bit (under autocast its softmax would see bf16 scores)."""
+    seen = []
+    hooks = [("blocks.0.attn.hook_pattern", lambda t, hook: seen.append(t.detach().clone()))]
+    with torch.no_grad():
+        tiny_model.run_with_hooks(tokens, fwd_hooks=hooks)
+    want = seen.pop()
+    z_dtypes = []
+    z_hook = ("blocks.1.attn.hook_z", lambda t, hook: z_dtypes.append(t.dtype))
+    with sdpa.fused_attention(tiny_model), torch.no_grad():
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            tiny_model.run_with_hooks(tokens, fwd_hooks=[*hooks, z_hook])
+    assert sdpa_calls == [] and z_dtypes == [torch.bfloat16]  # layer 1: bf16 matmuls
+    assert seen[0].dtype == torch.float32 and torch.equal(seen[0], want)
+
+
+def test_cpu_bf16_attention_is_causal_attention_up_to_bf16_rounding():
+    """_bf16_cpu_attention against float32 SDPA on the same (bf16-valued) inputs: they differ by
+    bf16 rounding of the scores and pattern (< 2%); a missing mask or a wrong scale moves the
+    output by tens of percent."""
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 3, 16, 8, generator=gen).bfloat16() for _ in range(3))
+    got = sdpa._bf16_cpu_attention(q, k, v, 8**-0.5)
+    want = torch.nn.functional.scaled_dot_product_attention(
+        q.float(), k.float(), v.float(), is_causal=True
+    )
+    assert got.dtype == torch.bfloat16
+    err = float((got.float() - want).abs().max() / want.abs().max())
+    assert err < 0.02, err
+    no_mask = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float())
+    assert float((no_mask - want).abs().max() / want.abs().max()) > 0.2  # what 2% must exclude
