@@ -122,7 +122,7 @@ def test_exam_verdict_is_a_test_on_the_wilson_lower_bound():
     v = exam_verdict(exams({("letters", 3): 186, ("random", 9): 190}))
     assert (v.n_passing, v.n_exams) == (29, 30)
     assert v.lowest.key == ("letters", 3) and not v.all_pass
-    assert abs(v.lowest.interval.low - 0.8864) < 1e-3
+    assert abs(v.lowest.interval.low - 0.8859) < 1e-4
     # above the untrained model (0 passes on the same prompts) at every exam, Bonferroni over 30
     assert len(v.above[UNTRAINED]) == 30 and v.compared[UNTRAINED] == 30
     assert abs(v.alpha - 0.05 / 30) < 1e-12
