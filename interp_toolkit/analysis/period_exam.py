@@ -199,7 +199,7 @@ def query_logits(
     unembedding's input and unembeds the query positions only (at a 1,024-token vocabulary that
     is half the cost of a 2-layer model's pass); any other model runs whole."""
     rows = torch.arange(tokens.shape[0])
-    if not (hasattr(model, "unembed") and hasattr(model, "hooks")):
+    if "unembed.hook_in" not in getattr(model, "hook_dict", {}) or not hasattr(model, "unembed"):
         return model(tokens)[rows.to(tokens.device), query.to(tokens.device)]
     store: dict[str, torch.Tensor] = {}
 
@@ -342,8 +342,15 @@ def exam_by_period(
             raise UserError(f"token kind {kind!r} is unknown: use {' or '.join(TOKEN_KINDS)}.")
     if n_prompts < 1:
         raise UserError(f"n_prompts={n_prompts} cannot work: use at least 1 prompt.")
+    fits = [
+        k
+        for k in kinds
+        if periods is not None or max_exam_period(codec, n_ctx, k, prepend_bos=prepend_bos) >= 2
+    ]  # by default a kind the vocabulary cannot make (no letters) is left out
     plan = [
-        (k, p) for k in kinds for p in _periods(codec, n_ctx, k, periods, prepend_bos, max_period)
+        (k, p)
+        for k in fits or kinds
+        for p in _periods(codec, n_ctx, k, periods, prepend_bos, max_period)
     ]
     out = []
     for kind, period in plan:

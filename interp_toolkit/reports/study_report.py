@@ -167,6 +167,7 @@ def depth_section(
         ["final training loss", *[d.final_loss for d in depths]],
         ["final held-out loss", *[d.val_loss for d in depths]],
         ["period exam", *[exam(d) for d in depths]],
+        *text_rows(depths, curves),
         ["route (by ablation)", *[d.route.name for d in depths]],
     ]
     by_period = [
@@ -196,6 +197,24 @@ def depth_section(
         f"{t.induction:g} (any head for 1 layer). The route: which earlier heads the induction "
         "head needs, from the causal check below.",
     )
+
+
+def text_rows(
+    depths: Sequence[DepthMeasurement], curves: Mapping[str, Sequence[dict[str, Any]]]
+) -> list[list[Any]]:
+    """The text measures each depth logged last (metrics.jsonl; '-' for runs logged before
+    them), so the 2+-layer models read against the 1-layer model's."""
+
+    def last(d: DepthMeasurement, key: str, ci: str) -> str:
+        r = next((r for r in reversed(curves.get(d.name) or ()) if key in r), None)
+        return "-" if r is None else f"{r[key]:+.3f} [{r[ci][0]:+.3f}, {r[ci][1]:+.3f}]"
+
+    return [
+        ["in-context score on text, nats (late − early loss)"]
+        + [last(d, "icl_score", "icl_ci") for d in depths],
+        ["repeated-passage drop on text, nats"]
+        + [last(d, "passage_drop", "passage_ci") for d in depths],
+    ]
 
 
 def exams_at(depths: Sequence[DepthMeasurement], kind: str, period: int) -> list[PeriodExam | None]:

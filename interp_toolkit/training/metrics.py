@@ -54,10 +54,10 @@ def text_metrics(
     :data:`TEXT_WINDOWS`): the in-context score, the repeated-passage drop (first
     :data:`PASSAGE_ROWS`) and every head's induction score on the text
     (:func:`~interp_toolkit.analysis.text_induction.text_induction`); only ``val_loss`` when
-    there are fewer than 2 windows."""
+    there are fewer than 2 windows or they are shorter than 8 tokens."""
     windows = windows[:TEXT_WINDOWS]
     device = next(model.parameters()).device
-    if len(windows) < 2:
+    if len(windows) < 2 or windows.shape[1] < 8:
         return {"val_loss": round(float(model(windows.to(device), return_type="loss")), 5)}
     measured = text_induction(model, windows, passage_rows=PASSAGE_ROWS)
     return {"val_loss": round(measured.val_loss, 5), **measured.metrics()}

@@ -253,3 +253,31 @@ def test_bad_periods_name_the_range():
         3,
         4,
     ] * 2
+
+
+@pytest.mark.parametrize("circuit", ["k", "q"])
+def test_hand_built_circuits_pass_every_exam_and_their_controls_none(circuit):
+    """The K- and Q-composition circuits (tests/circuits_helpers.py) induce at any offset and
+    for any token; their controls (layer 0's output cut) copy every token in context alike, so
+    the target (in context once, the other segment tokens twice) never ranks first."""
+    from circuits_helpers import CIRCUITS, control_model, letters_codec
+
+    codec = letters_codec()
+    model = CIRCUITS[circuit][0]()
+    rows = exam_by_period(model, codec, n_prompts=24)
+    assert len(rows) == 30 and all(r.passes == 24 for r in rows), [r.to_dict() for r in rows]
+    assert max(r.offsets[1] for r in rows) == 28  # period 2: up to 28 random tokens first
+    control = exam_by_period(control_model(circuit), codec, n_prompts=24)
+    assert all(r.passes == 0 for r in control), [r.to_dict() for r in control]
+
+
+def test_query_logits_unembed_only_the_query_positions():
+    from circuits_helpers import k_composition_model, letters_codec
+
+    from interp_toolkit.analysis.period_exam import query_logits
+
+    model = k_composition_model()
+    p = exam_prompts(letters_codec(), "random", 5, n_prompts=6, n_ctx=32)
+    with torch.no_grad():
+        full = model(p.tokens)[torch.arange(6), p.query]
+        assert torch.allclose(query_logits(model, p.tokens, p.query), full, atol=1e-5)

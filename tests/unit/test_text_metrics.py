@@ -97,3 +97,14 @@ def test_run_report_text_section_old_and_new_logs(tmp_path):
     assert "In-context-learning score at step 20: -0.300" in new
     assert new.count('class="plotly-graph-div"') == 1
     json.dumps(rows)
+
+
+def test_the_study_table_reads_each_depths_last_text_measures():
+    from test_findings import depth
+
+    from interp_toolkit.reports.study_report import text_rows
+
+    curves = {"cpu-2l": [_row(50, -0.05, 0.2, 0.1), _row(100, -0.4, 1.5, 0.7), {"step": 110}]}
+    icl, drop = text_rows([depth(1), depth(2)], curves)
+    assert icl[1:] == ["-", "-0.400 [-0.450, -0.350]"]  # cpu-1l logged none
+    assert drop[1:] == ["-", "+1.500 [+1.400, +1.600]"]
