@@ -64,7 +64,8 @@ def test_induction_shows_on_held_out_text(trained_2l, trained_1l, untrained_2l, 
             for m in (trained_2l.model, trained_1l.model, untrained_2l)
         )
     detail = {
-        n: (m.icl.score, m.passage.drop, m.best()) for n, m in (("2l", two), ("1l", one), ("0", raw))
+        n: (m.icl.score, m.passage.drop, m.best())
+        for n, m in (("2l", two), ("1l", one), ("0", raw))
     }
     for other in (one, raw):
         assert two.icl.score.high < other.icl.score.low, detail
