@@ -1,189 +1,33 @@
-"""Two-repeat exams at every period: does the model copy the token after the earlier occurrence,
-wherever the pattern sits and whatever the distance? (Single prompts:
-:mod:`interp_toolkit.analysis.exam`; the pass rule and verdicts:
-:mod:`interp_toolkit.analysis.exam_verdict`.)
+"""Two-repeat exams at every period and token kind: does the model copy the token after the
+earlier occurrence, wherever the pattern sits and whatever the distance? (The prompts:
+:mod:`interp_toolkit.analysis.exam_prompts`; single prompts: :mod:`interp_toolkit.analysis.exam`;
+the pass rule and verdicts: :mod:`interp_toolkit.analysis.exam_verdict`.)
 
-A period-``p`` prompt is ``[BOS] prefix seg seg[:-1]`` and its target is ``seg[-1]``: ``seg`` is
-``p`` distinct tokens, ``prefix`` a random number of random tokens (the offset, uniform over
-``0..min(room, max_offset)``) that never contain a segment token, so the only way to the target
-is to find the earlier occurrence of the last prompt token and copy what followed it
-(induction), at a position that changes from prompt to prompt. Two token kinds
-(:data:`TOKEN_KINDS`): ``letters`` (single-letter tokens ``' A'``..; the target is never the
-alphabet's next letter after the token before it, so knowing the alphabet cannot pass) and
-``random`` (random ids of the model's vocabulary, :func:`~.batches.default_token_range`). The
-rows are built by :func:`~.batches.repeated_tokens` (the one builder of repeated-token batches),
-all prompts of one period in one batch of equal length (the shorter prefixes are followed by
-filler after the query, which a causal model never reads).
-
-A prompt passes when the target's rank (:func:`~.exam.target_rank`, ties fail) is 0. Chance is
-measured, not assumed: :func:`exam_with_chance` sits the same prompts on an untrained model of
-the same architecture, and :func:`with_chance` pairs an exam with any other model's (the
-study's 1-layer model), with an exact one-sided McNemar test on the shared prompts.
+A prompt passes when the target's rank (:func:`~.exam.target_rank`, ties fail) is 0; the prompts
+of one exam run in a few batches of similar length (:data:`BUCKETS`), and a TransformerBridge
+unembeds the query positions only. Chance is measured, not assumed: :func:`exam_with_chance` sits
+the same prompts on an untrained model of the same architecture, and :func:`with_chance` pairs an
+exam with any other model's (the study's 1-layer model), with an exact one-sided McNemar test on
+the shared prompts.
 """
 
 from __future__ import annotations
 
-import hashlib
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-import numpy as np
 import torch
 from jaxtyping import Int
 
-from interp_toolkit.analysis.batches import default_token_range, repeated_tokens
 from interp_toolkit.analysis.exam import target_rank
+from interp_toolkit.analysis.exam_prompts import ExamPrompts, exam_plan
 from interp_toolkit.analysis.intervals import Interval, mcnemar_greater, wilson
-from interp_toolkit.errors import UserError
 from interp_toolkit.tokenizer import Codec
 
-#: The token kinds an exam draws its segments from.
-TOKEN_KINDS = ("letters", "random")
-#: Prompts per period and token kind by default (a Wilson interval at 200/200 is [0.981, 1]).
-N_PROMPTS = 200
-#: The longest random prefix by default (a toy context of 32 gives less room than this).
-MAX_OFFSET = 64
 #: The test behind every "above chance": paired, on the same prompts.
 CHANCE_TEST = "exact one-sided McNemar test on the same prompts"
-
-#: Letters the letter exams draw from: ``' A'..' Z'`` first, ``' a'..' z'`` only for periods
-#: longer than the uppercase letters the codec keeps.
-EXAM_LETTERS = (
-    tuple(" " + chr(c) for c in range(ord("A"), ord("Z") + 1)),
-    tuple(" " + chr(c) for c in range(ord("a"), ord("z") + 1)),
-)
-
-
-@dataclass(frozen=True)
-class LetterPool:
-    """The single-letter token ids a codec keeps (never ``<unk>``), and each letter's successor.
-
-    ``upper``: ids of the kept ``' A'..' Z'``; ``ids``: those followed by the kept ``' a'..' z'``;
-    ``successor[i]``: the id of the alphabet's next letter after id ``i`` (same case), when kept.
-    """
-
-    upper: tuple[int, ...]
-    ids: tuple[int, ...]
-    successor: dict[int, int]
-
-    def for_period(self, period: int) -> tuple[int, ...]:
-        """Uppercase letters while they suffice for ``period``, else all kept letters."""
-        return self.upper if period <= len(self.upper) else self.ids
-
-
-def letter_pool(codec: Codec) -> LetterPool:
-    """The exam letters ``codec`` encodes as one kept token."""
-    by_case: list[list[int | None]] = []
-    for letters in EXAM_LETTERS:
-        row: list[int | None] = []
-        for letter in letters:
-            ids = codec.encode(letter)
-            row.append(int(ids[0]) if len(ids) == 1 and not codec.contains_unk(ids) else None)
-        by_case.append(row)
-    successor = {
-        a: b
-        for row in by_case
-        for a, b in zip(row[:-1], row[1:], strict=True)
-        if a is not None and b is not None
-    }
-    upper = tuple(i for i in by_case[0] if i is not None)
-    return LetterPool(upper, upper + tuple(i for i in by_case[1] if i is not None), successor)
-
-
-def max_exam_period(
-    codec: Codec, n_ctx: int, kind: str = "letters", *, prepend_bos: bool = True
-) -> int:
-    """The longest period of ``kind`` whose prompt (``2*period - 1`` tokens, + BOS) fits ``n_ctx``
-    at offset 0; letters are also capped by the letters the codec keeps (52 at most: GPT-2's
-    1,024-token context is capped by the letters, not by the context)."""
-    fit = (n_ctx - int(prepend_bos) + 1) // 2
-    if kind == "letters":
-        return min(fit, len(letter_pool(codec).ids))
-    low, high = default_token_range(codec)
-    return min(fit, high - low - 1)
-
-
-@dataclass(frozen=True)
-class ExamPrompts:
-    """The prompts of one period and kind: ``tokens[i, :query[i] + 1]`` is prompt ``i`` (what
-    follows the query is filler no causal model reads), ``target[i]`` its answer and
-    ``offsets[i]`` how many random tokens precede the pattern."""
-
-    kind: str
-    period: int
-    tokens: Int[torch.Tensor, "prompt pos"]
-    query: Int[torch.Tensor, " prompt"]
-    target: Int[torch.Tensor, " prompt"]
-    offsets: Int[torch.Tensor, " prompt"]
-
-    def digest(self) -> str:
-        """What pairing two models' exams checks: the same prompts, token for token."""
-        h = hashlib.sha1(f"{self.kind},{self.period}".encode())
-        for t in (self.tokens, self.query, self.target):
-            h.update(t.contiguous().numpy().tobytes())
-        return h.hexdigest()[:16]
-
-
-def _kind_seed(seed: int, kind: str, period: int) -> int:
-    return int(np.random.SeedSequence([seed, TOKEN_KINDS.index(kind), period]).generate_state(1)[0])
-
-
-def exam_prompts(
-    codec: Codec,
-    kind: str,
-    period: int,
-    *,
-    n_prompts: int = N_PROMPTS,
-    n_ctx: int,
-    seed: int = 0,
-    prepend_bos: bool = True,
-    max_offset: int = MAX_OFFSET,
-) -> ExamPrompts:
-    """``n_prompts`` prompts ``[BOS] prefix seg seg[:-1]`` of one kind and period; deterministic
-    in ``(seed, kind, period)``. UserError when the period does not fit."""
-    if kind not in TOKEN_KINDS:
-        raise UserError(f"token kind {kind!r} is unknown: use {' or '.join(TOKEN_KINDS)}.")
-    if n_prompts < 1:
-        raise UserError(f"n_prompts={n_prompts} cannot work: use at least 1 prompt.")
-    longest = max_exam_period(codec, n_ctx, kind, prepend_bos=prepend_bos)
-    if not 2 <= period <= longest:
-        raise UserError(
-            f"period {period} does not fit the {kind} exam of this model: use 2..{longest} "
-            f"(context {n_ctx}{' with BOS' if prepend_bos else ''})."
-        )
-    off = int(prepend_bos)
-    room = min(max(0, max_offset), n_ctx - off - (2 * period - 1))
-    low, high = default_token_range(codec)
-    pool = letter_pool(codec) if kind == "letters" else None
-    batch = repeated_tokens(
-        n_prompts,
-        period,
-        low=low,
-        high=min(high, int(codec.d_vocab)),
-        bos_id=int(codec.bos_id) if prepend_bos and codec.bos_id is not None else None,
-        prefix_max=room,
-        seed=_kind_seed(seed, kind, period),
-        segment_ids=None if pool is None else pool.for_period(period),
-    )
-    tokens = batch.tokens.clone()
-    starts = batch.starts
-    if pool is not None:  # the target is never the alphabet's next letter: swap the last two
-        for i, s in enumerate(starts.tolist()):
-            a, b = int(tokens[i, s + period - 2]), int(tokens[i, s + period - 1])
-            if pool.successor.get(a) == b:
-                for copy in (s, s + period):
-                    tokens[i, copy + period - 2], tokens[i, copy + period - 1] = b, a
-    rows = torch.arange(n_prompts)
-    return ExamPrompts(
-        kind=kind,
-        period=period,
-        tokens=tokens[:, :-1].contiguous(),  # the last column is only ever filler or a target
-        query=starts + 2 * period - 2,
-        target=tokens[rows, starts + period - 1],
-        offsets=starts - off,
-    )
 
 
 class _Stop(Exception):
@@ -215,20 +59,32 @@ def query_logits(
     return model.unembed(store["x"])
 
 
+#: The prompts of one exam run in this many batches of similar length (sorted by query
+#: position, each batch cut after its last query): fewer filler positions to compute.
+BUCKETS = 4
+
+
 def exam_ranks(model: torch.nn.Module, prompts: ExamPrompts, d_vocab: int) -> list[int]:
     """The target's rank (:func:`~.exam.target_rank`) at each prompt's query position, in
-    batched forward passes (about 64M positions x vocabulary entries of logits each)."""
+    :data:`BUCKETS` batched forward passes of prompts of similar length (more when a batch would
+    hold over 64M positions x vocabulary entries of logits)."""
     param = next(iter(model.parameters()), None)
     device = param.device if param is not None else torch.device("cpu")
-    n, length = prompts.tokens.shape
-    per = max(1, (1 << 26) // max(1, length * d_vocab))
-    ranks: list[int] = []
+    n = prompts.tokens.shape[0]
+    order = prompts.query.argsort(stable=True)
+    per = -(-n // BUCKETS)
+    ranks = torch.empty(n, dtype=torch.long)
     for lo in range(0, n, per):
-        sl = slice(lo, lo + per)
-        with torch.no_grad():
-            at = query_logits(model, prompts.tokens[sl].to(device), prompts.query[sl])
-        ranks += [int(r) for r in target_rank(at.float().cpu(), prompts.target[sl])]
-    return ranks
+        idx = order[lo : lo + per]
+        length = int(prompts.query[idx].max()) + 1
+        step = max(1, (1 << 26) // max(1, length * d_vocab))
+        for a in range(0, len(idx), step):
+            rows = idx[a : a + step]
+            with torch.no_grad():
+                toks = prompts.tokens[rows, :length].to(device)
+                at = query_logits(model, toks, prompts.query[rows])
+            ranks[rows] = target_rank(at.float().cpu(), prompts.target[rows])
+    return [int(r) for r in ranks]
 
 
 @dataclass(frozen=True)
@@ -303,73 +159,18 @@ class PeriodExam:
         }
 
 
-def _periods(
-    codec: Codec, n_ctx: int, kind: str, periods: Sequence[int] | None, bos: bool, cap: int | None
-) -> list[int]:
-    longest = max_exam_period(codec, n_ctx, kind, prepend_bos=bos)
-    if periods is None:
-        longest = longest if cap is None else min(longest, cap)
-        if longest < 2:
-            raise UserError(f"no period fits the {kind} exam of this model (context {n_ctx}).")
-        return list(range(2, longest + 1))
-    bad = [p for p in periods if not 2 <= p <= longest]
-    if bad:
-        raise UserError(
-            f"period(s) {', '.join(map(str, bad))} do not fit the {kind} exam of this model: use "
-            f"2..{longest} (context {n_ctx}{' with BOS' if bos else ''})."
-        )
-    return [int(p) for p in periods]
-
-
-def exam_by_period(
-    model: torch.nn.Module,
-    codec: Codec,
-    *,
-    periods: Sequence[int] | None = None,
-    kinds: Sequence[str] = TOKEN_KINDS,
-    n_prompts: int = N_PROMPTS,
-    seed: int = 0,
-    prepend_bos: bool = True,
-    max_offset: int = MAX_OFFSET,
-    max_period: int | None = None,
+def sit_exams(
+    model: torch.nn.Module, plan: Sequence[ExamPrompts], d_vocab: int
 ) -> list[PeriodExam]:
-    """Two-repeat exams of every kind at every period (default: 2 .. :func:`max_exam_period` of
-    the kind, or ``max_period`` if smaller), one batched forward pass per period and kind.
-    ``model`` needs ``cfg.n_ctx`` and ``model(tokens) -> logits [batch, pos, vocab]``."""
-    n_ctx = int(model.cfg.n_ctx)
-    for kind in kinds:
-        if kind not in TOKEN_KINDS:
-            raise UserError(f"token kind {kind!r} is unknown: use {' or '.join(TOKEN_KINDS)}.")
-    if n_prompts < 1:
-        raise UserError(f"n_prompts={n_prompts} cannot work: use at least 1 prompt.")
-    fits = [
-        k
-        for k in kinds
-        if periods is not None or max_exam_period(codec, n_ctx, k, prepend_bos=prepend_bos) >= 2
-    ]  # by default a kind the vocabulary cannot make (no letters) is left out
-    plan = [
-        (k, p)
-        for k in fits or kinds
-        for p in _periods(codec, n_ctx, k, periods, prepend_bos, max_period)
-    ]
+    """``model``'s result on each exam of ``plan`` (:func:`exam_plan`)."""
     out = []
-    for kind, period in plan:
-        prompts = exam_prompts(
-            codec,
-            kind,
-            period,
-            n_prompts=n_prompts,
-            n_ctx=n_ctx,
-            seed=seed,
-            prepend_bos=prepend_bos,
-            max_offset=max_offset,
-        )
-        ranks = exam_ranks(model, prompts, int(codec.d_vocab))
+    for prompts in plan:
+        ranks = exam_ranks(model, prompts, d_vocab)
         out.append(
             PeriodExam(
-                period=period,
-                kind=kind,
-                n_prompts=n_prompts,
+                period=prompts.period,
+                kind=prompts.kind,
+                n_prompts=len(ranks),
                 passes=sum(r == 0 for r in ranks),
                 median_rank=float(statistics.median(ranks)),
                 offsets=(int(prompts.offsets.min()), int(prompts.offsets.max())),
@@ -378,6 +179,16 @@ def exam_by_period(
             )
         )
     return out
+
+
+def exam_by_period(model: torch.nn.Module, codec: Codec, **options: Any) -> list[PeriodExam]:
+    """Two-repeat exams of every kind at every period (default: 2 .. :func:`~.exam_prompts.max_exam_period` of
+    the kind, or ``max_period`` if smaller): ``options`` are :func:`exam_plan`'s (``periods``,
+    ``kinds``, ``n_prompts`` = 200, ``seed``, ``prepend_bos``, ``max_offset`` = 64,
+    ``max_period``). ``model`` needs ``cfg.n_ctx`` and ``model(tokens) -> logits [batch, pos,
+    vocab]``."""
+    plan = exam_plan(codec, int(model.cfg.n_ctx), **options)
+    return sit_exams(model, plan, int(codec.d_vocab))
 
 
 def with_chance(
@@ -411,13 +222,14 @@ def exam_with_chance(
     without one (an architecture that cannot be rebuilt), no chance level."""
     from interp_toolkit.analysis.untrained import untrained_models
 
-    exams = exam_by_period(model, codec, **options)
+    plan = exam_plan(codec, int(model.cfg.n_ctx), **options)
+    exams = sit_exams(model, plan, int(codec.d_vocab))
     maker = untrained_models(model, model_cfg=model_cfg, n_models=1)  # type: ignore[arg-type]
     if maker is None:
         return exams
     twin = maker.make(maker.seeds[0])
     try:
-        reference = exam_by_period(twin, codec, **options)
+        reference = sit_exams(twin, plan, int(codec.d_vocab))
     finally:
         del twin
     return with_chance(exams, reference, untrained_name(model))

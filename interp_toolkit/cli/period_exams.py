@@ -25,7 +25,7 @@ class PeriodExamArgs:
 
 
 def parse_kinds(text: str) -> tuple[str, ...]:
-    from interp_toolkit.analysis.period_exam import TOKEN_KINDS
+    from interp_toolkit.analysis.exam_prompts import TOKEN_KINDS
 
     kinds = tuple(dict.fromkeys(k.strip() for k in text.split(",") if k.strip()))
     bad = [k for k in kinds if k not in TOKEN_KINDS]
