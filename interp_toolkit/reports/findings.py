@@ -92,8 +92,14 @@ def measure_depth(
         exams=tuple(exams),
         route=route_of(causal),
         causal=tuple(causal),
-        setting=setting_name((run.settings.get("data") or {}).get("repeat_fraction", 0.0)),
+        setting=_setting(run.settings),
     )
+
+
+def _setting(settings: Mapping[str, Any]) -> str:
+    """The run's training setting from its recorded data settings ("" when not recorded)."""
+    data = settings.get("data") or {}
+    return setting_name(data["repeat_fraction"]) if "repeat_fraction" in data else ""
 
 
 def layers_phrase(n: int) -> str:
