@@ -2,8 +2,9 @@
 
 Per scoring during training (every ``score_every`` steps): the synthetic-probe head scores
 (unchanged), the old held-out loss (one plain forward pass over 64 windows) and its replacement,
-:func:`~interp_toolkit.training.metrics.text_metrics` (the same windows with the text head scores
-and the in-context score from one hooked forward pass, plus the repeated passages). Per run
+:func:`~interp_toolkit.training.metrics.text_metrics` (256 windows, the first 64 of them
+the old held-out loss's, with the text head scores and the in-context score from one hooked
+forward pass, plus 16 repeated passages). Per run
 (``reproduce``'s analysis): the old period exam (letters, 30 prompts, right after BOS) and the
 new one (letters and random tokens, 200 prompts at random offsets, plus the same prompts on an
 untrained model: :func:`~interp_toolkit.analysis.period_exam.exam_with_chance`).
@@ -53,7 +54,12 @@ def main() -> None:
     from interp_toolkit.analysis.period_exam import exam_by_period, exam_with_chance
     from interp_toolkit.models import build_model
     from interp_toolkit.presets import get_preset
-    from interp_toolkit.training.metrics import TEXT_WINDOWS, score_grids, text_metrics
+    from interp_toolkit.training.metrics import (
+        TEXT_WINDOWS,
+        VAL_WINDOWS,
+        score_grids,
+        text_metrics,
+    )
 
     codec = _codec()
     load_before = os.getloadavg()
@@ -65,7 +71,7 @@ def main() -> None:
         val = torch.randint(1, codec.d_vocab - 1, (TEXT_WINDOWS, cfg.n_ctx))
         cases = {
             "probe_scores": lambda m=model, p=probe: score_grids(m, p),
-            "old_val_loss": lambda m=model, v=val: m(v, return_type="loss"),
+            "old_val_loss": lambda m=model, v=val[:VAL_WINDOWS]: m(v, return_type="loss"),
             "text_metrics": lambda m=model, v=val: text_metrics(m, v),
             "old_exam": lambda m=model: exam_by_period(
                 m, codec, kinds=("letters",), n_prompts=30, max_offset=0

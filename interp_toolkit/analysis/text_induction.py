@@ -27,6 +27,7 @@ from jaxtyping import Float, Int
 from transformer_lens import TransformerBridge
 
 from interp_toolkit.analysis.intervals import Interval, mean_interval
+from interp_toolkit.analysis.stripes import RowScores
 from interp_toolkit.analysis.text_scores import text_row_scores, text_scores_from_rows
 from interp_toolkit.errors import UserError
 
@@ -209,19 +210,37 @@ def text_induction(
     windows: Int[torch.Tensor, "batch pos"],
     *,
     passage_rows: int = 16,
+    val_rows: int | None = None,
     has_bos: bool = False,
 ) -> TextInduction:
     """All three measures on held-out ``windows`` (as the model was trained on them: no BOS by
-    default): one forward pass over the windows (head scores, per-token losses), one over the
-    first ``passage_rows`` windows' repeated passages."""
+    default): forward passes over the windows (head scores and per-token losses together, about
+    256 MiB of logits at a time), one over the first ``passage_rows`` windows' repeated
+    passages. ``val_loss``: the mean loss on the first ``val_rows`` windows (default all)."""
     if len(windows) < 2:
         raise UserError("the in-context score needs at least 2 held-out windows.")
-    rows, logits = text_row_scores(model, windows, has_bos=has_bos)
-    losses = token_losses(logits, windows)
-    scores = text_scores_from_rows(rows)
+    n, length = windows.shape
+    chunk = max(1, (1 << 26) // max(1, length * int(model.cfg.d_vocab)))
+    parts: list[dict[str, RowScores]] = []
+    losses = []
+    for lo in range(0, n, chunk):
+        w = windows[lo : lo + chunk]
+        rows, logits = text_row_scores(model, w, has_bos=has_bos)
+        losses.append(token_losses(logits, w))
+        parts.append(rows)
+        del logits
+    loss = torch.cat(losses)
+    scores = text_scores_from_rows(
+        {
+            k: RowScores(
+                torch.cat([p[k].sums for p in parts]), torch.cat([p[k].counts for p in parts])
+            )
+            for k in parts[0]
+        }
+    )
     return TextInduction(
-        icl=icl_from_losses(losses),
-        val_loss=float(losses.double().mean()),
+        icl=icl_from_losses(loss),
+        val_loss=float(loss[: val_rows or n].double().mean()),
         passage=repeated_passage(model, windows[:passage_rows]),
         induction=scores.induction,
         queries=scores.queries["induction"],

@@ -8,8 +8,8 @@ the role of the period. A :class:`~.heads.Stripe` with ``periods`` and ``lag`` t
 
 - induction (``periods=1, lag=-1``): ``k = prev(q) + 1``, the position right after the previous
   occurrence (TransformerLens's induction detection pattern, restricted to the latest
-  occurrence);
-- duplicate-token (``periods=1, lag=0``): ``k = prev(q)``;
+  occurrence, and to occurrences at least :data:`MIN_DISTANCE` back);
+- duplicate-token (``periods=1, lag=0``): ``k = prev(q)`` (the same queries);
 - previous-token (``lag=1``, every query ``q >= 1`` whose key is not BOS): ``k = q - 1``;
 - a column stripe (first-token): ``k = column`` for every ``q >= max(1, column)``.
 
@@ -49,11 +49,23 @@ def previous_occurrence(
     return idx
 
 
+#: A repeated token is read only when its previous occurrence is at least this far back: at
+#: distance 1 the induction key is the query itself, at 2 the token before it, so a current- or
+#: previous-token head would score as an induction head on natural text (where such close
+#: repeats are common: indentation, punctuation).
+MIN_DISTANCE = 3
+
+
 def stripe_keys(
-    stripe: Stripe, prev: Int[torch.Tensor, "batch pos"], *, first_key: int
+    stripe: Stripe,
+    prev: Int[torch.Tensor, "batch pos"],
+    *,
+    first_key: int,
+    min_distance: int = MIN_DISTANCE,
 ) -> Int[torch.Tensor, "batch pos"]:
     """The key each query reads for ``stripe`` (see the module docstring); -1 where the query is
-    not read."""
+    not read. Stripes that read repeats skip queries whose previous occurrence is closer than
+    ``min_distance``."""
     b, n = prev.shape
     q = torch.arange(n, device=prev.device).expand(b, n)
     if stripe.column is not None:
@@ -63,7 +75,7 @@ def stripe_keys(
     key = q - stripe.lag - stripe.periods * dist
     ok = (key >= 0) & (key <= q)
     if stripe.periods or stripe.queries == "repeats":
-        ok &= prev >= 0
+        ok &= (prev >= 0) & (dist >= min_distance)
     if stripe.queries == "body":
         ok &= (q >= 1) & (key >= first_key)
     return torch.where(ok, key, -1)

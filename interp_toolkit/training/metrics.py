@@ -27,9 +27,9 @@ from interp_toolkit.runs import RunPaths, read_metrics
 
 #: The scores training logs every ``score_every`` steps, in the order they are written.
 LOGGED_SCORES = ("induction", "previous_token")
-#: The held-out text windows the text measures read (the val-loss windows), and how many of them
-#: are repeated as passages.
-TEXT_WINDOWS, PASSAGE_ROWS = 64, 16
+#: The held-out text windows the text measures read, the first of them the val-loss windows
+#: (64, as before the text measures), and how many are repeated as passages.
+TEXT_WINDOWS, VAL_WINDOWS, PASSAGE_ROWS = 256, 64, 16
 #: The keys :func:`text_metrics` adds (:meth:`~.text_induction.TextInduction.metrics`).
 TEXT_KEYS = (
     "icl_score",
@@ -50,16 +50,17 @@ TEXT_KEYS = (
 def text_metrics(
     model: TransformerBridge, windows: Int[torch.Tensor, "window pos"]
 ) -> dict[str, Any]:
-    """``val_loss`` and the text measures on held-out ``windows`` (the first
-    :data:`TEXT_WINDOWS`): the in-context score, the repeated-passage drop (first
-    :data:`PASSAGE_ROWS`) and every head's induction score on the text
+    """``val_loss`` (the first :data:`VAL_WINDOWS` windows) and the text measures on held-out
+    ``windows`` (the first :data:`TEXT_WINDOWS`): the in-context score, the repeated-passage
+    drop (first :data:`PASSAGE_ROWS`) and every head's induction score on the text
     (:func:`~interp_toolkit.analysis.text_induction.text_induction`); only ``val_loss`` when
     there are fewer than 2 windows or they are shorter than 8 tokens."""
     windows = windows[:TEXT_WINDOWS]
     device = next(model.parameters()).device
     if len(windows) < 2 or windows.shape[1] < 8:
-        return {"val_loss": round(float(model(windows.to(device), return_type="loss")), 5)}
-    measured = text_induction(model, windows, passage_rows=PASSAGE_ROWS)
+        val = windows[:VAL_WINDOWS].to(device)
+        return {"val_loss": round(float(model(val, return_type="loss")), 5)}
+    measured = text_induction(model, windows, passage_rows=PASSAGE_ROWS, val_rows=VAL_WINDOWS)
     return {"val_loss": round(measured.val_loss, 5), **measured.metrics()}
 
 

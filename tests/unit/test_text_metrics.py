@@ -31,7 +31,7 @@ def test_training_logs_the_text_measures_every_scoring(tmp_path):
     from interp_toolkit.training import TrainSettings, train_model
 
     words = np.array("alpha beta gamma delta import return self value for while".split())
-    text = " ".join(words[np.random.default_rng(0).integers(0, len(words), 40_000)])
+    text = " ".join(words[np.random.default_rng(0).integers(0, len(words), 120_000)])
     (tmp_path / "c.txt").write_text(text)
     res = train_model(
         tmp_path / "run",
@@ -40,6 +40,12 @@ def test_training_logs_the_text_measures_every_scoring(tmp_path):
         TrainSettings(steps=4, batch_size=4, log_every=1, score_every=2, checkpoint_every=4),
         progress=False,
     )
+    from interp_toolkit.data import tokenize_corpus, windows
+    from interp_toolkit.training.metrics import TEXT_WINDOWS
+
+    n_val = len(
+        windows(tokenize_corpus(str(tmp_path / "c.txt"), progress=False).val_ids, res.run.codec, 16)
+    )
     rows = res.run.metrics()
     scored = [r for r in rows if "induction" in r]
     assert [r["step"] for r in scored] == [2, 4]
@@ -47,17 +53,18 @@ def test_training_logs_the_text_measures_every_scoring(tmp_path):
         assert set(TEXT_KEYS) <= set(r), set(TEXT_KEYS) - set(r)
         lo, hi = r["icl_ci"]
         assert lo <= r["icl_score"] <= hi and r["icl_tokens"] == [2, 3, 15, 16, 16]
+        assert r["text_windows"] == min(TEXT_WINDOWS, n_val)
         assert len(r["text_induction"]) == 2 and r["passage_tokens"] == 8
     assert all("icl_score" not in r for r in rows if "induction" not in r)
     # val_loss is still the model's loss on the same held-out windows
-    from interp_toolkit.data import tokenize_corpus, windows
-    from interp_toolkit.training.metrics import TEXT_WINDOWS
+    from interp_toolkit.training.metrics import VAL_WINDOWS
 
     run = res.run
     corpus = tokenize_corpus(str(tmp_path / "c.txt"), progress=False)
     val = windows(corpus.val_ids, run.codec, 16)[:TEXT_WINDOWS]
+    assert len(val) > VAL_WINDOWS  # the text measures read more windows than val_loss
     with torch.no_grad():
-        want = float(run.model(val, return_type="loss"))
+        want = float(run.model(val[:VAL_WINDOWS], return_type="loss"))
         got = text_metrics(run.model.eval(), val)
     assert got["val_loss"] == pytest.approx(want, abs=1e-5)
     assert rows[-1]["val_loss"] == pytest.approx(got["val_loss"], abs=1e-4)

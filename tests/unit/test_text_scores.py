@@ -128,5 +128,24 @@ def test_rows_of_another_period_or_no_period_are_read_as_text():
     model = build_model(cfg, codec=letters_codec())
     rows = [[0, 3, 4, 3, 4, 9, 9], [0, 3, 4, 5, 3, 4, 5]]
     s = scores_on(model, rows)
-    # row 0: 3, 4 recur (and the second 9); row 1: 3, 4, 5 recur
-    assert s.queries["induction"] == 6 and not bool(s.induction.isnan().any())
+    # row 0: 3, 4 recur 2 back and 9 1 back (too close to read); row 1: 3, 4, 5 recur 3 back
+    assert s.queries["induction"] == 3 and not bool(s.induction.isnan().any())
+
+
+def test_close_repeats_are_not_read_so_a_previous_token_head_is_no_induction_head():
+    """At distance 2 the induction key is the token before the query: a previous-token head
+    would score 1 there. Repeats closer than MIN_DISTANCE (3) are not read; at 3 they are."""
+    from analysis_helpers import make_prev_token_head, tiny_codec
+
+    from interp_toolkit.analysis.text_scores import MIN_DISTANCE, text_head_scores
+
+    cfg = AttnOnlyConfig(n_layers=1, d_model=32, n_heads=4, d_head=8, n_ctx=32, d_vocab=64, seed=0)
+    model = build_model(cfg, codec=tiny_codec(64))
+    make_prev_token_head(model, 0, 0)
+    close = torch.tensor([[0, 5, 6, 5, 7, 8, 7, 9, 10, 9]])  # every repeat 2 back
+    s = text_head_scores(model, close, has_bos=True)
+    assert MIN_DISTANCE == 3 and s.queries["induction"] == 0
+    assert bool(s.induction.isnan().all()) and float(s.previous_token[0, 0]) > 0.99
+    far = torch.tensor([[0, 5, 6, 7, 5, 8, 9, 10, 8]])  # every repeat 3 back
+    f = text_head_scores(model, far, has_bos=True)
+    assert f.queries["induction"] == 2 and float(f.induction[0, 0]) < 0.01
