@@ -4,8 +4,8 @@ earlier occurrence, wherever the pattern sits and whatever the distance? (The pr
 the pass rule and verdicts: :mod:`interp_toolkit.analysis.exam_verdict`.)
 
 A prompt passes when the target's rank (:func:`~.exam.target_rank`, ties fail) is 0; the prompts
-of one exam run in a few batches of similar length (:data:`BUCKETS`), and a TransformerBridge
-unembeds the query positions only. Chance is measured, not assumed: :func:`exam_with_chance` sits
+of all exams run together in a few batched passes of prompts of similar length
+(:data:`TOKENS_PER_PASS`), and a TransformerBridge unembeds the query positions only. Chance is measured, not assumed: :func:`exam_with_chance` sits
 the same prompts on an untrained model of the same architecture, and :func:`with_chance` pairs an
 exam with any other model's (the study's 1-layer model), with an exact one-sided McNemar test on
 the shared prompts.
@@ -59,32 +59,37 @@ def query_logits(
     return model.unembed(store["x"])
 
 
-#: The prompts of one exam run in this many batches of similar length (sorted by query
-#: position, each batch cut after its last query): fewer filler positions to compute.
-BUCKETS = 4
+#: How many token positions one batched forward pass of the exams holds (the cpu preset: every
+#: 6,000 prompts of its 30 exams in six passes; the per-pass overhead of a small model is large).
+TOKENS_PER_PASS = 1 << 15
 
 
-def exam_ranks(model: torch.nn.Module, prompts: ExamPrompts, d_vocab: int) -> list[int]:
-    """The target's rank (:func:`~.exam.target_rank`) at each prompt's query position, in
-    :data:`BUCKETS` batched forward passes of prompts of similar length (more when a batch would
-    hold over 64M positions x vocabulary entries of logits)."""
+def exam_ranks(
+    model: torch.nn.Module, plan: Sequence[ExamPrompts], d_vocab: int
+) -> list[list[int]]:
+    """The target's rank (:func:`~.exam.target_rank`) at each prompt's query position, for every
+    exam of ``plan``: all prompts together, sorted by query position and cut into batched passes
+    of :data:`TOKENS_PER_PASS` positions, each cut after its last query (and smaller when a
+    model's full logits would pass 64M entries)."""
     param = next(iter(model.parameters()), None)
     device = param.device if param is not None else torch.device("cpu")
-    n = prompts.tokens.shape[0]
-    order = prompts.query.argsort(stable=True)
-    per = -(-n // BUCKETS)
-    ranks = torch.empty(n, dtype=torch.long)
-    for lo in range(0, n, per):
-        idx = order[lo : lo + per]
-        length = int(prompts.query[idx].max()) + 1
-        step = max(1, (1 << 26) // max(1, length * d_vocab))
-        for a in range(0, len(idx), step):
-            rows = idx[a : a + step]
-            with torch.no_grad():
-                toks = prompts.tokens[rows, :length].to(device)
-                at = query_logits(model, toks, prompts.query[rows])
-            ranks[rows] = target_rank(at.float().cpu(), prompts.target[rows])
-    return [int(r) for r in ranks]
+    width = max(p.tokens.shape[1] for p in plan)
+    tokens = torch.cat(
+        [torch.nn.functional.pad(p.tokens, (0, width - p.tokens.shape[1])) for p in plan]
+    )  # padding only ever follows a query
+    query = torch.cat([p.query for p in plan])
+    target = torch.cat([p.target for p in plan])
+    order = query.argsort(stable=True)
+    ranks = torch.empty(len(query), dtype=torch.long)
+    per = max(1, min(TOKENS_PER_PASS // width, (1 << 26) // (width * d_vocab)))
+    for lo in range(0, len(order), per):
+        rows = order[lo : lo + per]
+        length = int(query[rows].max()) + 1
+        with torch.no_grad():
+            at = query_logits(model, tokens[rows, :length].to(device), query[rows])
+        ranks[rows] = target_rank(at.float().cpu(), target[rows])
+    sizes = [p.tokens.shape[0] for p in plan]
+    return [[int(r) for r in part] for part in ranks.split(sizes)]
 
 
 @dataclass(frozen=True)
@@ -162,10 +167,9 @@ class PeriodExam:
 def sit_exams(
     model: torch.nn.Module, plan: Sequence[ExamPrompts], d_vocab: int
 ) -> list[PeriodExam]:
-    """``model``'s result on each exam of ``plan`` (:func:`exam_plan`)."""
+    """``model``'s result on each exam of ``plan`` (:func:`~.exam_prompts.exam_plan`)."""
     out = []
-    for prompts in plan:
-        ranks = exam_ranks(model, prompts, d_vocab)
+    for prompts, ranks in zip(plan, exam_ranks(model, plan, d_vocab), strict=True):
         out.append(
             PeriodExam(
                 period=prompts.period,
