@@ -75,7 +75,7 @@ def main() -> None:
 
 def run_study(out: Path, args: argparse.Namespace, mlp: bool) -> tuple[dict, list[dict]]:
     """One fresh study, timed: its totals and one row per model."""
-    from interp_toolkit.analysis.routes import exam_verdict
+    from interp_toolkit.analysis.exam_verdict import exam_verdict
     from interp_toolkit.study import StudyConfig, reproduce
 
     load_before = os.getloadavg()
@@ -96,10 +96,11 @@ def run_study(out: Path, args: argparse.Namespace, mlp: bool) -> tuple[dict, lis
                 "train_minutes": d.train_minutes,
                 "induction_heads": len(d.induction_heads),
                 "route": d.route.name,
-                "periods_passing": f"{v.n_passing}/{v.n_periods}",
+                "exams_passing": f"{v.n_passing}/{v.n_exams}",
                 "lowest_pass": v.lowest.pass_rate,
+                "lowest_bound": round(v.lowest.interval.low, 3),
                 "val_loss": d.val_loss,
-                "exam": {e.period: e.pass_rate for e in d.exams},
+                "exam": {f"{e.kind}-{e.period}": e.pass_rate for e in d.exams},
             }
         )
     total = {

@@ -30,7 +30,8 @@ def main() -> None:
     ap.add_argument("--out", default=None, help="folder for the study folders (default: temporary)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
-    from interp_toolkit.analysis.routes import THRESHOLDS, exam_verdict
+    from interp_toolkit.analysis.exam_verdict import exam_verdict
+    from interp_toolkit.analysis.routes import THRESHOLDS
     from interp_toolkit.study import StudyConfig, reproduce
 
     seeds = [int(s) for s in args.seeds.split(",")]
@@ -50,11 +51,11 @@ def main() -> None:
                     "steps": d.steps,
                     "induction_heads": len(d.induction_heads),
                     "route": d.route.name,
-                    "periods_passing": f"{v.n_passing}/{v.n_periods}",
+                    "exams_passing": f"{v.n_passing}/{v.n_exams}",
                     "all_pass": v.all_pass,
-                    "above_chance": ",".join(map(str, v.above_chance)) or "none",
+                    "above_untrained": f"{sum(len(x) for x in v.above.values())}/{v.n_exams}",
                     "lowest_pass": v.lowest.pass_rate,
-                    "exam": {e.period: e.pass_rate for e in d.exams},
+                    "exam": {f"{e.kind}-{e.period}": e.pass_rate for e in d.exams},
                 }
             )
             print_table(rows[-1:], [k for k in rows[-1] if k != "exam"])
@@ -71,7 +72,7 @@ def main() -> None:
                 "step_range": f"{min(steps)}-{max(steps)}" if steps else None,
                 "routes": ", ".join(sorted({r["route"] for r in mine})),
                 "all_periods_pass": f"{sum(r['all_pass'] for r in mine)}/{len(mine)}",
-                "at_chance": f"{sum(r['above_chance'] == 'none' for r in mine)}/{len(mine)}",
+                "none_above_untrained": f"{sum(r['above_untrained'].startswith('0/') for r in mine)}/{len(mine)}",
             }
         )
     columns = [k for k in rows[0] if k != "exam"]

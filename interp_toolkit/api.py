@@ -31,6 +31,7 @@ from interp_toolkit.analysis.discovery import Discovery
 from interp_toolkit.analysis.exam import BUILTIN_EXAMS, ExamResult, run_exam
 from interp_toolkit.analysis.patterns import HeadSpec
 from interp_toolkit.analysis.stripes import HeadScores, head_scores
+from interp_toolkit.analysis.text_scores import text_head_scores
 from interp_toolkit.errors import UserError
 from interp_toolkit.runs import Run, RunPaths, load_run, read_config
 from interp_toolkit.targets import Target, load_target
@@ -136,17 +137,31 @@ def _as_tokens(model: TransformerBridge, prompt: Prompt) -> Int[torch.Tensor, "b
 
 def scores_on(model: ModelLike, prompt: Prompt, period: int | None = None) -> HeadScores:
     """Every registry score of every head (``.induction``, ``.previous_token``, ... each a
-    ``[layer, head]`` tensor) on your own prompt: text, or ids (``[pos]`` or ``[batch, pos]``).
+    ``[layer, head]`` tensor) on your own prompt, any text or ids (``[pos]`` or ``[batch, pos]``),
+    like TransformerLens's ``detect_head``.
 
-    The scores read where the prompt repeats: ``period`` is inferred when a span is followed by
-    itself (``"A B C D A B C D"`` has period 4) or given. Definitions:
-    :data:`interp_toolkit.analysis.heads.SCORES`; the scorer is the one discovery uses.
+    - A synthetic periodic prompt (a span followed by itself, ``"A B C D A B C D"``: period 4,
+      inferred, or ``period`` given) is read with the period rule, the scorer discovery uses.
+    - Any other text is read at each token's previous occurrence
+      (:mod:`interp_toolkit.analysis.text_scores`): the induction stripe is attention to the
+      position right after the token's previous occurrence, duplicate-token to that occurrence,
+      previous-token to ``q - 1``. A score with no token to read (e.g. induction on text in
+      which no token occurs twice) is NaN; ``.queries`` says how many tokens each score read.
+
+    Definitions: :data:`interp_toolkit.analysis.heads.SCORES`.
     """
     bridge, codec = _parts(model)
     if period is not None and period < 2:
         raise UserError(f"period={period} cannot work: a repeated span has 2 or more tokens.")
     tokens = _as_tokens(bridge, prompt)
-    return head_scores(bridge, prompt_probe(tokens, bos_id=codec.bos_id, period=period))
+    if period is not None:
+        return head_scores(bridge, prompt_probe(tokens, bos_id=codec.bos_id, period=period))
+    try:
+        probe = prompt_probe(tokens, bos_id=codec.bos_id)
+    except UserError:  # no exact periodic repeat: read it as text
+        has_bos = codec.bos_id is not None and bool((tokens[:, 0] == codec.bos_id).all())
+        return text_head_scores(bridge, tokens, has_bos=has_bos)
+    return head_scores(bridge, probe)
 
 
 def view(

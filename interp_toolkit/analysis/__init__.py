@@ -11,9 +11,14 @@ dataclasses out).
 - :mod:`.circuits`     QK/OV FactoredMatrix circuits, copying scores, copy accuracy
 - :mod:`.composition`  Q/K/V composition scores and their random baseline
 - :mod:`.self_ranks`   exact top-k self-ranks of a factored V x V matrix (full-vocabulary copy accuracy)
-- :mod:`.exam`         the repeated-pattern exam
-- :mod:`.period_exam`  two-repeat exams at every period (:func:`exam_by_period`)
-- :mod:`.routes`       verdicts from numbers: collapses / no effect, the route, exam vs chance
+- :mod:`.exam`         the repeated-pattern exam; the one rank (:func:`target_rank`, ties fail)
+- :mod:`.exam_prompts` the period exams' prompts (two token kinds, random offsets)
+- :mod:`.period_exam`  two-repeat exams at every period (:func:`exam_by_period`), measured chance
+- :mod:`.exam_verdict` the exams' pass rule (Wilson lower bound) and verdict (McNemar vs chance)
+- :mod:`.intervals`    Wilson and mean intervals, the exact McNemar test
+- :mod:`.text_scores`  head scores on any text (each token's previous occurrence)
+- :mod:`.text_induction` in-context score, repeated-passage loss, induction on held-out text
+- :mod:`.routes`       verdicts from numbers: collapses / no effect, the route; the Thresholds
 - :mod:`.ablation`     per-head impact across positions, the causal check
 - :mod:`.dynamics`     scores over training (metrics.jsonl, snapshots)
 - :mod:`.run_analysis` everything a run report shows, as data (:func:`analyse_run`)

@@ -13,6 +13,7 @@ range allows it (the segment always when ``high - low >= period``; the prefix/fi
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -134,19 +135,32 @@ def repeated_tokens(
     bos_id: int | None,
     prefix_max: int = 0,
     seed: int = 0,
+    segment_ids: Sequence[int] | None = None,
 ) -> RepeatedTokens:
     """``n_seqs`` rows of ``[BOS?] prefix seg×n_repeats filler`` with random ids in ``[low, high)``.
 
     Ids equal to ``bos_id`` are never drawn. Deterministic in ``seed`` (a private generator; the
-    global RNG is untouched).
+    global RNG is untouched). ``segment_ids``: draw each segment (distinct ids) from these instead,
+    and the prefix and filler from ``[low, high)`` without them, so that a segment token occurs in
+    a row only where the segment repeats (the exams' letters).
     """
     _check(n_seqs, period, n_repeats, low, high, prefix_max)
     cand = _candidates(low, high, bos_id)
     gen = torch.Generator().manual_seed(int(seed))
     prefix_len = torch.randint(0, prefix_max + 1, (n_seqs,), generator=gen)
-    # period + prefix_max distinct ids per row: the segment, then prefix+filler.
-    fresh = _rows(n_seqs, period + prefix_max, cand, gen, distinct=True)
-    seg, extra = fresh[:, :period], fresh[:, period:]
+    if segment_ids is None:
+        # period + prefix_max distinct ids per row: the segment, then prefix+filler.
+        fresh = _rows(n_seqs, period + prefix_max, cand, gen, distinct=True)
+        seg, extra = fresh[:, :period], fresh[:, period:]
+    else:
+        pool = torch.as_tensor(list(segment_ids), dtype=torch.long)
+        if len(pool) < period:
+            raise UserError(f"period {period} needs {period} segment ids; {len(pool)} were given.")
+        seg = _rows(n_seqs, period, pool, gen, distinct=True)
+        rest = cand[~torch.isin(cand, pool)]
+        if len(rest) < 1:
+            raise UserError("no id is left for the prefix once the segment ids are taken out.")
+        extra = _rows(n_seqs, prefix_max, rest, gen, distinct=True)
     has_bos = bos_id is not None
     off = int(has_bos)
     length = off + prefix_max + n_repeats * period

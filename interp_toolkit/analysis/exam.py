@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from jaxtyping import Float
+from jaxtyping import Float, Int
 from transformer_lens import TransformerBridge
 
 from interp_toolkit import validate
@@ -124,6 +124,17 @@ def encode_exam(
     return ids, int(target_ids[0])
 
 
+def target_rank(
+    logits: Float[torch.Tensor, "*prompt vocab"], target: Int[torch.Tensor, "*prompt"]
+) -> Int[torch.Tensor, "*prompt"]:
+    """The one definition of an exam's rank: how many *other* tokens have a logit at least the
+    target's. 0 means the target alone is the top prediction (a pass); ties count against the
+    target, so a model whose logits are all equal ranks it ``d_vocab - 1`` and passes nothing.
+    Every exam (:func:`run_exam`, the period exams) reads it."""
+    t = logits.gather(-1, target.unsqueeze(-1))
+    return (logits >= t).sum(-1) - 1
+
+
 def next_token_logprobs(
     model: TransformerBridge, ids: list[int]
 ) -> Float[torch.Tensor, " d_vocab"]:
@@ -143,8 +154,8 @@ def run_exam(
     *,
     name: str | None = None,
 ) -> ExamResult:
-    """The target's rank (0 = the model's top prediction; ties counted in the target's favour),
-    its probability, and the ``top_k`` next tokens with probabilities."""
+    """The target's rank (:func:`target_rank`: 0 = the model's top prediction, ties count
+    against the target), its probability, and the ``top_k`` next tokens with probabilities."""
     if top_k < 1:
         raise UserError(f"top_k={top_k} cannot work: use 1 or more.")
     ids, target_id = encode_exam(
@@ -152,7 +163,7 @@ def run_exam(
     )
     validate.in_vocab([*ids, target_id], int(model.cfg.d_vocab), "prompt and target")
     logp = next_token_logprobs(model, ids)
-    rank = int((logp > logp[target_id]).sum())
+    rank = int(target_rank(logp, torch.tensor(target_id)))
     vals, idx = logp.topk(min(top_k, logp.shape[0]))
     strs = codec.str_tokens(idx.tolist())
     return ExamResult(

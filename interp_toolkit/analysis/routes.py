@@ -2,18 +2,17 @@
 
 The causal check (:func:`~interp_toolkit.analysis.ablation.causal_check`) gives an induction
 head's score before and after ablating earlier heads; :func:`ablation_verdict` names each effect
-and :func:`route_of` says which route to induction a model grew. :func:`exam_verdict` says whether
-the period exams pass, or are at chance. Reports build their sentences from these.
+and :func:`route_of` says which route to induction a model grew. The period exams' verdict reads
+``exam_lower_bound`` and ``chance_alpha`` (:mod:`~interp_toolkit.analysis.exam_verdict`). Reports
+build their sentences from these.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from interp_toolkit.analysis.ablation import CausalRow
-from interp_toolkit.analysis.period_exam import PeriodExam
 
 
 @dataclass(frozen=True)
@@ -23,9 +22,11 @@ class Thresholds:
     ``collapse``: an ablation that removes at least this share of the induction score collapses
     it; ``no_effect``: one that changes it by less than this share has no effect (in between it
     weakens it). ``uses``: a route is used when ablating it removes at least this share.
-    ``exam_pass``: the pass rate a period exam needs. ``chance_alpha``: a period is above chance
-    when its one-sided binomial p-value against 1/period is below this, Bonferroni-corrected over
-    the periods. ``induction``: the effect-size floor a layer>=1 head's logged induction score
+    ``exam_lower_bound``: a period exam passes when the lower bound of the Wilson 95% interval
+    of its pass rate is at least this (:mod:`~interp_toolkit.analysis.exam_verdict`).
+    ``chance_alpha``: an exam is above a measured chance level (another model on the same
+    prompts) when its exact one-sided McNemar p-value is below this, Bonferroni-corrected over
+    the exams. ``induction``: the effect-size floor a layer>=1 head's logged induction score
     must pass for the run to count as having formed induction (the time to induction).
     ``decodable``: a feature is linearly decodable at a layer boundary when the probe's held-out
     accuracy is at least this much above the majority baseline (always answering the most
@@ -35,7 +36,7 @@ class Thresholds:
     collapse: float = 0.5
     no_effect: float = 0.1
     uses: float = 0.25
-    exam_pass: float = 0.95
+    exam_lower_bound: float = 0.90
     chance_alpha: float = 0.05
     induction: float = 0.4
     decodable: float = 0.5
@@ -100,43 +101,3 @@ def route_of(rows: Sequence[CausalRow], t: Thresholds = THRESHOLDS) -> Route:
     else:
         name = "not found"
     return Route(name, round(prev, 3), round(dup, 3), None if every is None else round(every, 3))
-
-
-def _binomial_tail(k: int, n: int, p: float) -> float:
-    """P(X >= k) for X ~ Binomial(n, p)."""
-    return sum(math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(k, n + 1))
-
-
-@dataclass(frozen=True)
-class ExamVerdict:
-    """Period exams in numbers: periods at or above ``exam_pass``, and periods above chance."""
-
-    n_periods: int
-    n_passing: int
-    lowest: PeriodExam
-    above_chance: tuple[int, ...]  # periods whose pass rate is significantly above 1/period
-
-    @property
-    def all_pass(self) -> bool:
-        return self.n_passing == self.n_periods
-
-    @property
-    def at_chance(self) -> bool:
-        return not self.above_chance
-
-
-def exam_verdict(exams: Sequence[PeriodExam], t: Thresholds = THRESHOLDS) -> ExamVerdict:
-    if not exams:
-        raise ValueError("exam_verdict needs at least one period exam")
-    alpha = t.chance_alpha / len(exams)
-    above = tuple(
-        e.period
-        for e in exams
-        if _binomial_tail(round(e.pass_rate * e.n_prompts), e.n_prompts, e.chance) < alpha
-    )
-    return ExamVerdict(
-        n_periods=len(exams),
-        n_passing=sum(e.pass_rate >= t.exam_pass for e in exams),
-        lowest=min(exams, key=lambda e: (e.pass_rate, e.period)),
-        above_chance=above,
-    )

@@ -24,7 +24,7 @@ from interp_toolkit.analysis.batches import probe_batch
 from interp_toolkit.analysis.exam import BUILTIN_EXAMS, Exam, ExamResult, run_exam
 from interp_toolkit.analysis.heads import ROLES, HeadId, partner_of, top_head
 from interp_toolkit.analysis.patterns import attention_patterns
-from interp_toolkit.analysis.period_exam import PeriodExam, exam_by_period
+from interp_toolkit.analysis.period_exam import PeriodExam, exam_with_chance
 from interp_toolkit.analysis.scores import HeadReport, discover_heads
 from interp_toolkit.errors import UserError
 from interp_toolkit.runs import Run, read_samples
@@ -240,7 +240,8 @@ def analyse_run(
     assert induction_head is not None and prev_token_head is not None  # every model has heads
     repeated = batch[0].cpu()
     try:
-        period_exams, period_error = exam_by_period(model, codec, seed=seed), ""
+        period_exams = exam_with_chance(model, codec, model_cfg=run.model_cfg, seed=seed)
+        period_error = ""
     except UserError as exc:
         period_exams, period_error = [], str(exc)
     analysis = RunAnalysis(

@@ -13,7 +13,7 @@ so the unembedding is never computed. Rows go through in chunks (~256 MiB of pat
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -49,9 +49,11 @@ class RowScores:
 @dataclass
 class HeadScores:
     """Every head's scores: ``values[name]`` is a ``[layer, head]`` tensor (float32, CPU) for each
-    registry score, also readable as an attribute (``scores.induction``)."""
+    registry score, also readable as an attribute (``scores.induction``). ``queries[name]``: how
+    many (row, query) pairs the score averaged (0: the score is undefined on this input, NaN)."""
 
     values: dict[str, Float[torch.Tensor, "layer head"]]
+    queries: dict[str, int] = field(default_factory=dict)
 
     def get(self, kind: str) -> Float[torch.Tensor, "layer head"]:
         score(kind)  # a KeyError naming the known scores
@@ -245,4 +247,7 @@ def head_scores(
     """Every registry score of every head on ``batch``: the batch mean of :func:`row_scores`
     (same arguments)."""
     rows = row_scores(model, batch, batch_size=batch_size, fwd_hooks=fwd_hooks, stripes=stripes)
-    return HeadScores({k: r.mean().float() for k, r in rows.items()})
+    return HeadScores(
+        {k: r.mean().float() for k, r in rows.items()},
+        queries={k: int(r.counts.sum()) for k, r in rows.items()},
+    )

@@ -189,10 +189,29 @@ def exam(
     periods: bool = typer.Option(
         False,
         "--periods",
-        help="Two-repeat exams at every period 2..longest that fits (pass rate, median rank).",
+        help="Two-repeat exams at every period 2..longest that fits and every token kind, at "
+        "random offsets: pass rate with its Wilson 95% interval, the pass rule, median rank, and "
+        "chance measured on an untrained model of the same architecture.",
     ),
-    n_prompts: int = typer.Option(30, "--n-prompts", help="Prompts per period (--periods)."),
+    n_prompts: int = typer.Option(
+        200, "--n-prompts", help="Prompts per period and token kind (--periods)."
+    ),
     seed: int = typer.Option(0, "--seed", help="Seed of the period prompts (--periods)."),
+    kinds: str = typer.Option(
+        "letters,random", "--kinds", help="Token kinds (--periods): letters, random or both."
+    ),
+    max_period: int | None = typer.Option(
+        None, "--max-period", help="Longest period (--periods; default: the longest that fits)."
+    ),
+    max_offset: int = typer.Option(
+        64, "--max-offset", help="Longest random prefix before the pattern (--periods)."
+    ),
+    chance_run: str | None = typer.Option(
+        None,
+        "--chance-run",
+        help="Another model (e.g. the 1-layer run) to sit the same prompts as a chance level "
+        "(--periods).",
+    ),
     json_out: Path | None = typer.Option(
         None, "--json", help="Write the results as JSON here (- for standard output)."
     ),
@@ -204,7 +223,12 @@ def exam(
     if periods:
         if prompt is not None or target_text is not None:
             raise UserError("--periods makes its own prompts: leave out --prompt and --target.")
-        _period_exams(target, device, n_prompts, seed, not no_bos, json_out)
+        from interp_toolkit.cli.period_exams import PeriodExamArgs, period_exams
+
+        args = PeriodExamArgs(
+            n_prompts, seed, not no_bos, kinds, max_period, max_offset, chance_run
+        )
+        period_exams(target, device, args, json_out)
         return
     if (prompt is None) != (target_text is None):
         raise UserError("give --prompt and --target together (or neither, for the built-in exams).")
@@ -223,46 +247,6 @@ def exam(
     ]
     data = {"target": tgt.name, "prepend_bos": not no_bos, "exams": [r.to_dict() for r in results]}
     emit(data, _print_exams, json_out)
-
-
-def _period_exams(
-    target: str, device: str, n_prompts: int, seed: int, prepend_bos: bool, json_out: Path | None
-) -> None:
-    if n_prompts < 1:
-        raise UserError(f"--n-prompts {n_prompts} cannot work: use 1 or more.")
-    check_out_file(json_out, "--json")
-    setup_torch()
-    from interp_toolkit.analysis.period_exam import exam_by_period
-    from interp_toolkit.targets import load_target
-
-    tgt = load_target(target, device, for_weights=False)
-    rows = exam_by_period(
-        tgt.model, tgt.codec, n_prompts=n_prompts, seed=seed, prepend_bos=prepend_bos
-    )
-    data = {
-        "target": tgt.name,
-        "prepend_bos": prepend_bos,
-        "seed": seed,
-        "periods": [r.to_dict() for r in rows],
-    }
-    emit(data, _print_period_exams, json_out)
-
-
-def _print_period_exams(data: dict[str, Any]) -> None:
-    from rich.table import Table
-
-    table = Table(title=f"{data['target']}: two-repeat exams by period (rank 0 passes; ties fail)")
-    for col in ("period", "pass rate", "median rank", "prompts", "chance"):
-        table.add_column(col, justify="right")
-    for r in data["periods"]:
-        table.add_row(
-            str(r["period"]),
-            f"{r['pass_rate']:.1%}",
-            f"{r['median_rank']:g}",
-            str(r["n_prompts"]),
-            f"{r['chance']:.1%}",
-        )
-    console().print(table)
 
 
 def _print_exams(data: dict[str, Any]) -> None:

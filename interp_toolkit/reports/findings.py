@@ -15,17 +15,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from interp_toolkit.analysis.ablation import CausalRow
-from interp_toolkit.analysis.period_exam import PeriodExam
+from interp_toolkit.analysis.exam_verdict import exam_verdict
+from interp_toolkit.analysis.period_exam import PeriodExam, with_chance
 from interp_toolkit.analysis.routes import (
     THRESHOLDS,
     Route,
     Thresholds,
     ablation_verdict,
-    exam_verdict,
     removed_share,
     route_of,
 )
 from interp_toolkit.analysis.run_analysis import RunSummary
+from interp_toolkit.data import setting_name
 from interp_toolkit.runs import Run
 from interp_toolkit.training.metrics import first_induction_step, induction_layer_min
 
@@ -50,6 +51,7 @@ class DepthMeasurement:
     exams: tuple[PeriodExam, ...]
     route: Route
     causal: tuple[CausalRow, ...] = ()
+    setting: str = ""  # the training setting (natural text | curriculum), from the run's data
 
     def heads_per_layer(self) -> list[int]:
         counts = [0] * self.n_layers
@@ -90,7 +92,14 @@ def measure_depth(
         exams=tuple(exams),
         route=route_of(causal),
         causal=tuple(causal),
+        setting=_setting(run.settings),
     )
+
+
+def _setting(settings: Mapping[str, Any]) -> str:
+    """The run's training setting from its recorded data settings ("" when not recorded)."""
+    data = settings.get("data") or {}
+    return setting_name(data["repeat_fraction"]) if "repeat_fraction" in data else ""
 
 
 def layers_phrase(n: int) -> str:
@@ -101,20 +110,30 @@ def pct(x: float) -> str:
     return f"{100 * x:.0f}%" if round(100 * x, 1) == round(100 * x) else f"{100 * x:.1f}%"
 
 
+#: How a token kind is named in sentences.
+KIND_WORDS = {"letters": "letters", "random": "random tokens"}
+
+
 def exam_phrase(exams: Sequence[PeriodExam], t: Thresholds = THRESHOLDS) -> str:
-    """'passes (≥ 95%) at 15 of 15 periods 2..16 (lowest 96.7% at period 3)' and, when it is
-    the case, 'no period above chance' or the periods above chance."""
+    """'passes 30 of 30 period exams (Wilson 95% lower bound ≥ 90%; periods 2..16 of letters and
+    random tokens, 200 prompts each; lowest 96% [92.3%, 97.9%] at period 3, letters); above
+    the untrained 2-layer model (same architecture) at 30 of 30 (McNemar, p < 0.0017)'."""
     v = exam_verdict(exams, t)
-    periods = f"{exams[0].period}..{exams[-1].period}"
+    lo, hi = v.periods
+    w, iv = v.lowest, v.lowest.interval
+    kinds = " and ".join(KIND_WORDS.get(k, k) for k in v.kinds)
+    sizes = "/".join(str(n) for n in sorted({e.n_prompts for e in exams}))
     s = (
-        f"passes (≥ {pct(t.exam_pass)}) at {v.n_passing} of {v.n_periods} periods {periods} "
-        f"(lowest {pct(v.lowest.pass_rate)} at period {v.lowest.period})"
+        f"passes {v.n_passing} of {v.n_exams} period exams (Wilson 95% lower bound ≥ "
+        f"{pct(t.exam_lower_bound)}; periods {lo}..{hi} of {kinds}, {sizes} prompts each; lowest "
+        f"{pct(w.pass_rate)} [{pct(iv.low)}, {pct(iv.high)}] at period {w.period}, "
+        f"{KIND_WORDS.get(w.kind, w.kind)})"
     )
-    if v.all_pass:
-        return s
-    if v.at_chance:
-        return s + "; no period is above chance (1/period)"
-    return s + f"; above chance at period(s) {', '.join(map(str, v.above_chance))}"
+    for name, above in v.above.items():
+        s += (
+            f"; above the {name} at {len(above)} of {v.compared[name]} (McNemar, p < {v.alpha:.2g})"
+        )
+    return s if v.above else s + "; no chance level was measured"
 
 
 def route_phrase(route: Route, t: Thresholds = THRESHOLDS) -> str:
@@ -134,7 +153,7 @@ def route_phrase(route: Route, t: Thresholds = THRESHOLDS) -> str:
 
 def depth_sentence(m: DepthMeasurement, t: Thresholds = THRESHOLDS) -> str:
     """One sentence per depth: induction head or not, when it formed, the exam, the route."""
-    s = f"{layers_phrase(m.n_layers)} ({m.name}): "
+    s = f"{layers_phrase(m.n_layers)} ({m.name}{', ' + m.setting if m.setting else ''}): "
     if m.induction_heads:
         s += f"induction head{'s' if len(m.induction_heads) > 1 else ''} {', '.join(m.induction_heads)}"
     else:
@@ -146,18 +165,36 @@ def depth_sentence(m: DepthMeasurement, t: Thresholds = THRESHOLDS) -> str:
         )
     else:
         s += f"; no head's induction score passed {t.induction:g} in {m.steps} steps"
-    s += f"; the period exam {exam_phrase(m.exams, t)}"
+    s += f"; it {exam_phrase(m.exams, t)}"
     if m.n_layers > 1:
         s += f"; {route_phrase(m.route, t)}"
     return s + "."
 
 
+def one_layer_chance(ms: Sequence[DepthMeasurement]) -> list[DepthMeasurement]:
+    """The measurements with the 1-layer model's exams added as a chance level to every deeper
+    model's, where they sat the same prompts (:func:`~.period_exam.with_chance`)."""
+    one = next((m for m in ms if m.n_layers == 1), None)
+    if one is None:
+        return list(ms)
+    name = f"1-layer model {one.name}"
+    return [
+        m
+        if m.n_layers == 1
+        else dataclasses.replace(m, exams=tuple(with_chance(m.exams, one.exams, name)))
+        for m in ms
+    ]
+
+
 def claim_sentence(ms: Sequence[DepthMeasurement], t: Thresholds = THRESHOLDS) -> str:
     """The seed's claim ("induction appears reliably the moment we add a second layer") as a
-    measured statement: it holds when every 1-layer model has no induction head and is at chance
-    on the exam, and every deeper model has an induction head and passes every period."""
+    measured statement: it holds when every 1-layer model has no induction head and passes no
+    period exam, and every deeper model has an induction head and passes every one (pass rule:
+    :func:`~interp_toolkit.analysis.exam_verdict.passes_rule`)."""
     one = [m for m in ms if m.n_layers == 1]
     deep = [m for m in ms if m.n_layers > 1]
+    if not one or not deep:
+        return "The seed's claim needs a 1-layer model and a deeper one: this study lacks one."
     problems = []
     for m in one:
         if m.induction_heads:
@@ -165,29 +202,33 @@ def claim_sentence(ms: Sequence[DepthMeasurement], t: Thresholds = THRESHOLDS) -
                 f"{layers_phrase(1)} has induction head(s) {', '.join(m.induction_heads)}"
             )
         v = exam_verdict(m.exams, t)
-        if not v.at_chance:
-            problems.append(
-                f"{layers_phrase(1)} is above chance at period(s) {', '.join(map(str, v.above_chance))}"
-            )
+        if not v.none_pass:
+            problems.append(f"{layers_phrase(1)} passes {v.n_passing} of {v.n_exams} exams")
     for m in deep:
         if not m.induction_heads:
             problems.append(f"{layers_phrase(m.n_layers)} has no induction head")
         v = exam_verdict(m.exams, t)
         if not v.all_pass:
+            w = v.lowest
             problems.append(
-                f"{layers_phrase(m.n_layers)} passes only {v.n_passing} of {v.n_periods} periods"
+                f"{layers_phrase(m.n_layers)} passes only {v.n_passing} of {v.n_exams} exams "
+                f"(lowest {pct(w.pass_rate)}, lower bound {pct(w.interval.low)}, at period "
+                f"{w.period}, {KIND_WORDS.get(w.kind, w.kind)})"
             )
-    if not one or not deep:
-        return "The seed's claim needs a 1-layer model and a deeper one: this study lacks one."
+    settings = sorted({m.setting for m in ms if m.setting})
+    where = f" ({', '.join(settings)})" if settings else ""
+    if problems:
+        return f"The seed's claim does not hold as measured here{where}: {'; '.join(problems)}."
     names = [str(m.n_layers) for m in deep]
     depths = " and ".join(filter(None, [", ".join(names[:-1]), names[-1]]))
-    if problems:
-        return f"The seed's claim does not hold as measured here: {'; '.join(problems)}."
     each = " each" if len(deep) > 1 else ""
+    n_one = exam_verdict(one[0].exams, t).n_exams
+    n_deep = exam_verdict(deep[0].exams, t).n_exams
     return (
-        f"The seed's claim holds as measured here: 1 layer has no induction head and is at chance "
-        f"at every period; {depths} layers{each} have an induction head and pass "
-        f"≥ {pct(t.exam_pass)} of the exams at every period."
+        f"The seed's claim holds as measured here{where}: 1 layer has no induction head and "
+        f"passes none of its {n_one} period exams; {depths} layers{each} have an induction head "
+        f"and pass all {n_deep} (a period exam passes when the Wilson 95% lower bound of its "
+        f"pass rate is ≥ {pct(t.exam_lower_bound)})."
     )
 
 
@@ -219,4 +260,5 @@ def data_mix_sentence(settings: Mapping[str, Any], n_ctx: int) -> str:
 
 def study_findings(ms: Sequence[DepthMeasurement], t: Thresholds = THRESHOLDS) -> list[str]:
     """The study page's findings: the seed's claim, then one sentence per depth."""
+    ms = one_layer_chance(ms)
     return [claim_sentence(ms, t), *(depth_sentence(m, t) for m in ms)]

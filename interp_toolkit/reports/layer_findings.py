@@ -4,7 +4,7 @@ MLPs, polysemantic neurons), as pure functions of measurements.
 :class:`ProbeMeasurement` is the previous-token probe of one study model (and the same probe with
 its layer-0 previous-token heads mean-ablated); :class:`NeuronMeasurement` the neurons of one MLP
 model. Thresholds come from :mod:`interp_toolkit.analysis.routes` (``decodable``, ``induction``,
-``exam_pass``, ``collapse``); change a number and the sentence changes.
+``exam_lower_bound``, ``collapse``); change a number and the sentence changes.
 """
 
 from __future__ import annotations

@@ -9,15 +9,18 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
+from interp_toolkit.analysis.exam_verdict import chance_rule, pass_rule, passes_rule
 from interp_toolkit.analysis.heads import NO_ROLE, ROLES, SCORE, SCORES, HeadId
 from interp_toolkit.analysis.routes import THRESHOLDS
 from interp_toolkit.analysis.run_analysis import RunAnalysis, analyse_run
 from interp_toolkit.analysis.scores import HeadReport
 from interp_toolkit.io import check_output, write_text
-from interp_toolkit.reports.findings import data_mix_sentence, exam_phrase
+from interp_toolkit.reports.findings import KIND_WORDS, data_mix_sentence, exam_phrase
+from interp_toolkit.reports.text_findings import text_sentences
 from interp_toolkit.runs import RunPaths, load_run
 from interp_toolkit.views import plots
 from interp_toolkit.views.attention import layer_views, layers_html, token_labels
+from interp_toolkit.views.induction_plots import period_exam_plot, text_curves
 from interp_toolkit.views.page import (
     Item,
     Row,
@@ -58,24 +61,76 @@ def exam_section(analysis: RunAnalysis) -> Section:
 
 
 def period_exam_section(analysis: RunAnalysis) -> Section:
-    """Two-repeat exams at every period: a table and a plot, and the verdict in words."""
+    """Two-repeat exams at every period and token kind: the verdict in words, a plot with Wilson
+    intervals and a table with the measured chance levels."""
     exams = analysis.period_exams
     if not exams:
         return Section("Exam at every period", [text(f"Not run: {analysis.period_exam_error}")])
-    rows = [
-        [e.period, e.n_prompts, f"{e.pass_rate:.1%}", e.median_rank, f"{e.chance:.1%}"]
-        for e in exams
-    ]
+    t = THRESHOLDS
+    refs = list(dict.fromkeys(c.model for e in exams for c in e.chance))
+    rows = []
+    for e in exams:
+        iv = e.interval
+        chance = {c.model: c for c in e.chance}
+        rows.append(
+            [
+                e.period,
+                KIND_WORDS.get(e.kind, e.kind),
+                f"{e.offsets[0]}..{e.offsets[1]}",
+                e.n_prompts,
+                f"{e.pass_rate:.1%} [{iv.low:.1%}, {iv.high:.1%}]",
+                verdict(passes_rule(e, t)),
+                e.median_rank,
+                *[
+                    f"{chance[r].pass_rate:.1%} (p {chance[r].p_value:.2g})" if r in chance else "-"
+                    for r in refs
+                ],
+            ]
+        )
     return Section(
         "Exam at every period",
         [
-            text(f"The model {exam_phrase(exams)}.", "p", "finding"),
-            plots.period_exam_plot({analysis.name: exams}, pass_rate=THRESHOLDS.exam_pass),
-            table(["period", "prompts", "pass rate", "median rank", "chance"], rows),
+            text(f"The model {exam_phrase(exams, t)}.", "p", "finding"),
+            period_exam_plot({analysis.name: exams}, lower_bound=t.exam_lower_bound),
+            table(
+                [
+                    "period",
+                    "tokens",
+                    "offsets",
+                    "prompts",
+                    "pass rate [Wilson 95%]",
+                    "passes",
+                    "median rank",
+                    *[f"chance: {r}" for r in refs],
+                ],
+                rows,
+                raw=(5,),
+            ),
         ],
-        intro="Prompts [BOS] s s[:-1] of distinct random letters s; the target is the last letter "
-        "of s (never the alphabet's next letter). A prompt passes when the target's logit is above "
-        "every other (ties fail).",
+        intro="Prompts [BOS] prefix s s[:-1]: s is distinct tokens (single letters, never "
+        "followed by the alphabet's next letter, or random tokens of the vocabulary), after a "
+        "random prefix of random tokens (the offsets column). The target is the last token of s. "
+        "A prompt passes when the target's logit is above every other (ties fail); "
+        f"{pass_rule(t)}; {chance_rule(len(exams), t)}.",
+    )
+
+
+def text_section(analysis: RunAnalysis) -> Section:
+    """Induction on held-out text over training (metrics.jsonl), when the run logged it."""
+    rows = [r for r in analysis.rows if "icl_score" in r]
+    if not rows:
+        return Section(
+            "Induction on text",
+            [text("This run's metrics.jsonl has no text measures (logged since this version).")],
+        )
+    return Section(
+        "Induction on text",
+        [text(s, "p", "finding") for s in text_sentences(rows)] + [text_curves(rows)],
+        intro="Measured on the first held-out text windows every scoring: Olsson et al.'s "
+        "in-context-learning score (late minus early token loss; negative: the context helps), "
+        "the loss drop when a held-out passage repeats (a 1-layer model also copies in context: "
+        "compare with the 1-layer run), and the best induction score on natural text (attention "
+        "from a token to the position after its previous occurrence).",
     )
 
 
@@ -175,6 +230,7 @@ def run_report_sections(analysis: RunAnalysis) -> list[Section]:
 
     sections.append(exam_section(analysis))
     sections.append(period_exam_section(analysis))
+    sections.append(text_section(analysis))
 
     heat = Row(
         [

@@ -11,13 +11,15 @@ import plotly.graph_objects as go
 import torch
 
 from interp_toolkit.analysis.ablation import CausalRow
+from interp_toolkit.analysis.exam_verdict import exam_verdict
 from interp_toolkit.analysis.heads import SCORE
 from interp_toolkit.analysis.period_exam import PeriodExam
-from interp_toolkit.analysis.routes import THRESHOLDS, Thresholds, ablation_verdict, exam_verdict
+from interp_toolkit.analysis.routes import THRESHOLDS, Thresholds, ablation_verdict
 from interp_toolkit.analysis.run_analysis import RunSummary, TopHead
 from interp_toolkit.errors import UserError
 from interp_toolkit.reports.findings import DepthMeasurement, causal_sentence, layers_phrase
 from interp_toolkit.views import plots
+from interp_toolkit.views.induction_plots import period_exam_plot
 from interp_toolkit.views.page import Row, Section, cell, render_report, table, text, verdict
 
 
@@ -146,7 +148,11 @@ def depth_section(
 
     def exam(d: DepthMeasurement) -> str:
         v = exam_verdict(d.exams, t)
-        return f"{v.n_passing}/{v.n_periods} periods ≥ {t.exam_pass:.0%}; lowest {v.lowest.pass_rate:.1%}"
+        w = v.lowest.interval
+        return (
+            f"{v.n_passing}/{v.n_exams} pass (lower bound ≥ {t.exam_lower_bound:.0%}); lowest "
+            f"{w.estimate:.1%} [{w.low:.1%}, {w.high:.1%}]"
+        )
 
     rows = [
         ["layers", *[d.n_layers for d in depths]],
@@ -161,10 +167,11 @@ def depth_section(
         ["final training loss", *[d.final_loss for d in depths]],
         ["final held-out loss", *[d.val_loss for d in depths]],
         ["period exam", *[exam(d) for d in depths]],
+        *text_rows(depths, curves),
         ["route (by ablation)", *[d.route.name for d in depths]],
     ]
     by_period = [
-        [e.period, *[f"{x.pass_rate:.0%}" for x in exams_at(depths, e.period)]]
+        [e.period, e.kind, *[_rate(x) for x in exams_at(depths, e.kind, e.period)]]
         for e in depths[0].exams
     ]
     names = [d.name for d in depths]
@@ -177,10 +184,12 @@ def depth_section(
         "Depths side by side",
         [
             table(["", *names], rows),
-            plots.period_exam_plot(
-                {d.name: d.exams for d in depths}, pass_rate=t.exam_pass, title="Exam by period"
+            period_exam_plot(
+                {d.name: d.exams for d in depths},
+                lower_bound=t.exam_lower_bound,
+                title="Exam by period (Wilson 95% intervals)",
             ),
-            table(["period", *names], by_period),
+            table(["period", "tokens", *names], by_period),
             *figs,
         ],
         intro="Each depth trained on the same data stream and seed. Time to induction: the first "
@@ -190,8 +199,33 @@ def depth_section(
     )
 
 
-def exams_at(depths: Sequence[DepthMeasurement], period: int) -> list[PeriodExam]:
-    return [next(e for e in d.exams if e.period == period) for d in depths]
+def text_rows(
+    depths: Sequence[DepthMeasurement], curves: Mapping[str, Sequence[dict[str, Any]]]
+) -> list[list[Any]]:
+    """The text measures each depth logged last (metrics.jsonl; '-' for runs logged before
+    them), so the 2+-layer models read against the 1-layer model's."""
+
+    def last(d: DepthMeasurement, key: str, ci: str) -> str:
+        r = next((r for r in reversed(curves.get(d.name) or ()) if key in r), None)
+        return "-" if r is None else f"{r[key]:+.3f} [{r[ci][0]:+.3f}, {r[ci][1]:+.3f}]"
+
+    return [
+        ["in-context score on text, nats (late − early loss)"]
+        + [last(d, "icl_score", "icl_ci") for d in depths],
+        ["repeated-passage drop on text, nats"]
+        + [last(d, "passage_drop", "passage_ci") for d in depths],
+    ]
+
+
+def exams_at(depths: Sequence[DepthMeasurement], kind: str, period: int) -> list[PeriodExam | None]:
+    return [next((e for e in d.exams if e.key == (kind, period)), None) for d in depths]
+
+
+def _rate(e: PeriodExam | None) -> str:
+    if e is None:
+        return "-"
+    iv = e.interval
+    return f"{e.pass_rate:.0%} [{iv.low:.0%}, {iv.high:.0%}]"
 
 
 def causal_section(causal: Sequence[CausalRow], t: Thresholds = THRESHOLDS) -> Section:

@@ -2,8 +2,10 @@
 
 One JSON line per logged step: ``step``, ``tokens``, ``loss``, ``elapsed_s``, ``tokens_per_s``,
 ``lr``; every ``score_every`` steps also each head's :data:`LOGGED_SCORES` as ``[layer][head]``
-grids (rounded to 4 decimals) on repeated random tokens, and ``val_loss`` (held-out). Score keys are
-the registry's ``Score.logged_as`` (the previous-token score is ``prev_token`` in this file).
+grids (rounded to 4 decimals) on repeated random tokens, ``val_loss`` (held-out), and the text
+measures of :func:`text_metrics` (:data:`TEXT_KEYS`; runs logged before them lack these keys, and
+every reader treats them as optional). Score keys are the registry's ``Score.logged_as`` (the
+previous-token score is ``prev_token`` in this file).
 """
 
 from __future__ import annotations
@@ -13,16 +15,53 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 import torch
+from jaxtyping import Int
 from transformer_lens import TransformerBridge
 
 from interp_toolkit.analysis.batches import RepeatedTokens
 from interp_toolkit.analysis.heads import SCORE
 from interp_toolkit.analysis.stripes import head_scores
+from interp_toolkit.analysis.text_induction import text_induction
 from interp_toolkit.io import write_text
 from interp_toolkit.runs import RunPaths, read_metrics
 
 #: The scores training logs every ``score_every`` steps, in the order they are written.
 LOGGED_SCORES = ("induction", "previous_token")
+#: The held-out text windows the text measures read, the first of them the val-loss windows
+#: (64, as before the text measures), and how many are repeated as passages.
+TEXT_WINDOWS, VAL_WINDOWS, PASSAGE_ROWS = 256, 64, 16
+#: The keys :func:`text_metrics` adds (:meth:`~.text_induction.TextInduction.metrics`).
+TEXT_KEYS = (
+    "icl_score",
+    "icl_ci",
+    "icl_tokens",
+    "text_windows",
+    "passage_drop",
+    "passage_ci",
+    "passage_loss",
+    "passage_rows",
+    "passage_tokens",
+    "text_induction",
+    "text_induction_best",
+    "text_induction_head",
+)
+
+
+def text_metrics(
+    model: TransformerBridge, windows: Int[torch.Tensor, "window pos"]
+) -> dict[str, Any]:
+    """``val_loss`` (the first :data:`VAL_WINDOWS` windows) and the text measures on held-out
+    ``windows`` (the first :data:`TEXT_WINDOWS`): the in-context score, the repeated-passage
+    drop (first :data:`PASSAGE_ROWS`) and every head's induction score on the text
+    (:func:`~interp_toolkit.analysis.text_induction.text_induction`); only ``val_loss`` when
+    there are fewer than 2 windows or they are shorter than 8 tokens."""
+    windows = windows[:TEXT_WINDOWS]
+    device = next(model.parameters()).device
+    if len(windows) < 2 or windows.shape[1] < 8:
+        val = windows[:VAL_WINDOWS].to(device)
+        return {"val_loss": round(float(model(val, return_type="loss")), 5)}
+    measured = text_induction(model, windows, passage_rows=PASSAGE_ROWS, val_rows=VAL_WINDOWS)
+    return {"val_loss": round(measured.val_loss, 5), **measured.metrics()}
 
 
 def score_grids(model: TransformerBridge, batch: RepeatedTokens) -> dict[str, list[list[float]]]:

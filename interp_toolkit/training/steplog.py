@@ -27,7 +27,13 @@ from interp_toolkit.training.checkpoints import Progress, save_checkpoint
 from interp_toolkit.training.distributed import Cluster, any_rank, mean_over_ranks
 from interp_toolkit.training.guard import StopSignals
 from interp_toolkit.training.loop import StopTraining
-from interp_toolkit.training.metrics import MetricsLog, best_induction, score_grids
+from interp_toolkit.training.metrics import (
+    TEXT_WINDOWS,
+    MetricsLog,
+    best_induction,
+    score_grids,
+    text_metrics,
+)
 from interp_toolkit.training.settings import TrainSettings
 
 
@@ -173,19 +179,16 @@ class StepLog:
             self.above_since = step
 
     def _scores_and_val_loss(self, row: dict[str, Any]) -> dict[str, list[list[float]]]:
-        """Score the heads and the held-out loss (eval mode, exact float32), adding both to ``row``."""
+        """Score the heads on the synthetic probe, and the held-out loss with the text measures
+        on the same held-out windows (:func:`~.metrics.text_metrics`), in eval mode and exact
+        float32, adding all to ``row``."""
         self.model.eval()
         try:
             with STRICT_FP32.apply(self.device), torch.no_grad():
                 scores = score_grids(self.model, self.score_batch)
-                val = (
-                    float(self.model(self.val[:64].to(self.device), return_type="loss"))
-                    if len(self.val)
-                    else None
-                )
+                text = text_metrics(self.model, self.val[:TEXT_WINDOWS]) if len(self.val) else {}
         finally:
             self.model.train()
         row.update(scores)
-        if val is not None:
-            row["val_loss"] = round(val, 5)
+        row.update(text)
         return scores

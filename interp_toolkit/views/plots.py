@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -15,7 +15,6 @@ from torch import Tensor
 
 from interp_toolkit.analysis.exam import ExamResult
 from interp_toolkit.analysis.heads import SCORE, HeadId
-from interp_toolkit.analysis.period_exam import PeriodExam
 from interp_toolkit.errors import UserError
 from interp_toolkit.views.attention import escape_label, visible_token
 
@@ -358,42 +357,3 @@ def score_matrix(values: ScoreGrid) -> Float[Tensor, "layer head"]:
             f"per-head scores must be a [layer, head] grid, not shape {tuple(grid.shape)}."
         )
     return grid
-
-
-def period_exam_plot(
-    series: Mapping[str, Sequence[PeriodExam]], *, pass_rate: float, title: str = "Period exams"
-) -> go.Figure:
-    """Pass rate by period, one line per model (``series``: name -> its period exams), with the
-    pass bar and chance (1/period)."""
-    fig = go.Figure()
-    periods: list[int] = []
-    for name, exams in series.items():
-        periods = sorted({*periods, *(e.period for e in exams)})
-        fig.add_trace(
-            go.Scatter(
-                x=[e.period for e in exams],
-                y=[e.pass_rate for e in exams],
-                mode="lines+markers",
-                name=name,
-                customdata=[[e.median_rank, e.n_prompts] for e in exams],
-                hovertemplate="period %{x}: %{y:.1%} pass, median rank %{customdata[0]} "
-                f"(%{{customdata[1]}} prompts)<extra>{name}</extra>",
-            )
-        )
-    fig.add_trace(
-        go.Scatter(
-            x=periods,
-            y=[1 / p for p in periods],
-            mode="lines",
-            name="chance (1/period)",
-            line={"dash": "dot", "color": "gray"},
-        )
-    )
-    fig.add_hline(y=pass_rate, line_dash="dash", line_color="green", annotation_text="pass bar")
-    fig.update_layout(
-        title=title,
-        height=380,
-        xaxis={"title": "period (tokens between the two copies)", "dtick": 1},
-        yaxis={"title": "pass rate (target ranked first)", "range": [-0.02, 1.02]},
-    )
-    return fig

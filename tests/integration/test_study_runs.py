@@ -37,7 +37,13 @@ def test_reproduce_end_to_end_and_reuse(tmp_path, capsys):
         ("cpu-2l-mlp", 2),
     ]
     assert "cpu-2l-mlp layer 1: " in html and "cpu-2l-mlp/report.html" in html
-    assert [e.period for e in result.depths[1].exams] == list(range(2, 17))
+    kinds = [(k, p) for k in ("letters", "random") for p in range(2, 17)]
+    assert [(e.kind, e.period) for e in result.depths[1].exams] == kinds
+    # the 2-layer model's exams carry the untrained model and, on the page, the 1-layer model
+    assert {c.model for c in result.depths[1].exams[0].chance} == {
+        "untrained 2-layer model (same architecture)"
+    }
+    assert "above the 1-layer model cpu-1l at" in html
     # offline: no external scripts and no ESM import from the circuitsvis CDN
     assert "<script src" not in html and 'from "https://unpkg.com' not in html
     for run in ("cpu-1l", "cpu-2l"):
@@ -60,7 +66,7 @@ def test_reproduce_end_to_end_and_reuse(tmp_path, capsys):
     assert study["causal"] and study["causal"][0]["run"] == "cpu-2l"
     assert {"q", "k", "v"} <= set(study["composition"][0])
     assert [d["steps"] for d in study["depths"]] == [12, 12, 12]
-    assert study["thresholds"]["exam_pass"] == 0.95
+    assert study["thresholds"]["exam_lower_bound"] == 0.9
     # the verdict is computed from these runs' own files: each depth's recorded induction heads
     # are the heads heads.json gives the role, its loss is the run's last logged loss, its best
     # head and score are the ones its sentence on the page names, and the claim sentence names
@@ -82,7 +88,8 @@ def test_reproduce_end_to_end_and_reuse(tmp_path, capsys):
     for n in lacking:
         assert f"{n} layers has no induction head" in claim
     exam = json.loads((out / "cpu-2l" / "exam.json").read_text())
-    assert [r["period"] for r in exam["periods"]] == list(range(2, 17)) and exam["prompts"]
+    assert [(r["kind"], r["period"]) for r in exam["periods"]] == kinds and exam["prompts"]
+    assert exam["periods"][0]["n_prompts"] == 200 and "wilson95" in exam["periods"][0]
     # running again reuses the finished runs (two of them, to keep the test short)
     before = (out / "cpu-2l" / "model.safetensors").stat().st_mtime_ns
     capsys.readouterr()

@@ -101,7 +101,9 @@ def test_circuits_command(tiny_run, tmp_path, capsys):
 
 
 def test_exam_periods_json(tmp_path, tiny_cfg, capsys):
-    """``exam RUN --periods --json F``: one row per period 2..longest, and a table."""
+    """``exam RUN --periods --json F``: per period and token kind the offsets, n, passes, pass
+    rate with its Wilson interval, median rank, the chance levels measured (an untrained model of
+    the same architecture; ``--chance-run``: another run) and the pass rule."""
     from interp_toolkit.models import build_model
     from interp_toolkit.runs import save_run
     from interp_toolkit.tokenizer import EOT_ID, CompactVocab, gpt2_encoding
@@ -113,13 +115,31 @@ def test_exam_periods_json(tmp_path, tiny_cfg, capsys):
     run = save_run(tmp_path / "letters", build_model(cfg), codec, cfg)
     out = tmp_path / "periods.json"
     args = ["exam", str(run), "--periods", "--n-prompts", "8", "--json", str(out)]
-    assert run_main(args) == 0
+    assert run_main([*args, "--chance-run", str(run)]) == 0
     data = json.loads(out.read_text())
-    # 16 positions: BOS + 2 * period - 1 tokens fit up to period 8
-    assert [r["period"] for r in data["periods"]] == list(range(2, 9))
+    # 16 positions: BOS + 2 * period - 1 tokens fit up to period 8, for both token kinds
+    keys = [(r["kind"], r["period"]) for r in data["periods"]]
+    assert keys == [(k, p) for k in ("letters", "random") for p in range(2, 9)]
+    assert data["exam_lower_bound"] == 0.9 and "Wilson 95%" in data["pass_rule"]
+    assert "McNemar" in data["chance_rule"] and data["n_exams"] == 14
     row = data["periods"][0]
-    assert set(row) == {"period", "pass_rate", "median_rank", "n_prompts", "chance"}
-    assert row["n_prompts"] == 8 and row["chance"] == 0.5
+    assert set(row) == {
+        "period", "kind", "n_prompts", "passes", "pass_rate", "wilson95", "median_rank",
+        "offsets", "chance", "passes_rule",
+    }  # fmt: skip
+    assert row["n_prompts"] == 8 and row["offsets"]["max"] <= 16 - 1 - 3
+    lo, hi = row["wilson95"]
+    assert lo <= row["pass_rate"] <= hi and row["passes_rule"] == (lo >= 0.9)
+    untrained, again = row["chance"]
+    assert untrained["model"] == f"untrained {cfg.n_layers}-layer model (same architecture)"
+    # the run against itself: the same prompts, the same passes, nothing discordant
+    assert again["model"] == "letters" and again["passes"] == row["passes"]
+    assert again["p_value"] == 1.0
     assert "pass rate" in capsys.readouterr().out
     assert run_main(["exam", str(run), "--periods", "--prompt", "A B", "--target", " A"]) == 2
     assert "--periods makes its own prompts" in capsys.readouterr().err
+    assert run_main([*args, "--kinds", "digits"]) == 2
+    assert "--kinds 'digits'" in capsys.readouterr().err
+    assert run_main([*args, "--kinds", "random", "--max-period", "3", "--json", "-"]) == 0
+    short = json.loads(capsys.readouterr().out)
+    assert [(r["kind"], r["period"]) for r in short["periods"]] == [("random", 2), ("random", 3)]

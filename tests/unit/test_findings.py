@@ -8,13 +8,9 @@ import dataclasses
 import pytest
 
 from interp_toolkit.analysis.ablation import CausalRow
-from interp_toolkit.analysis.period_exam import PeriodExam
-from interp_toolkit.analysis.routes import (
-    THRESHOLDS,
-    ablation_verdict,
-    exam_verdict,
-    route_of,
-)
+from interp_toolkit.analysis.exam_verdict import exam_verdict
+from interp_toolkit.analysis.period_exam import Chance, PeriodExam
+from interp_toolkit.analysis.routes import THRESHOLDS, ablation_verdict, route_of
 from interp_toolkit.reports.findings import (
     DepthMeasurement,
     causal_sentence,
@@ -25,18 +21,35 @@ from interp_toolkit.reports.findings import (
 )
 
 PERIODS = range(2, 17)
+KINDS = ("letters", "random")
+N = 200
+UNTRAINED = "untrained 2-layer model (same architecture)"
 
 
-def exams(rate: float | dict[int, float]) -> tuple[PeriodExam, ...]:
-    def r(p: int) -> float:
-        return rate.get(p, 1.0) if isinstance(rate, dict) else rate
+def exam(kind: str, period: int, passes: int, chance: int = 0) -> PeriodExam:
+    """One exam of N prompts: the first ``passes`` prompts pass; an untrained model on the same
+    prompts passes ``chance`` of them (p-value: the exact McNemar test)."""
+    from interp_toolkit.analysis.intervals import mcnemar_greater
 
-    return tuple(PeriodExam(p, 30, r(p), 0.0, 1 / p) for p in PERIODS)
+    ranks = (0,) * passes + (7,) * (N - passes)
+    ref = [i < chance for i in range(N)]
+    p = mcnemar_greater([r == 0 for r in ranks], ref)
+    return PeriodExam(
+        period, kind, N, passes, 0.0 if passes > N // 2 else 7.0, (0, 28), ranks,
+        f"{kind}-{period}", (Chance(UNTRAINED, chance, N, p),),
+    )  # fmt: skip
 
 
-def chance() -> tuple[PeriodExam, ...]:
-    """Pass counts at 1/period (rounded down): what guessing among the period's letters gives."""
-    return tuple(PeriodExam(p, 30, (30 // p) / 30, 3.0, 1 / p) for p in PERIODS)
+def exams(passes: int | dict[tuple[str, int], int], chance: int = 0) -> tuple[PeriodExam, ...]:
+    def k(kind: str, p: int) -> int:
+        return passes.get((kind, p), N) if isinstance(passes, dict) else passes
+
+    return tuple(exam(kind, p, k(kind, p), chance) for kind in KINDS for p in PERIODS)
+
+
+def copier() -> tuple[PeriodExam, ...]:
+    """A 1-layer model that guesses among the period's tokens in context: N/period passes."""
+    return tuple(exam(kind, p, N // p) for kind in KINDS for p in PERIODS)
 
 
 def row(what: str, before: float, after: float, heads=("0.0",)) -> CausalRow:
@@ -64,7 +77,7 @@ def depth(n_layers: int, **kw) -> DepthMeasurement:
         train_minutes=1.1,
         final_loss=2.1,
         val_loss=2.3,
-        exams=exams(1.0) if deep else chance(),
+        exams=exams(N) if deep else copier(),
         route=route_of([row(PREV, 0.9, 0.05)] if deep else []),
     )
     return dataclasses.replace(base, **kw)
@@ -103,48 +116,76 @@ def test_route_from_ablations(rows, route):
     assert route_of(rows).name == route
 
 
-def test_exam_verdict_counts_passes_and_chance():
-    v = exam_verdict(exams({3: 28 / 30, 9: 29 / 30}))
-    assert (v.n_passing, v.n_periods, v.lowest.period) == (14, 15, 3)
-    assert not v.all_pass and v.above_chance == tuple(PERIODS)
-    c = exam_verdict(chance())
-    assert c.at_chance and c.n_passing == 0
-    # 9/30 at period 12 (chance 2.5/30) is far above chance even after Bonferroni over 15 periods
-    lucky = tuple(
-        dataclasses.replace(e, pass_rate=9 / 30) if e.period == 12 else e for e in chance()
-    )
-    assert exam_verdict(lucky).above_chance == (12,)
+def test_exam_verdict_is_a_test_on_the_wilson_lower_bound():
+    """190/200 (lower bound 0.910) passes, 186/200 (0.886) fails: the rule reads the interval,
+    not the point (both are above 90%)."""
+    v = exam_verdict(exams({("letters", 3): 186, ("random", 9): 190}))
+    assert (v.n_passing, v.n_exams) == (29, 30)
+    assert v.lowest.key == ("letters", 3) and not v.all_pass
+    assert abs(v.lowest.interval.low - 0.8859) < 1e-4
+    # above the untrained model (0 passes on the same prompts) at every exam, Bonferroni over 30
+    assert len(v.above[UNTRAINED]) == 30 and v.compared[UNTRAINED] == 30
+    assert abs(v.alpha - 0.05 / 30) < 1e-12
+    c = exam_verdict(copier())
+    # even 200 // 16 = 12 discordant prompts give p = 2^-12 = 2.4e-4 < 0.05/30 = 1.7e-3
+    assert c.none_pass and len(c.above[UNTRAINED]) == 30
+    # the same untrained model passing as often: nothing is above it
+    same = exam_verdict(tuple(exam(k, p, N // p, N // p) for k in KINDS for p in PERIODS))
+    assert same.above[UNTRAINED] == ()
+
+
+@pytest.mark.parametrize(("passes", "holds"), [(190, True), (186, False)])
+def test_the_claim_flips_when_a_pass_rate_crosses_the_rule(passes, holds):
+    one, two = depth(1), depth(2, exams=exams({("random", 16): passes}))
+    claim = claim_sentence([one, two])
+    assert claim.startswith("The seed's claim holds") is holds, claim
+    if not holds:
+        assert (
+            "2 layers passes only 29 of 30 exams (lowest 93%, lower bound 88.6%, at period "
+            "16, random tokens)" in claim
+        )
+    # the rule is one Thresholds field: a lower bar lets 186/200 pass
+    assert claim_sentence(
+        [one, two], dataclasses.replace(THRESHOLDS, exam_lower_bound=0.85)
+    ).startswith("The seed's claim holds")
+    # and the 1-layer side: one exam crossing the rule breaks the claim
+    lucky = dataclasses.replace(one, exams=(exam("letters", 2, passes), *copier()[1:]))
+    broken = claim_sentence([lucky, depth(2)])
+    assert broken.startswith("The seed's claim holds") is not holds or not holds
+    assert ("1 layer passes 1 of 30 exams" in broken) is holds
 
 
 def test_sentences_follow_the_measurements():
     one, two = depth(1), depth(2)
     s = depth_sentence(two)
     assert "induction heads 1.0, 1.2" in s and "step 350" in s and "1.4M tokens" in s
-    assert "15 of 15 periods" in s and "route K-composition" in s
+    assert "it passes 30 of 30 period exams" in s and "route K-composition" in s
+    assert f"above the {UNTRAINED} at 30 of 30" in s
     assert "no induction head (best 0.3: 0.08)" in depth_sentence(one)
-    assert "no period is above chance" in depth_sentence(one)
+    assert "passes 0 of 30 period exams" in depth_sentence(one)
     assert claim_sentence([one, two]).startswith("The seed's claim holds")
 
     # swap in other measurements: every changed number changes the words
     later = dataclasses.replace(two, induction_step=500, induction_tokens=2_048_000)
     assert "step 500" in depth_sentence(later) and "2.0M tokens" in depth_sentence(later)
-    weak = dataclasses.replace(two, exams=exams({2: 0.9}))
-    assert "14 of 15 periods" in depth_sentence(weak) and "lowest 90% at period 2" in (
-        depth_sentence(weak)
-    )
+    weak = dataclasses.replace(two, exams=exams({("letters", 2): 180}))
+    assert "29 of 30 period exams" in depth_sentence(
+        weak
+    ) and "lowest 90% [85.1%, 93.4%] at period 2" in (depth_sentence(weak))
     assert claim_sentence([one, weak]) == (
-        "The seed's claim does not hold as measured here: 2 layers passes only 14 of 15 periods."
+        "The seed's claim does not hold as measured here: 2 layers passes only 29 of 30 exams "
+        "(lowest 90%, lower bound 85.1%, at period 2, letters)."
     )
     q = dataclasses.replace(two, route=route_of([row(PREV, 0.9, 0.85), row(DUP, 0.9, 0.1)]))
     assert "route Q-composition" in depth_sentence(q)
     none = dataclasses.replace(two, induction_heads=(), induction_step=None)
     assert "no induction head" in depth_sentence(none) and "in 550 steps" in depth_sentence(none)
     assert "2 layers has no induction head" in claim_sentence([one, none])
-    copier = dataclasses.replace(
-        one, exams=tuple(dataclasses.replace(e, pass_rate=0.5) for e in chance())
-    )
-    assert "1 layer is above chance at period(s) 4, 5, 6" in claim_sentence([copier, two])
-    assert study_findings([one, two])[1:] == [depth_sentence(one), depth_sentence(two)]
+    found = study_findings([one, two])
+    assert found[1] == depth_sentence(one)
+    # the study pairs the deeper model's exams with the 1-layer model's, on the same prompts
+    assert "above the 1-layer model cpu-1l at 30 of 30" in found[2]
+    assert "above the 1-layer model" not in depth_sentence(two)
 
 
 def test_causal_sentence_and_thresholds_in_one_place():

@@ -105,7 +105,7 @@ def test_mlp_sentence_compares_with_the_attention_only_twin():
     one = mlp_sentence(depth(1, name="cpu-1l-mlp"), depth(1))
     assert "1 layer with MLPs (cpu-1l-mlp): no induction head" in one
     assert "(attention-only twin: none)" in one and "route" not in one
-    assert "no period is above chance" in one
+    assert "passes 0 of 30 period exams" in one
 
 
 def neurons(groups: list[int], k: int = 20) -> LayerNeurons:

@@ -1,0 +1,129 @@
+"""Figures of induction measured as behaviour: the period exams (pass rate with Wilson intervals
+and measured chance levels) and the text measures logged during training (the in-context-learning
+score, the repeated-passage drop, the best induction score on natural text). Plain data in, a
+plotly Figure out."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import plotly.graph_objects as go
+from plotly.colors import qualitative
+from plotly.subplots import make_subplots
+
+from interp_toolkit.analysis.period_exam import PeriodExam
+
+HEIGHT = 380
+_DASH = {"letters": "solid", "random": "dash"}
+
+
+def period_exam_plot(
+    series: Mapping[str, Sequence[PeriodExam]], *, lower_bound: float, title: str = "Period exams"
+) -> go.Figure:
+    """Pass rate by period, one line per model (``series``: name -> its exams) and token kind,
+    with Wilson 95% error bars and the pass bar (the lower bound a period exam needs); dotted,
+    hidden until clicked in the legend: each chance level measured on the same prompts."""
+    fig = go.Figure()
+    palette = qualitative.Plotly
+    for i, (name, exams) in enumerate(series.items()):
+        colour = palette[i % len(palette)]
+        for kind in dict.fromkeys(e.kind for e in exams):
+            es = [e for e in exams if e.kind == kind]
+            ivs = [e.interval for e in es]
+            fig.add_trace(
+                go.Scatter(
+                    x=[e.period for e in es],
+                    y=[e.pass_rate for e in es],
+                    error_y={
+                        "type": "data",
+                        "symmetric": False,
+                        "array": [iv.high - iv.estimate for iv in ivs],
+                        "arrayminus": [iv.estimate - iv.low for iv in ivs],
+                        "thickness": 1,
+                    },
+                    mode="lines+markers",
+                    name=f"{name} · {kind}",
+                    line={"color": colour, "dash": _DASH.get(kind, "solid")},
+                    customdata=[
+                        [e.median_rank, e.n_prompts, iv.low, iv.high]
+                        for e, iv in zip(es, ivs, strict=True)
+                    ],
+                    hovertemplate="period %{x}: %{y:.1%} pass [%{customdata[2]:.1%}, "
+                    "%{customdata[3]:.1%}], median rank %{customdata[0]} (%{customdata[1]} "
+                    f"prompts)<extra>{name} · {kind}</extra>",
+                )
+            )
+            for ref in dict.fromkeys(c.model for e in es for c in e.chance):
+                pts = [(e.period, c.pass_rate) for e in es for c in e.chance if c.model == ref]
+                fig.add_trace(
+                    go.Scatter(
+                        x=[p for p, _ in pts],
+                        y=[r for _, r in pts],
+                        mode="lines",
+                        name=f"chance for {name} · {kind}: {ref}",
+                        line={"color": colour, "dash": "dot", "width": 1},
+                        visible="legendonly",
+                    )
+                )
+    fig.add_hline(
+        y=lower_bound,
+        line_dash="dash",
+        line_color="green",
+        annotation_text="pass bar (lower bound)",
+    )
+    fig.update_layout(
+        title=title,
+        height=HEIGHT + 40,
+        xaxis={"title": "period (tokens between the two copies)", "dtick": 1},
+        yaxis={"title": "pass rate (target ranked first)", "range": [-0.02, 1.02]},
+    )
+    return fig
+
+
+#: The text measures training logs (metrics.jsonl keys): value key, interval key, axis title.
+TEXT_CURVES = (
+    ("icl_score", "icl_ci", "in-context score (late − early loss, nats)"),
+    ("passage_drop", "passage_ci", "repeated-passage drop (nats)"),
+    ("text_induction_best", None, "best induction score on text"),
+)
+
+
+def text_curves(
+    rows: Sequence[dict[str, Any]], *, x: str = "step", title: str = "Induction on text"
+) -> go.Figure:
+    """The text measures over training (metrics.jsonl rows that carry them), each with its 95%
+    interval as a band where logged."""
+    present = [c for c in TEXT_CURVES if any(c[0] in r for r in rows)]
+    fig = make_subplots(
+        rows=max(1, len(present)),
+        cols=1,
+        shared_xaxes=True,
+        vertical_spacing=0.08,
+        subplot_titles=[c[2] for c in present],
+    )
+    for i, (key, ci, _) in enumerate(present, start=1):
+        rs = [r for r in rows if key in r and x in r and r[key] is not None]
+        xs = [r[x] for r in rs]
+        if ci is not None and all(ci in r for r in rs):
+            fig.add_trace(
+                go.Scatter(
+                    x=xs + xs[::-1],
+                    y=[r[ci][1] for r in rs] + [r[ci][0] for r in rs][::-1],
+                    fill="toself",
+                    line={"width": 0},
+                    fillcolor="rgba(31,119,180,0.2)",
+                    hoverinfo="skip",
+                    showlegend=False,
+                ),
+                row=i,
+                col=1,
+            )
+        fig.add_trace(
+            go.Scatter(x=xs, y=[r[key] for r in rs], mode="lines+markers", name=key),
+            row=i,
+            col=1,
+        )
+    fig.update_layout(title=title, height=220 * max(1, len(present)) + 80, showlegend=False)
+    fig.update_xaxes(title_text=x, row=max(1, len(present)), col=1)
+    return fig

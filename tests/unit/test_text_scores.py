@@ -1,0 +1,151 @@
+"""Head scores on any text, checked against TransformerLens's own ``head_detector`` on hand-built
+heads with known answers and on random heads, and against the period rule on periodic prompts."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from circuits_helpers import control_model, k_composition_model, letters_codec
+from transformer_lens.head_detector import (
+    compute_head_attention_similarity_score,
+    detect_head,
+    get_duplicate_token_head_detection_pattern,
+    get_induction_head_detection_pattern,
+    get_previous_token_head_detection_pattern,
+)
+
+from interp_toolkit import scores_on
+from interp_toolkit.analysis.heads import SCORE
+from interp_toolkit.analysis.text_scores import previous_occurrence, stripe_keys
+from interp_toolkit.models import AttnOnlyConfig, build_model
+from interp_toolkit.tl_tokenizer import attach_tokenizer
+
+#: The leading "A" is another token than " A": no exact periodic repeat, six tokens recur.
+TEXT = "A B C D E F G A B C D E F G"
+
+
+@pytest.fixture
+def k_model():
+    model = k_composition_model()
+    attach_tokenizer(model, letters_codec())
+    return model
+
+
+def _pattern_of(kind: str, tokens: torch.Tensor) -> torch.Tensor:
+    """The (q, k) entries our stripe reads, as a 0/1 matrix (TransformerLens's layout)."""
+    keys = stripe_keys(SCORE[kind].stripe, previous_occurrence(tokens, first=1), first_key=1)[0]
+    pat = torch.zeros(tokens.shape[1], tokens.shape[1])
+    for q, k in enumerate(keys.tolist()):
+        if k >= 0:
+            pat[q, k] = 1.0
+    return pat
+
+
+def test_previous_occurrence_is_the_latest_earlier_one_never_bos():
+    toks = torch.tensor([[0, 5, 6, 5, 7, 5, 0, 6]])
+    assert previous_occurrence(toks, first=1).tolist() == [[-1, -1, -1, 1, -1, 3, -1, 2]]
+    assert previous_occurrence(toks, first=0).tolist() == [[-1, -1, -1, 1, -1, 3, 0, 2]]
+
+
+def test_stripes_are_transformerlens_detection_patterns(k_model):
+    """Where every token occurs at most twice, the entries each score reads are exactly
+    TransformerLens's detection patterns (previous-token: without the BOS key)."""
+    tokens = k_model.to_tokens(TEXT).cpu()
+    tl_ind = get_induction_head_detection_pattern(tokens)
+    tl_dup = get_duplicate_token_head_detection_pattern(tokens)
+    tl_prev = get_previous_token_head_detection_pattern(tokens)
+    tl_prev[:, 0] = 0  # our relative stripes never read BOS
+    assert torch.equal(_pattern_of("induction", tokens), tl_ind)
+    assert torch.equal(_pattern_of("duplicate_token", tokens), tl_dup)
+    assert torch.equal(_pattern_of("previous_token", tokens), tl_prev)
+
+
+def test_known_heads_score_as_planted_and_as_transformerlens_says(k_model):
+    """The K-composition circuit: 1.0 is an induction head, 0.0 a previous-token head; on TEXT
+    both score ~1 here. TransformerLens's detect_head averages over all 15 queries (its score is
+    ours times the share of queries we read: 6 of 15 for induction)."""
+    s = scores_on(k_model, TEXT)
+    assert s.queries["induction"] == 6 and s.queries["previous_token"] == 13
+    assert float(s.induction[1, 0]) > 0.999 and float(s.previous_token[0, 0]) > 0.999
+    assert float(s.induction[0].max()) < 0.01 and float(s.induction[1, 1]) < 0.5
+    tl = detect_head(k_model, TEXT, "induction_head")
+    assert torch.allclose(s.induction, tl.float() * 15 / 6, atol=1e-5)
+    # the control (0.0's output zeroed) has no induction head: 1.0 attends uniformly
+    control = control_model("k")
+    attach_tokenizer(control, letters_codec())
+    assert float(scores_on(control, TEXT).induction[1, 0]) < 0.3
+
+
+def test_random_heads_match_transformerlens_on_every_score():
+    """Random weights (attention spread everywhere): each score is TransformerLens's "mul"
+    similarity to its detection pattern, rescaled from all queries to the queries we read."""
+    cfg = AttnOnlyConfig(n_layers=2, d_model=64, n_heads=4, d_head=16, n_ctx=32, d_vocab=32, seed=3)
+    model = build_model(cfg, codec=letters_codec())
+    s = scores_on(model, TEXT)
+    tokens = model.to_tokens(TEXT)
+    _, cache = model.run_with_cache(tokens, remove_batch_dim=True)
+    n = tokens.shape[1]
+    for kind in ("induction", "duplicate_token", "previous_token"):
+        pat = _pattern_of(kind, tokens.cpu())
+        for layer in range(2):
+            for head in range(4):
+                a = cache["pattern", layer, "attn"][head].detach().cpu()
+                tl = compute_head_attention_similarity_score(
+                    a, pat, exclude_bos=False, exclude_current_token=False, error_measure="mul"
+                )
+                want = tl * n / pat.sum().item()
+                assert abs(float(s.get(kind)[layer, head]) - want) < 1e-5, (kind, layer, head)
+
+
+def test_periodic_prompts_read_the_same_as_the_period_rule(k_model):
+    """On [BOS] seg seg (no filler) the text rule reads the period rule's entries."""
+    from interp_toolkit.analysis.text_scores import text_head_scores
+
+    cfg = AttnOnlyConfig(n_layers=2, d_model=64, n_heads=4, d_head=16, n_ctx=32, d_vocab=32, seed=5)
+    model = build_model(cfg, codec=letters_codec())
+    text = " A B C D E F A B C D E F"
+    tokens = model.to_tokens(text).cpu()
+    period_rule = scores_on(model, text)  # inferred period 6
+    as_text = text_head_scores(model, tokens, has_bos=True)
+    for kind in SCORE:
+        assert torch.allclose(period_rule.get(kind), as_text.get(kind), atol=1e-6), kind
+    assert period_rule.queries == as_text.queries
+
+
+def test_text_without_a_repeated_token_has_nan_repeat_scores(k_model):
+    """Decided: no token occurs twice -> the scores that read repeats are NaN (nothing to
+    average; ``.queries`` is 0), the positional scores are still measured."""
+    s = scores_on(k_model, " A B C D E F G")
+    for kind in ("induction", "induction_vw", "duplicate_token"):
+        assert s.queries[kind] == 0 and bool(s.get(kind).isnan().all()), kind
+    assert s.queries["previous_token"] == 6 and float(s.previous_token[0, 0]) > 0.999
+
+
+def test_rows_of_another_period_or_no_period_are_read_as_text():
+    """Batches the period rule refuses (rows of different periods, a span repeated only in
+    part) are scored as text, token by token."""
+    cfg = AttnOnlyConfig(n_layers=1, d_model=32, n_heads=2, d_head=16, n_ctx=32, d_vocab=32, seed=1)
+    model = build_model(cfg, codec=letters_codec())
+    rows = [[0, 3, 4, 3, 4, 9, 9], [0, 3, 4, 5, 3, 4, 5]]
+    s = scores_on(model, rows)
+    # row 0: 3, 4 recur 2 back and 9 1 back (too close to read); row 1: 3, 4, 5 recur 3 back
+    assert s.queries["induction"] == 3 and not bool(s.induction.isnan().any())
+
+
+def test_close_repeats_are_not_read_so_a_previous_token_head_is_no_induction_head():
+    """At distance 2 the induction key is the token before the query: a previous-token head
+    would score 1 there. Repeats closer than MIN_DISTANCE (3) are not read; at 3 they are."""
+    from analysis_helpers import make_prev_token_head, tiny_codec
+
+    from interp_toolkit.analysis.text_scores import MIN_DISTANCE, text_head_scores
+
+    cfg = AttnOnlyConfig(n_layers=1, d_model=32, n_heads=4, d_head=8, n_ctx=32, d_vocab=64, seed=0)
+    model = build_model(cfg, codec=tiny_codec(64))
+    make_prev_token_head(model, 0, 0)
+    close = torch.tensor([[0, 5, 6, 5, 7, 8, 7, 9, 10, 9]])  # every repeat 2 back
+    s = text_head_scores(model, close, has_bos=True)
+    assert MIN_DISTANCE == 3 and s.queries["induction"] == 0
+    assert bool(s.induction.isnan().all()) and float(s.previous_token[0, 0]) > 0.99
+    far = torch.tensor([[0, 5, 6, 7, 5, 8, 9, 10, 8]])  # every repeat 3 back
+    f = text_head_scores(model, far, has_bos=True)
+    assert f.queries["induction"] == 2 and float(f.induction[0, 0]) < 0.01
