@@ -140,6 +140,6 @@ def test_exam_periods_json(tmp_path, tiny_cfg, capsys):
     assert "--periods makes its own prompts" in capsys.readouterr().err
     assert run_main([*args, "--kinds", "digits"]) == 2
     assert "--kinds 'digits'" in capsys.readouterr().err
-    assert run_main([*args, "--kinds", "random", "--max-period", "3", "--json", "-"]) == 0
+    assert run_main([*args[:-2], "--kinds", "random", "--max-period", "3", "--json", "-"]) == 0
     short = json.loads(capsys.readouterr().out)
     assert [(r["kind"], r["period"]) for r in short["periods"]] == [("random", 2), ("random", 3)]
