@@ -53,7 +53,6 @@ def measure_probe(
     codec: Codec,
     name: str,
     ablate: Sequence[HeadId] = (),
-    *,
     seed: int = 0,
     model_cfg: AttnOnlyConfig | None = None,
 ) -> ProbeMeasurement:
