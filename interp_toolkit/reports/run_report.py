@@ -196,8 +196,8 @@ def run_report_sections(analysis: RunAnalysis) -> list[Section]:
         Section(
             "Heads",
             [heat, head_table(rep)],
-            intro="Per-head scores on repeated random tokens, each tested against its own null "
-            "model (hover a heatmap cell for its τ and p-value).",
+            intro="Per-head scores on repeated random tokens, each tested for specificity "
+            "against the head itself (hover a heatmap cell for its τ and p-value).",
         )
     )
 
