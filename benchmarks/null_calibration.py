@@ -8,12 +8,13 @@ specificity test beside the rule it replaces, in one run.
    [0.5, 1.5] (an even split is even only on average over rows), model seed and probe seed ``i``,
    discovery with its defaults (64 rows). Per planted head: the share of instances with the right
    role (positives: power) and with a wrong role (negatives: the false-positive rate, the figure
-   that can fail). Beside it, the rule before on the same instances: each score against the heads
-   of its layer in untrained models of the same architecture (``nulls.untrained_tests``), p <=
-   0.05 and the 0.4 floor.
-2. **Trained heads** (the cpu preset, 1 and 2 layers, seeds ``--seeds``, ``--steps`` steps: the
-   test fixture's recipe; trained into ``--runs-dir`` unless already there). False positives
-   where a role cannot exist:
+   that can fail). Beside it, the rule before on the first 8 instances: each score against the
+   heads of its layer in 5 untrained models of the same architecture (``nulls.untrained_tests``),
+   p <= 0.05 and the 0.4 floor.
+2. **Trained heads** (the cpu preset, ``--train LAYERS:SEED ...`` (default 1- and 2-layer, seed
+   0), ``--steps`` steps: the test fixture's recipe; trained into ``--runs-dir`` unless already
+   there; ``--run`` adds folders trained elsewhere with the same recipe). False positives where a
+   role cannot exist:
 
    - the induction role on the heads of 1-layer models (induction needs an earlier layer);
    - every repeat score (duplicate, induction, value-weighted induction) on a probe *without
@@ -33,14 +34,17 @@ exchangeable with each other, so it held by construction (its arithmetic is a un
 
 Run::
 
-    .venv/bin/python benchmarks/null_calibration.py [--n-planted 40] [--seeds 0 1] [--threads 2]
+    .venv/bin/python benchmarks/null_calibration.py [--n-planted 40] [--train 1:0 2:0] [--threads 2]
+        [--only planted trained cost_cpu]
 
-It prints tables and writes ``benchmarks/results/null_calibration.json`` after each section.
+It prints tables and writes ``benchmarks/results/null_calibration.json`` after each section (a
+run with ``--only`` keeps the other sections already in that file).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -52,22 +56,32 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # planted_heads, the letters codec
 
-from _common import print_table, write_result  # noqa: E402
+from _common import RESULTS, print_table, write_result  # noqa: E402
 
 ALPHA = 0.05
 REPEAT_SCORES = ("duplicate_token", "induction", "induction_vw")
 
 
-def _old_roles(model: Any, batch: Any, observed: Any, cfg: Any) -> list[list[str]]:
-    """The rule before: every score against untrained models of the architecture, and the floor."""
+def _old_roles(
+    model: Any, batch: Any, observed: Any, cfg: Any, n_models: int | None = None
+) -> list[list[str]]:
+    """The rule before: every score against untrained models of the architecture (``n_models``,
+    default as before: a pool of 99 per layer), and the floor."""
     from interp_toolkit.analysis import nulls
     from interp_toolkit.analysis.scores import classify
     from interp_toolkit.analysis.stripes import HeadScores
     from interp_toolkit.analysis.untrained import untrained_models
 
-    tests, _ = nulls.untrained_tests(model, batch, observed, untrained_models(model, model_cfg=cfg))
+    untrained = untrained_models(model, model_cfg=cfg, n_models=n_models)
+    tests, _ = nulls.untrained_tests(model, batch, observed, untrained)
     scores = HeadScores({k: r.mean().float() for k, r in observed.items()})
     return classify(scores, tests.significant(ALPHA))
+
+
+#: The rule before runs on the first OLD_RULE_INSTANCES planted instances, against OLD_RULE_MODELS
+#: untrained models (a pool of 40 per layer, smallest p 1/41: the planted heads are far above
+#: every untrained head either way); the machine is shared and this is the slow part.
+OLD_RULE_INSTANCES, OLD_RULE_MODELS = 8, 5
 
 
 def planted(n: int) -> dict[str, Any]:
@@ -89,10 +103,13 @@ def planted(n: int) -> dict[str, Any]:
         settings.append({"sharpness": round(sharp, 2), "noise": round(noise, 2), "seed": i})
         model = planted_model(sharpness=sharp, noise=noise, seed=i)
         rep = discover_heads(model, codec, seed=i)
-        batch = discovery_probe(model, codec, seed=i)
-        old = _old_roles(model, batch, row_scores(model, batch), CFG)
+        both = [("new", rep.roles)]
+        if i < OLD_RULE_INSTANCES:
+            batch = discovery_probe(model, codec, seed=i)
+            observed = row_scores(model, batch)
+            both.append(("old", _old_roles(model, batch, observed, CFG, OLD_RULE_MODELS)))
         for h, (_, want) in PLANTED.items():
-            for key, roles in (("new", rep.roles), ("old", old)):
+            for key, roles in both:
                 got = roles[h.layer][h.head]
                 counts[h][key] += got == want
                 counts[h][f"{key}_wrong"] += got != want and got != "none"
@@ -101,11 +118,11 @@ def planted(n: int) -> dict[str, Any]:
             )
     rows = []
     for h, (what, want) in PLANTED.items():
-        c = counts[h]
+        c, n_old = counts[h], min(n, OLD_RULE_INSTANCES)
         if want == "none":
-            rates = {"new": c["new_wrong"] / n, "old": c["old_wrong"] / n}
+            rates = {"new": c["new_wrong"] / n, "old": c["old_wrong"] / n_old}
         else:
-            rates = {"new": c["new"] / n, "old": c["old"] / n}
+            rates = {"new": c["new"] / n, "old": c["old"] / n_old}
         rows.append(
             {
                 "head": str(h),
@@ -121,6 +138,10 @@ def planted(n: int) -> dict[str, Any]:
     pos = [r for r in rows if r["kind"] == "positive"]
     return {
         "n_instances": n,
+        "rule_before": {
+            "instances": min(n, OLD_RULE_INSTANCES),
+            "untrained_models": OLD_RULE_MODELS,
+        },
         "settings": settings,
         "rows": rows,
         "fp_rate_negatives": sum(r["rate"] for r in neg) / len(neg),
@@ -136,24 +157,23 @@ def _mean(xs: Any) -> float:
     return sum(xs) / len(xs) if xs else float("nan")
 
 
-def trained_runs(runs_dir: Path, seeds: list[int], steps: int, threads: int) -> list[Any]:
-    """The cpu preset's 1- and 2-layer models for each seed, trained here unless present."""
+def trained_runs(runs_dir: Path, specs: list[str], steps: int, extra: list[str]) -> list[Any]:
+    """The cpu preset's models named by ``specs`` (``LAYERS:SEED``), trained into ``runs_dir``
+    unless already there, and the run folders ``extra`` (same recipe, trained elsewhere)."""
     from interp_toolkit.presets import get_preset, with_overrides
     from interp_toolkit.runs import load_run
     from interp_toolkit.training import train_model
 
-    runs = []
-    for seed in seeds:
-        for n_layers in (1, 2):
-            out = runs_dir / f"cpu-{n_layers}l-seed{seed}-{steps}"
-            if not (out / "config.json").is_file() or not any(out.glob("*.safetensors")):
-                torch.set_num_threads(threads)
-                p = with_overrides(get_preset("cpu", n_layers), steps=steps, seed=seed)
-                print(f"training {out.name} ...", flush=True)
-                train_model(out, p.model, p.data, p.train, preset="cpu", progress=False)
-                torch.set_num_threads(1)
-            runs.append(load_run(out, device="cpu"))
-    return runs
+    folders = []
+    for spec in specs:
+        n_layers, seed = (int(x) for x in spec.split(":"))
+        out = runs_dir / f"cpu-{n_layers}l-seed{seed}-{steps}"
+        if not any(out.glob("*.safetensors")):
+            p = with_overrides(get_preset("cpu", n_layers), steps=steps, seed=seed)
+            print(f"training {out.name} ...", flush=True)
+            train_model(out, p.model, p.data, p.train, preset="cpu", progress=False)
+        folders.append(out)
+    return [load_run(f, device="cpu") for f in [*folders, *map(Path, extra)]]
 
 
 def trained(runs: list[Any]) -> dict[str, Any]:
@@ -271,16 +291,24 @@ def cost_cpu(threads: int) -> list[dict[str, Any]]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n-planted", type=int, default=40)
-    ap.add_argument("--seeds", type=int, nargs="*", default=[0, 1])
+    ap.add_argument(
+        "--train", nargs="*", default=["1:0", "2:0"], help="LAYERS:SEED cpu-preset runs to use"
+    )
     ap.add_argument("--steps", type=int, default=700)
     ap.add_argument("--runs-dir", default="/tmp/null_calibration_runs")
+    ap.add_argument("--run", nargs="*", default=[], help="more run folders (same recipe)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads for training and cost")
     ap.add_argument("--only", nargs="*", default=["planted", "trained", "cost_cpu"])
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     torch.set_num_threads(1)
     t0 = time.perf_counter()
+    saved = RESULTS / "null_calibration.json"
     out: dict[str, Any] = {"alpha": ALPHA, "sections_done": []}
+    if saved.is_file():  # keep the sections this run does not redo
+        kept = json.loads(saved.read_text())
+        out |= {k: kept[k] for k in ("planted", "trained", "cost_cpu") if k in kept}
+        out["sections_done"] = [s for s in kept.get("sections_done", []) if s not in args.only]
 
     def save(section: str) -> None:
         out["sections_done"].append(section)
@@ -300,9 +328,14 @@ def main() -> None:
         )
         save("planted")
     if "trained" in args.only:
-        runs = trained_runs(Path(args.runs_dir), args.seeds, args.steps, args.threads)
+        torch.set_num_threads(args.threads)
+        runs = trained_runs(Path(args.runs_dir), args.train, args.steps, args.run)
+        torch.set_num_threads(1)
         out["trained"] = trained(runs)
-        out["trained"]["recipe"] = {"preset": "cpu", "seeds": args.seeds, "steps": args.steps}
+        out["trained"]["recipe"] = {
+            "preset": "cpu",
+            "runs": [{"folder": str(r.path), "train": r.settings.get("train")} for r in runs],
+        }
         tr = out["trained"]
         for r in tr["runs"]:
             print(f"{r['run']}: now {r['roles']['new']}; before {r['roles']['rule_before']}")

@@ -154,8 +154,8 @@ def planted_model(
         bos.k[0, POS] = 1.0
         dup = heads[HeadId(0, 7)]
         dup.content(TOK, a)
-        for p in range(BLOCK):  # minus the query's own position: not itself
-            dup.q[BLOCK + p, POS + p] = -dup.unit * a
+        for p in range(BLOCK):  # minus twice the logit at the query's own position: not itself
+            dup.q[BLOCK + p, POS + p] = -2 * dup.unit * a
             dup.k[BLOCK + p, POS + p] = 1.0
         heads[HeadId(1, 0)].content(PREV, a)
         heads[HeadId(1, 1)].content(PREV2, a)
@@ -165,7 +165,7 @@ def planted_model(
         split = heads[HeadId(1, 6)]
         split.content((TOK, PREV), a)  # the earlier copy (and itself) and the key after it
         for p in range(BLOCK):
-            split.q[BLOCK + p, POS + p] = -split.unit * a
+            split.q[BLOCK + p, POS + p] = -2 * split.unit * a
             split.k[BLOCK + p, POS + p] = 1.0
         rnd = heads[HeadId(1, 7)]
         rnd.q.copy_(torch.randn(rnd.q.shape, generator=gen) * 0.5)

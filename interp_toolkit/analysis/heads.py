@@ -253,10 +253,15 @@ def deciders(induction_score: str = "vw") -> dict[str, str]:
     return {**DEFAULT_DECIDERS, "induction": INDUCTION_SCORES[induction_score]}
 
 
-def passes(kind: str, value: Any, significant: Any) -> Any:
+def passes(kind: str, value: Any, significant: Any, repeat_effect: Any = None) -> Any:
     """The role rule for one score: significant (its specificity test rejects) AND ``value`` >= the
-    registry's effect-size floor of ``kind``. Tensors (``[layer, head]``) or plain numbers."""
-    return significant & (value >= score(kind).floor)
+    registry's effect-size floor of ``kind``, AND for a score compared with a no-repeat control,
+    its ``repeat_effect`` (the score minus the head's own score without repeats) >= the floor too:
+    a head at a fixed offset reads high on the induction stripe with or without a repeat.
+    Tensors (``[layer, head]``) or plain numbers."""
+    floor = score(kind).floor
+    ok = significant & (value >= floor)
+    return ok if repeat_effect is None else ok & (repeat_effect >= floor)
 
 
 def role_rule(decides: dict[str, str], test: str) -> str:
@@ -267,7 +272,8 @@ def role_rule(decides: dict[str, str], test: str) -> str:
     return (
         f"a head's role is the first of {by} whose score passes its specificity test ({test}: the "
         f"head's attention at the score's key beats its own attention at each nearby key, and "
-        f"a repeat score its own score without repeats) and reaches its effect-size floor; "
+        f"a repeat score its own score without repeats) and reaches its effect-size floor (a "
+        f"repeat score: by the repeat, the score minus its score without repeats, too); "
         f"otherwise {NO_ROLE}"
     )
 

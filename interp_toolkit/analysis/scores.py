@@ -102,7 +102,8 @@ class HeadReport:
 
     def passes(self, kind: str) -> Bool[Tensor, "layer head"]:
         """Where the head's ``kind`` score passes the role rule (:func:`~.heads.passes`)."""
-        return passes(kind, self.scores.get(kind), self.significant[kind])
+        effect = self.tests.repeat_effect(kind)
+        return passes(kind, self.scores.get(kind), self.significant[kind], effect)
 
     def significance(self) -> str:
         """When a score is significant, in words: ``p <= 0.05`` or ``BH at FDR 0.05``."""
@@ -121,6 +122,7 @@ class HeadReport:
         return {
             "score": kind,
             "value": float(self.scores.get(kind)[head]),
+            "repeat_effect": _at(self.tests.repeat_effect(kind), head),
             "floor": float(self.floors[kind]),
             "test": "specificity",
             "p_value": float(self.tests.p_value[kind][head]),
@@ -142,6 +144,11 @@ class HeadReport:
             "decided_by": {k: t.decided_by[k][layer][head] for k in SCORE_KINDS},
             "comparisons": {
                 k: {name: float(p[at]) for name, p in t.comparisons[k].items()} for k in SCORE_KINDS
+            },
+            "repeat_effect": {
+                k: _at(t.repeat_effect(k), at)
+                for k in SCORE_KINDS
+                if t.repeat_effect(k) is not None
             },
             "significant": {k: bool(self.significant[k][at]) for k in SCORE_KINDS},
             "passes": {k: bool(self.passes(k)[at]) for k in SCORE_KINDS},
@@ -167,6 +174,10 @@ class HeadReport:
             "heads": [self.head_dict(ly, h) for ly in range(n_layers) for h in range(n_heads)],
             "roles": {role: [str(h) for h in self.heads_with_role(role)] for role in ROLES[:-1]},
         }
+
+
+def _at(values: Tensor | None, head: tuple[int, int]) -> float | None:
+    return None if values is None else float(values[head])
 
 
 def describe_tests(
@@ -223,11 +234,17 @@ def classify(
     scores: HeadScores,
     significant: Mapping[str, Bool[Tensor, "layer head"]],
     decides: Mapping[str, str] | None = None,
+    repeat_effects: Mapping[str, Tensor | None] | None = None,
 ) -> list[list[str]]:
     """Per head, the first role of ``decides`` (role -> score, in precedence order) whose score
-    passes the role rule (:func:`~.heads.passes`); ``"none"`` otherwise."""
+    passes the role rule (:func:`~.heads.passes`; ``repeat_effects``: per score, the score minus
+    the head's score on a no-repeat control, where there is one); ``"none"`` otherwise."""
     decides = decides or DEFAULT_DECIDERS
-    ok = {role: passes(kind, scores.get(kind), significant[kind]) for role, kind in decides.items()}
+    effects = repeat_effects or {}
+    ok = {
+        role: passes(kind, scores.get(kind), significant[kind], effects.get(kind))
+        for role, kind in decides.items()
+    }
     return [
         [
             next((role for role, o in ok.items() if bool(o[layer, head])), NO_ROLE)
@@ -354,7 +371,9 @@ def discover_heads(
         scores=scores,
         tests=tests,
         significant=significant,
-        roles=classify(scores, significant, decides),
+        roles=classify(
+            scores, significant, decides, {k: tests.repeat_effect(k) for k in SCORE_KINDS}
+        ),
         intervals={k: r.interval().float() for k, r in observed.items()},
         decides=decides,
         alpha=alpha,

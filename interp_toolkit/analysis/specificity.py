@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from jaxtyping import Float
@@ -119,8 +119,9 @@ def sign_flip_tau(
     mid = ((target + rival) / 2).double().sum(0)
     half = ((target - rival) / 2).double()
     out = torch.empty(target.shape[1], dtype=torch.float64)
-    for lo in range(0, target.shape[1], 256):
-        cols = slice(lo, lo + 256)
+    block = max(1, 8_000_000 // signs.shape[0])  # torch.quantile takes at most 2**24 values
+    for lo in range(0, target.shape[1], block):
+        cols = slice(lo, lo + block)
         draws = (mid[cols] + signs @ half[:, cols]) / counts[cols].clamp_min(1.0)
         out[cols] = torch.quantile(draws, quantile, dim=0)
     return out
@@ -130,7 +131,8 @@ def sign_flip_tau(
 class SpecificityTests:
     """Per score kind and head ``[layer, head]``: the intersection-union p-value (the largest of
     its comparisons'), τ and the observed mean at the score's key for the comparison that gave
-    it (``decided_by``), and every comparison's p-value (``comparisons[kind][name]``)."""
+    it (``decided_by``), every comparison's p-value (``comparisons[kind][name]``) and its mean
+    difference per query (``differences[kind][name]``: score's key minus rival)."""
 
     p_value: dict[str, Float[Tensor, "layer head"]]
     tau: dict[str, Float[Tensor, "layer head"]]
@@ -139,6 +141,12 @@ class SpecificityTests:
     comparisons: dict[str, dict[str, Float[Tensor, "layer head"]]]
     n_draws: int
     quantile: float = QUANTILE
+    differences: dict[str, dict[str, Float[Tensor, "layer head"]]] = field(default_factory=dict)
+
+    def repeat_effect(self, kind: str) -> Float[Tensor, "layer head"] | None:
+        """The score minus the head's own score on the no-repeat control (None for a score with
+        no control): the part of the score the repeat explains."""
+        return self.differences.get(kind, {}).get(f"vs {CONTROL}")
 
     @property
     def n_tests(self) -> int:
@@ -170,7 +178,7 @@ def specificity_tests(
     first = next(iter(next(iter(comparisons.values())).values()))
     n_rows, shape = first.target.shape[0], first.target.shape[1:]
     signs = _signs(n_draws, n_rows, seed)
-    out = SpecificityTests({}, {}, {}, {}, {}, n_draws, quantile)
+    out = SpecificityTests({}, {}, {}, {}, {}, n_draws, quantile, {})
     for kind, named in comparisons.items():
         names = list(named)
         pairs = [named[n] for n in names]
@@ -180,6 +188,10 @@ def specificity_tests(
         out.p_value[kind] = ps.gather(0, worst[None])[0]
         out.decided_by[kind] = [[names[int(c)] for c in row] for row in worst.tolist()]
         out.comparisons[kind] = {name: ps[j] for j, name in enumerate(names)}
+        out.differences[kind] = {
+            name: (p.target - p.rival).sum(0) / p.counts.sum().clamp_min(1.0)
+            for name, p in zip(names, pairs, strict=True)
+        }
         # τ and the observed mean for the deciding comparison of each head
         pick = worst.flatten()
         heads = torch.arange(pick.numel())

@@ -91,6 +91,12 @@ def test_classify_precedence_significance_and_floor():
     assert roles == [["induction", "previous-token", "previous-token", "induction"]]
     plain = classify(scores, sig, {"induction": "induction", "previous-token": "previous_token"})
     assert plain == [["previous-token", "previous-token", "previous-token", "none"]]
+    # a repeat score whose repeat explains less than the floor decides nothing (head 0: 0.9 on
+    # the probe, 0.6 on its no-repeat control)
+    effects = {"induction_vw": torch.tensor([[0.3, 0.3, 0.9, 0.9]])}
+    assert classify(scores, sig, repeat_effects=effects) == [
+        ["previous-token", "previous-token", "previous-token", "induction"]
+    ]
 
 
 def test_every_registry_null_exists():

@@ -128,10 +128,15 @@ def test_which_comparison_decided_is_reported(sharp):
     assert heads["1.3"]["scores"]["induction"] > 0.99
     assert heads["1.3"]["decided_by"]["induction"] == "vs no-repeat control"
     assert heads["1.3"]["comparisons"]["induction"]["vs q-Δ"] < 0.01
+    # ...and the repeat explains none of its score: under the floor, whatever the test says
+    assert abs(heads["1.3"]["repeat_effect"]["induction"]) < 0.01
+    assert heads["1.0"]["repeat_effect"]["induction_vw"] > 0.9
+    assert "previous_token" not in heads["1.0"]["repeat_effect"]
     # the split induction head loses to the key one position late
     assert heads["1.2"]["decided_by"]["induction_vw"] == "vs q-Δ+2"
     reason = heads["1.0"]["role_reason"]
     assert reason["score"] == "induction_vw" and reason["floor"] == 0.4
+    assert reason["repeat_effect"] > 0.9
     assert reason["p_value"] == pytest.approx(1 / 10_000)
     assert heads["0.3"]["role_reason"] is None
     lo, hi = heads["0.0"]["interval"]["previous_token"]
@@ -142,9 +147,15 @@ def test_which_comparison_decided_is_reported(sharp):
 
 
 def test_each_head_is_its_own_null(codec, sharp):
-    """A null that pools heads (a head against the other heads of its layer) fails here: turning
-    the uniform head 1.5 into a second perfect previous-token head changes no other head's
-    p-value, and both previous-token heads of layer 1 get the role."""
+    """A null that pools heads fails here. Beside the perfect previous-token heads 0.0 and 1.4,
+    the other heads of their layers are not significant for that score (pooling their rows with
+    the strong head's would make them so); turning the uniform head 1.5 into a second perfect
+    previous-token head changes no other head's p-value, and both previous-token heads of layer 1
+    get the role (ranking a head among its layer's heads would give neither)."""
+    p_prev = sharp.tests.p_value["previous_token"]
+    assert float(p_prev[0, 0]) == float(p_prev[1, 4]) == pytest.approx(1e-4)
+    for head in (HeadId(0, 2), HeadId(0, 3), HeadId(0, 4), HeadId(1, 5), HeadId(1, 6)):
+        assert float(p_prev[head]) > 0.5, head
     model = planted_model()
     make_prev_token_head_onehot(model, HeadId(1, 5))
     rep = discover_heads(model, codec, n_seqs=32)
