@@ -117,8 +117,10 @@ class Stripe:
 
 #: ARENA's detector threshold: the effect-size floor of every score unless its entry says otherwise.
 ARENA_FLOOR = 0.4
-#: The specificity test compares a score's key with every key within this many positions of it.
+#: The specificity test compares a score's key with every key within this many positions of it,
+#: and asks that it hold more than RIVAL_RATIO times the attention of each ("stands out").
 RIVAL_WIDTH = 2
+RIVAL_RATIO = 2.0
 
 
 @dataclass(frozen=True)

@@ -3,24 +3,25 @@
 Every registry score reads one key per query (``A[q, q-1]``, ``A[q, q-Δ+1]``, ``A[q, 0]`` ...).
 A head passes the score's specificity test when, on the same probe rows,
 
-- its attention at that key beats its own attention at **each** key within
-  :data:`~.heads.RIVAL_WIDTH` positions of it (``Score.rivals``: for the previous-token score
-  ``q``, ``q-2``, ``q-3``; for induction ``q-Δ-1``, ``q-Δ``, ``q-Δ+2``, ``q-Δ+3``), each pair read on
-  the queries where both keys exist (position-matched); and
+- its attention at that key is more than :data:`~.heads.RIVAL_RATIO` (2) times its own attention
+  at **each** key within :data:`~.heads.RIVAL_WIDTH` (2) positions of it (``Score.rivals``: for
+  the previous-token score ``q``, ``q-2``, ``q-3``; for induction ``q-Δ-1``, ``q-Δ``, ``q-Δ+2``,
+  ``q-Δ+3``), each pair read on the queries where both keys exist (position-matched); and
 - for a repeat score (``Score.control``), its score on the probe beats its own score on a
   no-repeat control batch of the same layout (:func:`~.batches.non_repeating_like`), which
   removes whatever the head does by position alone.
 
 Each comparison is a one-sided paired **sign-flip test** over rows: with ``δ_r`` the row's
-summed difference (score's key − rival key, or probe − control), the statistic is ``Σ δ_r``
-and each null draw flips the sign of every row's ``δ_r`` at random (swapping which of the two
-keys is the score's). It is exact when the two keys are exchangeable within each row (rows are
-independent draws of random tokens) and approximately valid (by the central limit theorem) when
-only their means are equal. p = ``(1 + #{draw ≥ observed}) / (1 + N)``. The head passes when
-**every** comparison rejects: an intersection-union test, whose p-value is the largest of the
-comparisons' (valid at level α without a multiplicity correction); the comparison that gives it is
-the one that *decided*. τ is that comparison's null's 95th percentile in score units (the mean at
-the score's key when each row's two keys are swapped at random).
+summed ``key - ratio x rival`` (ratio 2 for a rival key, 1 for the control), the statistic is
+``Σ δ_r`` and each null draw flips the sign of every row's ``δ_r`` at random. For the control,
+and for a rival at ratio 1, it is exact when the two sides are exchangeable within each row (rows
+are independent draws of random tokens); at the boundary of "twice the rival" it rests on the
+symmetry of ``δ_r`` (the central limit theorem over rows). p = ``(1 + #{draw ≥ observed}) /
+(1 + N)``. The head passes when **every** comparison rejects: an intersection-union test, whose
+p-value is the largest of the comparisons' (valid at level α without a multiplicity
+correction); the comparison that gives it is the one that *decided*. τ, in score units, is the
+mean at the score's key that comparison needed (``ratio x`` the rival's mean plus the 95th
+percentile of the draws): a score above τ is one whose deciding comparison rejects at 0.05.
 
 The number of draws ``N`` is chosen so that the smallest attainable p, ``1 / (N + 1)``, is at most
 ``α / m`` for the ``m`` tests of a report (:func:`draws_for`): Benjamini-Hochberg over every test
@@ -39,7 +40,7 @@ from torch import Tensor
 from transformer_lens import TransformerBridge
 
 from interp_toolkit.analysis.batches import RepeatedTokens, non_repeating_like
-from interp_toolkit.analysis.heads import SCORES
+from interp_toolkit.analysis.heads import RIVAL_RATIO, SCORES
 from interp_toolkit.analysis.nulls import ALPHA, QUANTILE, benjamini_hochberg, check_alpha
 from interp_toolkit.analysis.stripes import RowPair, RowScores, row_pairs, row_scores
 
@@ -74,16 +75,23 @@ class Pair:
     target: Float[Tensor, "row layer head"]
     rival: Float[Tensor, "row layer head"]
     counts: Float[Tensor, " row"]
+    ratio: float = 1.0  # the score's key must beat ``ratio`` x the rival
 
     @classmethod
     def of(cls, pair: RowPair) -> Pair:
-        return cls(pair.target, pair.rival, pair.counts)
+        """A rival key: the score's key must hold more than RIVAL_RATIO times its attention."""
+        return cls(pair.target, pair.rival, pair.counts, RIVAL_RATIO)
 
     @classmethod
     def control(cls, probe: RowScores, control: RowScores) -> Pair:
+        """The no-repeat control: the score must beat the head's own score without repeats."""
         if not torch.equal(probe.counts, control.counts):
             raise ValueError("the control batch must be laid out like the probe, row by row")
         return cls(probe.sums, control.sums, probe.counts)
+
+    def delta(self) -> Float[Tensor, "row layer head"]:
+        """Per-row differences the sign flips act on: ``target - ratio * rival``."""
+        return self.target - self.ratio * self.rival
 
 
 def _signs(n_draws: int, n_rows: int, seed: int) -> Float[Tensor, "draw row"]:
@@ -108,19 +116,19 @@ def sign_flip_p(
 
 
 def sign_flip_tau(
-    target: Float[Tensor, "row column"],
-    rival: Float[Tensor, "row column"],
+    delta: Float[Tensor, "row column"],
+    baseline: Float[Tensor, " column"],
     counts: Float[Tensor, " column"],
     signs: Float[Tensor, "draw row"],
     quantile: float = QUANTILE,
 ) -> Float[Tensor, " column"]:
-    """The ``quantile`` of each column's mean at the score's key when every row's two sides are
-    swapped at random (the sign-flip null in score units)."""
-    mid = ((target + rival) / 2).double().sum(0)
-    half = ((target - rival) / 2).double()
-    out = torch.empty(target.shape[1], dtype=torch.float64)
+    """τ in score units: the mean at the score's key that the test needs, ``(baseline + the
+    quantile of the sign-flip draws of Σ delta) / counts`` (``baseline``: ``ratio x Σ rival``),
+    so a score above τ is one whose comparison rejects at ``1 - quantile``."""
+    half, mid = delta.double(), baseline.double()
+    out = torch.empty(delta.shape[1], dtype=torch.float64)
     block = max(1, 8_000_000 // signs.shape[0])  # torch.quantile takes at most 2**24 values
-    for lo in range(0, target.shape[1], block):
+    for lo in range(0, delta.shape[1], block):
         cols = slice(lo, lo + block)
         draws = (mid[cols] + signs @ half[:, cols]) / counts[cols].clamp_min(1.0)
         out[cols] = torch.quantile(draws, quantile, dim=0)
@@ -182,7 +190,7 @@ def specificity_tests(
     for kind, named in comparisons.items():
         names = list(named)
         pairs = [named[n] for n in names]
-        delta = torch.cat([(p.target - p.rival).flatten(1) for p in pairs], 1)
+        delta = torch.cat([p.delta().flatten(1) for p in pairs], 1)
         ps = sign_flip_p(delta, signs).view(len(pairs), *shape)
         worst = ps.argmax(0)  # the first comparison with the largest p decides
         out.p_value[kind] = ps.gather(0, worst[None])[0]
@@ -196,9 +204,10 @@ def specificity_tests(
         pick = worst.flatten()
         heads = torch.arange(pick.numel())
         target = torch.stack([p.target.flatten(1) for p in pairs], 1)[:, pick, heads]
-        rival = torch.stack([p.rival.flatten(1) for p in pairs], 1)[:, pick, heads]
+        deltas = torch.stack([p.delta().flatten(1) for p in pairs], 1)[:, pick, heads]
+        baseline = (target - deltas).double().sum(0)  # ratio x rival, summed over rows
         counts = torch.stack([p.counts.sum() for p in pairs]).double()[pick]
-        out.tau[kind] = sign_flip_tau(target, rival, counts, signs, quantile).view(shape)
+        out.tau[kind] = sign_flip_tau(deltas, baseline, counts, signs, quantile).view(shape)
         out.observed[kind] = (target.double().sum(0) / counts.clamp_min(1.0)).view(shape)
     return out
 

@@ -42,15 +42,23 @@ def _all_signs(n: int) -> list[tuple[int, ...]]:
     return [tuple(1 if (i >> b) & 1 else -1 for b in range(n)) for i in range(2**n)]
 
 
-def test_tau_is_the_swapped_mean_quantile():
-    """Every row reads 0.9 at the score's key and 0.1 at the rival: a swap gives 0.1 in that row,
-    so the null of the mean over 2 rows (1 query each) is 0.9, 0.5 or 0.1 with chances 1/4, 1/2,
-    1/4: its 0.95 quantile is 0.9."""
+def test_tau_is_the_score_the_deciding_comparison_needs():
+    """Two rows (1 query each) read 0.9 at the score's key and 0.1 at a rival. With ratio 2 each
+    row's difference is 0.9 - 0.2 = 0.7; the sign-flip draws of its sum are 1.4, 0, -1.4 with
+    chances 1/4, 1/2, 1/4, so the 0.95 quantile is 1.4 and τ = (2 x 0.2 + 1.4) / 2 = 0.9; at ratio
+    1 (the control) τ = (0.2 + 1.6) / 2 = 0.9 too, and 0.5 when the rows differ by 0.8 and 0."""
     signs = specificity._signs(4000, 2, seed=0)
-    tau = specificity.sign_flip_tau(
-        torch.full((2, 1), 0.9), torch.full((2, 1), 0.1), torch.tensor([2.0]), signs
-    )
-    assert float(tau[0]) == pytest.approx(0.9)
+
+    def tau(target, rival, ratio):
+        t, r = torch.tensor(target)[:, None], torch.tensor(rival)[:, None]
+        delta = t - ratio * r
+        baseline = (ratio * r).sum(0)
+        return float(specificity.sign_flip_tau(delta, baseline, torch.tensor([2.0]), signs)[0])
+
+    assert tau([0.9, 0.9], [0.1, 0.1], 2.0) == pytest.approx(0.9)
+    assert tau([0.9, 0.9], [0.1, 0.1], 1.0) == pytest.approx(0.9)
+    # differences 0.8 and 0: draws 0.8 (p 1/2), -0.8; 0.95 quantile 0.8 -> (0.2 + 0.8) / 2
+    assert tau([0.9, 0.1], [0.1, 0.1], 1.0) == pytest.approx(0.5)
 
 
 def test_draws_for_reach_alpha_over_m():
