@@ -5,20 +5,21 @@ n_ctx 1024, vocab 50,257), randomly initialised and saved with ``save_pretrained
 real weights cannot be downloaded here. Only the cost is measured: the forward passes and the
 hooks cost the same for any weights of this shape.
 
-Cases, each in a fresh child process:
+Cases, each in a fresh child process, one after the other in this run:
 
-- ``heads``: exactly what ``interp-toolkit heads FOLDER --json OUT`` does, run through the CLI's
-  own entry point (:func:`interp_toolkit.cli.main`): load without compatibility mode, then
-  :func:`interp_toolkit.analysis.discovery.discover` with its defaults (64 rows x 117 tokens;
-  each score against its own null: 2 untrained GPT-2s on the first 16 rows, and the model on a
-  no-repeat control of those rows).
-- ``heads, pooled tau (before)``: what ``heads`` did before the per-head nulls (main at aaf08de):
-  the same load and probe, the shuffled null x 2 and one pooled τ per score
-  (``benchmarks/_pooled_tau.py``).
+- ``heads --fdr``: exactly what ``interp-toolkit heads FOLDER --fdr --json OUT`` does, through the
+  CLI's own entry point (:func:`interp_toolkit.cli.main`): load without compatibility mode, then
+  :func:`interp_toolkit.analysis.discovery.discover` with its defaults (64 rows x 117 tokens; every
+  score's specificity test against the head itself: its nearby keys on the probe, a no-repeat
+  control batch, sign-flip draws enough for Benjamini-Hochberg over all 864 tests).
+- ``heads, per-head untrained nulls (before)``: what ``heads gpt2`` ran before the specificity
+  test: the same load and probe, each score against 2 untrained GPT-2s on the first 16 rows and
+  the model on a no-repeat control of those rows (:func:`interp_toolkit.analysis.nulls.untrained_tests`,
+  the code of that null), roles by p <= 0.05 and the floor (with BH, none can pass: smallest p 0.04).
 
-Goal for ``heads``: about 1 minute and a peak RSS under 2 GiB on 2 threads. The time is the whole
-command after imports (load + discovery + JSON); ``load_s`` is the loading part. Peak RSS is the
-child's ``VmHWM`` (the whole process: Python, torch, the model, the untrained model, activations).
+Goal for ``heads``: about 1 minute on 2 idle cores and a peak RSS under 2 GiB. The machine is
+shared, so the JSON records the load average before and after each case and the child's CPU
+seconds beside its wall time. ``load_s`` is the loading part. Peak RSS is the child's ``VmHWM``.
 Run::
 
     .venv/bin/python benchmarks/gpt2_discovery_cost.py [--threads 2]
@@ -41,7 +42,7 @@ from typing import Any
 RESULTS = Path(__file__).resolve().parent / "results" / "gpt2_discovery_cost.json"
 GIB = 2**30
 GOAL = {"peak_rss_gib": 2.0, "seconds": 60.0}
-CASES = ("heads", "heads, pooled tau (before)")
+CASES = ("heads --fdr", "heads, per-head untrained nulls (before)")
 
 
 def _vm_hwm_bytes() -> int:
@@ -85,12 +86,13 @@ def run_case(folder: Path, case: str, threads: int) -> dict[str, Any]:
 
     targets.load_target = timed_load  # the command imports it at call time
     rss0 = _vm_hwm_bytes()
+    load0 = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "heads.json"
         t0, c0 = time.perf_counter(), time.process_time()
-        if case == "heads":
+        if case == "heads --fdr":
             try:
-                cli_main(["heads", str(folder), "--json", str(out)])
+                cli_main(["heads", str(folder), "--fdr", "--json", str(out)])
             except SystemExit as exc:
                 if exc.code:
                     raise
@@ -99,18 +101,32 @@ def run_case(folder: Path, case: str, threads: int) -> dict[str, Any]:
             n_roles = sum(len(heads) for heads in data["roles"].values())
             test = data["test"]
             extra = {
-                "untrained_models": test["untrained"]["n_models"],
-                "untrained_rows": test["untrained"]["rows"],
-                "smallest_p": min(test["smallest_p"].values()),
+                "n_draws": test["n_draws"],
+                "n_tests": test["n_tests"],
+                "smallest_p": test["smallest_p"],
+                "warnings": len(test["warnings"]),
             }
         else:
-            from _pooled_tau import pooled_tau_discovery
+            from interp_toolkit.analysis import nulls
+            from interp_toolkit.analysis.scores import classify, discovery_probe
+            from interp_toolkit.analysis.stripes import HeadScores, row_scores
+            from interp_toolkit.analysis.untrained import untrained_models
 
             tgt = timed_load(str(folder), for_weights=False)
-            old = pooled_tau_discovery(tgt.model, GPT2Codec(), n_null=2)
-            probe = old["probe"].describe()
-            n_roles = sum(r != "none" for row in old["roles"] for r in row)
-            extra = {"null": "shuffled x2, pooled tau"}
+            batch = discovery_probe(tgt.model, GPT2Codec())
+            observed = row_scores(tgt.model, batch)
+            tests, info = nulls.untrained_tests(
+                tgt.model, batch, observed, untrained_models(tgt.model)
+            )
+            scores = HeadScores({k: r.mean().float() for k, r in observed.items()})
+            roles = classify(scores, tests.significant(0.05))
+            probe = batch.describe()
+            n_roles = sum(r != "none" for row in roles for r in row)
+            extra = {
+                "untrained_models": info["n_models"],
+                "untrained_rows": info["rows"],
+                "smallest_p": min(info["smallest_p"].values()),
+            }
         seconds, cpu_seconds = time.perf_counter() - t0, time.process_time() - c0
     return {
         "case": case,
@@ -121,6 +137,8 @@ def run_case(folder: Path, case: str, threads: int) -> dict[str, Any]:
         "peak_rss_gib": round(_vm_hwm_bytes() / GIB, 3),
         "rss_after_load_gib": round(loaded["rss"] / GIB, 3),
         "rss_before_gib": round(rss0 / GIB, 3),
+        "load_before": round(load0, 2),
+        "load_after": round(os.getloadavg()[0], 2),
         "probe": f"{probe['n_seqs']}x{probe['seq_len']} (period {probe['period']})",
         "heads_with_role": n_roles,
         **extra,
@@ -151,14 +169,15 @@ def _print_and_save(rows: dict[str, dict[str, Any]]) -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from _common import print_table
 
-    cols = ["case", "probe", "seconds", "cpu_seconds", "load_s", "peak_rss_gib", "meets_goal"]
+    cols = ["case", "probe", "seconds", "cpu_seconds", "load_s", "load_before", "peak_rss_gib"]
+    cols += ["heads_with_role", "smallest_p", "meets_goal"]
     print_table(list(rows.values()), cols)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(
         json.dumps(
             {
                 "note": "one run, cases side by side; wall times on a shared 2-core box "
-                "(cpu_seconds: the child's CPU time)",
+                "(cpu_seconds: the child's CPU time; load_before/after: 1-minute load average)",
                 "goal": GOAL,
                 "machine": {
                     "cpu_count": os.cpu_count(),

@@ -1,42 +1,49 @@
-"""Per-head null tests: calibration on untrained models, power on hand-built and trained heads,
-and the cost on the cpu preset, side by side with the pooled τ they replace.
+"""Do head roles discriminate? False positives on planted negatives and on trained heads that
+cannot have a role, power on planted positives, and the cost of discovery on the cpu preset, the
+specificity test beside the rule it replaces, in one run.
 
-1. **Calibration.** In an untrained model no head has any role, so the share of (head, score)
-   pairs with p <= 0.05 must be about 5% (target 5% +- 2%) and no head may get a role. Each model
-   is tested by the registry's nulls (``nulls.draw_nulls``) with the *other* models of the set as
-   its untrained models (leave-one-out: ``K = M - 1`` untrained models, the same statistic
-   ``discover_heads`` computes with ``K`` fresh ones, at ``1/K`` of the cost).
-   - cpu shape (the cpu preset's 2-layer model, seeds 100...): ``--n-cpu`` models (default 26, so
-     ``K = 25``, as discovery's default for 4 heads), the discovery probe (64 x 31 tokens); and
-     the untrained models on the first 16 rows only.
-   - GPT-2-small shape (12 x 12 heads, d_model 768, vocabulary 50,257, Hugging Face's init,
-     n_positions 64): ``--n-gpt2`` models (default 6, ``K = 5``), a smaller probe: 32 rows x 64
-     tokens (period 28, prefix 0..7); and on the first 16 rows (``heads gpt2``'s default).
-   Shown beside: the ``no_repeats`` swap test alone (repeat scores), and on the cpu shape the
-   pooled τ used before (``benchmarks/_pooled_tau.py``): the share of heads above it.
-2. **Power.** Hand-built heads on cpu-shaped models (a previous-token head gets its role at the
-   smallest p its null allows and no other head gets one; a current-token and a first-token head
-   are significant), and trained runs (``--run``, e.g. the cpu preset's 2-layer model, seed 2, 700
-   steps): every head whose deciding score reaches the 0.4 effect-size floor must be significant.
-   Roles are listed with the value-weighted and the plain induction score deciding, with and
-   without Benjamini-Hochberg.
-3. **Cost** of discovery on the cpu preset's models (1, 2, 3, 8 layers; untrained, the cost does
-   not depend on the weights), in this process, one after the other: the pooled τ (shuffled null
-   x 4), the per-head nulls with nothing cached, and again (untrained rows cached).
+1. **Planted heads** (``tests/planted_heads.py``: hand-built heads, each almost but not quite a
+   role, and the positives), ``--n-planted`` instances: attention sharpness uniform in [4, 12]
+   (a head puts 0.5-1.0 of its attention where it looks), key-token noise std uniform in
+   [0.5, 1.5] (an even split is even only on average over rows), model seed and probe seed ``i``,
+   discovery with its defaults (64 rows). Per planted head: the share of instances with the right
+   role (positives: power) and with a wrong role (negatives: the false-positive rate, the figure
+   that can fail). Beside it, the rule before on the first 8 instances: each score against the
+   heads of its layer in 5 untrained models of the same architecture (``nulls.untrained_tests``),
+   p <= 0.05 and the 0.4 floor.
+2. **Trained heads** (the cpu preset, ``--train LAYERS:SEED ...`` (default 1- and 2-layer, seed
+   0), ``--steps`` steps: the test fixture's recipe; trained into ``--runs-dir`` unless already
+   there; ``--run`` adds folders trained elsewhere with the same recipe). False positives where a
+   role cannot exist:
+
+   - the induction role on the heads of 1-layer models (induction needs an earlier layer);
+   - every repeat score (duplicate, induction, value-weighted induction) on a probe *without
+     repeats* (its control another no-repeat batch): the share of trained heads with p <= 0.05.
+     The control comparison is exact there, so this holds by construction; it shows the
+     intersection-union p stays at or below alpha on trained heads.
+
+   And per run, the roles under the specificity test beside the rule before, and (descriptive, not
+   a false positive) the share of heads under the floor whose test is significant.
+3. **Cost** of discovery on the cpu preset's models (1, 2, 3, 8 layers; random init, the cost does
+   not depend on the weights), one after the other in this process: the specificity test (the
+   default), and the rule before (25 untrained models: nothing cached, then cached). CPU seconds
+   and the load average are recorded: the machine is shared.
+
+The calibration of the untrained-vs-untrained null is gone from here: untrained models are
+exchangeable with each other, so it held by construction (its arithmetic is a unit test).
 
 Run::
 
-    .venv/bin/python benchmarks/null_calibration.py [--run RUN ...] [--threads 2]
+    .venv/bin/python benchmarks/null_calibration.py [--n-planted 40] [--train 1:0 2:0] [--threads 2]
+        [--only planted trained cost_cpu]
 
-It prints tables and writes ``benchmarks/results/null_calibration.json`` after each section
-(cpu calibration, power, cost, GPT-2 calibration: the slowest last); ``--resume`` starts from
-that file and runs only the sections it lacks.
+It prints tables and writes ``benchmarks/results/null_calibration.json`` after each section (a
+run with ``--only`` keeps the other sections already in that file).
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import sys
@@ -47,260 +54,224 @@ from typing import Any
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))  # analysis_helpers: the tiny codec, hand-built heads
+sys.path.insert(0, str(ROOT / "tests"))  # planted_heads, the letters codec
 
 from _common import RESULTS, print_table, write_result  # noqa: E402
-from _pooled_tau import pooled_tau_discovery  # noqa: E402
 
 ALPHA = 0.05
-GPT2_PROBE = {"n_seqs": 32, "period": 28, "prefix_max": 7}
-SUB_ROWS = 16
+REPEAT_SCORES = ("duplicate_token", "induction", "induction_vw")
 
 
-def _cpu_cfg(n_layers: int = 2) -> Any:
-    from interp_toolkit.presets import get_preset
-
-    return get_preset("cpu", n_layers).model
-
-
-def _codec() -> Any:
-    from analysis_helpers import tiny_codec
-
-    return tiny_codec(1024)
-
-
-def _tests(model: Any, batch: Any, others: Any, null_of: dict[str, str]) -> Any:
+def _old_roles(
+    model: Any, batch: Any, observed: Any, cfg: Any, n_models: int | None = None
+) -> list[list[str]]:
+    """The rule before: every score against untrained models of the architecture (``n_models``,
+    default as before: a pool of 99 per layer), and the floor."""
     from interp_toolkit.analysis import nulls
+    from interp_toolkit.analysis.scores import classify
+    from interp_toolkit.analysis.stripes import HeadScores
+    from interp_toolkit.analysis.untrained import untrained_models
+
+    untrained = untrained_models(model, model_cfg=cfg, n_models=n_models)
+    tests, _ = nulls.untrained_tests(model, batch, observed, untrained)
+    scores = HeadScores({k: r.mean().float() for k, r in observed.items()})
+    return classify(scores, tests.significant(ALPHA))
+
+
+#: The rule before runs on the first OLD_RULE_INSTANCES planted instances, against OLD_RULE_MODELS
+#: untrained models (a pool of 40 per layer, smallest p 1/41: the planted heads are far above
+#: every untrained head either way); the machine is shared and this is the slow part.
+OLD_RULE_INSTANCES, OLD_RULE_MODELS = 8, 5
+
+
+def planted(n: int) -> dict[str, Any]:
+    """Planted heads: right and wrong roles per head over ``n`` noisy instances, new and old."""
+    from circuits_helpers import letters_codec
+    from planted_heads import CFG, PLANTED, planted_model
+
+    from interp_toolkit.analysis.scores import discover_heads, discovery_probe
     from interp_toolkit.analysis.stripes import row_scores
 
-    ctx = nulls.NullContext(model, batch, row_scores(model, batch), others, n_draws=1999)
-    return nulls.run_tests(nulls.draw_nulls(ctx, null_of), null_of)
+    codec = letters_codec()
+    gen = torch.Generator().manual_seed(2024)
+    counts = {h: {"new": 0, "old": 0, "new_wrong": 0, "old_wrong": 0} for h in PLANTED}
+    over_floor = dict.fromkeys(PLANTED, 0)
+    settings = []
+    for i in range(n):
+        sharp = 4.0 + 8.0 * float(torch.rand((), generator=gen))
+        noise = 0.5 + float(torch.rand((), generator=gen))
+        settings.append({"sharpness": round(sharp, 2), "noise": round(noise, 2), "seed": i})
+        model = planted_model(sharpness=sharp, noise=noise, seed=i)
+        rep = discover_heads(model, codec, seed=i)
+        both = [("new", rep.roles)]
+        if i < OLD_RULE_INSTANCES:
+            batch = discovery_probe(model, codec, seed=i)
+            observed = row_scores(model, batch)
+            both.append(("old", _old_roles(model, batch, observed, CFG, OLD_RULE_MODELS)))
+        for h, (_, want) in PLANTED.items():
+            for key, roles in both:
+                got = roles[h.layer][h.head]
+                counts[h][key] += got == want
+                counts[h][f"{key}_wrong"] += got != want and got != "none"
+            over_floor[h] += any(
+                float(rep.scores.get(k)[h]) >= rep.floors[k] for k in rep.decides.values()
+            )
+    rows = []
+    for h, (what, want) in PLANTED.items():
+        c, n_old = counts[h], min(n, OLD_RULE_INSTANCES)
+        if want == "none":
+            rates = {"new": c["new_wrong"] / n, "old": c["old_wrong"] / n_old}
+        else:
+            rates = {"new": c["new"] / n, "old": c["old"] / n_old}
+        rows.append(
+            {
+                "head": str(h),
+                "planted": what,
+                "must_be": want,
+                "kind": "negative" if want == "none" else "positive",
+                "over_floor_share": over_floor[h] / n,
+                "rate": rates["new"],
+                "rate_rule_before": rates["old"],
+            }
+        )
+    neg = [r for r in rows if r["kind"] == "negative"]
+    pos = [r for r in rows if r["kind"] == "positive"]
+    return {
+        "n_instances": n,
+        "rule_before": {
+            "instances": min(n, OLD_RULE_INSTANCES),
+            "untrained_models": OLD_RULE_MODELS,
+        },
+        "settings": settings,
+        "rows": rows,
+        "fp_rate_negatives": sum(r["rate"] for r in neg) / len(neg),
+        "fp_rate_negatives_rule_before": sum(r["rate_rule_before"] for r in neg) / len(neg),
+        "fp_rate_negatives_over_floor": _mean(r["rate"] for r in neg if r["over_floor_share"]),
+        "power_positives": sum(r["rate"] for r in pos) / len(pos),
+        "power_positives_rule_before": sum(r["rate_rule_before"] for r in pos) / len(pos),
+    }
 
 
-def _roles(scores: Any, tests: Any, induction_score: str = "vw", fdr: bool = False) -> list[str]:
-    from interp_toolkit.analysis.heads import DEFAULT_FLOORS, NO_ROLE, HeadId, deciders
-    from interp_toolkit.analysis.scores import classify
+def _mean(xs: Any) -> float:
+    xs = list(xs)
+    return sum(xs) / len(xs) if xs else float("nan")
 
-    roles = classify(
-        scores, tests.significant(ALPHA, fdr), DEFAULT_FLOORS, deciders(induction_score)
-    )
+
+def trained_runs(runs_dir: Path, specs: list[str], steps: int, extra: list[str]) -> list[Any]:
+    """The cpu preset's models named by ``specs`` (``LAYERS:SEED``), trained into ``runs_dir``
+    unless already there, and the run folders ``extra`` (same recipe, trained elsewhere)."""
+    from interp_toolkit.presets import get_preset, with_overrides
+    from interp_toolkit.runs import load_run
+    from interp_toolkit.training import train_model
+
+    folders = []
+    for spec in specs:
+        n_layers, seed = (int(x) for x in spec.split(":"))
+        out = runs_dir / f"cpu-{n_layers}l-seed{seed}-{steps}"
+        if not any(out.glob("*.safetensors")):
+            p = with_overrides(get_preset("cpu", n_layers), steps=steps, seed=seed)
+            print(f"training {out.name} ...", flush=True)
+            train_model(out, p.model, p.data, p.train, preset="cpu", progress=False)
+        folders.append(out)
+    return [load_run(f, device="cpu") for f in [*folders, *map(Path, extra)]]
+
+
+def trained(runs: list[Any]) -> dict[str, Any]:
+    """False positives where a role cannot exist, and the roles new and old, per run."""
+    from interp_toolkit.analysis.batches import non_repeating_like
+    from interp_toolkit.analysis.heads import HeadId
+    from interp_toolkit.analysis.scores import discover_heads, discovery_probe
+    from interp_toolkit.analysis.specificity import comparisons_of, specificity_tests
+    from interp_toolkit.analysis.stripes import row_scores
+
+    out_runs, one_layer_heads, one_layer_induction, one_layer_sig = [], 0, 0, 0
+    no_repeat_tests, no_repeat_sig = 0, 0
+    for run in runs:
+        model, codec, cfg = run.model, run.codec, run.model_cfg
+        rep = discover_heads(model, codec, model_cfg=cfg)
+        batch = discovery_probe(model, codec)
+        old = _old_roles(model, batch, row_scores(model, batch), cfg)
+        # a probe without repeats: no repeat score can have a reason to be high
+        fake = non_repeating_like(batch, seed=991)
+        _, comps = comparisons_of(model, fake, seed=17)
+        tests = specificity_tests({k: comps[k] for k in REPEAT_SCORES}, 9999, seed=5)
+        for k in REPEAT_SCORES:
+            no_repeat_tests += tests.p_value[k].numel()
+            no_repeat_sig += int((tests.p_value[k] <= ALPHA).sum())
+        if cfg.n_layers == 1:
+            one_layer_heads += cfg.n_heads
+            one_layer_induction += len(rep.heads_with_role("induction"))
+            one_layer_sig += int(rep.significant[rep.decides["induction"]].sum())
+        under = {k: rep.scores.get(k) < rep.floors[k] for k in rep.decides.values()}
+        labelled = {
+            "new": _labelled(rep.roles),
+            "rule_before": _labelled(old),
+        }
+        out_runs.append(
+            {
+                "run": run.name,
+                "n_layers": cfg.n_layers,
+                "seed": cfg.seed,
+                "steps": run.settings.get("train", {}).get("steps"),
+                "roles": labelled,
+                "changed": sorted(set(labelled["new"]) ^ set(labelled["rule_before"])),
+                "decided_by": {
+                    str(HeadId(ly, h)): rep.role_reason((ly, h))
+                    for ly, row in enumerate(rep.roles)
+                    for h, r in enumerate(row)
+                    if r != "none"
+                },
+                "under_floor_significant_share": {
+                    k: float((rep.significant[k] & m).sum()) / max(1, int(m.sum()))
+                    for k, m in under.items()
+                },
+            }
+        )
+    return {
+        "runs": out_runs,
+        "one_layer_heads": one_layer_heads,
+        "one_layer_induction_roles": one_layer_induction,
+        "one_layer_induction_fp_rate": one_layer_induction / max(1, one_layer_heads),
+        "one_layer_induction_test_significant_share": one_layer_sig / max(1, one_layer_heads),
+        "no_repeat_probe_tests": no_repeat_tests,
+        "no_repeat_probe_fp_share": no_repeat_sig / max(1, no_repeat_tests),
+    }
+
+
+def _labelled(roles: list[list[str]]) -> list[str]:
     return [
-        f"{HeadId(ly, h)}:{r}"
-        for ly, row in enumerate(roles)
-        for h, r in enumerate(row)
-        if r != NO_ROLE
+        f"{ly}.{h}:{r}" for ly, row in enumerate(roles) for h, r in enumerate(row) if r != "none"
     ]
 
 
-def leave_one_out(
-    shape: str, seeds: list[int], make: Any, base: Any, batch: Any, rows: int | None
-) -> dict[str, Any]:
-    """Every model's p-values against the others as its untrained models; FP share per score."""
-    from interp_toolkit.analysis.heads import SCORES
-    from interp_toolkit.analysis.stripes import HeadScores, row_scores
-
-    null_of = {s.name: s.null for s in SCORES}
-    swap = {s.name: "no_repeats" for s in SCORES if s.null == "repeats_vs_untrained"}
-    ps: dict[str, list[torch.Tensor]] = {k: [] for k in null_of}
-    ps_swap: dict[str, list[torch.Tensor]] = {k: [] for k in swap}
-    labelled: list[str] = []
-    n_null = {}
-    for i, seed in enumerate(seeds):
-        model = make(seed)
-        others = dataclasses.replace(base, seeds=tuple(seeds[:i] + seeds[i + 1 :]), rows=rows)
-        tests = _tests(model, batch, others, null_of)
-        for k in null_of:
-            ps[k].append(tests.p_value[k])
-        n_null = tests.n_null
-        if rows is None:
-            swapped = _tests(model, batch, others, swap)
-            for k in swap:
-                ps_swap[k].append(swapped.p_value[k])
-        scores = HeadScores({k: r.mean().float() for k, r in row_scores(model, batch).items()})
-        for induction_score in ("vw", "plain"):
-            labelled += [f"{seed}/{r}" for r in _roles(scores, tests, induction_score)]
-        del model
-    rows_out = []
-    for k in null_of:
-        p = torch.stack(ps[k])
-        row = {
-            "shape": shape,
-            "untrained_rows": rows or batch.n_seqs,
-            "score": k,
-            "null": null_of[k],
-            "n_null": n_null[k],
-            "n_tests": p.numel(),
-            "fp_share": float((p <= ALPHA).double().mean()),
-            "share_p_le_0.5": float((p <= 0.5).double().mean()),
-        }
-        if ps_swap.get(k):
-            row["fp_share_no_repeats_alone"] = float(
-                (torch.stack(ps_swap[k]) <= ALPHA).double().mean()
-            )
-        rows_out.append(row)
-    return {"n_models": len(seeds), "rows": rows_out, "heads_with_role": labelled}
-
-
-def calibrate_cpu(n: int) -> dict[str, Any]:
-    from interp_toolkit.analysis.heads import SCORE_KINDS
-    from interp_toolkit.analysis.scores import discovery_probe
-    from interp_toolkit.analysis.untrained import toy_untrained
-    from interp_toolkit.models import build_model
-
-    cfg, codec = _cpu_cfg(), _codec()
-    seeds = [100 + i for i in range(n)]
-
-    def make(seed: int) -> Any:
-        return build_model(cfg.replace(seed=seed))
-
-    batch = discovery_probe(make(0), codec)
-    base = toy_untrained(cfg, seeds)
-    out = {
-        "all_rows": leave_one_out("cpu", seeds, make, base, batch, None),
-        "sub_rows": leave_one_out("cpu", seeds, make, base, batch, SUB_ROWS),
-        "probe": batch.describe(),
-    }
-    above = dict.fromkeys(SCORE_KINDS, 0)
-    roles = 0
-    for seed in seeds:
-        old = pooled_tau_discovery(make(seed), codec, n_null=4)
-        for k in SCORE_KINDS:
-            above[k] += int(old["above"][k].sum())
-        roles += sum(r != "none" for row in old["roles"] for r in row)
-    n_heads = n * cfg.n_layers * cfg.n_heads
-    for row in out["all_rows"]["rows"]:
-        row["share_above_pooled_tau"] = above[row["score"]] / n_heads
-    out["pooled_tau_heads_with_role"] = roles
-    return out
-
-
-def calibrate_gpt2(n: int) -> dict[str, Any]:
-    from transformer_lens import TransformerBridge
-    from transformers import GPT2Config, GPT2LMHeadModel
-
-    from interp_toolkit.analysis.scores import discovery_probe
-    from interp_toolkit.analysis.untrained import untrained_models
-    from interp_toolkit.targets.gpt2 import offline_gpt2_tokenizer
-    from interp_toolkit.tokenizer import GPT2Codec
-
-    config = GPT2Config(n_positions=1 + GPT2_PROBE["prefix_max"] + 2 * GPT2_PROBE["period"])
-    with offline_gpt2_tokenizer() as tok:
-        first = TransformerBridge.boot_transformers(
-            "gpt2-small-shape", hf_model=GPT2LMHeadModel(config), tokenizer=tok
-        ).eval()
-        base = untrained_models(first, n_models=n)
-        assert base is not None
-        batch = discovery_probe(first, GPT2Codec(), **GPT2_PROBE)
-        del first
-        seeds = list(base.seeds)
-        out = {
-            "all_rows": leave_one_out("gpt2-small", seeds, base.make, base, batch, None),
-            "sub_rows": leave_one_out("gpt2-small", seeds, base.make, base, batch, SUB_ROWS),
-        }
-    out["probe"] = batch.describe()
-    return out
-
-
-def power_hand_built(n: int) -> dict[str, Any]:
-    """Hand-built heads on cpu-shaped models: found, and nothing else labelled."""
-    from analysis_helpers import make_first_token_head, make_offset_head, make_prev_token_head
-
-    from interp_toolkit.analysis.nulls import smallest_p
-    from interp_toolkit.analysis.scores import discover_heads
-    from interp_toolkit.models import build_model
-
-    rows = []
-    for i in range(n):
-        cfg = _cpu_cfg().replace(seed=300 + i)
-        model = build_model(cfg)
-        prev, cur, first = (0, i % 4), (0, (i + 1) % 4), (1, (i + 2) % 4)
-        make_prev_token_head(model, *prev)
-        make_offset_head(model, *cur, offset=0)
-        make_first_token_head(model, *first)
-        rep = discover_heads(model, _codec(), seed=i, model_cfg=cfg)
-        labelled = {
-            (ly, h): r for ly, row in enumerate(rep.roles) for h, r in enumerate(row) if r != "none"
-        }
-        p = rep.tests.p_value
-        rows.append(
-            {
-                "model_seed": cfg.seed,
-                "previous_token_head": f"{prev[0]}.{prev[1]}",
-                "score": round(float(rep.scores.previous_token[prev]), 3),
-                "p_value": float(p["previous_token"][prev]),
-                "smallest_p": smallest_p(rep.tests.n_null["previous_token"]),
-                "found": labelled.get(prev) == "previous-token",
-                "other_heads_labelled": len(labelled) - int(prev in labelled),
-                "current_token_p": float(p["current_token"][cur]),
-                "first_token_p": float(p["first_token"][first]),
-            }
-        )
-    found = sum(r["found"] and r["other_heads_labelled"] == 0 for r in rows)
-    sig = sum(r["current_token_p"] <= ALPHA and r["first_token_p"] <= ALPHA for r in rows)
-    return {"rows": rows, "power": found / n, "current_first_significant": sig / n}
-
-
-def power_trained(run_path: str) -> dict[str, Any]:
-    """A trained run: heads over the floor are significant; roles per switch and with BH."""
-    from interp_toolkit.analysis.heads import DEFAULT_FLOORS, INDUCTION_SCORES, HeadId
-    from interp_toolkit.analysis.scores import discover_heads
-    from interp_toolkit.runs import load_run
-
-    run = load_run(run_path)
-    rep = discover_heads(run.model, run.codec, model_cfg=run.model_cfg)
-    t = rep.tests
-    over, found = [], []
-    for kind in ("previous_token", "duplicate_token", *INDUCTION_SCORES.values()):
-        for ly, h in (rep.scores.get(kind) >= DEFAULT_FLOORS[kind]).nonzero().tolist():
-            over.append(f"{HeadId(ly, h)}:{kind}")
-            if float(t.p_value[kind][ly, h]) <= ALPHA:
-                found.append(f"{HeadId(ly, h)}:{kind}")
-    return {
-        "run": str(run_path),
-        "over_floor": over,
-        "significant_over_floor": found,
-        "power": len(found) / max(1, len(over)),
-        "roles": {
-            f"{score}{' +BH' if fdr else ''}": _roles(rep.scores, t, score, fdr)
-            for score in INDUCTION_SCORES
-            for fdr in (False, True)
-        },
-        "heads": {
-            str(HeadId(ly, h)): {
-                k: {
-                    "score": round(float(rep.scores.get(k)[ly, h]), 3),
-                    "p": float(t.p_value[k][ly, h]),
-                }
-                for k in t.p_value
-            }
-            for ly in range(rep.scores.n_layers)
-            for h in range(rep.scores.n_heads)
-        },
-    }
-
-
 def cost_cpu(threads: int) -> list[dict[str, Any]]:
-    """Discovery on the cpu preset's models, old and new, one after the other in this process."""
+    """Discovery on the cpu preset's models, new and old, one after the other in this process."""
+    from analysis_helpers import tiny_codec
+
     from interp_toolkit.analysis import untrained
-    from interp_toolkit.analysis.scores import discover_heads
+    from interp_toolkit.analysis.scores import discover_heads, discovery_probe
+    from interp_toolkit.analysis.stripes import row_scores
     from interp_toolkit.models import build_model
+    from interp_toolkit.presets import get_preset
 
     torch.set_num_threads(threads)
-    codec, rows = _codec(), []
+    codec, rows = tiny_codec(1024), []
     for n_layers in (1, 2, 3, 8):
-        cfg = _cpu_cfg(n_layers)
+        cfg = get_preset("cpu", n_layers).model
         model = build_model(cfg)
         untrained._CACHE.clear()
+
+        def before(m: Any = model, c: Any = cfg) -> Any:
+            batch = discovery_probe(m, codec)
+            return _old_roles(m, batch, row_scores(m, batch), c)
+
         cases = {
-            "pooled tau (shuffled null x4), before": lambda m=model: pooled_tau_discovery(m, codec),
-            "per-head nulls, nothing cached": lambda m=model, c=cfg: discover_heads(
-                m, codec, model_cfg=c
-            ),
-            "per-head nulls, untrained rows cached": lambda m=model, c=cfg: discover_heads(
-                m, codec, model_cfg=c
-            ),
+            "specificity test (now)": lambda m=model, c=cfg: discover_heads(m, codec, model_cfg=c),
+            "per-head untrained nulls (before), nothing cached": before,
+            "per-head untrained nulls (before), untrained rows cached": before,
         }
         for name, run in cases.items():
+            load = os.getloadavg()[0]
             t0, c0 = time.perf_counter(), time.process_time()
             run()
             rows.append(
@@ -309,6 +280,7 @@ def cost_cpu(threads: int) -> list[dict[str, Any]]:
                     "case": name,
                     "seconds": round(time.perf_counter() - t0, 2),
                     "cpu_seconds": round(time.process_time() - c0, 2),
+                    "load_before": round(load, 2),
                     "threads": threads,
                 }
             )
@@ -316,91 +288,67 @@ def cost_cpu(threads: int) -> list[dict[str, Any]]:
     return rows
 
 
-FP_COLUMNS = [
-    "shape",
-    "untrained_rows",
-    "score",
-    "null",
-    "n_null",
-    "n_tests",
-    "fp_share",
-    "share_p_le_0.5",
-    "fp_share_no_repeats_alone",
-    "share_above_pooled_tau",
-]
-SHAPES = ("cpu", "gpt2")
-
-
-def summarise(out: dict[str, Any]) -> None:
-    """The false-positive table over the shapes measured so far, and the verdicts."""
-    done = [s for s in SHAPES if s in out]
-    fp = [r for s in done for part in ("all_rows", "sub_rows") for r in out[s][part]["rows"]]
-    print_table(fp, FP_COLUMNS)
-    out["fp_share_in_target"] = all(0.03 <= r["fp_share"] <= 0.07 for r in fp)
-    out["heads_with_role_on_untrained"] = sum(
-        len(out[s][p]["heads_with_role"]) for s in done for p in ("all_rows", "sub_rows")
-    )
-    print(
-        f"{', '.join(done)}: FP share within 5% +- 2% for every row: {out['fp_share_in_target']}; "
-        f"heads with a role on untrained models: {out['heads_with_role_on_untrained']} "
-        f"(pooled tau: {out['cpu']['pooled_tau_heads_with_role']} on the cpu models)"
-    )
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--run", nargs="*", default=[], help="trained run folders (power)")
-    ap.add_argument("--n-cpu", type=int, default=26)
-    ap.add_argument("--n-gpt2", type=int, default=6)
-    ap.add_argument("--n-hand-built", type=int, default=4)
-    ap.add_argument("--threads", type=int, default=1, help="torch threads for the cost cases")
+    ap.add_argument("--n-planted", type=int, default=40)
     ap.add_argument(
-        "--resume",
-        action="store_true",
-        help="start from benchmarks/results/null_calibration.json and run only the sections "
-        "it does not have (e.g. the GPT-2 calibration after an interrupted run)",
+        "--train", nargs="*", default=["1:0", "2:0"], help="LAYERS:SEED cpu-preset runs to use"
     )
+    ap.add_argument("--steps", type=int, default=700)
+    ap.add_argument("--runs-dir", default="/tmp/null_calibration_runs")
+    ap.add_argument("--run", nargs="*", default=[], help="more run folders (same recipe)")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads for training and cost")
+    ap.add_argument("--only", nargs="*", default=["planted", "trained", "cost_cpu"])
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     torch.set_num_threads(1)
     t0 = time.perf_counter()
-    out: dict[str, Any] = {"alpha": ALPHA, "target_fp_share": [0.03, 0.07]}
     saved = RESULTS / "null_calibration.json"
-    if args.resume and saved.is_file():
+    out: dict[str, Any] = {"alpha": ALPHA, "sections_done": []}
+    if saved.is_file():  # keep the sections this run does not redo
         kept = json.loads(saved.read_text())
-        out |= {k: v for k, v in kept.items() if k not in ("benchmark", "machine", "wall_s")}
-        out["resumed_from"] = {"machine": kept.get("machine"), "wall_s": kept.get("wall_s")}
-    done = set(out.get("sections_done", []))
+        out |= {k: kept[k] for k in ("planted", "trained", "cost_cpu") if k in kept}
+        out["sections_done"] = [s for s in kept.get("sections_done", []) if s not in args.only]
 
-    def save(section: str) -> None:  # after every section: a slow GPT-2 part loses nothing
-        out["sections_done"] = [*out.get("sections_done", []), section]
+    def save(section: str) -> None:
+        out["sections_done"].append(section)
         out["wall_s"] = round(time.perf_counter() - t0, 1)
+        out["load_average"] = [round(x, 2) for x in os.getloadavg()]
         write_result("null_calibration", out)
 
-    if "cpu" not in done:
-        out["cpu"] = calibrate_cpu(args.n_cpu)
-        summarise(out)
-        save("cpu")
-    if "power" not in done:
-        out["hand_built"] = power_hand_built(args.n_hand_built)
-        print_table(out["hand_built"]["rows"], list(out["hand_built"]["rows"][0]))
-        out["trained"] = [power_trained(r) for r in args.run]
-        for tr in out["trained"]:
-            print(
-                f"{tr['run']}: over floor {tr['over_floor']}; "
-                f"significant {tr['significant_over_floor']}"
-            )
-            for key, roles in tr["roles"].items():
-                print(f"  roles, {key} deciding induction: {roles}")
-        save("power")
-    if "cost_cpu" not in done:
+    if "planted" in args.only:
+        out["planted"] = planted(args.n_planted)
+        cols = ["head", "planted", "must_be", "over_floor_share", "rate", "rate_rule_before"]
+        print_table(out["planted"]["rows"], cols)
+        p = out["planted"]
+        print(
+            f"planted negatives: wrong role {p['fp_rate_negatives']:.1%} (rule before "
+            f"{p['fp_rate_negatives_rule_before']:.1%}); positives found "
+            f"{p['power_positives']:.1%} (rule before {p['power_positives_rule_before']:.1%})"
+        )
+        save("planted")
+    if "trained" in args.only:
+        torch.set_num_threads(args.threads)
+        runs = trained_runs(Path(args.runs_dir), args.train, args.steps, args.run)
+        torch.set_num_threads(1)
+        out["trained"] = trained(runs)
+        out["trained"]["recipe"] = {
+            "preset": "cpu",
+            "runs": [{"folder": str(r.path), "train": r.settings.get("train")} for r in runs],
+        }
+        tr = out["trained"]
+        for r in tr["runs"]:
+            print(f"{r['run']}: now {r['roles']['new']}; before {r['roles']['rule_before']}")
+        print(
+            f"1-layer heads with the induction role: {tr['one_layer_induction_roles']} of "
+            f"{tr['one_layer_heads']}; repeat scores on a no-repeat probe: "
+            f"{tr['no_repeat_probe_fp_share']:.1%} of {tr['no_repeat_probe_tests']} tests p <= 0.05"
+        )
+        save("trained")
+    if "cost_cpu" in args.only:
         out["cost_cpu"] = cost_cpu(args.threads)
         print_table(out["cost_cpu"], list(out["cost_cpu"][0]))
         save("cost_cpu")
-    if "gpt2" not in done:
-        out["gpt2"] = calibrate_gpt2(args.n_gpt2)
-        summarise(out)
-        save("gpt2")
 
 
 if __name__ == "__main__":

@@ -186,10 +186,10 @@ def view(
 
 def discover(model: ModelLike, **options: Any) -> Discovery:
     """Find previous-token, duplicate-token and induction heads: scores on repeated random
-    tokens, each tested against its own null model (τ, p), a role per head (``.report``), and the
-    heads to draw.
+    tokens, each tested for specificity against the head itself (τ, p; docs/statistics.md), a
+    role per head (``.report``), and the heads to draw.
     ``options``: those of :func:`interp_toolkit.analysis.discovery.discover` (``n_seqs``,
-    ``period``, ``seed``, ``alpha``, ``fdr``, ``n_untrained``, ...)."""
+    ``period``, ``seed``, ``alpha``, ``fdr``, ``n_draws``, ``n_untrained``, ...)."""
     from interp_toolkit.analysis.discovery import discover as discover_
 
     bridge, codec = _parts(model)

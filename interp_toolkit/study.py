@@ -267,7 +267,7 @@ def measure_run(run: Run, cfg: StudyConfig, *, mlp: bool) -> RunMeasurements:
     if n in PROBE_LAYERS:
         say(f"[{run.name}] probes{' and neurons' if mlp else ''} ...")
         heads = layer0_previous_token_heads(summary)
-        probe = measure_probe(run.model, run.codec, run.name, heads, seed=cfg.seed)
+        probe = measure_probe(run.model, run.codec, run.name, heads, cfg.seed, run.model_cfg)
     if mlp:
         neurons = measure_neurons(run, seed=cfg.seed)
     return RunMeasurements(

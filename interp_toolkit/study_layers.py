@@ -20,6 +20,7 @@ from interp_toolkit.analysis.neurons import analyse_neurons
 from interp_toolkit.analysis.probe_data import neuron_windows
 from interp_toolkit.analysis.probes import probe
 from interp_toolkit.analysis.run_analysis import RunSummary
+from interp_toolkit.models import AttnOnlyConfig
 from interp_toolkit.reports.layer_findings import (
     PROBE_DATA,
     PROBE_FEATURE,
@@ -52,16 +53,20 @@ def measure_probe(
     codec: Codec,
     name: str,
     ablate: Sequence[HeadId] = (),
-    *,
     seed: int = 0,
+    model_cfg: AttnOnlyConfig | None = None,
 ) -> ProbeMeasurement:
-    """The previous-token probe at every boundary, and again with the heads ``ablate`` (the
-    model's layer-0 previous-token heads, :func:`layer0_previous_token_heads`) mean-ablated."""
-    result = probe(model, codec, PROBE_FEATURE, data=PROBE_DATA, seed=seed)
+    """The previous-token probe at every boundary beside an untrained model of the same
+    architecture (``model_cfg``: the run's), and again with the heads ``ablate`` (the model's
+    layer-0 previous-token heads, :func:`layer0_previous_token_heads`) mean-ablated (against the
+    same untrained numbers)."""
+    result = probe(model, codec, PROBE_FEATURE, data=PROBE_DATA, seed=seed, model_cfg=model_cfg)
     ablated = None
     if ablate:
         heads = [(h.layer, h.head) for h in ablate]
-        ablated = probe(model, codec, PROBE_FEATURE, data=PROBE_DATA, seed=seed, ablate=heads)
+        ablated = probe(
+            model, codec, PROBE_FEATURE, data=PROBE_DATA, seed=seed, ablate=heads, untrained=result
+        )
     mlp = not bool(getattr(model.cfg, "attn_only", False))
     return ProbeMeasurement(name, int(model.cfg.n_layers), mlp, result, ablated)
 

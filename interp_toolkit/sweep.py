@@ -11,6 +11,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from interp_toolkit.analysis.dynamics import trajectory
+from interp_toolkit.analysis.heads import SCORE
 from interp_toolkit.errors import UserError
 from interp_toolkit.io import write_json, write_text
 from interp_toolkit.presets import Preset, get_preset, with_overrides
@@ -46,7 +47,7 @@ class SweepConfig:
     layers: int = 2
     steps: int | None = None
     seed: int = 0
-    threshold: float = 0.4
+    threshold: float = SCORE["induction"].floor
     device: str = "auto"
 
 

@@ -37,17 +37,18 @@ class Trajectory:
     def layer_min(self) -> int:
         return induction_layer_min(int(self.induction.shape[1]))
 
-    def first_step_above(self, threshold: float = 0.4) -> int | None:
+    def first_step_above(self, threshold: float | None = None) -> int | None:
         """First logged step where a head in layer >= 1 (any layer of a 1-layer model) scores
-        above ``threshold``."""
+        above ``threshold`` (default: the registry's floor of the induction score)."""
         return first_induction_step(self.rows, threshold, layer_min=self.layer_min)
 
     def best_induction(self) -> float:
         """The highest induction score logged in layer >= 1 (any layer of a 1-layer model)."""
         return float(self.induction[:, self.layer_min :].max())
 
-    def phase_change(self, threshold: float = 0.4) -> dict[str, Any]:
+    def phase_change(self, threshold: float | None = None) -> dict[str, Any]:
         """The step induction appears, with the loss just before and after it."""
+        threshold = SCORE["induction"].floor if threshold is None else threshold
         step = self.first_step_above(threshold)
         out: dict[str, Any] = {"threshold": threshold, "step": step}
         if step is not None:

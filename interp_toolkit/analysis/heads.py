@@ -3,15 +3,17 @@
 - :class:`HeadId`: ``(layer, head)``, printed ``L.H`` and parsed from it (the one place a head is
   formatted).
 - :data:`SCORES`, the **score registry**: one :class:`Score` per head score, with its name, title,
-  definition, the attention stripe it reads (:class:`Stripe`), the null model it is tested against
-  (a key of :data:`~interp_toolkit.analysis.nulls.NULLS`), its effect-size floor and the role it
-  can decide, if any. The scorer
-  (:mod:`~interp_toolkit.analysis.stripes`), the null model (:mod:`~interp_toolkit.analysis.nulls`),
-  discovery (:mod:`~interp_toolkit.analysis.scores`), the CLI tables, JSON/CSV and the reports all
-  read it: **adding a head score is one entry here plus its test** (see docs/architecture.md).
-- Roles: :data:`DEFAULT_DECIDERS` (role -> the score that decides it, in precedence order),
-  :func:`deciders` (the induction role decided by the value-weighted or the plain score) and
-  :func:`role_rule` (the rule in words).
+  definition, the attention stripe it reads (:class:`Stripe`), the rival keys its specificity test
+  compares it with (:meth:`Stripe.neighbours`), whether it is also compared with a no-repeat
+  control, its effect-size floor, the role it decides, if any, and its optional second test
+  against untrained models. The scorer (:mod:`~interp_toolkit.analysis.stripes`), the
+  specificity test (:mod:`~interp_toolkit.analysis.specificity`), discovery
+  (:mod:`~interp_toolkit.analysis.scores`), the CLI tables, JSON/CSV and the reports all read it:
+  **adding a head score is one entry here plus its test** (see docs/architecture.md).
+- Roles: :data:`ROLE_PRECEDENCE` (the roles, first wins), :data:`DEFAULT_DECIDERS` (role -> the
+  score whose ``role`` it is), :func:`deciders` (the induction role decided by the value-weighted
+  or the plain score), :func:`passes` (the role rule for one score: significant AND >= its
+  floor; the only place it is written) and :func:`role_rule` (the rule in words).
 - :func:`top_head` and :func:`partner_of`: which head is strongest, and which earlier head an
   induction head reads from.
 
@@ -23,8 +25,8 @@ repeated-random-token probe (:mod:`~interp_toolkit.analysis.batches`); ``Δ`` is
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Literal, NamedTuple
+from dataclasses import dataclass, replace
+from typing import Any, Literal, NamedTuple
 
 import torch
 from jaxtyping import Float
@@ -92,6 +94,34 @@ class Stripe:
         """How far back the key is (``q − k``) for a relative key on a probe of this period."""
         return self.lag + self.periods * period
 
+    def key_name(self) -> str:
+        """The key in words: ``q-1``, ``q``, ``q-Δ+1``, ``key 0``."""
+        if self.column is not None:
+            return f"key {self.column}"
+        delta = "-Δ" if self.periods == 1 else (f"-{self.periods}Δ" if self.periods else "")
+        lag = f"{-self.lag:+d}" if self.lag else ""
+        return f"q{delta}{lag}"
+
+    def neighbours(self, width: int) -> tuple[Stripe, ...]:
+        """The same stripe with its key moved by 1..``width`` positions either way (a key after
+        the query, or before position 0, is left out): the rival keys of the specificity test."""
+        out = []
+        for step in (*range(-width, 0), *range(1, width + 1)):
+            if self.column is not None:
+                if self.column + step >= 0:
+                    out.append(replace(self, column=self.column + step))
+            elif self.periods or self.lag + step >= 0:  # a body key must not be after q
+                out.append(replace(self, lag=self.lag + step))
+        return tuple(out)
+
+
+#: ARENA's detector threshold: the effect-size floor of every score unless its entry says otherwise.
+ARENA_FLOOR = 0.4
+#: The specificity test compares a score's key with every key within this many positions of it,
+#: and asks that it hold more than RIVAL_RATIO times the attention of each ("stands out").
+RIVAL_WIDTH = 2
+RIVAL_RATIO = 2.0
+
 
 @dataclass(frozen=True)
 class Score:
@@ -99,12 +129,14 @@ class Score:
 
     ``name``: the key in JSON, CSV and :class:`~interp_toolkit.analysis.stripes.HeadScores`.
     ``label``: a table column; ``title``: a figure title. ``definition``: one line, written into
-    every heads.json. ``null``: the null model each head's score is tested against, a key of
-    :data:`~interp_toolkit.analysis.nulls.NULLS` (one under which this score has no reason to be
-    high). ``floor``: the effect-size floor a head's score must also reach for a role (ARENA's
-    detectors use 0.4); it is not a null test. ``role``: the role this score can decide
-    (:data:`DEFAULT_DECIDERS`), if any. ``metrics_key``: the score's key in metrics.jsonl when
-    training logs it (default: ``name``).
+    every heads.json. ``stripe``: what it reads. ``control``: the specificity test also compares
+    the head's score with its own score on a no-repeat control batch of the same layout (for
+    scores that need a repeat). ``floor``: the effect-size floor a head's score must also reach
+    for a role (:func:`passes`); it is not a test. ``role``: the role this score decides by
+    default (:data:`DEFAULT_DECIDERS`), if any. ``untrained_null``: the null of the optional second
+    test against untrained models of the same architecture (a key of
+    :data:`~interp_toolkit.analysis.nulls.NULLS`; it decides nothing). ``metrics_key``: the
+    score's key in metrics.jsonl when training logs it (default: ``name``).
     """
 
     name: str
@@ -112,22 +144,27 @@ class Score:
     title: str
     definition: str
     stripe: Stripe
-    null: str
-    floor: float = 0.4
+    control: bool = False
+    floor: float = ARENA_FLOOR
     role: str | None = None
+    untrained_null: str = "untrained"
     metrics_key: str = ""
 
     @property
     def logged_as(self) -> str:
         return self.metrics_key or self.name
 
+    @property
+    def rivals(self) -> tuple[Stripe, ...]:
+        """The keys the specificity test compares this score's key with, on the same queries."""
+        return self.stripe.neighbours(RIVAL_WIDTH)
 
-# Why each null: docs/analysis.md §3 (calibrated by benchmarks/null_calibration.py).
-# - "untrained": the head against the heads of its layer in freshly initialised models of the same
-#   architecture. Positional scores need it: a head's positional habits are fixed across rows, so
-#   no control inside one model (other offsets, random earlier keys) is exchangeable with them.
-# - "repeats_vs_untrained": the head's own score on a no-repeat control batch of the same layout,
-#   plus the repeat effects of untrained heads (a random QK circuit reacts to repeats a little).
+
+# Why these tests: docs/statistics.md. The specificity test compares the head with itself: its
+# attention at the score's key against its attention at each key within RIVAL_WIDTH positions
+# (same queries, same rows), and for repeat scores against its own score on a no-repeat control.
+# The second test ("untrained" / "repeats_vs_untrained") compares the head with the heads of its
+# layer in untrained models; it answers "did training raise this stripe?" and decides nothing.
 SCORES: tuple[Score, ...] = (
     Score(
         "previous_token",
@@ -135,7 +172,6 @@ SCORES: tuple[Score, ...] = (
         "previous-token score",
         "mean A[q, q-1] over q from the first non-BOS key to the end of the repeats",
         Stripe("body", lag=1),
-        null="untrained",
         role="previous-token",
         metrics_key="prev_token",  # metrics.jsonl's spelling since the first runs
     ),
@@ -145,28 +181,31 @@ SCORES: tuple[Score, ...] = (
         "duplicate-token score",
         "mean A[q, q-period] over queries in the 2nd and later repeats",
         Stripe("repeats", periods=1),
-        null="repeats_vs_untrained",
+        control=True,
         role="duplicate-token",
+        untrained_null="repeats_vs_untrained",
     ),
+    # The plain induction score can decide the induction role instead of the value-weighted one
+    # (deciders("plain"), --induction-score plain); by default it is reported beside it.
     Score(
         "induction",
         "induction",
         "induction score",
         "mean A[q, q-period+1] over queries in the 2nd and later repeats",
         Stripe("repeats", periods=1, lag=-1),
-        null="repeats_vs_untrained",
-        role="induction",
+        control=True,
+        untrained_null="repeats_vs_untrained",
     ),
-    # The seed's induction score (attention weighted by |v_k|): decides the induction role by
-    # default (DEFAULT_DECIDERS); the plain score above can decide it instead (deciders()).
+    # The seed's induction score (attention weighted by |v_k|): decides the induction role.
     Score(
         "induction_vw",
         "induction (vw)",
         "value-weighted induction score",
         "mean over the same queries of A[q,k]*|v_k| / sum_k' A[q,k']*|v_k'| at k = q-period+1",
         Stripe("repeats", periods=1, lag=-1, value_weighted=True),
-        null="repeats_vs_untrained",
+        control=True,
         role="induction",
+        untrained_null="repeats_vs_untrained",
     ),
     # ARENA's current-token detector (mean A[q, q]); query 0 is left out (it can only attend to
     # itself). No role: it describes a head, it is not a step of the induction circuit.
@@ -176,7 +215,6 @@ SCORES: tuple[Score, ...] = (
         "current-token score",
         "mean A[q, q] over q from 1 to the end of the repeats",
         Stripe("body", lag=0),
-        null="untrained",
     ),
     # ARENA's first-token detector (mean A[q, 0]: attention resting on BOS, an "attention sink"),
     # over queries q >= 1 (query 0 can only attend to itself). No role, as above.
@@ -186,23 +224,22 @@ SCORES: tuple[Score, ...] = (
         "first-token (BOS) score",
         "mean A[q, 0] (BOS when the probe has one) over q from 1 to the end of the repeats",
         Stripe("body", column=0),
-        null="untrained",
     ),
 )
 SCORE: dict[str, Score] = {s.name: s for s in SCORES}
 SCORE_KINDS: tuple[str, ...] = tuple(SCORE)
 DEFAULT_FLOORS: dict[str, float] = {s.name: s.floor for s in SCORES}
 
-#: Role -> the score that decides it by default, in precedence order: a head's role is the first
-#: whose deciding score is significant against its null AND >= its effect-size floor. A new role
-#: goes at the end, so no existing role changes.
+#: The roles, in precedence order: a head's role is the first whose deciding score passes
+#: (:func:`passes`). A new role goes at the end, so no existing role changes.
+ROLE_PRECEDENCE: tuple[str, ...] = ("induction", "previous-token", "duplicate-token")
+#: Role -> the score that decides it by default: the registry entry whose ``role`` it is.
 DEFAULT_DECIDERS: dict[str, str] = {
-    "induction": "induction_vw",
-    "previous-token": "previous_token",
-    "duplicate-token": "duplicate_token",
+    role: next(s.name for s in SCORES if s.role == role) for role in ROLE_PRECEDENCE
 }
+assert {s.role for s in SCORES} - {None} == set(ROLE_PRECEDENCE), "a role without precedence"
 NO_ROLE = "none"
-ROLES: tuple[str, ...] = (*DEFAULT_DECIDERS, NO_ROLE)
+ROLES: tuple[str, ...] = (*ROLE_PRECEDENCE, NO_ROLE)
 #: The scores that may decide the induction role (``--induction-score``): value-weighted, plain.
 INDUCTION_SCORES: dict[str, str] = {"vw": "induction_vw", "plain": "induction"}
 
@@ -218,12 +255,28 @@ def deciders(induction_score: str = "vw") -> dict[str, str]:
     return {**DEFAULT_DECIDERS, "induction": INDUCTION_SCORES[induction_score]}
 
 
+def passes(kind: str, value: Any, significant: Any, repeat_effect: Any = None) -> Any:
+    """The role rule for one score: significant (its specificity test rejects) AND ``value`` >= the
+    registry's effect-size floor of ``kind``, AND for a score compared with a no-repeat control,
+    its ``repeat_effect`` (the score minus the head's own score without repeats) >= the floor too:
+    a head at a fixed offset reads high on the induction stripe with or without a repeat.
+    Tensors (``[layer, head]``) or plain numbers."""
+    floor = score(kind).floor
+    ok = significant & (value >= floor)
+    return ok if repeat_effect is None else ok & (repeat_effect >= floor)
+
+
 def role_rule(decides: dict[str, str], test: str) -> str:
     """The role rule in words; ``test`` says when a score is significant (e.g. ``p <= 0.05``)."""
-    by = ", ".join(f"{role} ({kind})" for role, kind in decides.items())
+    by = ", ".join(
+        f"{role} ({kind}, floor {score(kind).floor:g})" for role, kind in decides.items()
+    )
     return (
-        f"a head's role is the first of {by} whose score is significant ({test}, against its own "
-        f"null) and >= its effect-size floor; otherwise {NO_ROLE}"
+        f"a head's role is the first of {by} whose score passes its specificity test ({test}: the "
+        f"head's attention at the score's key beats its own attention at each nearby key, and "
+        f"a repeat score its own score without repeats) and reaches its effect-size floor (a "
+        f"repeat score: by the repeat, the score minus its score without repeats, too); "
+        f"otherwise {NO_ROLE}"
     )
 
 

@@ -69,3 +69,45 @@ def accuracy(
 ) -> float:
     """Fraction of rows of ``x`` the probe labels ``y`` (NaN for no rows)."""
     return float((probe.predict(x) == y).double().mean()) if len(y) else float("nan")
+
+
+# --------------------------------------------------------------------------- scoring
+
+
+def resample_weights(n_rows: int, n_boot: int, seed: int) -> Float[torch.Tensor, "boot row"]:
+    """How often each of ``n_rows`` held-out rows is drawn in each of ``n_boot`` bootstrap
+    resamples (rows drawn with replacement; seeded). Row 0 of the result is the sample itself."""
+    gen = torch.Generator().manual_seed(int(seed) + 31_337)
+    picks = torch.randint(0, n_rows, (n_boot, n_rows), generator=gen)
+    weights = torch.zeros(n_boot + 1, n_rows, dtype=torch.float64)
+    weights[0] = 1.0
+    weights[1:].scatter_add_(1, picks, torch.ones_like(picks, dtype=torch.float64))
+    return weights
+
+
+def balanced_accuracy(
+    pred: Int[torch.Tensor, " m"],
+    y: Int[torch.Tensor, " m"],
+    row_of: Int[torch.Tensor, " m"],
+    weights: Float[torch.Tensor, "boot row"],
+) -> Float[torch.Tensor, " boot"]:
+    """Balanced accuracy (the mean over the labels present of the share of that label's
+    positions predicted right) on the sample (entry 0) and on each bootstrap resample of its rows
+    (``weights``, :func:`resample_weights``; ``row_of``: each position's row). A predictor that
+    ignores its input scores ``1 / n_labels`` on average (chance)."""
+    classes, yi = torch.unique(y, return_inverse=True)
+    n_rows, n_classes = weights.shape[1], len(classes)
+    cell = row_of * n_classes + yi
+    total = torch.bincount(cell, minlength=n_rows * n_classes).view(n_rows, n_classes)
+    right = torch.bincount(cell, weights=(pred == y).double(), minlength=n_rows * n_classes)
+    totals = weights @ total.double()  # [boot, class]
+    rights = weights @ right.view(n_rows, n_classes)
+    present = totals > 0
+    recall = torch.where(present, rights / totals.clamp_min(1.0), torch.zeros_like(totals))
+    return recall.sum(1) / present.sum(1).clamp_min(1)
+
+
+def interval(draws: Float[torch.Tensor, " boot"]) -> tuple[float, float]:
+    """The 95% percentile interval of bootstrap draws (entry 0, the sample, left out)."""
+    lo, hi = torch.quantile(draws[1:].double(), torch.tensor([0.025, 0.975], dtype=torch.float64))
+    return round(float(lo), 4), round(float(hi), 4)

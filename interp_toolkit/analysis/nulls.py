@@ -1,25 +1,19 @@
-"""Null models, τ and p-values: every (head, score) is tested against its own null distribution.
+"""Statistics (τ, p-values, Benjamini-Hochberg) and the second, named test against untrained models.
 
-A score is a batch mean over the probe's rows, handed over as
-:class:`~interp_toolkit.analysis.stripes.RowScores` (per-row sums and query counts). A *null
-kind* (:data:`NULLS`, named by each registry entry's ``Score.null``) draws, for every head, values
-of that batch mean under a model in which the score has no reason to be high:
+The deciding test of a head's role is the specificity test of
+:mod:`~interp_toolkit.analysis.specificity` (the head against itself). This module holds the
+statistics both tests share and the optional second test, ``vs_untrained``
+(:func:`untrained_tests`), which answers a different question: *did training raise this stripe
+above what untrained heads of the same layer give?* It decides no role. Its null kinds
+(:data:`NULLS`, named by each registry entry's ``Score.untrained_null``):
 
 - ``untrained``: the probe through ``K`` freshly initialised models of the same architecture
   (:mod:`~interp_toolkit.analysis.untrained`). At initialisation the heads of one layer are
   exchangeable, so a head's null is its layer's ``K x n_heads`` untrained values
-  (:func:`pooled_by_layer`; layers are not pooled together, their habits differ). Positional
-  scores need this null: a head's positional habits are fixed across rows, so no control inside
-  one model (other offsets, a random earlier key) is exchangeable with the previous token.
+  (:func:`pooled_by_layer`; layers are not pooled together, their habits differ).
 - ``repeats_vs_untrained``: the head's own score on a control batch with the probe's exact layout
   but no token repeated in a row (:func:`~.batches.non_repeating_like`), plus the repeat effects
-  (score on the probe - score on the control) of the untrained heads of its layer. The control
-  removes what the head does by position; the untrained effects say how much a head reacts to a
-  repeated token by chance (a random QK circuit has a random diagonal).
-- ``no_repeats``: that paired control alone, as an exact permutation test (:func:`swap_null`:
-  each draw swaps a random half of the (probe row, control row) pairs). Exact for "the head does
-  not react to repeats", but untrained heads do react a little, so it flags some of them
-  (measured in benchmarks/null_calibration.py); no registry score uses it.
+  (score on the probe - score on the control) of the untrained heads of its layer.
 
 The untrained models run on the probe's first ``UntrainedModels.rows`` rows (all by default; GPT-2:
 16, the cost knob) and the head is compared on the same rows.
@@ -50,8 +44,6 @@ from interp_toolkit.errors import UserError
 #: Default α and the null quantile that is τ (the seed's rule: the 95th percentile).
 ALPHA = 0.05
 QUANTILE = 0.95
-#: Monte Carlo draws of the swap null.
-N_DRAWS = 9999
 
 
 # --------------------------------------------------------------------------- statistics
@@ -107,24 +99,6 @@ def smallest_p(n_null: int) -> float:
     return 1.0 / (n_null + 1)
 
 
-def swap_null(
-    observed: RowScores,
-    control: RowScores,
-    n_draws: int = N_DRAWS,
-    generator: torch.Generator | None = None,
-) -> Float[Tensor, "sample layer head"]:
-    """Batch means with a random half of the (probe row, control row) pairs swapped: the exact
-    null of a head that does not tell a probe row from its control (both laid out alike, row by
-    row: equal ``counts``)."""
-    if not torch.equal(observed.counts, control.counts):
-        raise ValueError("swap_null needs the control laid out like the probe, row by row")
-    n_rows, shape = observed.sums.shape[0], observed.sums.shape[1:]
-    obs, ctl = observed.sums.flatten(1).double(), control.sums.flatten(1).double()
-    take = (torch.rand(n_draws, n_rows, generator=generator, dtype=torch.float64) < 0.5).double()
-    draws = (1.0 - take) @ obs + take @ ctl
-    return (draws / observed.counts.double().sum().clamp_min(1.0)).view(n_draws, *shape)
-
-
 def pooled_by_layer(
     values: Float[Tensor, "model layer head"],
 ) -> Float[Tensor, "sample layer head"]:
@@ -156,7 +130,6 @@ class NullContext:
     batch: RepeatedTokens
     observed: Mapping[str, RowScores]
     untrained: UntrainedModels | None = None
-    n_draws: int = N_DRAWS
     seed: int = 0
     batch_size: int | None = None
     progress: Callable[[str], None] = field(default=lambda _msg: None)
@@ -228,23 +201,10 @@ def _repeats_vs_untrained(ctx: NullContext, kinds: Sequence[str]) -> NullSamples
     return out
 
 
-def _no_repeats(ctx: NullContext, kinds: Sequence[str]) -> NullSamples:
-    ctx.progress("no-repeat control batch")
-    control = ctx.scores(ctx.control(ctx.batch))
-    gen = torch.Generator().manual_seed(ctx.seed + 2)
-    return {
-        k: NullSample(
-            ctx.observed[k].mean(), swap_null(ctx.observed[k], control[k], ctx.n_draws, gen)
-        )
-        for k in kinds
-    }
-
-
 #: Null kinds by name: what a registry entry's ``Score.null`` names.
 NULLS: dict[str, Callable[[NullContext, Sequence[str]], NullSamples]] = {
     "untrained": _untrained,
     "repeats_vs_untrained": _repeats_vs_untrained,
-    "no_repeats": _no_repeats,
 }
 
 
@@ -300,3 +260,41 @@ def run_tests(
         n_null={k: int(s.draws.shape[0]) for k, s in samples.items()},
         quantile=quantile,
     )
+
+
+def untrained_tests(
+    model: TransformerBridge,
+    batch: RepeatedTokens,
+    observed: Mapping[str, RowScores],
+    untrained: UntrainedModels | None,
+    *,
+    seed: int = 0,
+    batch_size: int | None = None,
+    progress: Callable[[str], None] = lambda _msg: None,
+) -> tuple[NullTests, dict[str, Any]]:
+    """The second, named test (``vs_untrained``): every registry score against the heads of its
+    layer in ``untrained`` models (``Score.untrained_null``); it decides no role."""
+    from interp_toolkit.analysis.heads import SCORES
+
+    ctx = NullContext(
+        model=model,
+        batch=batch,
+        observed=observed,
+        untrained=untrained,
+        seed=seed,
+        batch_size=batch_size,
+        progress=progress,
+    )
+    null_of = {s.name: s.untrained_null for s in SCORES}
+    tests = run_tests(draw_nulls(ctx, null_of), null_of)
+    assert untrained is not None  # draw_nulls raised otherwise
+    info = {
+        "null": dict(tests.null),
+        "n_null": dict(tests.n_null),
+        "smallest_p": {k: smallest_p(n) for k, n in tests.n_null.items()},
+        "n_models": len(untrained.seeds),
+        "rows": ctx.n_rows(),
+        "seeds": list(untrained.seeds),
+        "decides": "nothing: did training raise this stripe above untrained heads of its layer?",
+    }
+    return tests, info

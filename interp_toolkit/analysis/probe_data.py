@@ -1,5 +1,6 @@
-"""What the probes and the neuron analysis run on: held-out text windows, and repeated random
-tokens in which a repeat can sit anywhere.
+"""What the probes and the neuron analysis run on: held-out text windows, repeated random tokens
+in which a repeat can sit anywhere, and what a probe is asked (features, their labels and inputs,
+and the control task built on each feature's input).
 
 - :func:`heldout_windows`: windows of a corpus's *held-out* split (the documents training never
   saw; see :mod:`interp_toolkit.data`), ``seq_len`` tokens each, drawn without replacement by a
@@ -8,6 +9,9 @@ tokens in which a repeat can sit anywhere.
 - :func:`varied_repeats`: rows ``[BOS] prefix seg seg filler`` of exactly ``seq_len`` tokens in
   which the period cycles over ``2 .. (seq_len - 1) // 2`` and the prefix length is uniform in
   ``0 .. seq_len - 1 - 2·period``, so neither the position nor the period says where the repeat is.
+- :data:`FEATURES`: the label of each probed position and the **input** the label is a function
+  of (:func:`feature_labels`, :func:`feature_inputs`); :func:`control_labels` is the control task
+  of Hewitt & Liang (2019) on that input.
 """
 
 from __future__ import annotations
@@ -120,3 +124,97 @@ def varied_repeats(codec: Codec, *, seq_len: int, n_seqs: int, seed: int = 0) ->
         )
         tokens[rows], starts[rows] = batch.tokens, batch.starts
     return VariedRepeats(tokens=tokens, starts=starts, periods=periods)
+
+
+# --------------------------------------------------------------------------- features
+
+
+@dataclass(frozen=True)
+class Feature:
+    """A probed feature: its ``definition``, and ``input``, what the label is a function of (the
+    control task relabels that input: :func:`control_labels`)."""
+
+    name: str
+    definition: str
+    input: str
+    needs_repeats: bool = False
+
+
+FEATURES: dict[str, Feature] = {
+    f.name: f
+    for f in (
+        Feature("token", "the token at the probed position p", "the token at p"),
+        Feature("prev_token", "the token at p-1 (p >= 1)", "the token at p-1"),
+        Feature("prev2_token", "the token at p-2 (p >= 2)", "the token at p-2"),
+        Feature("position", "the absolute position p", "the position p"),
+        Feature(
+            "in_repeat",
+            "1 if p is in the second copy of the row's repeated segment (its token occurred "
+            "earlier in the row), else 0; repeated random tokens only",
+            "the token at p (whose earlier occurrence the label asks about)",
+            needs_repeats=True,
+        ),
+    )
+}
+
+
+def check_feature(name: str) -> Feature:
+    if name not in FEATURES:
+        raise UserError(f"unknown feature {name!r}: use one of {', '.join(FEATURES)}.")
+    return FEATURES[name]
+
+
+def feature_labels(
+    feature: str, tokens: Int[torch.Tensor, "n pos"], repeats: VariedRepeats | None = None
+) -> Int[torch.Tensor, "n pos"]:
+    """The label of every position (-1: not probed). Rows of ``repeats`` start with BOS."""
+    feat = check_feature(feature)
+    n, p = tokens.shape
+    out = torch.full((n, p), -1, dtype=torch.long)
+    if feat.needs_repeats and repeats is None:
+        raise UserError(f"feature {feature!r} needs repeated-token rows: use --data repeats.")
+    if feature == "token":
+        out[:] = tokens
+    elif feature in ("prev_token", "prev2_token"):
+        lag = 1 if feature == "prev_token" else 2
+        out[:, lag:] = tokens[:, :-lag]
+    elif feature == "position":
+        out[:] = torch.arange(p)[None, :]
+    else:
+        assert repeats is not None
+        out[:] = repeats.second_copy().long()
+    if repeats is not None:
+        out[:, 0] = -1  # BOS
+    return out
+
+
+def feature_inputs(feature: str, tokens: Int[torch.Tensor, "n pos"]) -> Int[torch.Tensor, "n pos"]:
+    """The value of each position's input (``Feature.input``): a token id or a position (0 where
+    the input does not exist; those positions are not probed)."""
+    check_feature(feature)
+    n, p = tokens.shape
+    if feature == "position":
+        return torch.arange(p)[None, :].expand(n, p).clone()
+    lag = {"prev_token": 1, "prev2_token": 2}.get(feature, 0)
+    out = torch.zeros_like(tokens)
+    out[:, lag:] = tokens[:, : p - lag]
+    return out
+
+
+def control_labels(
+    inputs: Int[torch.Tensor, "n pos"],
+    labels: Int[torch.Tensor, "n pos"],
+    train_rows: torch.Tensor,
+    n_values: int,
+    seed: int,
+) -> Int[torch.Tensor, "n pos"]:
+    """The control task (Hewitt & Liang 2019): ``g(inputs)``, where ``g`` maps each of the
+    ``n_values`` values of the feature's input to a label drawn from the empirical distribution
+    of the probed training labels (-1 kept where not probed). A probe can learn it only by
+    memorising the input's values: it has the feature's input and label distribution but none of
+    its structure."""
+    train = labels[train_rows]
+    pool = train[train >= 0]
+    gen = torch.Generator().manual_seed(int(seed) + 104_729)
+    g = pool[torch.randint(0, len(pool), (n_values,), generator=gen)]
+    return torch.where(labels >= 0, g[inputs], labels)

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from interp_toolkit.analysis.ablation import CausalRow
+from interp_toolkit.analysis.heads import SCORE
 
 
 @dataclass(frozen=True)
@@ -27,10 +28,12 @@ class Thresholds:
     ``chance_alpha``: an exam is above a measured chance level (another model on the same
     prompts) when its exact one-sided McNemar p-value is below this, Bonferroni-corrected over
     the exams. ``induction``: the effect-size floor a layer>=1 head's logged induction score
-    must pass for the run to count as having formed induction (the time to induction).
-    ``decodable``: a feature is linearly decodable at a layer boundary when the probe's held-out
-    accuracy is at least this much above the majority baseline (always answering the most
-    frequent training label).
+    must pass for the run to count as having formed induction (the time to induction): the score
+    registry's floor of the induction score, read, not copied.
+    ``decodable``: a feature is linearly decodable at a layer boundary when the lower end of the
+    probe's held-out balanced accuracy's 95% interval is at least ``chance + decodable x (1 -
+    chance)`` (:func:`~interp_toolkit.analysis.probes.is_decodable`; 0.5: halfway from chance to
+    perfect, so a binary feature needs 0.75).
     """
 
     collapse: float = 0.5
@@ -38,7 +41,7 @@ class Thresholds:
     uses: float = 0.25
     exam_lower_bound: float = 0.90
     chance_alpha: float = 0.05
-    induction: float = 0.4
+    induction: float = SCORE["induction"].floor  # the registry's floor: one value, one place
     decodable: float = 0.5
 
 

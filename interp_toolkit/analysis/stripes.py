@@ -2,9 +2,11 @@
 
 Each :class:`~interp_toolkit.analysis.heads.Score` names a :class:`~interp_toolkit.analysis.heads.Stripe`
 (which queries, which key); :func:`row_scores` reduces each layer's attention pattern to the sum
-of every stripe over each row's queries (:class:`RowScores`: per-row sums and query counts, what
-the per-head null tests of :mod:`~interp_toolkit.analysis.nulls` need), and :func:`head_scores`
-is their mean over the batch. The forward pass hooks
+of every stripe over each row's queries (:class:`RowScores`: per-row sums and query counts), and
+:func:`head_scores` is their mean over the batch. :func:`row_pairs` also reduces, for every score
+and each of its rival keys (``Score.rivals``), both stripes over the queries where both keys exist
+(:class:`RowPair`: what the specificity test of :mod:`~interp_toolkit.analysis.specificity`
+compares), in the same pass. The forward pass hooks
 only ``hook_v`` and ``hook_pattern`` (a names filter); each layer's pattern is reduced as soon as
 both hooks of that layer have fired and is then dropped, and the pass stops after the last layer,
 so the unembedding is never computed. Rows go through in chunks (~256 MiB of patterns each).
@@ -12,7 +14,7 @@ so the unembedding is never computed. Rows go through in chunks (~256 MiB of pat
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,7 +25,7 @@ from transformer_lens.hook_points import HookPoint
 
 from interp_toolkit import validate
 from interp_toolkit.analysis.batches import RepeatedTokens
-from interp_toolkit.analysis.heads import SCORE_KINDS, SCORES, Stripe, score
+from interp_toolkit.analysis.heads import RIVAL_WIDTH, SCORE_KINDS, SCORES, Stripe, score
 from interp_toolkit.devices import rows_per_chunk
 from interp_toolkit.errors import UserError
 
@@ -44,6 +46,28 @@ class RowScores:
     def first(self, n: int) -> RowScores:
         """The same score on the first ``n`` rows."""
         return RowScores(self.sums[:n], self.counts[:n])
+
+    def interval(self, z: float = 1.96) -> Float[torch.Tensor, "layer head 2"]:
+        """A 95% interval (``z`` = 1.96) of every head's score, the rows as independent units:
+        the ratio estimate ``Σ sums / Σ counts`` +- z standard errors (linearised, with the
+        ``R / (R - 1)`` small-sample factor), clipped to [0, 1]."""
+        theta = self.mean()
+        n = self.sums.shape[0]
+        total = self.counts.sum().clamp_min(1.0)
+        resid = self.sums - theta[None] * self.counts[:, None, None]
+        var = (resid**2).sum(0) / total**2 * (n / max(1, n - 1))
+        half = z * var.sqrt()
+        return torch.stack([(theta - half).clamp(0, 1), (theta + half).clamp(0, 1)], -1)
+
+
+@dataclass(frozen=True)
+class RowPair:
+    """A score's stripe and one rival's, summed per row over the queries where both keys exist
+    (a rival key after the query, or on BOS, drops that query from the pair)."""
+
+    target: Float[torch.Tensor, "row layer head"]
+    rival: Float[torch.Tensor, "row layer head"]
+    counts: Float[torch.Tensor, " row"]
 
 
 @dataclass
@@ -101,79 +125,89 @@ class _Queries:
         self.rows = torch.arange(b)[:, None].expand(b, self.n_q)
         self.ends = starts + n_rep * period  # one past the last repeated position, [b]
 
-    def body_mask(self, stripe: Stripe) -> torch.Tensor:
-        """[b, n] mask of the "body" queries in the layout the stripe is read in: for a relative
-        key at offset d, ``diagonal(-d)[i]`` is the entry (q = i + d, k = i); for a column, q = i."""
+    def counts(self, stripe: Stripe) -> Float[torch.Tensor, " b"]:
+        """How many queries the stripe reads in each row."""
+        return self.valid(stripe).sum(1).to(torch.float64)
+
+    def valid(self, stripe: Stripe) -> torch.Tensor:
+        """[b, Q] bool: the queries the stripe reads, in its query layout (``"body"``: Q = every
+        position q; ``"repeats"``: Q = the repeat queries, :attr:`repeats`)."""
+        if stripe.queries == "repeats":
+            keys = self.repeats - stripe.offset(self.period)
+            return (keys >= self.first_key) & (keys <= self.repeats)
+        q = torch.arange(self.seq_len)[None, :]
         if stripe.column is None:
-            d = stripe.offset(self.period)
-            q = torch.arange(d, self.seq_len)[None, :]
-            keep = (q - d >= self.first_key) & (q >= 1)
+            keep = (q - stripe.offset(self.period) >= self.first_key) & (q >= 1)
         else:
-            q = torch.arange(self.seq_len)[None, :]
             keep = q >= max(1, stripe.column)
         return keep & (q < self.ends[:, None])
 
-    def counts(self, stripe: Stripe) -> Float[torch.Tensor, " b"]:
-        """How many queries the stripe reads in each row."""
-        if stripe.queries == "repeats":
-            return torch.full((self.b,), float(self.n_q), dtype=torch.float64)
-        return self.body_mask(stripe).sum(1).to(torch.float64)
 
-
-def _stripe_sum(
+def _query_values(
     stripe: Stripe,
     pat: Float[torch.Tensor, "b head q k"],
     vnorm: Float[torch.Tensor, "b k head"],
     qs: _Queries,
     rows_q: Callable[[], torch.Tensor],
-) -> Float[torch.Tensor, "b head"]:
-    """Sum of one stripe over each row's queries, per head."""
-    dev = pat.device
+) -> Float[torch.Tensor, "b head Q"]:
+    """The stripe's entry at every query of its layout (:meth:`_Queries.valid`; entries outside
+    it are garbage, masked by the caller)."""
     if stripe.queries == "body":
-        if stripe.column is None:
-            vals = pat.diagonal(offset=-stripe.offset(qs.period), dim1=-2, dim2=-1)  # [b, H, P-d]
-        else:
-            vals = pat[..., :, stripe.column]  # [b, H, P]
-        return (vals * qs.body_mask(stripe).to(dev)[:, None, :]).sum(2)
+        if stripe.column is not None:
+            return pat[..., :, stripe.column]  # [b, H, P]
+        d = stripe.offset(qs.period)
+        vals = pat.diagonal(offset=-d, dim1=-2, dim2=-1)  # [b, H, P-d], at q = i + d
+        return torch.nn.functional.pad(vals, (d, 0))
     rq = rows_q()  # [b, n_q, H, P]
-    keys = (qs.repeats.to(dev) - stripe.offset(qs.period))[:, :, None, None]
-    keys = keys.expand(qs.b, qs.n_q, pat.shape[1], 1)
+    keys = (qs.repeats.to(pat.device) - stripe.offset(qs.period)).clamp(0, qs.seq_len - 1)
+    keys = keys[:, :, None, None].expand(qs.b, qs.n_q, pat.shape[1], 1)
     if not stripe.value_weighted:
-        return rq.gather(-1, keys)[..., 0].sum(1)
+        return rq.gather(-1, keys)[..., 0].transpose(1, 2)
     w = rq * vnorm.permute(0, 2, 1)[:, None, :, :]  # [b, n_q, H, P]
     total = w.sum(-1).clamp_min(1e-30)
-    return (w.gather(-1, keys)[..., 0] / total).sum(1)
+    return (w.gather(-1, keys)[..., 0] / total).transpose(1, 2)
+
+
+#: One per-row sum the pass computes: the stripe summed, over the queries where every stripe of
+#: the tuple has its key (a score: itself; one side of a pair: the score's stripe and the rival's).
+_Sum = tuple[Stripe, tuple[Stripe, ...]]
 
 
 def _reduce_chunk(
     model: TransformerBridge,
     toks: Int[torch.Tensor, "b pos"],
     qs: _Queries,
-    stripes: Mapping[str, Stripe],
-    sums: dict[str, torch.Tensor],
+    plan: Mapping[Hashable, _Sum],
+    sums: dict[Hashable, torch.Tensor],
     fwd_hooks: Hooks,
 ) -> None:
-    """Run one chunk of rows, writing every stripe's per-row, per-head sums into ``sums``
+    """Run one chunk of rows, writing every planned per-row, per-head sum into ``sums``
     (``[row, layer, head]`` views of this chunk's rows)."""
     n_layers = int(model.cfg.n_layers)
     device = next(model.parameters()).device
     pending: dict[int, dict[str, torch.Tensor]] = {}
     done: set[int] = set()
+    masks = {
+        key: torch.stack([qs.valid(s) for s in within]).all(0).to(device)
+        for key, (_, within) in plan.items()
+    }
 
     def finish(layer: int) -> None:
         item = pending.pop(layer)
         pat = item["pattern"].detach().float()  # [b, H, P, P]
         vnorm = item["v"].detach().float().norm(dim=-1)  # [b, P, H]
-        cache: dict[str, torch.Tensor] = {}
+        cache: dict[Any, torch.Tensor] = {}
 
         def rows_q() -> torch.Tensor:  # the rows of the repeat queries, gathered once per layer
             if "rows" not in cache:
                 cache["rows"] = pat[qs.rows.to(pat.device), :, qs.repeats.to(pat.device)]
             return cache["rows"]
 
-        for name, stripe in stripes.items():
-            total = _stripe_sum(stripe, pat, vnorm, qs, rows_q)
-            sums[name][:, layer] = total.detach().to("cpu", torch.float64)
+        for key, (stripe, _) in plan.items():
+            if stripe not in cache:
+                cache[stripe] = _query_values(stripe, pat, vnorm, qs, rows_q)
+            total = (cache[stripe] * masks[key][:, None, :]).sum(-1)
+            sums[key][:, layer] = total.detach().to("cpu", torch.float64)
         done.add(layer)
         if len(done) == n_layers:
             raise _Stop
@@ -195,6 +229,41 @@ def _reduce_chunk(
         raise RuntimeError(f"only layers {sorted(done)} reported hook_pattern/hook_v")
 
 
+def _reduce(
+    model: TransformerBridge,
+    batch: RepeatedTokens,
+    plan: Mapping[Hashable, _Sum],
+    batch_size: int | None,
+    fwd_hooks: Hooks,
+) -> tuple[dict[Hashable, torch.Tensor], dict[Hashable, torch.Tensor]]:
+    """Every planned sum ``[row, layer, head]`` and its query count ``[row]``, chunk by chunk."""
+    cfg = model.cfg
+    seq_len = batch.seq_len
+    if seq_len > int(cfg.n_ctx):
+        raise UserError(
+            f"the probe has {seq_len} tokens but the model's context is {cfg.n_ctx}: "
+            "use a shorter --period."
+        )
+    validate.in_vocab(batch.tokens, int(cfg.d_vocab), "batch.tokens")
+    first_key = int(batch.has_bos)
+    for name, (stripe, _) in plan.items():
+        d = stripe.offset(batch.period)
+        if stripe.queries == "body" and stripe.column is None and not 0 <= d < seq_len - first_key:
+            raise ValueError(f"{name}: key offset {d} does not fit a sequence of {seq_len}")
+    n_rows, n_layers, n_heads = batch.n_seqs, int(cfg.n_layers), int(cfg.n_heads)
+    sums = {k: torch.zeros(n_rows, n_layers, n_heads, dtype=torch.float64) for k in plan}
+    counts = {k: torch.zeros(n_rows, dtype=torch.float64) for k in plan}
+    rows = batch_size or _chunk_rows(model, seq_len)
+    for lo in range(0, n_rows, rows):
+        chunk = slice(lo, lo + rows)
+        qs = _Queries(batch, batch.starts[chunk], seq_len)
+        views = {k: v[chunk] for k, v in sums.items()}
+        _reduce_chunk(model, batch.tokens[chunk], qs, plan, views, fwd_hooks)
+        for key, (_, within) in plan.items():
+            counts[key][chunk] = torch.stack([qs.valid(s) for s in within]).all(0).sum(1).double()
+    return sums, counts
+
+
 def row_scores(
     model: TransformerBridge,
     batch: RepeatedTokens,
@@ -208,32 +277,47 @@ def row_scores(
 
     ``fwd_hooks`` run alongside (e.g. ablations). ``stripes`` replaces the stripe of the scores it
     names (e.g. a control stripe at another lag)."""
-    cfg = model.cfg
-    seq_len = batch.seq_len
-    if seq_len > int(cfg.n_ctx):
-        raise UserError(
-            f"the probe has {seq_len} tokens but the model's context is {cfg.n_ctx}: "
-            "use a shorter --period."
-        )
-    validate.in_vocab(batch.tokens, int(cfg.d_vocab), "batch.tokens")
-    plan = {s.name: s.stripe for s in SCORES} | dict(stripes or {})
-    first_key = int(batch.has_bos)
-    for name, stripe in plan.items():
-        d = stripe.offset(batch.period)
-        if stripe.queries == "body" and stripe.column is None and not 0 <= d < seq_len - first_key:
-            raise ValueError(f"{name}: key offset {d} does not fit a sequence of {seq_len}")
-    n_rows, n_layers, n_heads = batch.n_seqs, int(cfg.n_layers), int(cfg.n_heads)
-    sums = {k: torch.zeros(n_rows, n_layers, n_heads, dtype=torch.float64) for k in plan}
-    counts = {k: torch.zeros(n_rows, dtype=torch.float64) for k in plan}
-    rows = batch_size or _chunk_rows(model, seq_len)
-    for lo in range(0, n_rows, rows):
-        chunk = slice(lo, lo + rows)
-        qs = _Queries(batch, batch.starts[chunk], seq_len)
-        views = {k: v[chunk] for k, v in sums.items()}
-        _reduce_chunk(model, batch.tokens[chunk], qs, plan, views, fwd_hooks)
-        for name, stripe in plan.items():
-            counts[name][chunk] = qs.counts(stripe)
-    return {k: RowScores(sums[k], counts[k]) for k in plan}
+    found, _ = row_pairs(
+        model, batch, batch_size=batch_size, fwd_hooks=fwd_hooks, stripes=stripes, rivals=False
+    )
+    return found
+
+
+def row_pairs(
+    model: TransformerBridge,
+    batch: RepeatedTokens,
+    *,
+    batch_size: int | None = None,
+    fwd_hooks: Hooks = (),
+    stripes: Mapping[str, Stripe] | None = None,
+    rivals: bool = True,
+) -> tuple[dict[str, RowScores], dict[str, dict[str, RowPair]]]:
+    """:func:`row_scores` and, in the same pass, for every score and each of its rival keys
+    (``Score.rivals``, named by :meth:`~.heads.Stripe.key_name`), the :class:`RowPair` of the
+    score's stripe and the rival's on the queries where both keys exist."""
+    plan_scores = {s.name: s.stripe for s in SCORES} | dict(stripes or {})
+    plan: dict[Hashable, _Sum] = {k: (st, (st,)) for k, st in plan_scores.items()}
+    if rivals:
+        for s in SCORES:
+            st = plan_scores[s.name]
+            for rival in st.neighbours(RIVAL_WIDTH):
+                plan[(s.name, rival, "t")] = (st, (st, rival))
+                plan[(s.name, rival, "r")] = (rival, (st, rival))
+    sums, counts = _reduce(model, batch, plan, batch_size, fwd_hooks)
+    scores = {k: RowScores(sums[k], counts[k]) for k in plan_scores}
+    pairs: dict[str, dict[str, RowPair]] = {}
+    if rivals:
+        for s in SCORES:
+            st = plan_scores[s.name]
+            pairs[s.name] = {
+                rival.key_name(): RowPair(
+                    sums[(s.name, rival, "t")],
+                    sums[(s.name, rival, "r")],
+                    counts[(s.name, rival, "t")],
+                )
+                for rival in st.neighbours(RIVAL_WIDTH)
+            }
+    return scores, pairs
 
 
 def head_scores(

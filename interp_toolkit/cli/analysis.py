@@ -31,14 +31,14 @@ def _fmt(x: float | None, digits: int = 3) -> str:
 
 
 def heads_csv(report_dict: dict[str, Any]) -> str:
-    """The ``heads`` table as CSV: one row per head; per score its value, ``tau_``, ``p_value_``
-    and ``significant_`` (the JSON's per-head fields, flattened)."""
+    """The ``heads`` table as CSV: one row per head; per score its value, ``tau_``, ``p_value_``,
+    ``decided_by_``, ``significant_`` and ``passes_`` (the JSON's per-head fields, flattened)."""
     import csv
     import io
 
     from interp_toolkit.analysis.heads import SCORE_KINDS
 
-    fields = ("tau", "p_value", "significant")
+    fields = ("tau", "p_value", "decided_by", "significant", "passes")
     buf = io.StringIO()
     cols = ["head", "layer", "index", "role"]
     cols += [c for k in SCORE_KINDS for c in (k, *(f"{f}_{k}" for f in fields))]
@@ -73,10 +73,16 @@ def heads(
         "--induction-score",
         help="Which score decides the induction role: vw (the seed's value-weighted) or plain.",
     ),
+    n_draws: int | None = typer.Option(
+        None,
+        "--n-draws",
+        help="Sign-flip draws per test (default: enough that BH over every test can reject one).",
+    ),
     n_untrained: int | None = typer.Option(
         None,
         "--n-untrained",
-        help="Untrained models per null (default: enough for p down to 0.01 on toy runs; 2 for GPT-2).",
+        help="Also test each score against K untrained models of the same architecture (a "
+        "second test, vs_untrained, that decides no role; off by default).",
     ),
     untrained_rows: int | None = typer.Option(
         None,
@@ -90,8 +96,9 @@ def heads(
     seed: int = typer.Option(0, "--seed", help="Seed of the random tokens."),
     device: str = device_option(),
 ) -> None:
-    """Score every head (previous-token, duplicate-token, induction...) and test each score against
-    its own null model (per-head tau and p-value); roles need significance and the effect-size floor."""
+    """Score every head (previous-token, duplicate-token, induction...) and test each score's
+    specificity against the head itself (its attention at nearby keys, a no-repeat control);
+    roles need a significant test and the effect-size floor."""
     from interp_toolkit.analysis.heads import deciders
     from interp_toolkit.analysis.nulls import check_alpha
 
@@ -118,6 +125,7 @@ def heads(
             alpha=alpha,
             fdr=fdr,
             induction_score=induction_score,
+            n_draws=n_draws,
             n_untrained=n_untrained,
             untrained_rows=untrained_rows,
             model_cfg=tgt.model_cfg,
@@ -125,6 +133,9 @@ def heads(
         )
     data = {"target": tgt.name, **found.to_dict()}
     emit(data, _print_heads, json_out)
+    if json_out == STDOUT:  # the table (and its warnings) is not printed: warn on stderr
+        for warning in data["test"]["warnings"]:
+            typer.echo(f"warning: {warning}.", err=True)
     if csv_out:
         write_text(csv_out, heads_csv(data))
         wrote(csv_out)
@@ -138,41 +149,46 @@ def _print_heads(data: dict[str, Any]) -> None:
     probe, test, floors = data["probe"], data["test"], data["effect_size_floor"]
     significance = "BH at FDR" if test["correction"].startswith("benjamini") else "p <="
     title = (
-        f"{data['target']}: period {probe['period']}, {probe['n_seqs']} seqs; each score vs its "
-        f"own null (p-value below the score)"
+        f"{data['target']}: period {probe['period']}, {probe['n_seqs']} seqs; each score's "
+        f"specificity test (p, and the comparison that decided it, below the score)"
     )
     table = Table(title=title)
     table.add_column("head")
     for s in SCORES:
-        table.add_column(f"{s.label}\n(null {test['null'][s.name]})", justify="right")
+        table.add_column(f"{s.label}\n(floor {floors[s.name]:g})", justify="right")
     table.add_column("role")
     for h in data["heads"]:
         cells = []
         for s in SCORES:
             k = s.name
-            text = f"{h['scores'][k]:.3f}\np {h['p_value'][k]:.3g}"
-            passes = h["significant"][k] and h["scores"][k] >= floors[k]
-            cells.append(f"[bold]{text}[/bold]" if passes else text)
+            text = f"{h['scores'][k]:.3f}\np {h['p_value'][k]:.2g} {h['decided_by'][k]}"
+            cells.append(f"[bold]{text}[/bold]" if h["passes"][k] else text)
+        why = h["role_reason"]
+        role = (
+            h["role"] if why is None else f"{h['role']}\n({why['score']}, p {why['p_value']:.2g})"
+        )
         style = "green" if h["role"] != "none" else None
-        table.add_row(h["head"], *cells, h["role"], style=style)
+        table.add_row(h["head"], *cells, role, style=style)
     out = console()
     out.print(table)
     n_heads = len(data["heads"])
     expected = test["expected_false_positives"]["per_score"]
+    second = test.get("untrained")
+    also = (
+        f" Second test (decides nothing): vs {second['n_models']} untrained models x "
+        f"{second['rows']} rows, in the JSON."
+        if second
+        else ""
+    )
     out.print(
-        f"bold = significant ({significance} {test['alpha']:g}) and >= the effect-size floor "
-        f"({', '.join(sorted({f'{v:g}' for v in floors.values()}))}). By chance {expected:.2g} of "
-        f"{n_heads} heads reach p <= {test['alpha']:g} per score; the smallest possible p is "
-        f"{min(test['smallest_p'].values()):.3g} ({test['untrained']['n_models']} untrained models "
-        f"x {test['untrained']['rows']} rows). Rule: {data['rule']}.",
+        f"bold = significant ({significance} {test['alpha']:g}) and >= the score's effect-size "
+        f"floor. By chance {expected:.2g} of {n_heads} heads reach p <= {test['alpha']:g} per "
+        f"score; the smallest attainable p is {test['smallest_p']:.2g} ({test['n_draws']} "
+        f"sign-flip draws, {test['n_tests']} tests). Rule: {data['rule']}.{also}",
         soft_wrap=True,
     )
-    if test["cannot_pass"]:
-        out.print(
-            f"[bold red]no head can be significant for {', '.join(test['cannot_pass'])}[/]: their "
-            "nulls are too small for this alpha; use more --n-untrained.",
-            soft_wrap=True,
-        )
+    for warning in test["warnings"]:
+        out.print(f"[bold red]warning:[/] {warning}.", soft_wrap=True)
 
 
 @app.command("exam")

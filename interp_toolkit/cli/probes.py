@@ -21,19 +21,40 @@ from interp_toolkit.cli.app import (
 )
 from interp_toolkit.errors import UserError
 
-PROBE_COLUMNS = ("boundary", "accuracy", "control", "selectivity", "majority", "n_train", "n_test")
+#: The table's columns: (header, value key, interval key or None).
+PROBE_COLUMNS = (
+    ("boundary", "boundary", None),
+    ("balanced acc", "balanced", "balanced_ci"),
+    ("control", "control", "control_ci"),
+    ("selectivity", "selectivity", "selectivity_ci"),
+    ("untrained", "untrained", "untrained_ci"),
+    ("chance", "chance", None),
+    ("decodable", "decodable", None),
+    ("beyond untrained", "beyond_untrained", None),
+)
 
 
 def probe_csv(data: dict[str, Any]) -> str:
-    """One row per boundary, the same field names as the JSON rows."""
+    """One row per boundary, the same field names as the JSON rows (an interval ``x_ci`` as
+    ``x_lo`` and ``x_hi``)."""
     import csv
     import io
 
+    def flat(row: dict[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in row.items():
+            if key.endswith("_ci"):
+                lo, hi = value if value is not None else (None, None)
+                out[f"{key[:-3]}_lo"], out[f"{key[:-3]}_hi"] = lo, hi
+            else:
+                out[key] = value
+        return out
+
+    rows = [flat(r) for r in data["rows"]]
     buf = io.StringIO()
-    fields = list(data["rows"][0])
-    writer = csv.DictWriter(buf, fieldnames=["feature", *fields], lineterminator="\n")
+    writer = csv.DictWriter(buf, fieldnames=["feature", *rows[0]], lineterminator="\n")
     writer.writeheader()
-    for row in data["rows"]:
+    for row in rows:
         writer.writerow({"feature": data["feature"], **row})
     return buf.getvalue()
 
@@ -67,7 +88,9 @@ def probe_cmd(
     ),
     device: str = device_option(),
 ) -> None:
-    """Probe a feature at every layer boundary: accuracy, control accuracy, selectivity."""
+    """Probe a feature at every layer boundary: balanced accuracy, the control task on the
+    feature's own input, selectivity and an untrained model of the same architecture, each with
+    its 95% interval."""
     from interp_toolkit.analysis.heads import HeadId
     from interp_toolkit.analysis.probes import DATA_KINDS, check_feature
 
@@ -101,6 +124,7 @@ def probe_cmd(
         seq_len=seq_len,
         seed=seed,
         ablate=heads,
+        model_cfg=tgt.model_cfg,
     )
     payload = {"target": tgt.name, **result.to_dict()}
     emit(payload, _print_probe, json_out)
@@ -115,6 +139,18 @@ def probe_cmd(
         wrote(out)
 
 
+def _cell(row: dict[str, Any], key: str, ci_key: str | None) -> str:
+    value = row[key]
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if value is None:
+        return "-"
+    if not isinstance(value, float):
+        return str(value)
+    ci = row.get(ci_key) if ci_key else None
+    return f"{value:.3f}" + (f"\n[{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
+
+
 def _print_probe(data: dict[str, Any]) -> None:
     from rich.table import Table
 
@@ -122,18 +158,22 @@ def _print_probe(data: dict[str, Any]) -> None:
     ablated = f"; ablated {', '.join(data['ablated'])}" if data["ablated"] else ""
     table = Table(
         title=f"{data['target']}: {data['feature']} ({info['source']}, {info['n_rows']} rows x "
-        f"{info['seq_len']}{ablated})"
+        f"{info['seq_len']}{ablated}); balanced accuracy on held-out rows, 95% intervals"
     )
-    for col in PROBE_COLUMNS:
-        table.add_column(col, justify="left" if col == "boundary" else "right")
+    for header, *_ in PROBE_COLUMNS:
+        table.add_column(header, justify="left" if header == "boundary" else "right")
     for row in data["rows"]:
-        table.add_row(
-            *(f"{row[c]:.3f}" if isinstance(row[c], float) else str(row[c]) for c in PROBE_COLUMNS)
-        )
+        table.add_row(*(_cell(row, key, ci) for _, key, ci in PROBE_COLUMNS))
     out = console()
     out.print(table)
+    untrained = (
+        f"Untrained: {data['untrained']} (seed {info['untrained_seed']})."
+        if info.get("untrained_seed") is not None
+        else "Untrained: not measured (this model cannot be rebuilt)."
+    )
     out.print(
-        f"{data['feature']}: {data['definition']}. Probe: {data['probe']}. Control: "
-        f"{data['control']}. Held-out rows: {info['test_fraction']:.0%}.",
+        f"{data['feature']}: {data['definition']}; its input: {data['input']}. Probe: "
+        f"{data['probe']}. Control: {data['control']}. Selectivity: {data['selectivity']}. "
+        f"{untrained} Decodable: {data['decodable']}. Held-out rows: {info['test_fraction']:.0%}.",
         soft_wrap=True,
     )

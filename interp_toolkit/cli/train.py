@@ -114,10 +114,14 @@ def train_cmd(
     )
     if not cluster_from_env().is_main:
         return
+    from interp_toolkit.analysis.heads import SCORE
+
     last = result.metrics[-1] if result.metrics else {}
+    floor = SCORE["induction"].floor
     typer.echo(
         f"trained {out} to step {result.steps_done} in {result.elapsed_s:.0f}s: "
-        f"loss {last.get('loss', float('nan')):.3f}; first layer>=1 induction head > 0.4 at step "
+        f"loss {last.get('loss', float('nan')):.3f}; first layer>=1 induction head > {floor:g} at "
+        "step "
         f"{result.first_induction_step if result.first_induction_step is not None else 'never'}"
     )
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from interp_toolkit.analysis.neurons import LayerNeurons
-from interp_toolkit.analysis.probes import ProbeResult, ProbeRow
+from interp_toolkit.analysis.probes import ProbeResult, ProbeRow, beyond_untrained
 from interp_toolkit.analysis.routes import THRESHOLDS, Thresholds
 from interp_toolkit.models import AttnOnlyConfig
 from interp_toolkit.reports.findings import (
@@ -32,8 +32,10 @@ PROBE_DATA = "repeats"
 
 
 def is_decodable(row: ProbeRow, t: Thresholds = THRESHOLDS) -> bool:
-    """Held-out accuracy at least ``t.decodable`` above the majority baseline."""
-    return round(row.accuracy - row.majority, 4) >= t.decodable  # both are rounded to 4 places
+    """Decodable beyond an untrained model of the same architecture
+    (:func:`~interp_toolkit.analysis.probes.beyond_untrained` at ``t.decodable``): the only probe
+    claim the study page makes."""
+    return beyond_untrained(row, t.decodable)
 
 
 @dataclass(frozen=True)
@@ -60,40 +62,57 @@ def _where(row: ProbeRow) -> str:
     return "in the embedding" if row.boundary == "embed" else f"after {row.boundary}"
 
 
+def _ci(value: float, ci: tuple[float, float] | None) -> str:
+    return f"{value:.3f}" + ("" if ci is None else f" [{ci[0]:.3f}, {ci[1]:.3f}]")
+
+
+def _with_baseline(row: ProbeRow) -> str:
+    untrained = (
+        "untrained model not measured"
+        if row.untrained is None
+        else f"untrained {_ci(row.untrained, row.untrained_ci)}"
+    )
+    return f"{_ci(row.balanced, row.balanced_ci)}; {untrained}"
+
+
 def probe_sentence(m: ProbeMeasurement, t: Thresholds = THRESHOLDS) -> str:
-    """Where the previous token becomes decodable, and what ablating its heads leaves."""
+    """Where the previous token becomes decodable beyond an untrained model of the same
+    architecture, and what ablating its heads leaves. Balanced accuracies with 95% intervals."""
     rows = m.result.rows
     embed = rows[0]
-    majority = f"majority {embed.majority:.3f}"
     first = next((r for r in rows if is_decodable(r, t)), None)
-    s = f"{m.name}: the previous token (on repeated random tokens) "
+    s = f"{m.name}: the previous token (on repeated random tokens; balanced accuracy) "
     if first is None:
-        best = max(rows, key=lambda r: r.accuracy)
+        best = max(rows, key=lambda r: r.balanced)
         s += (
-            f"is decodable at no layer boundary (best {best.accuracy:.3f} {_where(best)}; "
-            f"{majority})"
+            f"is decodable beyond an untrained model of the same architecture at no layer "
+            f"boundary (best {_where(best)}: {_with_baseline(best)})"
         )
     else:
         s += "is " if is_decodable(embed, t) else "is not "
-        s += f"decodable in the embedding ({embed.accuracy:.3f}; {majority})"
+        s += f"decodable beyond the untrained model in the embedding ({_with_baseline(embed)})"
         if first is not embed:
-            s += f" and first decodable {_where(first)} ({first.accuracy:.3f})"
+            s += f" and first is {_where(first)} ({_with_baseline(first)})"
     if m.ablated is not None:
         heads = ", ".join(m.ablated.ablated)
         still = [r for r in m.ablated.rows if is_decodable(r, t)]
-        at = first or max(rows, key=lambda r: r.accuracy)
+        at = first or max(rows, key=lambda r: r.balanced)
+        row = m.ablated.row(at.boundary)
         s += (
             f"; with previous-token head{'s' if len(m.ablated.ablated) > 1 else ''} {heads} "
-            f"mean-ablated it is {m.ablated.row(at.boundary).accuracy:.3f} {_where(at)} and "
+            f"mean-ablated it is {_ci(row.balanced, row.balanced_ci)} {_where(at)} and "
         )
         s += (
-            "decodable at no boundary"
+            "decodable beyond the untrained model at no boundary"
             if not still
-            else f"still decodable {', '.join(_where(r) for r in still)}"
+            else f"still decodable beyond it {', '.join(_where(r) for r in still)}"
         )
     elif first is not None and m.n_layers > 1:
         s += "; no layer-0 head has the previous-token role, so none was ablated"
-    return s + f" (decodable: accuracy ≥ majority + {t.decodable:g})."
+    return s + (
+        f" (chance {embed.chance:.3g}; decodable: the lower 95% bound ≥ chance + "
+        f"{t.decodable:g} × (1 − chance) and above the untrained model's upper bound)."
+    )
 
 
 @dataclass(frozen=True)

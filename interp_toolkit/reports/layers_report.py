@@ -45,8 +45,9 @@ def probes_section(probes: Sequence[ProbeMeasurement], t: Thresholds = THRESHOLD
         "What each layer knows: linear probes",
         [_findings([probe_sentence(m, t) for m in probes]), *inner.items],
         intro=inner.intro
-        + f" A feature is decodable at a boundary when the accuracy is at least {t.decodable:g}"
-        " above the majority.",
+        + " A feature is decodable at a boundary when the lower end of its balanced accuracy's"
+        f" 95% interval is at least chance + {t.decodable:g} × (1 − chance), and the page claims"
+        " it only beyond the untrained model: above that model's upper bound.",
     )
 
 

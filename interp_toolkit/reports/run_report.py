@@ -135,8 +135,8 @@ def text_section(analysis: RunAnalysis) -> Section:
 
 
 def head_table(rep: HeadReport) -> str:
-    """Every head's every registry score with its own τ and p-value (★ = significant and ≥ the
-    effect-size floor), and its role."""
+    """Every head's every registry score with its specificity test's p-value and deciding
+    comparison (★ = significant and ≥ the effect-size floor), and its role and what decided it."""
     t = rep.tests
     rows = []
     for ly, roles in enumerate(rep.roles):
@@ -144,29 +144,29 @@ def head_table(rep: HeadReport) -> str:
             cells = [
                 f"{float(rep.scores.get(s.name)[ly, h]):.3f}"
                 + (" ★" if rep.passes(s.name)[ly, h] else "")
-                + f'<br><span class="note">τ {float(t.tau[s.name][ly, h]):.3g} · '
-                f"p {float(t.p_value[s.name][ly, h]):.3g}</span>"
+                + f'<br><span class="note">p {float(t.p_value[s.name][ly, h]):.2g} · '
+                f"{html.escape(t.decided_by[s.name][ly][h])}</span>"
                 for s in SCORES
             ]
+            why = rep.role_reason((ly, h))
+            shown = role if why is None else f"{role} ({why['score']}, p {why['p_value']:.2g})"
             cls = "pass" if role != ROLES[-1] else ""
             rows.append(
-                [str(HeadId(ly, h)), *cells, f'<span class="{cls}">{html.escape(role)}</span>']
+                [str(HeadId(ly, h)), *cells, f'<span class="{cls}">{html.escape(shown)}</span>']
             )
-    nulls = "; ".join(
-        f"{name}: {', '.join(k for k in SCORE if t.null[k] == name)}"
-        for name in dict.fromkeys(t.null.values())
-    )
     floors = ", ".join(f"{k} {v:.2g}" for k, v in rep.floors.items())
     expected = rep.test["expected_false_positives"]["per_score"]
-    smallest = min(rep.test["smallest_p"].values())
     header = ["head", *[s.label for s in SCORES], "role"]
+    warnings = "".join(f" Warning: {w}." for w in rep.test["warnings"])
     note = text(
-        f"Each (head, score) is tested against its own null ({nulls}); τ is that null's "
-        f"{t.quantile:g} quantile and p = (1 + #null ≥ score) / (1 + N) (smallest possible "
-        f"{smallest:.3g}). ★ = significant ({rep.significance()}) and ≥ the effect-size floor "
+        f"Each (head, score) is tested for specificity against the head itself: its attention at "
+        f"the score's key must beat its attention at each nearby key (same queries), and a "
+        f"repeat score its own score on a no-repeat control (one-sided sign-flip tests over rows; "
+        f"p is the largest, shown with the comparison that gave it; smallest attainable "
+        f"{t.smallest_p:.2g}). ★ = significant ({rep.significance()}) and ≥ the effect-size floor "
         f"({floors}; a size, not a test). By chance {expected:.2g} of the "
         f"{rep.scores.n_layers * rep.scores.n_heads} heads would reach {rep.significance()} per "
-        f"score. Rule: {rep.rule()}.",
+        f"score. Rule: {rep.rule()}.{warnings}",
         "p",
         "note",
     )
@@ -250,8 +250,8 @@ def run_report_sections(analysis: RunAnalysis) -> list[Section]:
         Section(
             "Heads",
             [heat, head_table(rep)],
-            intro="Per-head scores on repeated random tokens, each tested against its own null "
-            "model (hover a heatmap cell for its τ and p-value).",
+            intro="Per-head scores on repeated random tokens, each tested for specificity "
+            "against the head itself (hover a heatmap cell for its τ and p-value).",
         )
     )
 

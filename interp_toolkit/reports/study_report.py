@@ -40,8 +40,8 @@ def describe_run(summary: RunSummary) -> str:
         floor = summary.floors[top.kind]
         s += (
             f"; no induction head (best {top.head}: {SCORE[top.kind].title} {top.score:.2f}, "
-            f"τ {top.tau:.2g}, p {top.p_value:.2g}; a head needs {summary.test} against its "
-            f"own null and ≥ the effect-size floor {floor:.2f})"
+            f"τ {top.tau:.2g}, p {top.p_value:.2g}; a head needs {summary.test} in its "
+            f"specificity test and ≥ the effect-size floor {floor:.2f})"
         )
     return s + "."
 

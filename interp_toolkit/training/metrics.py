@@ -110,10 +110,12 @@ def best_induction(induction: Sequence[Sequence[float]], layer_min: int) -> floa
 
 
 def first_induction_step(
-    metrics: Sequence[dict[str, Any]], threshold: float = 0.4, layer_min: int = 1
+    metrics: Sequence[dict[str, Any]], threshold: float | None = None, layer_min: int = 1
 ) -> int | None:
-    """First logged step where a head in layer >= ``layer_min`` has induction score > threshold."""
+    """First logged step where a head in layer >= ``layer_min`` has induction score > threshold
+    (default: the registry's floor of the induction score)."""
     key = SCORE["induction"].logged_as
+    threshold = SCORE["induction"].floor if threshold is None else threshold
     for row in metrics:
         if row.get(key) and best_induction(row[key], layer_min) > threshold:
             return int(row["step"])

@@ -213,7 +213,7 @@ def train_model(
         steps_done=steps_done,
         elapsed_s=elapsed,
         stopped_early=stopped,
-        first_induction_step=first_induction_step(metrics, 0.4, layer_min=layer_min),
+        first_induction_step=first_induction_step(metrics, layer_min=layer_min),
         metrics=metrics,
     )
 

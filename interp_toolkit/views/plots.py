@@ -119,9 +119,9 @@ def head_score_heatmap(
     title: str | None = None,
 ) -> go.Figure:
     """Per-head scores (layer x head) on a fixed 0..1 colour scale (runs compare at a glance), with
-    the effect-size ``floor`` on the colour bar. Heads that ``passes`` marks (significant against
-    their own null, ``test`` in words, and >= the floor) are outlined and starred; each head's
-    ``tau`` and ``p_value``, when given, show on hover (every head has its own τ: no single line).
+    the effect-size ``floor`` on the colour bar. Heads that ``passes`` marks (significant in
+    their specificity test, ``test`` in words, and >= the floor) are outlined and starred; each
+    head's ``tau`` and ``p_value``, when given, show on hover (every head has its own τ).
     ``scores``: a tensor, a numpy array or nested lists."""
     s = score_matrix(scores)
     n_layers, n_heads = s.shape

@@ -176,3 +176,24 @@ def test_cli_heads_on_a_gpt2_folder(gpt2_dirs, tmp_path, capsys):
     assert data["target"] == "planted"
     assert data["roles"]["previous-token"] == ["0.3"]
     assert data["roles"]["induction"] == [] and data["roles"]["duplicate-token"] == []
+
+
+def test_cli_heads_fdr_on_a_gpt2_folder(gpt2_dirs, tmp_path, capsys):
+    """Benjamini-Hochberg over all 144 tests of a GPT-2-architecture model can return the planted
+    role (the draws reach alpha / m); with 99 draws it cannot, and says so."""
+    from interp_toolkit.cli import main
+
+    out_json = tmp_path / "heads.json"
+    argv = ["heads", str(gpt2_dirs["good"]), "--n-seqs", "16", "--fdr"]
+    for extra in (["--json", str(out_json)], ["--n-draws", "99"]):
+        try:
+            main([*argv, *extra])
+        except SystemExit as exc:
+            assert not exc.code, capsys.readouterr().err
+    out = capsys.readouterr().out
+    data = json.loads(out_json.read_text())
+    assert data["test"]["n_tests"] == N_LAYER * N_HEAD * len(SCORE_KINDS)
+    assert data["test"]["smallest_p"] <= 0.05 / data["test"]["n_tests"]
+    assert data["test"]["warnings"] == []
+    assert data["roles"] == {"induction": [], "previous-token": ["0.3"], "duplicate-token": []}
+    assert "cannot reject fewer than" in out

@@ -31,11 +31,14 @@ def test_heads_json_csv(tiny_run, tmp_path, capsys):
     assert data["decides"]["induction"] == "induction"  # --induction-score plain
     head = data["heads"][5]
     assert head["head"] == "1.1" and len(data["heads"]) == 8
-    for field in ("scores", "tau", "p_value", "significant"):
+    for field in ("scores", "tau", "p_value", "decided_by", "significant", "passes"):
         assert set(head[field]) == set(SCORE_KINDS), field
-    # 5 untrained models x 4 heads of layer 1 per null: p is a multiple of 1/21
-    assert all(round(p * 21, 6) == round(p * 21) for p in head["p_value"].values())
-    assert data["test"]["n_null"]["previous_token"] == 20
+    # the specificity test decides; the untrained models are a second test beside it:
+    # 5 untrained models x 4 heads of layer 1 per null, so its p is a multiple of 1/21
+    assert data["test"]["name"] == "specificity" and data["test"]["n_draws"] == 9999
+    second = head["vs_untrained"]["p_value"]
+    assert all(round(p * 21, 6) == round(p * 21) for p in second.values())
+    assert data["test"]["untrained"]["n_null"]["previous_token"] == 20
     assert data["test"]["untrained"]["n_models"] == 5
     lines = csv_out.read_text().splitlines()
     assert lines[0].startswith("head,layer,index,role,previous_token,tau_previous_token,p_value_")
@@ -43,10 +46,21 @@ def test_heads_json_csv(tiny_run, tmp_path, capsys):
     assert "effect-size floor" in capsys.readouterr().out
 
 
-def test_heads_warns_when_no_head_can_pass(tiny_run, capsys):
-    # 2 untrained models x 4 heads: the smallest p is 1/9 > 0.05
-    assert run_main(["heads", str(tiny_run), "--n-seqs", "4", "--n-untrained", "2"]) == 0
-    assert "no head can be significant" in capsys.readouterr().out
+def test_heads_warns_when_a_correction_cannot_reject(tiny_run, capsys):
+    """9 draws: no p can reach 0.05; 99 draws with BH over 48 tests: p >= 0.01 > 0.05 / 48, so
+    BH cannot reject fewer than 10 tests at once (a check of the smallest p against alpha alone
+    would stay silent); the warning also reaches stderr when the JSON goes to stdout."""
+    assert run_main(["heads", str(tiny_run), "--n-seqs", "4", "--n-draws", "9"]) == 0
+    assert "no test can be significant" in capsys.readouterr().out
+    argv = ["heads", str(tiny_run), "--n-seqs", "4", "--n-draws", "99", "--fdr"]
+    assert run_main(argv) == 0
+    assert "cannot reject fewer than 10" in capsys.readouterr().out
+    assert run_main([*argv, "--json", "-"]) == 0
+    out = capsys.readouterr()
+    assert json.loads(out.out)["test"]["bh_min_rejections"] == 10
+    assert "warning: Benjamini-Hochberg over 48 tests cannot reject fewer than 10" in out.err
+    assert run_main(["heads", str(tiny_run), "--n-seqs", "4", "--fdr"]) == 0
+    assert "warning" not in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(

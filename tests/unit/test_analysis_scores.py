@@ -162,35 +162,38 @@ def test_heads_json_per_head_fields(tiny_cfg):
 
     model = build_model(tiny_cfg)
     make_prev_token_head(model, layer=0, head=0)
-    report = discover_heads(model, tiny_codec(tiny_cfg.d_vocab), n_seqs=16, n_untrained=5)
+    report = discover_heads(model, tiny_codec(tiny_cfg.d_vocab), n_seqs=16)
     d = json.loads(json.dumps(report.to_dict()))
     assert d["roles"]["previous-token"] == ["0.0"]
     first = d["heads"][0]
     assert first["head"] == "0.0" and first["role"] == "previous-token"
-    for field in ("scores", "tau", "p_value", "significant"):
+    fields = ("scores", "interval", "tau", "p_value", "decided_by", "comparisons")
+    for field in (*fields, "significant", "passes"):
         assert set(first[field]) == set(SCORE_KINDS), field
-    # 5 untrained models x 4 heads: p = (1 + 0) / 21 for a head above all of them
-    assert first["p_value"]["previous_token"] == pytest.approx(1 / 21)
-    assert first["significant"]["previous_token"] is True
-    assert d["test"]["n_null"]["previous_token"] == 20
-    assert d["test"]["smallest_p"]["previous_token"] == pytest.approx(1 / 21)
+    # a head above its rivals in every row: no sign-flip draw reaches it, p = 1 / (N + 1)
+    assert d["test"]["n_draws"] == 9999 and d["test"]["smallest_p"] == pytest.approx(1e-4)
+    assert first["p_value"]["previous_token"] == pytest.approx(1e-4)
+    assert first["comparisons"]["previous_token"].keys() == {"vs q", "vs q-2", "vs q-3"}
+    assert first["significant"]["previous_token"] is True and first["passes"]["previous_token"]
+    assert first["role_reason"]["score"] == "previous_token"
+    assert d["test"]["n_tests"] == 8 * 6 and d["test"]["warnings"] == []
     assert d["test"]["expected_false_positives"]["per_score"] == pytest.approx(0.05 * 8)
     assert d["effect_size_floor"] == {k: 0.4 for k in SCORE_KINDS}
     assert d["decides"]["induction"] == "induction_vw"
     assert d["probe"]["period"] >= 2 and d["probe"]["bos"] is True
+    assert "vs_untrained" not in first and d["test"]["untrained"] is None
 
 
 @pytest.mark.parametrize("kind", ["k", "q"])
-def test_per_head_nulls_label_the_planted_heads(kind):
-    """Each score against its own null (untrained models of the same architecture): discovery
-    names exactly the planted heads of a hand-built circuit, and no induction head in its
-    control."""
+def test_specificity_labels_the_planted_heads(kind):
+    """Each score's specificity test against the head itself: discovery names exactly the planted
+    heads of a hand-built circuit, and no induction head in its control."""
     from circuits_helpers import CIRCUITS, control_model, letters_codec
 
     codec = letters_codec()
     builder, layer0_role = CIRCUITS[kind]
     report = discover_heads(builder(), codec, n_seqs=16)
-    assert report.tests.null["previous_token"] == "untrained"
+    assert report.test["name"] == "specificity"
     assert report.roles == [[layer0_role, "none"], ["induction", "none"]], report.to_dict()
     control = discover_heads(control_model(kind), codec, n_seqs=16)
     assert control.roles == [[layer0_role, "none"], ["none", "none"]], control.to_dict()
@@ -201,5 +204,7 @@ def test_discover_errors(tiny_model):
         discover_heads(tiny_model, tiny_codec(64), induction_score="bogus")
     with pytest.raises(UserError, match="n_untrained"):
         discover_heads(tiny_model, tiny_codec(64), n_untrained=0)
+    with pytest.raises(UserError, match="n_draws"):
+        discover_heads(tiny_model, tiny_codec(64), n_draws=0)
     with pytest.raises(UserError, match="context"):
         discover_heads(tiny_model, tiny_codec(64), period=40)

@@ -16,8 +16,8 @@ from interp_toolkit.analysis.batches import repeated_tokens
 from interp_toolkit.analysis.heads import (
     DEFAULT_DECIDERS,
     INDUCTION_SCORES,
+    ROLE_PRECEDENCE,
     ROLES,
-    SCORE,
     SCORE_KINDS,
     SCORES,
     HeadId,
@@ -49,11 +49,12 @@ def test_registry_names_each_score_once():
     assert len({s.label for s in SCORES}) == len({s.title for s in SCORES}) == len(SCORES)
     assert all(s.definition and 0 < s.floor < 1 for s in SCORES)
     # the role precedence is unchanged by the added scores (they carry no role)
-    assert ROLES == ("induction", "previous-token", "duplicate-token", "none")
-    # every deciding score can decide its role; the seed's value-weighted score decides induction
-    assert all(SCORE[kind].role == role for role, kind in DEFAULT_DECIDERS.items())
-    assert all(SCORE[kind].role == "induction" for kind in INDUCTION_SCORES.values())
+    assert ROLES == (*ROLE_PRECEDENCE, "none")
+    assert ROLE_PRECEDENCE == ("induction", "previous-token", "duplicate-token")
+    # one source of truth: the default decider of a role is the registry entry whose role it is
+    assert {s.name: s.role for s in SCORES if s.role} == {k: r for r, k in DEFAULT_DECIDERS.items()}
     assert DEFAULT_DECIDERS["induction"] == "induction_vw"
+    assert set(INDUCTION_SCORES.values()) == {"induction_vw", "induction"}
     assert deciders("plain") == {**DEFAULT_DECIDERS, "induction": "induction"}
     with pytest.raises(UserError, match="vw or plain"):
         deciders("induction_vw")
@@ -105,9 +106,9 @@ def test_added_scores_decide_no_role(tiny_cfg):
     model = _model(tiny_cfg)
     make_offset_head(model, layer=0, head=1, offset=0)
     make_first_token_head(model, layer=1, head=0)
-    report = discover_heads(model, tiny_codec(tiny_cfg.d_vocab), n_seqs=16, n_untrained=5)
+    report = discover_heads(model, tiny_codec(tiny_cfg.d_vocab), n_seqs=16)
     assert report.scores.current_token[0, 1] > 0.95 and report.scores.first_token[1, 0] > 0.95
-    # both are significant against untrained heads, and still decide no role
+    # both pass their specificity test, and still decide no role
     assert report.significant["current_token"][0, 1] and report.significant["first_token"][1, 0]
     assert report.roles[0][1] == "none" and report.roles[1][0] == "none"
     head = report.to_dict()["heads"][1]

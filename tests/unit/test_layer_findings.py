@@ -28,15 +28,24 @@ from interp_toolkit.reports.layer_findings import (
 from interp_toolkit.reports.layers_report import mlp_section, probes_section
 from interp_toolkit.views.page import render_report
 
-MAJORITY = 0.032
+CHANCE = 0.001
+HALF = 0.02  # half-width of every made-up interval
 
 
-def result(accs: dict[str, float], ablated: tuple[str, ...] = ()) -> ProbeResult:
-    rows = [
-        ProbeRow(b, f"hook {b}", float(i), acc, 0.9, round(acc - 0.9, 4), MAJORITY, 800, 200, 31)
-        for i, (b, acc) in enumerate(accs.items())
-    ]
-    return ProbeResult("prev_token", "the token at p-1", {"source": "repeats"}, rows, list(ablated))
+def row(b: str, i: int, acc: float, untrained: float | None = 0.04) -> ProbeRow:
+    ci = (round(acc - HALF, 4), round(acc + HALF, 4))
+    untr_ci = None if untrained is None else (untrained - 0.01, untrained + 0.01)
+    return ProbeRow(
+        b, f"hook {b}", float(i), acc, ci, 0.5, (0.48, 0.52), round(acc - 0.5, 4), ci,
+        untrained, untr_ci, CHANCE, acc, 0.032, 800, 200, 31,
+    )  # fmt: skip
+
+
+def result(accs: dict[str, float], ablated: tuple[str, ...] = (), **kw) -> ProbeResult:
+    rows = [row(b, i, acc, **kw) for i, (b, acc) in enumerate(accs.items())]
+    return ProbeResult(
+        "prev_token", "the token at p-1", {"source": "repeats"}, rows, list(ablated), "t[p-1]"
+    )
 
 
 TRAINED = {"embed": 0.033, "attn 0": 0.903, "attn 1": 0.445}
@@ -48,36 +57,51 @@ def measurement(accs=TRAINED, ablated=GONE, heads=("0.0",), n_layers=2) -> Probe
     return ProbeMeasurement("cpu-2l", n_layers, False, result(accs), abl)
 
 
-def test_decodable_is_accuracy_over_the_majority_by_the_threshold():
-    row = result({"attn 0": MAJORITY + 0.5}).rows[0]
-    assert is_decodable(row)  # exactly at the threshold counts
-    assert not is_decodable(dataclasses.replace(row, accuracy=MAJORITY + 0.499))
-    assert not is_decodable(row, Thresholds(decodable=0.6))
+def test_decodable_is_the_lower_bound_over_chance_and_the_untrained_model():
+    """Decodable: the lower 95% bound >= chance + 0.5 (1 - chance); the page claims it only
+    above the untrained model's upper bound. A binary feature (chance 0.5) can pass or fail."""
+    r = dataclasses.replace(row("attn 0", 1, 0.8), chance=0.5, untrained=0.5)
+    r = dataclasses.replace(r, balanced_ci=(0.75, 0.85), untrained_ci=(0.45, 0.55))
+    assert is_decodable(r)  # a binary feature: the lower bound exactly at 0.75 counts
+    assert not is_decodable(dataclasses.replace(r, balanced_ci=(0.7499, 0.85)))
+    assert not is_decodable(r, Thresholds(decodable=0.6))
+    # the untrained model reads it as well: no claim; not measured: no claim either
+    assert not is_decodable(dataclasses.replace(r, untrained_ci=(0.7, 0.75)))
+    assert not is_decodable(dataclasses.replace(r, untrained=None, untrained_ci=None))
+    # the old rule (accuracy >= majority + 0.5) could never pass a binary feature of majority 0.75
+    assert is_decodable(dataclasses.replace(r, majority=0.75, accuracy=0.8))
 
 
 def test_probe_sentence_says_where_the_previous_token_appears_and_what_ablation_leaves():
     s = probe_sentence(measurement())
-    assert "is not decodable in the embedding (0.033; majority 0.032)" in s
-    assert "first decodable after attn 0 (0.903)" in s
-    assert "previous-token head 0.0 mean-ablated it is 0.030 after attn 0" in s
-    assert s.endswith("decodable at no boundary (decodable: accuracy ≥ majority + 0.5).")
+    assert "is not decodable beyond the untrained model in the embedding (0.033 [0.013, 0.053]" in s
+    assert "first is after attn 0 (0.903 [0.883, 0.923]; untrained 0.040 [0.030, 0.050])" in s
+    assert "previous-token head 0.0 mean-ablated it is 0.030 [0.010, 0.050] after attn 0" in s
+    assert "decodable beyond the untrained model at no boundary (chance 0.001" in s
+    assert s.endswith("and above the untrained model's upper bound).")
     # the ablation leaves it there: the sentence says so
     kept = probe_sentence(measurement(ablated={**GONE, "attn 0": 0.8}, heads=("0.0", "0.2")))
-    assert "heads 0.0, 0.2 mean-ablated it is 0.800 after attn 0" in kept
-    assert "still decodable after attn 0" in kept
+    assert "heads 0.0, 0.2 mean-ablated it is 0.800 [0.780, 0.820] after attn 0" in kept
+    assert "still decodable beyond it after attn 0" in kept
     # a stricter threshold, and the same numbers read otherwise
     strict = probe_sentence(measurement(), Thresholds(decodable=0.9))
-    assert "decodable at no layer boundary (best 0.903 after attn 0" in strict
+    assert "at no layer boundary (best after attn 0: 0.903 [0.883, 0.923]" in strict
     # first decodable later; decodable from the start
     later = probe_sentence(measurement(accs={**TRAINED, "attn 0": 0.3, "attn 1": 0.7}))
-    assert "first decodable after attn 1 (0.700)" in later
+    assert "first is after attn 1 (0.700 [0.680, 0.720]" in later
     early = probe_sentence(measurement(accs={**TRAINED, "embed": 0.9}, ablated=None))
-    assert "is decodable in the embedding (0.900" in early and "first" not in early
+    assert "is decodable beyond the untrained model in the embedding (0.900" in early
+    assert "first" not in early
+    # an untrained model that reads it as well: the page makes no claim
+    both = ProbeMeasurement("m", 2, False, result(TRAINED, untrained=0.9), None)
+    assert "is decodable beyond an untrained model of the same architecture at no layer" in (
+        probe_sentence(both)
+    )
 
 
 def test_probe_sentence_without_heads_to_ablate():
     none = probe_sentence(measurement(accs={k: 0.033 for k in TRAINED}, ablated=None))
-    assert "decodable at no layer boundary (best 0.033 in the embedding; majority 0.032)" in none
+    assert "at no layer boundary (best in the embedding: 0.033 [0.013, 0.053]; untrained" in none
     assert "ablated" not in none
     no_role = probe_sentence(measurement(ablated=None))
     assert "no layer-0 head has the previous-token role, so none was ablated" in no_role

@@ -11,8 +11,15 @@ from analysis_helpers import make_prev_token_head, tiny_codec
 from cli_helpers import run_main
 
 from interp_toolkit.analysis import probes
-from interp_toolkit.analysis.lda import accuracy, fit_probe, ledoit_wolf
-from interp_toolkit.analysis.probe_data import varied_repeats
+from interp_toolkit.analysis.lda import (
+    accuracy,
+    balanced_accuracy,
+    fit_probe,
+    interval,
+    ledoit_wolf,
+    resample_weights,
+)
+from interp_toolkit.analysis.probe_data import feature_inputs, varied_repeats
 from interp_toolkit.models import AttnOnlyConfig, build_model
 
 
@@ -93,16 +100,51 @@ def test_ledoit_wolf_matches_its_definition():
     assert ledoit_wolf(x) == pytest.approx(float(min(beta, delta) / delta), rel=1e-9)
 
 
-def test_control_labels_depend_on_the_token_type_only():
+def test_control_labels_are_a_function_of_the_features_input():
+    """prev_token's control label at p is g(t[p-1]) (Hewitt & Liang: the input the property
+    depends on), not g(t[p]); position's is g(p)."""
     tokens = _random_rows(30, 8, 10, seed=4)
     labels = probes.feature_labels("prev_token", tokens)
     train, _ = probes.split_rows(30, 0.2, seed=0)
-    control = probes.control_labels(tokens, labels, train, 10, seed=0)
+    inputs = feature_inputs("prev_token", tokens)
+    control = probes.control_labels(inputs, labels, train, 10, seed=0)
     assert (control[:, 0] == -1).all()
     pool = set(labels[train][labels[train] >= 0].tolist())
-    for v in range(10):
-        vals = set(control[:, 1:][tokens[:, 1:] == v].tolist())
-        assert len(vals) == 1 and vals <= pool
+    by_prev = [set(control[:, 1:][tokens[:, :-1] == v].tolist()) for v in range(10)]
+    assert all(len(vals) == 1 and vals <= pool for vals in by_prev)
+    by_current = [set(control[:, 1:][tokens[:, 1:] == v].tolist()) for v in range(10)]
+    assert any(len(vals) > 1 for vals in by_current)  # the current token does not decide it
+    assert feature_inputs("position", tokens)[3].tolist() == list(range(8))
+    assert feature_inputs("in_repeat", tokens).tolist() == tokens.tolist()
+
+
+def test_balanced_accuracy_by_hand():
+    # labels 0 (3 positions, 2 right) and 1 (1 position, right): (2/3 + 1) / 2
+    y, pred = torch.tensor([0, 0, 0, 1]), torch.tensor([0, 0, 1, 1])
+    rows = torch.tensor([0, 0, 1, 1])
+    weights = resample_weights(2, 200, seed=0)
+    got = balanced_accuracy(pred, y, rows, weights)
+    assert float(got[0]) == pytest.approx((2 / 3 + 1) / 2)
+    assert weights[0].tolist() == [1.0, 1.0] and (weights[1:].sum(1) == 2).all()
+    # a resample of row 0 twice: label 0 2/2 right, label 1 absent -> 1.0; row 1 twice: 0/1
+    # and 1/1 -> 0.5
+    only0 = (weights[:, 0] == 2).nonzero()[:, 0]
+    only1 = (weights[:, 1] == 2).nonzero()[:, 0]
+    assert (got[only0] == 1.0).all() and (got[only1] == 0.5).all()
+    lo, hi = interval(got)
+    assert lo <= float(got[0]) <= hi
+
+
+def test_the_prev_token_control_is_not_readable_from_the_current_token():
+    """At the embedding (which holds only the token at p and its position) the previous token is
+    unreadable on random tokens, and so is its control g(t[p-1]): both at chance. A control built
+    from the current token, g(t[p]), would be read off the embedding almost perfectly."""
+    cfg = AttnOnlyConfig(n_layers=1, d_model=32, n_heads=2, d_head=16, n_ctx=16, d_vocab=16)
+    res = probes.probe_layers(build_model(cfg), _random_rows(200, 16, 16), "prev_token")
+    embed = res.row("embed")
+    assert embed.control_ci[0] < 3 * embed.chance and embed.balanced_ci[0] < 3 * embed.chance
+    token = probes.probe_layers(build_model(cfg), _random_rows(200, 16, 16), "token").row("embed")
+    assert token.control > 0.5  # g(t[p]): readable from the embedding
 
 
 def test_prev_token_is_read_off_a_planted_previous_token_head_and_ablation_removes_it():
@@ -111,24 +153,29 @@ def test_prev_token_is_read_off_a_planted_previous_token_head_and_ablation_remov
     plain = build_model(cfg)
     planted = build_model(cfg)
     make_prev_token_head(planted, 0, 0)
-    res = probes.probe_layers(planted, tokens, "prev_token")
+    res = probes.probe_layers(planted, tokens, "prev_token", untrained=plain)
     emb, att = res.row("embed"), res.row("attn 0")
-    assert emb.accuracy < emb.majority + 0.05  # random tokens: the embedding knows nothing
-    assert att.accuracy > 0.9 and att.selectivity > -0.1
-    ablated = probes.probe_layers(planted, tokens, "prev_token", ablate=[(0, 0)])
-    assert ablated.ablated == ["0.0"] and ablated.row("attn 0").accuracy < 0.3
+    assert emb.balanced_ci[0] < 3 * emb.chance  # random tokens: the embedding knows nothing
+    assert att.balanced > 0.9 and att.balanced_ci[0] > att.untrained_ci[1]
+    assert probes.beyond_untrained(att) and not probes.beyond_untrained(emb)
+    ablated = probes.probe_layers(planted, tokens, "prev_token", ablate=[(0, 0)], untrained=res)
+    assert ablated.ablated == ["0.0"] and ablated.row("attn 0").balanced < 0.3
+    assert ablated.row("attn 0").untrained_ci == att.untrained_ci  # reused, not recomputed
     other = probes.probe_layers(planted, tokens, "prev_token", ablate=[(0, 1)])
-    assert other.row("attn 0").accuracy > 0.9
-    assert probes.probe_layers(plain, tokens, "prev_token").row("attn 0").accuracy < 0.5
-    assert probes.probe_layers(planted, tokens, "prev_token").to_dict() == res.to_dict()
+    assert other.row("attn 0").balanced > 0.9 and other.row("attn 0").untrained is None
+    assert not probes.beyond_untrained(other.row("attn 0"))  # no baseline, no claim
+    assert probes.probe_layers(plain, tokens, "prev_token").row("attn 0").balanced < 0.5
+    again = probes.probe_layers(planted, tokens, "prev_token", untrained=plain)
+    assert again.to_dict() == res.to_dict()
 
 
 def test_in_repeat_probe_runs_on_an_mlp_model():
-    model = build_model(_mlp_cfg())
-    res = probes.probe(model, tiny_codec(64), "in_repeat", n_seqs=40)
+    cfg = _mlp_cfg()
+    res = probes.probe(build_model(cfg), tiny_codec(64), "in_repeat", n_seqs=40, model_cfg=cfg)
     assert [r.boundary for r in res.rows] == ["embed", "attn 0", "mlp 0", "attn 1", "mlp 1"]
     assert res.data["source"] == "repeats" and res.rows[0].n_train + res.rows[0].n_test == 600
-    assert {r.n_classes for r in res.rows} == {2}
+    assert {r.n_classes for r in res.rows} == {2} and {r.chance for r in res.rows} == {0.5}
+    assert all(r.untrained is not None for r in res.rows) and res.data["untrained_seed"]
 
 
 @pytest.fixture
@@ -149,9 +196,14 @@ def test_probe_command_writes_json_csv_and_page(text_run, tmp_path, capsys):
     data = json.loads(out.read_text())
     assert data["data"]["corpus"].endswith("corpus.txt") and data["data"]["split"] == "held-out"
     assert [r["boundary"] for r in data["rows"]] == ["embed", "attn 0", "attn 1"]
-    assert data["rows"][0]["accuracy"] == 1.0  # W_pos makes every position distinct
-    assert len(csv_out.read_text().splitlines()) == 4
-    assert "plotly" in page.read_text() and "selectivity" in capsys.readouterr().out
+    first = data["rows"][0]
+    assert first["accuracy"] == first["balanced"] == 1.0  # W_pos makes every position distinct
+    assert first["balanced_ci"] == [1.0, 1.0] and first["untrained"] is not None
+    assert data["input"] == "the position p" and "g(its input)" in data["control"]
+    lines = csv_out.read_text().splitlines()
+    assert len(lines) == 4 and "balanced_lo" in lines[0] and "untrained_hi" in lines[0]
+    out = capsys.readouterr().out
+    assert "plotly" in page.read_text() and "selectivity" in out and "Untrained:" in out
 
 
 @pytest.mark.parametrize(

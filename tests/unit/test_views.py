@@ -288,7 +288,8 @@ def test_run_report(two_runs, analyses):
     ):
         assert f"<h2>{heading}</h2>" in page
     assert "The cat &lt;sat&gt; &amp; ran" in page  # samples are escaped
-    assert "tested against its own null" in page and "effect-size floor" in page
+    assert "tested for specificity against the head itself" in page
+    assert "effect-size floor" in page
     assert "★ = significant (p &lt;= 0.05) and ≥ the effect-size floor" in page
     analysis = analyses[1]
     # every figure of the report's sections once; one attention view per layer holding a key head
@@ -311,7 +312,7 @@ def test_summary_and_comparison(analyses):
     assert len(s2.scores["induction_vw"]) == 2 and s1.partner is None  # the deciding score
     assert set(s2.tau) == set(s2.p_value) == set(s2.passes) == {"induction_vw", "previous_token"}
     assert "1 layer (L1)" in describe_run(s1)
-    assert "a head needs p <= 0.05 against its own null" in describe_run(s1)
+    assert "a head needs p <= 0.05 in its specificity test" in describe_run(s1)
     page = render_comparison(summaries, title="Study")
     assert_offline(page)
     assert '<a href="L1/report.html">L1</a>' in page and '<a href="L2/report.html">L2</a>' in page
