@@ -133,7 +133,9 @@ def heads(
         )
     data = {"target": tgt.name, **found.to_dict()}
     emit(data, _print_heads, json_out)
-    if json_out == STDOUT:  # the table (and its warnings) is not printed: warn on stderr
+    from interp_toolkit.cli.boundary import stdout_claimed
+
+    if stdout_claimed():  # the table (and its warnings) is not printed: warn on stderr
         for warning in data["test"]["warnings"]:
             typer.echo(f"warning: {warning}.", err=True)
     if csv_out:
