@@ -1,18 +1,22 @@
 """Verdicts from measured numbers, with the thresholds they use stated in one place.
 
-The causal check (:func:`~interp_toolkit.analysis.ablation.causal_check`) gives an induction
-head's score before and after ablating earlier heads; :func:`ablation_verdict` names each effect
-and :func:`route_of` says which route to induction a model grew. :func:`exam_verdict` says whether
-the period exams pass, or are at chance. Reports build their sentences from these.
+The route to induction: path patching (:mod:`~interp_toolkit.analysis.causal.paths`) measures,
+for each induction head, the share of the induction task's clean-corrupt gap removed when the
+earlier heads' writes into its query, key or value input are resampled from the corrupt prompts
+(:class:`HeadRoute`); :func:`decide_route` names the route from those numbers and
+:func:`model_route_name` the model's. :func:`exam_verdict` says whether the period exams pass, or
+are at chance. Reports build their sentences from these.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from enum import Enum
+from typing import Any
 
-from interp_toolkit.analysis.ablation import CausalRow
+from interp_toolkit.analysis.heads import HeadId
 from interp_toolkit.analysis.period_exam import PeriodExam
 
 
@@ -20,21 +24,25 @@ from interp_toolkit.analysis.period_exam import PeriodExam
 class Thresholds:
     """Every threshold a study's sentences use.
 
-    ``collapse``: an ablation that removes at least this share of the induction score collapses
-    it; ``no_effect``: one that changes it by less than this share has no effect (in between it
-    weakens it). ``uses``: a route is used when ablating it removes at least this share.
+    ``carries``: an input (Q, K or V) of an induction head carries its induction when resampling
+    the earlier heads' writes into it from the corrupt prompts removes at least this share of the
+    task's clean-corrupt gap, and the interval of that share lies above the control edge's.
+    ``min_gap``: a model does the task (and has a route and a circuit to find) when its clean
+    metric exceeds its corrupt metric by at least this much (nats of logit difference), with an
+    interval above 0. ``recovers``: a circuit is the smallest set of edges whose faithfulness
+    (the share of the gap it recovers alone) is at least this.
     ``exam_pass``: the pass rate a period exam needs. ``chance_alpha``: a period is above chance
     when its one-sided binomial p-value against 1/period is below this, Bonferroni-corrected over
-    the periods. ``induction``: the effect-size floor a layer>=1 head's logged induction score
-    must pass for the run to count as having formed induction (the time to induction).
-    ``decodable``: a feature is linearly decodable at a layer boundary when the probe's held-out
-    accuracy is at least this much above the majority baseline (always answering the most
-    frequent training label).
+    the periods. ``induction``: the effect-size floor the logged induction score (the one that
+    decides the role) of a layer>=1 head must pass for the run to count as having formed
+    induction (the time to induction, the stop rule). ``decodable``: a feature is linearly
+    decodable at a layer boundary when the probe's held-out accuracy is at least this much above
+    the majority baseline (always answering the most frequent training label).
     """
 
-    collapse: float = 0.5
-    no_effect: float = 0.1
-    uses: float = 0.25
+    carries: float = 0.5
+    min_gap: float = 1.0
+    recovers: float = 0.8
     exam_pass: float = 0.95
     chance_alpha: float = 0.05
     induction: float = 0.4
@@ -43,63 +51,184 @@ class Thresholds:
 
 THRESHOLDS = Thresholds()
 
-#: Routes :func:`route_of` names.
-ROUTES = ("K-composition", "Q-composition", "mixed", "spread", "not found", "none")
+
+@dataclass(frozen=True)
+class Estimate:
+    """A measured value and its 95% bootstrap interval."""
+
+    value: float
+    low: float
+    high: float
+
+    def __str__(self) -> str:
+        return f"{self.value:.2f} [{self.low:.2f}, {self.high:.2f}]"
 
 
-def removed_share(before: float, after: float) -> float:
-    """The share of the score an ablation removed (negative when it rose)."""
-    return (before - after) / before if before > 0 else 0.0
+class RouteName(str, Enum):
+    """What :func:`decide_route` and :func:`model_route_name` can say."""
+
+    K = "K-composition"
+    Q = "Q-composition"
+    V = "V-composition"
+    MIXED = "mixed"  # two or more inputs of one head carry it
+    NOT_FOUND = "not found"  # no input carries it
+    DIFFERS = "differs by head"  # the model's induction heads run on different routes
+    NO_EARLIER = "none"  # a layer-0 head (a 1-layer model): nothing earlier to compose with
+    NO_TASK = "no induction"  # the model does not do the task (gap below min_gap)
 
 
-def ablation_verdict(before: float, after: float, t: Thresholds = THRESHOLDS) -> str:
-    """``collapses``, ``weakens``, ``no effect`` or ``rises`` (see :class:`Thresholds`)."""
-    share = removed_share(before, after)
-    if share >= t.collapse:
-        return "collapses"
-    if abs(share) < t.no_effect:
-        return "no effect"
-    return "weakens" if share > 0 else "rises"
+INPUTS = ("q", "k", "v")
+BY_INPUT = {"q": RouteName.Q, "k": RouteName.K, "v": RouteName.V}
 
 
 @dataclass(frozen=True)
-class Route:
-    """The route to induction and the ablations it was read from (removed shares, 0..1)."""
+class PathEffect:
+    """Resampling ``source``'s write into ``target``'s ``input`` alone (TL's direct path
+    patching): the share of the gap it removes, and the pair's composition score of that kind
+    (``W_OV`` of source into ``W_QK``/``W_QK^T``/``W_OV`` of target)."""
 
-    name: str
-    previous_token: float | None  # share removed by ablating the strongest previous-token head
-    duplicate_token: float | None  # the largest share removed by one duplicate-token head
-    all_earlier: float | None  # share removed by ablating every earlier head with a role
+    source: HeadId
+    target: HeadId
+    input: str
+    removed: Estimate
+    composition: float
 
 
-def route_of(rows: Sequence[CausalRow], t: Thresholds = THRESHOLDS) -> Route:
-    """Which route a model's induction head runs on, from its causal-check rows.
+@dataclass(frozen=True)
+class HeadRoute:
+    """One induction head's route: ``inputs[c]``, the share removed when every earlier head's
+    write into input ``c`` is resampled at once; ``paths``, each earlier head into each input;
+    ``control``, a role-less earlier head whose paths the carrying inputs must beat (None when
+    every earlier head has a role); the route ``name``, the ``carrying`` inputs and the
+    ``feeder`` (the strongest single path into the strongest carrying input)."""
 
-    K-composition: ablating the previous-token head collapses it and no duplicate-token head
-    removes ``uses`` of it; Q-composition: the reverse; mixed: both remove at least ``uses`` and
-    one of them collapses it; spread: no single head collapses it but all earlier role heads
-    together do; not found: nothing collapses it; none: no rows (a 1-layer model).
-    """
-    if not rows:
-        return Route("none", None, None, None)
+    head: HeadId
+    inputs: Mapping[str, Estimate]
+    paths: tuple[PathEffect, ...]
+    control: HeadId | None
+    name: RouteName
+    carrying: tuple[str, ...]
+    feeder: HeadId | None
 
-    def share(r: CausalRow) -> float:
-        return removed_share(r.induction_before, r.induction_after)
+    def path(self, source: HeadId, input: str) -> PathEffect:
+        return next(p for p in self.paths if p.source == source and p.input == input)
 
-    prev = max((share(r) for r in rows if r.ablated.startswith("strongest previous")), default=0.0)
-    dup = max((share(r) for r in rows if r.ablated.startswith("duplicate")), default=0.0)
-    every = next((share(r) for r in rows if r.ablated.startswith("all earlier")), None)
-    if prev >= t.collapse and dup < t.uses:
-        name = "K-composition"
-    elif dup >= t.collapse and prev < t.uses:
-        name = "Q-composition"
-    elif max(prev, dup) >= t.collapse:
-        name = "mixed"
-    elif every is not None and every >= t.collapse:
-        name = "spread"
-    else:
-        name = "not found"
-    return Route(name, round(prev, 3), round(dup, 3), None if every is None else round(every, 3))
+    def control_effects(self) -> dict[str, Estimate] | None:
+        if self.control is None:
+            return None
+        return {c: self.path(self.control, c).removed for c in INPUTS}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "head": str(self.head),
+            "route": self.name.value,
+            "carrying": list(self.carrying),
+            "feeder": None if self.feeder is None else str(self.feeder),
+            "control": None if self.control is None else str(self.control),
+            "inputs": {c: vars(e) for c, e in self.inputs.items()},
+            "paths": [
+                {
+                    "source": str(p.source),
+                    "input": p.input,
+                    "removed": vars(p.removed),
+                    "composition": p.composition,
+                }
+                for p in self.paths
+            ],
+        }
+
+
+def carries(effect: Estimate, control: Estimate | None, t: Thresholds = THRESHOLDS) -> bool:
+    """Whether an input carries the induction (:class:`Thresholds` ``carries``)."""
+    return effect.value >= t.carries and (control is None or effect.low > control.high)
+
+
+def decide_route(
+    inputs: Mapping[str, Estimate],
+    control: Mapping[str, Estimate] | None,
+    t: Thresholds = THRESHOLDS,
+) -> tuple[RouteName, tuple[str, ...]]:
+    """The route of one head from its input effects: K-, Q- or V-composition when that input
+    alone carries it, mixed when two or more do, not found when none does."""
+    carrying = tuple(
+        c for c in INPUTS if carries(inputs[c], None if control is None else control[c], t)
+    )
+    if not carrying:
+        return RouteName.NOT_FOUND, carrying
+    return (BY_INPUT[carrying[0]] if len(carrying) == 1 else RouteName.MIXED), carrying
+
+
+def head_route(
+    head: HeadId,
+    inputs: Mapping[str, Estimate],
+    paths: Sequence[PathEffect],
+    control: HeadId | None,
+    t: Thresholds = THRESHOLDS,
+) -> HeadRoute:
+    """A :class:`HeadRoute` with its name, carrying inputs and feeder decided."""
+    if head.layer == 0:
+        return HeadRoute(head, inputs, tuple(paths), None, RouteName.NO_EARLIER, (), None)
+    ctl = None
+    if control is not None:
+        ctl = {
+            c: next(p.removed for p in paths if p.source == control and p.input == c)
+            for c in INPUTS
+        }
+    name, carrying = decide_route(inputs, ctl, t)
+    feeder = None
+    if carrying:
+        main = max(carrying, key=lambda c: inputs[c].value)
+        feeder = max((p for p in paths if p.input == main), key=lambda p: p.removed.value).source
+    return HeadRoute(head, inputs, tuple(paths), control, name, carrying, feeder)
+
+
+def does_task(gap: Estimate, t: Thresholds = THRESHOLDS) -> bool:
+    """Whether a model does the task (:class:`Thresholds` ``min_gap``)."""
+    return gap.value >= t.min_gap and gap.low > 0
+
+
+def model_route_name(
+    heads: Sequence[HeadRoute], gap: Estimate, t: Thresholds = THRESHOLDS
+) -> RouteName:
+    """The model's route: no induction when it does not do the task; otherwise its induction
+    heads' route when they share one, "differs by head" when not."""
+    if not does_task(gap, t):
+        return RouteName.NO_TASK
+    names = {h.name for h in heads}
+    if not names:
+        return RouteName.NOT_FOUND
+    return names.pop() if len(names) == 1 else RouteName.DIFFERS
+
+
+@dataclass(frozen=True)
+class ModelRoute:
+    """The route by path of a model's induction heads on ``task``: the task's clean and
+    corrupt metrics (means over ``n_prompts``), its gap with interval, each head's route, the
+    random-matrix baseline of the composition scores, and the model's route ``name``."""
+
+    task: str
+    n_prompts: int
+    clean: float
+    corrupt: float
+    gap: Estimate
+    composition_baseline: float
+    heads: tuple[HeadRoute, ...]
+    name: RouteName
+
+    def head(self, head: HeadId) -> HeadRoute:
+        return next(h for h in self.heads if h.head == head)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "task": self.task,
+            "route": self.name.value,
+            "n_prompts": self.n_prompts,
+            "clean": self.clean,
+            "corrupt": self.corrupt,
+            "gap": vars(self.gap),
+            "composition_baseline": self.composition_baseline,
+            "heads": [h.to_dict() for h in self.heads],
+        }
 
 
 def _binomial_tail(k: int, n: int, p: float) -> float:
