@@ -82,7 +82,8 @@ STUDY_JSON_FIELDS = (
     "final_loss",
     "exam",
     "heads",
-    "partner",
+    "feeder",
+    "route",
     "top_induction",
     "decides",
     "test",
@@ -245,7 +246,7 @@ class RunMeasurements:
 
     summary: RunSummary
     depth: DepthMeasurement
-    circuit: CircuitSummary
+    circuit: CircuitSummary | None
     probe: ProbeMeasurement | None
     neurons: NeuronMeasurement | None
     data_mix: str
@@ -255,9 +256,11 @@ def measure_run(run: Run, cfg: StudyConfig, *, mlp: bool) -> RunMeasurements:
     """Samples, analyses (with the route by path) and the run's report, then the circuit, the
     probe (1 and 2 layers) and the neurons (MLP twins)."""
     summary, analysis = analyse_and_report(run, cfg)
-    say(f"[{run.name}] circuit (EAP-IG and EAP) ...")
-    task = study_task(run.model, run.codec, seed=cfg.seed)
-    circuit = summarise_circuits(run.name, run.model, task, analysis.route)
+    circuit = None
+    if analysis.route.n_prompts:  # the induction task could be built for this model
+        say(f"[{run.name}] circuit (EAP-IG and EAP) ...")
+        task = study_task(run.model, run.codec, seed=cfg.seed)
+        circuit = summarise_circuits(run.name, run.model, task, analysis.route)
     n = run.model_cfg.n_layers
     probe = neurons = None
     if n in PROBE_LAYERS:
@@ -308,7 +311,7 @@ def _reproduce(
     measured = [_train_and_measure(cfg, out, runs)[r.name] for r in runs]  # in the runs' order
     summaries = [m.summary for m in measured]
     depths = {r.name: m.depth for r, m in zip(runs, measured, strict=True)}
-    circuits = [m.circuit for m in measured]
+    circuits = [m.circuit for m in measured if m.circuit is not None]
     probes = [m.probe for m in measured if m.probe]
     neurons = [m.neurons for m in measured if m.neurons]
     mix = measured[-1].data_mix
@@ -324,7 +327,8 @@ def _reproduce(
     if probes:
         extra.append(probes_section(probes))
     extra.append(route_section([(d.name, d.route) for d in depths.values()]))
-    extra.append(circuit_section(circuits))
+    if circuits:
+        extra.append(circuit_section(circuits))
     elapsed = time.perf_counter() - t0
     twins = f"; MLP twins of {', '.join(str(m.n_layers) for m, _ in pairs)}" if pairs else ""
     html = render_comparison(

@@ -42,7 +42,8 @@ def induction_layer_min(n_layers: int) -> int:
 
 
 def _tensor(grid: Grid) -> torch.Tensor:
-    return grid if isinstance(grid, torch.Tensor) else torch.tensor(grid, dtype=torch.float32)
+    # float64: a logged 0.4 must not read as 0.4000000059604645 (above a 0.4 threshold)
+    return grid if isinstance(grid, torch.Tensor) else torch.tensor(grid, dtype=torch.float64)
 
 
 def strongest_induction_head(grid: Grid) -> HeadId:

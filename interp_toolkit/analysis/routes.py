@@ -75,6 +75,7 @@ class RouteName(str, Enum):
     DIFFERS = "differs by head"  # the model's induction heads run on different routes
     NO_EARLIER = "none"  # a layer-0 head (a 1-layer model): nothing earlier to compose with
     NO_TASK = "no induction"  # the model does not do the task (gap below min_gap)
+    UNMEASURED = "not measured"  # the task cannot be built for this model (ModelRoute.reason)
 
 
 INPUTS = ("q", "k", "v")
@@ -211,9 +212,16 @@ class ModelRoute:
     clean: float
     corrupt: float
     gap: Estimate
-    composition_baseline: float
+    composition_baseline: float | None  # None when no head has an earlier layer
     heads: tuple[HeadRoute, ...]
     name: RouteName
+    reason: str = ""  # why it was not measured
+
+    @classmethod
+    def unmeasured(cls, task: str, reason: str) -> ModelRoute:
+        return cls(
+            task, 0, 0.0, 0.0, Estimate(0.0, 0.0, 0.0), None, (), RouteName.UNMEASURED, reason
+        )
 
     def head(self, head: HeadId) -> HeadRoute:
         return next(h for h in self.heads if h.head == head)
@@ -228,6 +236,7 @@ class ModelRoute:
             "gap": vars(self.gap),
             "composition_baseline": self.composition_baseline,
             "heads": [h.to_dict() for h in self.heads],
+            "reason": self.reason,
         }
 
 

@@ -47,7 +47,7 @@ def route_rows(run: str, route: ModelRoute) -> list[list[object]]:
                 h.name.value,
                 "—" if h.feeder is None else str(h.feeder),
                 f"{best.source} ({best.input}): {best.removed}; comp {best.composition:.3f} "
-                f"(random {route.composition_baseline:.3f})",
+                f"(random {route.composition_baseline or 0:.3f})",
                 ctl_text,
             ]
         )
@@ -58,16 +58,19 @@ def route_section(routes: Sequence[tuple[str, ModelRoute]], t: Thresholds = THRE
     """The route by path of every run's induction heads: sentences, then one table."""
     lines = [f"{run}: {route_phrase(r, t)}." for run, r in routes]
     lines += [
-        route_sentence(run, h, r.composition_baseline, t)
+        route_sentence(run, h, r.composition_baseline or 0.0, t)
         for run, r in routes
         for h in r.heads
-        if h.name != RouteName.NO_EARLIER and r.name != RouteName.NO_TASK
+        if h.name != RouteName.NO_EARLIER
+        and r.name not in (RouteName.NO_TASK, RouteName.UNMEASURED)
     ]
     header = ["run", "induction head", "query", "key", "value", "route", "feeder"]
     header += ["strongest path", "control (max upper bound)"]
     rows = [row for run, r in routes for row in route_rows(run, r)]
     gaps = "; ".join(
-        f"{run}: clean {r.clean:.2f}, corrupt {r.corrupt:.2f}, gap {r.gap}" for run, r in routes
+        f"{run}: clean {r.clean:.2f}, corrupt {r.corrupt:.2f}, gap {r.gap}"
+        for run, r in routes
+        if r.n_prompts
     )
     return Section(
         "Route by path",
@@ -76,7 +79,7 @@ def route_section(routes: Sequence[tuple[str, ModelRoute]], t: Thresholds = THRE
             "".join(text(x, "p", "finding") for x in lines),
             table(header, rows),
             text(f"Induction task metric ({routes[0][1].n_prompts} prompts): {gaps}.", "p", "note")
-            if routes
+            if gaps
             else "",
         ],
     )
@@ -102,7 +105,7 @@ def circuit_sentence(c: CircuitSummary, t: Thresholds = THRESHOLDS) -> str:
     eap = c.eap
     d = c.disagreement
     eap_part = (
-        f"plain EAP needs the top {eap.top_k} edges ({len(eap.edges)} after pruning)"
+        f"plain EAP's ranking needs its top {eap.top_k} edges to recover {t.recovers:.0%}"
         if eap.top_k
         else "plain EAP's ranking reaches no circuit"
     )

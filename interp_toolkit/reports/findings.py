@@ -124,6 +124,8 @@ def exam_phrase(exams: Sequence[PeriodExam], t: Thresholds = THRESHOLDS) -> str:
 
 def route_phrase(route: ModelRoute, t: Thresholds = THRESHOLDS) -> str:
     """The model's route by path, and what it was read from."""
+    if route.name == RouteName.UNMEASURED:
+        return f"route not measured ({route.reason})"
     if route.name == RouteName.NO_TASK:
         return (
             f"no route to name: the induction task's clean-corrupt gap is {route.gap} "

@@ -5,19 +5,18 @@ from __future__ import annotations
 
 import dataclasses
 
-import pytest
-
-from interp_toolkit.analysis.ablation import CausalRow
+from interp_toolkit.analysis.heads import HeadId
 from interp_toolkit.analysis.period_exam import PeriodExam
 from interp_toolkit.analysis.routes import (
-    THRESHOLDS,
-    ablation_verdict,
+    Estimate,
+    ModelRoute,
+    PathEffect,
     exam_verdict,
-    route_of,
+    head_route,
+    model_route_name,
 )
 from interp_toolkit.reports.findings import (
     DepthMeasurement,
-    causal_sentence,
     claim_sentence,
     data_mix_sentence,
     depth_sentence,
@@ -39,13 +38,21 @@ def chance() -> tuple[PeriodExam, ...]:
     return tuple(PeriodExam(p, 30, (30 // p) / 30, 3.0, 1 / p) for p in PERIODS)
 
 
-def row(what: str, before: float, after: float, heads=("0.0",)) -> CausalRow:
-    return CausalRow("cpu-2l", "1.1", what, list(heads), "mean (hook_z)", before, after)
-
-
-PREV = "strongest previous-token head"
-DUP = "duplicate-token head"
-ALL = "all earlier heads with a role"
+def route(carrying: str | None) -> ModelRoute:
+    """A measured route of induction head 1.1 whose ``carrying`` input (or none) carries it."""
+    inputs = {
+        c: Estimate(0.9, 0.85, 0.95) if c == carrying else Estimate(0.02, 0.0, 0.04) for c in "qkv"
+    }
+    paths = [
+        PathEffect(
+            HeadId(0, h), HeadId(1, 1), c, inputs[c] if h == 0 else Estimate(0.0, 0.0, 0.01), 0.1
+        )
+        for h in range(2)
+        for c in "qkv"
+    ]
+    head = head_route(HeadId(1, 1), inputs, paths, HeadId(0, 1))
+    gap = Estimate(3.0, 2.8, 3.2)
+    return ModelRoute("induction", 64, 3.2, 0.2, gap, 0.05, (head,), model_route_name([head], gap))
 
 
 def depth(n_layers: int, **kw) -> DepthMeasurement:
@@ -65,42 +72,20 @@ def depth(n_layers: int, **kw) -> DepthMeasurement:
         final_loss=2.1,
         val_loss=2.3,
         exams=exams(1.0) if deep else chance(),
-        route=route_of([row(PREV, 0.9, 0.05)] if deep else []),
+        route=route("k")
+        if deep
+        else ModelRoute(
+            "induction",
+            64,
+            0.3,
+            0.2,
+            Estimate(0.1, 0.0, 0.2),
+            None,
+            (),
+            model_route_name([], Estimate(0.1, 0.0, 0.2)),
+        ),
     )
     return dataclasses.replace(base, **kw)
-
-
-@pytest.mark.parametrize(
-    ("before", "after", "verdict"),
-    [
-        (0.9, 0.05, "collapses"),
-        (0.9, 0.45, "collapses"),
-        (0.9, 0.46, "weakens"),
-        (0.9, 0.85, "no effect"),
-        (0.9, 0.95, "no effect"),
-        (0.5, 0.6, "rises"),
-    ],
-)
-def test_ablation_verdict_thresholds(before, after, verdict):
-    assert ablation_verdict(before, after) == verdict
-
-
-@pytest.mark.parametrize(
-    ("rows", "route"),
-    [
-        ([row(PREV, 0.86, 0.03)], "K-composition"),
-        (
-            [row(PREV, 0.97, 0.74), row(DUP, 0.97, 0.21, ("0.2",)), row(ALL, 0.97, 0.08)],
-            "Q-composition",
-        ),
-        ([row(PREV, 0.97, 0.41), row(DUP, 0.97, 0.60, ("0.3",)), row(ALL, 0.97, 0.10)], "mixed"),
-        ([row(PREV, 0.96, 0.96), row(DUP, 0.96, 0.53, ("1.1",)), row(ALL, 0.96, 0.07)], "spread"),
-        ([row(PREV, 0.9, 0.88)], "not found"),
-        ([], "none"),
-    ],
-)
-def test_route_from_ablations(rows, route):
-    assert route_of(rows).name == route
 
 
 def test_exam_verdict_counts_passes_and_chance():
@@ -120,7 +105,8 @@ def test_sentences_follow_the_measurements():
     one, two = depth(1), depth(2)
     s = depth_sentence(two)
     assert "induction heads 1.0, 1.2" in s and "step 350" in s and "1.4M tokens" in s
-    assert "15 of 15 periods" in s and "route K-composition" in s
+    assert "15 of 15 periods" in s and "route by path K-composition" in s
+    assert "1.1: key 0.90 [0.85, 0.95] from 0.0" in s
     assert "no induction head (best 0.3: 0.08)" in depth_sentence(one)
     assert "no period is above chance" in depth_sentence(one)
     assert claim_sentence([one, two]).startswith("The seed's claim holds")
@@ -135,8 +121,10 @@ def test_sentences_follow_the_measurements():
     assert claim_sentence([one, weak]) == (
         "The seed's claim does not hold as measured here: 2 layers passes only 14 of 15 periods."
     )
-    q = dataclasses.replace(two, route=route_of([row(PREV, 0.9, 0.85), row(DUP, 0.9, 0.1)]))
-    assert "route Q-composition" in depth_sentence(q)
+    q = dataclasses.replace(two, route=route("q"))
+    assert "route by path Q-composition" in depth_sentence(q)
+    lost = dataclasses.replace(two, route=route(None))
+    assert "route by path not found" in depth_sentence(lost)
     none = dataclasses.replace(two, induction_heads=(), induction_step=None)
     assert "no induction head" in depth_sentence(none) and "in 550 steps" in depth_sentence(none)
     assert "2 layers has no induction head" in claim_sentence([one, none])
@@ -145,14 +133,6 @@ def test_sentences_follow_the_measurements():
     )
     assert "1 layer is above chance at period(s) 4, 5, 6" in claim_sentence([copier, two])
     assert study_findings([one, two])[1:] == [depth_sentence(one), depth_sentence(two)]
-
-
-def test_causal_sentence_and_thresholds_in_one_place():
-    s = causal_sentence(row(PREV, 0.86, 0.03))
-    assert s.endswith("(96.5% removed): the score collapses.")
-    assert causal_sentence(row(PREV, 0.86, 0.85)).endswith("it has no effect.")
-    strict = dataclasses.replace(THRESHOLDS, collapse=0.99)
-    assert causal_sentence(row(PREV, 0.86, 0.03), strict).endswith("the score weakens.")
 
 
 def test_data_mix_sentence_reads_the_recorded_settings():

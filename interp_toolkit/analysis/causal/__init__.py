@@ -21,6 +21,7 @@ from interp_toolkit.analysis.causal.tasks import Task, induction_task
 from interp_toolkit.analysis.induction import induction_heads, strongest_induction_head
 from interp_toolkit.analysis.routes import ModelRoute
 from interp_toolkit.analysis.scores import HeadReport
+from interp_toolkit.errors import UserError
 from interp_toolkit.tokenizer import Codec
 
 #: Prompts of the induction task the route and the study's circuits are measured on.
@@ -41,4 +42,8 @@ def induction_route(
     heads = induction_heads(report) or [
         strongest_induction_head(report.scores.get(report.decides["induction"]))
     ]
-    return route_by_path(model, study_task(model, codec, seed=seed), heads, report.roles, seed=seed)
+    try:
+        task = study_task(model, codec, seed=seed)
+    except UserError as exc:  # e.g. a vocabulary too small for fresh corrupt tokens
+        return ModelRoute.unmeasured("induction", str(exc))
+    return route_by_path(model, task, heads, report.roles, seed=seed)

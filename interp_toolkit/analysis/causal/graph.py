@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Any
 
 import torch
@@ -161,8 +161,16 @@ class Graph:
     def edge_index(self) -> Int[Tensor, "edge 2"]:
         return self.allowed.nonzero()
 
+    @cached_property
+    def _position(self) -> tuple[dict[Node, int], dict[Node, int]]:
+        return (
+            {n: i for i, n in enumerate(self.writers)},
+            {n: i for i, n in enumerate(self.readers)},
+        )
+
     def index(self, edge: Edge) -> tuple[int, int]:
-        return self.writers.index(edge.source), self.readers.index(edge.target)
+        w, r = self._position
+        return w[edge.source], r[edge.target]
 
     def find(self, source: str, target: str, input: str) -> Edge:
         """The edge ``source -> target`` into ``input`` by labels (``"0.0", "1.0", "k"``)."""
@@ -183,7 +191,13 @@ def graph_of(model: TransformerBridge) -> Graph:
     cfg = model.cfg
     has_mlp = not bool(getattr(cfg, "attn_only", False))
     parallel = bool(getattr(cfg, "parallel_attn_mlp", False))
-    return Graph(int(cfg.n_layers), int(cfg.n_heads), has_mlp, parallel)
+    return _graph(int(cfg.n_layers), int(cfg.n_heads), has_mlp, parallel)
+
+
+@lru_cache(maxsize=16)
+def _graph(n_layers: int, n_heads: int, has_mlp: bool, parallel: bool) -> Graph:
+    """One :class:`Graph` per shape (its node lists and masks are computed once)."""
+    return Graph(n_layers, n_heads, has_mlp, parallel)
 
 
 @contextmanager

@@ -147,7 +147,7 @@ def route_by_path(
     ]
     with torch.no_grad():
         comp = {c: composition_scores(model, c) for c in INPUTS} if deep else {}
-        base = round(composition_baseline(model), 4) if deep else float("nan")
+        base = round(composition_baseline(model), 4) if deep else None
     patched = direct_path_effects(model, task, sources, deep, batch_size=batch_size)
     routes: list[HeadRoute] = []
     for target in targets:

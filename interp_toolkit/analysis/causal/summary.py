@@ -67,7 +67,8 @@ def summarise_circuits(
     t0 = time.perf_counter()
     ig = discover_circuit(model, task, ig_steps=ig_steps, batch_size=batch_size)
     eap_scores = attribute(model, task, ig_steps=1, batch_size=batch_size)
-    eap = discover_circuit(model, task, scores=eap_scores, batch_size=batch_size)
+    # EAP's smallest top-k set, for comparison (not pruned: it is not the circuit shown)
+    eap = discover_circuit(model, task, scores=eap_scores, batch_size=batch_size, prune_max=0)
     k = ig.top_k or len(ig.edges) or 10
     diff = disagreement(
         [(e.edge, e.score) for e in eap.ranked],
