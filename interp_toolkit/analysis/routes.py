@@ -1,8 +1,9 @@
 """Verdicts from measured numbers, with the thresholds they use stated in one place.
 
 The route to induction: path patching (:mod:`~interp_toolkit.analysis.causal.paths`) measures,
-for each induction head, the share of the induction task's clean-corrupt gap removed when the
-earlier heads' writes into its query, key or value input are resampled from the corrupt prompts
+for each induction head, its effect (the share of the induction task's clean-corrupt gap removed
+when its output is resampled from the corrupt prompts) and the share of that effect removed when
+the earlier heads' writes into its query, key or value input alone are resampled
 (:class:`HeadRoute`); :func:`decide_route` names the route from those numbers and
 :func:`model_route_name` the model's. :func:`exam_verdict` says whether the period exams pass, or
 are at chance. Reports build their sentences from these.
@@ -26,7 +27,9 @@ class Thresholds:
 
     ``carries``: an input (Q, K or V) of an induction head carries its induction when resampling
     the earlier heads' writes into it from the corrupt prompts removes at least this share of the
-    task's clean-corrupt gap, and the interval of that share lies above the control edge's.
+    head's own effect (what resampling its output removes of the task's clean-corrupt gap; a
+    model with several induction heads splits the gap among them), and the interval of that
+    share lies above the control edge's.
     ``min_gap``: a model does the task (and has a route and a circuit to find) when its clean
     metric exceeds its corrupt metric by at least this much (nats of logit difference), with an
     interval above 0. ``recovers``: a circuit is the smallest set of edges whose faithfulness
@@ -72,6 +75,7 @@ class RouteName(str, Enum):
     V = "V-composition"
     MIXED = "mixed"  # two or more inputs of one head carry it
     NOT_FOUND = "not found"  # no input carries it
+    NO_EFFECT = "no effect"  # resampling the head's output removes nothing (interval reaches 0)
     DIFFERS = "differs by head"  # the model's induction heads run on different routes
     NO_EARLIER = "none"  # a layer-0 head (a 1-layer model): nothing earlier to compose with
     NO_TASK = "no induction"  # the model does not do the task (gap below min_gap)
@@ -85,8 +89,8 @@ BY_INPUT = {"q": RouteName.Q, "k": RouteName.K, "v": RouteName.V}
 @dataclass(frozen=True)
 class PathEffect:
     """Resampling ``source``'s write into ``target``'s ``input`` alone (TL's direct path
-    patching): the share of the gap it removes, and the pair's composition score of that kind
-    (``W_OV`` of source into ``W_QK``/``W_QK^T``/``W_OV`` of target)."""
+    patching): the share of the target head's effect it removes, and the pair's composition score
+    of that kind (``W_OV`` of source into ``W_QK``/``W_QK^T``/``W_OV`` of target)."""
 
     source: HeadId
     target: HeadId
@@ -97,13 +101,16 @@ class PathEffect:
 
 @dataclass(frozen=True)
 class HeadRoute:
-    """One induction head's route: ``inputs[c]``, the share removed when every earlier head's
-    write into input ``c`` is resampled at once; ``paths``, each earlier head into each input;
+    """One induction head's route: ``effect``, the share of the task's gap removed when its output
+    is resampled; ``inputs[c]``, the share of that effect removed when every earlier head's write
+    into input ``c`` is resampled at once; ``paths``, each earlier head into each input (shares
+    of the effect too);
     ``control``, a role-less earlier head whose paths the carrying inputs must beat (None when
     every earlier head has a role); the route ``name``, the ``carrying`` inputs and the
     ``feeder`` (the strongest single path into the strongest carrying input)."""
 
     head: HeadId
+    effect: Estimate
     inputs: Mapping[str, Estimate]
     paths: tuple[PathEffect, ...]
     control: HeadId | None
@@ -125,6 +132,7 @@ class HeadRoute:
             "route": self.name.value,
             "carrying": list(self.carrying),
             "feeder": None if self.feeder is None else str(self.feeder),
+            "effect": vars(self.effect),
             "control": None if self.control is None else str(self.control),
             "inputs": {c: vars(e) for c, e in self.inputs.items()},
             "paths": [
@@ -161,14 +169,18 @@ def decide_route(
 
 def head_route(
     head: HeadId,
+    effect: Estimate,
     inputs: Mapping[str, Estimate],
     paths: Sequence[PathEffect],
     control: HeadId | None,
     t: Thresholds = THRESHOLDS,
 ) -> HeadRoute:
-    """A :class:`HeadRoute` with its name, carrying inputs and feeder decided."""
+    """A :class:`HeadRoute` with its name, carrying inputs and feeder decided: none for a
+    layer-0 head, no effect when its own effect's interval reaches 0, else :func:`decide_route`."""
     if head.layer == 0:
-        return HeadRoute(head, inputs, tuple(paths), None, RouteName.NO_EARLIER, (), None)
+        return HeadRoute(head, effect, inputs, tuple(paths), None, RouteName.NO_EARLIER, (), None)
+    if effect.low <= 0:
+        return HeadRoute(head, effect, inputs, tuple(paths), control, RouteName.NO_EFFECT, (), None)
     ctl = None
     if control is not None:
         ctl = {
@@ -180,7 +192,7 @@ def head_route(
     if carrying:
         main = max(carrying, key=lambda c: inputs[c].value)
         feeder = max((p for p in paths if p.input == main), key=lambda p: p.removed.value).source
-    return HeadRoute(head, inputs, tuple(paths), control, name, carrying, feeder)
+    return HeadRoute(head, effect, inputs, tuple(paths), control, name, carrying, feeder)
 
 
 def does_task(gap: Estimate, t: Thresholds = THRESHOLDS) -> bool:

@@ -19,12 +19,15 @@ def route_rule(t: Thresholds = THRESHOLDS) -> str:
         "For every induction head, each input (query, key, value) is resampled from the corrupt "
         "prompts of the induction task (the same random tokens with the first repeat replaced), "
         "first from every earlier head at once, then from one head at a time (TransformerLens's "
-        "direct path patching). The effect is the share of the clean-corrupt gap of the task's "
-        "metric (the repeated token's logit minus the mean logit) it removes, with a 95% "
-        f"bootstrap interval over prompts. An input carries the induction when its share is ≥ "
+        "direct path patching). The head's effect is the share of the clean-corrupt gap of the "
+        "task's metric (the repeated token's logit minus the mean logit) that resampling its "
+        "output removes; an input's (a path's) effect is the share of the head's effect it "
+        "removes, with a 95% bootstrap interval over prompts. An input carries the induction "
+        f"when its share is ≥ "
         f"{t.carries:g} and its interval lies above the control's (the role-less earlier head "
         "that composes most with the head by weights). The route is K-, Q- or V-composition when "
-        "one input carries it, mixed when two do, not found when none does; a model whose gap is "
+        "one input carries it, mixed when two do, not found when none does, no effect when the "
+        "head's own effect's interval reaches 0; a model whose gap is "
         f"below {t.min_gap:g} has no induction to route. Composition scores are ‖W_A W_B‖_F / "
         "(‖W_A‖_F ‖W_B‖_F) of the path's kind, beside the mean for random matrices."
     )
@@ -34,7 +37,7 @@ def route_rows(run: str, route: ModelRoute) -> list[list[object]]:
     rows: list[list[object]] = []
     for h in route.heads:
         if h.name == RouteName.NO_EARLIER:
-            rows.append([run, str(h.head), "—", "—", "—", h.name.value, "—", "—", "—"])
+            rows.append([run, str(h.head), "—", "—", "—", "—", h.name.value, "—", "—", "—"])
             continue
         best = max(h.paths, key=lambda p: p.removed.value)
         ctl = h.control_effects()
@@ -43,6 +46,7 @@ def route_rows(run: str, route: ModelRoute) -> list[list[object]]:
             [
                 run,
                 str(h.head),
+                str(h.effect),
                 *[str(h.inputs[c]) for c in INPUTS],
                 h.name.value,
                 "—" if h.feeder is None else str(h.feeder),
@@ -64,7 +68,7 @@ def route_section(routes: Sequence[tuple[str, ModelRoute]], t: Thresholds = THRE
         if h.name != RouteName.NO_EARLIER
         and r.name not in (RouteName.NO_TASK, RouteName.UNMEASURED)
     ]
-    header = ["run", "induction head", "query", "key", "value", "route", "feeder"]
+    header = ["run", "induction head", "its effect", "query", "key", "value", "route", "feeder"]
     header += ["strongest path", "control (max upper bound)"]
     rows = [row for run, r in routes for row in route_rows(run, r)]
     gaps = "; ".join(
@@ -96,12 +100,15 @@ def circuit_sentence(c: CircuitSummary, t: Thresholds = THRESHOLDS) -> str:
         f"reach ≥ {t.recovers:.0%}{', then pruned' if ig.pruned else ''})"
     )
     if c.route_edges:
-        inside = [e for e, ok in c.route_edges if ok]
-        outside = [e for e, ok in c.route_edges if not ok]
+        inside = [e for e, ok, _ in c.route_edges if ok]
+        dropped = [e for e, ok, head in c.route_edges if not ok and not head]
+        missing = [e for e, ok, head in c.route_edges if not ok and head]
         if inside:
             s += f"; it holds the route's edge{'s' if len(inside) > 1 else ''} {', '.join(inside)}"
-        if outside:
-            s += f"; it lacks the route's {', '.join(outside)}"
+        if dropped:
+            s += f"; {', '.join(dropped)} belong{'s' if len(dropped) == 1 else ''} to heads pruned whole"
+        if missing:
+            s += f"; it keeps the head but lacks the route's {', '.join(missing)}"
     eap = c.eap
     d = c.disagreement
     eap_part = (

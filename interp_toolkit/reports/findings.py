@@ -136,7 +136,9 @@ def route_phrase(route: ModelRoute, t: Thresholds = THRESHOLDS) -> str:
         return "no route to measure (no earlier layer to compose with)"
     parts = []
     for h in deep:
-        if h.carrying:
+        if h.name == RouteName.NO_EFFECT:
+            parts.append(f"{h.head}: resampling its output removes {h.effect} of the gap")
+        elif h.carrying:
             carried = ", ".join(f"{INPUT_WORD[c]} {h.inputs[c]}" for c in h.carrying)
             parts.append(f"{h.head}: {carried} from {h.feeder}")
         else:
@@ -154,9 +156,9 @@ def route_sentence(run: str, h: HeadRoute, baseline: float, t: Thresholds = THRE
     """One induction head's route, with every number it was read from."""
     shares = ", ".join(f"{INPUT_WORD[c]} {h.inputs[c]}" for c in INPUTS)
     s = (
-        f"{run}: induction head {h.head} runs on {h.name.value}. Resampling every earlier "
-        f"head's write into one input from the corrupt prompts removes this share of the "
-        f"induction gap: {shares}"
+        f"{run}: induction head {h.head} runs on {h.name.value}. Resampling its output from the "
+        f"corrupt prompts removes {h.effect} of the induction gap; resampling every earlier "
+        f"head's write into one of its inputs removes this share of that: {shares}"
     )
     ctl = h.control_effects()
     if ctl is None:

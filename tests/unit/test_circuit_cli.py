@@ -86,3 +86,17 @@ def test_circuit_figure_is_data_in_figure_out():
     assert lines[1].line.width > lines[0].line.width  # width follows |score|
     assert lines[0].line.color != lines[1].line.color  # colour names the input
     assert "plotly-graph-div" in render_report([Section("c", [fig])])
+
+
+def test_circuit_on_a_gpt2_folder(gpt2_dirs, tmp_path):
+    """The GPT-2 path (MLPs, LayerNorm, JointQKV attention): a random GPT-2-shaped model does
+    not do the IOI task, so every edge is ranked and no circuit is claimed."""
+    out = tmp_path / "g.json"
+    argv = ["circuit", str(gpt2_dirs["good"]), "--task", "ioi", "--n-prompts", "4"]
+    assert run_main([*argv, "--ig-steps", "1", "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert data["total_edges"] == len(data["edges"]) > 0
+    assert {e["input"] for e in data["edges"]} == {"q", "k", "v", "mlp", "logits"}
+    assert (
+        data["circuit"]["edges"] == [] and "does not do the ioi task" in data["circuit"]["reason"]
+    )

@@ -50,7 +50,7 @@ def route(carrying: str | None) -> ModelRoute:
         for h in range(2)
         for c in "qkv"
     ]
-    head = head_route(HeadId(1, 1), inputs, paths, HeadId(0, 1))
+    head = head_route(HeadId(1, 1), Estimate(0.9, 0.85, 0.95), inputs, paths, HeadId(0, 1))
     gap = Estimate(3.0, 2.8, 3.2)
     return ModelRoute("induction", 64, 3.2, 0.2, gap, 0.05, (head,), model_route_name([head], gap))
 

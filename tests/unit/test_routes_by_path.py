@@ -36,8 +36,11 @@ def paths(effects: dict[tuple[HeadId, str], Estimate]) -> list[PathEffect]:
     return out
 
 
-def route(inputs: dict[str, Estimate], effects: dict[tuple[HeadId, str], Estimate]):
-    return head_route(B, inputs, paths(effects), CONTROL)
+EFFECT = Estimate(0.35, 0.3, 0.4)  # the head's share of the gap (one of three induction heads)
+
+
+def route(inputs: dict[str, Estimate], effects: dict[tuple[HeadId, str], Estimate], effect=EFFECT):
+    return head_route(B, effect, inputs, paths(effects), CONTROL)
 
 
 K_INPUTS = {"q": est(0.05), "k": est(0.9), "v": est(0.02)}
@@ -90,8 +93,16 @@ def test_model_route_needs_the_task_and_agreeing_heads():
     assert model_route_name([k, q], gap) == RouteName.DIFFERS
     assert model_route_name([k], Estimate(0.5, 0.4, 0.6)) == RouteName.NO_TASK
     assert model_route_name([k], Estimate(1.5, -0.1, 3.0)) == RouteName.NO_TASK  # interval hits 0
-    layer0 = head_route(HeadId(0, 1), {}, [], None)
+    layer0 = head_route(HeadId(0, 1), EFFECT, {}, [], None)
     assert layer0.name == RouteName.NO_EARLIER
+
+
+def test_a_head_whose_own_effect_reaches_zero_has_no_route():
+    """Shares of nothing: a head whose resampled output removes none of the gap is not routed,
+    however its inputs read (a share of a ~0 effect is noise)."""
+    idle = route(K_INPUTS, K_PATHS, effect=Estimate(0.02, -0.01, 0.05))
+    assert idle.name == RouteName.NO_EFFECT and idle.feeder is None and idle.carrying == ()
+    assert route(K_INPUTS, K_PATHS, effect=Estimate(0.02, 0.005, 0.05)).name == RouteName.K
 
 
 @pytest.mark.parametrize("name", [RouteName.K, RouteName.NO_TASK])

@@ -4,9 +4,11 @@ For every induction head B and every head A in an earlier layer, TransformerLens
 ``get_act_patch_direct_path`` resamples A's write into B's query, key or value input alone from
 the corrupt prompts (A's clean-minus-corrupt output subtracted from that one input; every other
 reader still sees A's clean output), and the task's metric is read per prompt. Each input is
-also resampled from every earlier head at once (the exact edge ablation of :mod:`.graph`). An
-effect is the share of the task's clean-corrupt gap it removes, with a bootstrap interval over
-prompts (:mod:`.stats`); the route is decided by :func:`~interp_toolkit.analysis.routes.head_route`
+also resampled from every earlier head at once, and B's whole output (every edge out of B) is
+resampled (the exact edge ablation of :mod:`.graph`). B's effect is the share of the task's
+clean-corrupt gap its resampled output removes; input and path effects are shares of B's effect
+(a model with three induction heads splits the gap three ways), each with a bootstrap interval
+over prompts (:mod:`.stats`); the route is decided by :func:`~interp_toolkit.analysis.routes.head_route`
 against a control: a role-less earlier head, the one whose weights compose most with B (the
 control most likely to look like a feeder).
 """
@@ -30,6 +32,7 @@ from interp_toolkit.analysis.heads import NO_ROLE, HeadId
 from interp_toolkit.analysis.routes import (
     INPUTS,
     THRESHOLDS,
+    Estimate,
     HeadRoute,
     ModelRoute,
     PathEffect,
@@ -152,12 +155,17 @@ def route_by_path(
     routes: list[HeadRoute] = []
     for target in targets:
         if target.layer == 0:
-            routes.append(head_route(target, {}, (), None, t))
+            routes.append(head_route(target, Estimate(0.0, 0.0, 0.0), {}, (), None, t))
             continue
+        out_drop = torch.zeros_like(graph.allowed)
+        w = graph.writers.index(Node("head", target.layer, target.head))
+        out_drop[w] = graph.allowed[w]
+        alone = ablated_metric(model, task, out_drop, runs, batch_size=batch_size, graph=graph)
+        effect = removed_share(runs.clean, runs.corrupt, alone[None], idx)[0]
         earlier = [s for s in sources if s.layer < target.layer]
         keys = [(s, c) for s in earlier for c in INPUTS]
         stacked = torch.stack([patched[(s, target, c)] for s, c in keys])
-        shares = removed_share(runs.clean, runs.corrupt, stacked, idx)
+        shares = removed_share(runs.clean, alone, stacked, idx)
         paths = [
             PathEffect(s, target, c, share, round(float(comp[c][(*s, *target)]), 4))
             for (s, c), share in zip(keys, shares, strict=True)
@@ -175,9 +183,9 @@ def route_by_path(
                 for c in INPUTS
             ]
         )
-        inputs = dict(zip(INPUTS, removed_share(runs.clean, runs.corrupt, whole, idx), strict=True))
+        inputs = dict(zip(INPUTS, removed_share(runs.clean, alone, whole, idx), strict=True))
         control = control_head(target, roles, comp)
-        routes.append(head_route(target, inputs, paths, control, t))
+        routes.append(head_route(target, effect, inputs, paths, control, t))
     return ModelRoute(
         task=task.name,
         n_prompts=task.n_prompts,

@@ -22,7 +22,8 @@ IG_STEPS = 5
 @dataclass(frozen=True)
 class CircuitSummary:
     """``circuit``: the EAP-IG circuit; ``eap``: plain EAP's on the same task; ``route_edges``:
-    each induction head's feeder -> its carrying input, and whether the circuit holds it."""
+    each induction head's feeder -> its carrying input, whether the circuit holds it, and whether
+    the circuit holds that head at all (a head with a small share can be pruned whole)."""
 
     run: str
     n_layers: int
@@ -30,7 +31,7 @@ class CircuitSummary:
     circuit: Circuit
     eap: Circuit
     disagreement: Disagreement
-    route_edges: tuple[tuple[str, bool], ...]
+    route_edges: tuple[tuple[str, bool, bool], ...]
     seconds: float
 
     def to_dict(self) -> dict[str, Any]:
@@ -39,7 +40,10 @@ class CircuitSummary:
             "ig": self.circuit.to_dict(n_ranked=50),
             "eap": self.eap.to_dict(n_ranked=50),
             "disagreement": self.disagreement.to_dict(),
-            "route_edges": [{"edge": e, "in_circuit": inside} for e, inside in self.route_edges],
+            "route_edges": [
+                {"edge": e, "in_circuit": inside, "head_in_circuit": head}
+                for e, inside, head in self.route_edges
+            ],
             "seconds": round(self.seconds, 2),
         }
 
@@ -77,7 +81,10 @@ def summarise_circuits(
         ("EAP", ig.method),
     )
     kept = {e.edge.key() for e in ig.edges}
-    checked = tuple((f"{s} -> {t} ({c})", (s, t, c) in kept) for s, t, c in route_edges(route))
+    heads = {e.edge.source.label for e in ig.edges}
+    checked = tuple(
+        (f"{s} -> {t} ({c})", (s, t, c) in kept, t in heads) for s, t, c in route_edges(route)
+    )
     return CircuitSummary(
         run=name,
         n_layers=int(model.cfg.n_layers),
