@@ -13,8 +13,10 @@ dataclasses out).
 - :mod:`.self_ranks`   exact top-k self-ranks of a factored V x V matrix (full-vocabulary copy accuracy)
 - :mod:`.exam`         the repeated-pattern exam
 - :mod:`.period_exam`  two-repeat exams at every period (:func:`exam_by_period`)
-- :mod:`.routes`       verdicts from numbers: collapses / no effect, the route, exam vs chance
-- :mod:`.ablation`     per-head impact across positions, the causal check
+- :mod:`.routes`       verdicts from numbers: the route by path (typed rows), exam vs chance
+- :mod:`.induction`    which heads are "the induction heads" (study, report, stop rule)
+- :mod:`.causal`       tasks, the route by path, edge attribution, faithfulness, circuits
+- :mod:`.ablation`     per-head impact across positions, scores with heads ablated
 - :mod:`.dynamics`     scores over training (metrics.jsonl, snapshots)
 - :mod:`.run_analysis` everything a run report shows, as data (:func:`analyse_run`)
 

@@ -52,4 +52,5 @@ def test_report_key_heads_are_the_heads_that_matter(trained_2l):
     assert all(rep.roles[f.layer][f.head] != "none" for f in feeders)
     html = run_report_html(analysis)
     assert "<h2>Route by path</h2>" in html
-    assert f"{analysis.feeder()} (previous-token) feeds {analysis.induction_head}'s k input" in html
+    want = f"{analysis.feeder()} (previous-token) feeds {analysis.induction_head}&#x27;s k input"
+    assert want in html
