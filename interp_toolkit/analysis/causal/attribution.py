@@ -16,6 +16,7 @@ the circuit fed its corrupt-run writer output, and report ``(m_circuit - m_corru
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -203,6 +204,49 @@ def task_metric(model: TransformerBridge, task: Task, tokens: Tensor) -> Tensor:
         return task.metric(model(tokens.to(device))).float().cpu()
 
 
+#: Rows per forward when several ablations run side by side (replicas of a prompt chunk), and
+#: the memory their replicated writer outputs may take.
+MAX_ROWS = 1024
+REPLICA_BYTES = 256 * 2**20
+
+
+def ablated_metrics(
+    model: TransformerBridge,
+    task: Task,
+    drops: Sequence[Tensor],
+    runs: TaskRuns,
+    *,
+    batch_size: int = 16,
+    graph: Graph | None = None,
+) -> Float[Tensor, "drop batch"]:
+    """Per ablation and prompt: the metric on the clean prompts with every edge of ``drops[i]``
+    (``[writer, reader]``, or per position) fed its corrupt-run writer output (a resample
+    ablation of those edges). Several ablations share a forward as replicas of the prompts."""
+    graph = graph or graph_of(model)
+    w_o = head_outputs_weight(model)
+    out = torch.empty(len(drops), task.n_prompts)
+    chunks = _chunks(task.n_prompts, batch_size)
+    for rows, replacement in zip(chunks, runs.corrupt_writers, strict=True):
+        part, b = task.rows(rows), len(rows)
+        row_bytes = replacement[:, :1].numel() * 4  # every writer's output, one row
+        per = max(1, min(MAX_ROWS, REPLICA_BYTES // row_bytes) // b)
+        for start in range(0, len(drops), per):
+            stacked = torch.stack(list(drops[start : start + per]))
+            n = stacked.shape[0]
+            tokens = part.clean.repeat(n, 1)
+            with torch.no_grad(), graph_hooks_on(model, graph):
+                logits, _ = run(
+                    model,
+                    graph,
+                    tokens,
+                    add=ablation_adder(stacked, replacement.repeat(1, n, 1, 1)),
+                    w_o=w_o,
+                )
+                value = part.metric.rows(torch.arange(b).repeat(n))(logits).float().cpu()
+            out[start : start + n, rows] = value.view(n, b)
+    return out
+
+
 def ablated_metric(
     model: TransformerBridge,
     task: Task,
@@ -212,21 +256,8 @@ def ablated_metric(
     batch_size: int = 16,
     graph: Graph | None = None,
 ) -> Float[Tensor, " batch"]:
-    """Per prompt: the metric on the clean prompts with every ``drop`` edge fed its corrupt-run
-    writer output (the resample ablation of those edges)."""
-    graph = graph or graph_of(model)
-    w_o = head_outputs_weight(model)
-    out = []
-    for rows, replacement in zip(
-        _chunks(task.n_prompts, batch_size), runs.corrupt_writers, strict=True
-    ):
-        part = task.rows(rows)
-        with torch.no_grad(), graph_hooks_on(model, graph):
-            logits, _ = run(
-                model, graph, part.clean, add=ablation_adder(drop, replacement), w_o=w_o
-            )
-            out.append(part.metric(logits).float().cpu())
-    return torch.cat(out)
+    """:func:`ablated_metrics` of one ablation."""
+    return ablated_metrics(model, task, [drop], runs, batch_size=batch_size, graph=graph)[0]
 
 
 def faithfulness(

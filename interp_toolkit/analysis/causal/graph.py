@@ -290,24 +290,28 @@ def writer_outputs(
 
 
 def ablation_adder(
-    drop: Bool[Tensor, "writer reader"] | Bool[Tensor, "writer reader pos"],
-    replacement: Float[Tensor, "writer batch pos d_model"],
+    drops: Bool[Tensor, "replica writer reader"] | Bool[Tensor, "replica writer reader pos"],
+    replacement: Float[Tensor, "writer rows pos d_model"],
 ) -> Adder:
-    """Replace every ``drop`` edge's writer output by ``replacement`` in its reader's input alone
-    (``drop`` per position when it has a position axis)."""
+    """Replace every dropped edge's writer output by ``replacement`` in its reader's input alone.
+    The forward's rows are ``replicas`` copies of the prompts, replica ``i`` dropping
+    ``drops[i]`` (per position when it has a position axis); ``replacement`` holds the rows."""
+    n = drops.shape[0]
 
     def add(group: ReaderGroup, live: list[Tensor]) -> Tensor | None:
-        n = group.n_writers
-        d = drop[:n, list(group.readers)]
+        w = group.n_writers
+        d = drops[:, :w][:, :, list(group.readers)]
         if not bool(d.any()):
             return None
-        diff = replacement[:n].to(live[0].device) - torch.stack(live)
+        diff = replacement[:w].to(live[0].device) - torch.stack(live)  # [w, rows, pos, d]
+        rows, pos, dm = diff.shape[1:]
+        diff = diff.view(w, n, rows // n, pos, dm)
         d = d.to(diff.dtype).to(diff.device)
         if group.per_head:
-            spec = "wbpd,wh->bphd" if d.ndim == 2 else "wbpd,whp->bphd"
-        else:
-            d = d[:, 0]
-            spec = "wbpd,w->bpd" if d.ndim == 1 else "wbpd,wp->bpd"
-        return torch.einsum(spec, diff, d)
+            spec = "wnbpd,nwh->nbphd" if d.ndim == 3 else "wnbpd,nwhp->nbphd"
+            return torch.einsum(spec, diff, d).reshape(rows, pos, -1, dm)
+        d = d[:, :, 0]
+        spec = "wnbpd,nw->nbpd" if d.ndim == 2 else "wnbpd,nwp->nbpd"
+        return torch.einsum(spec, diff, d).reshape(rows, pos, dm)
 
     return add

@@ -16,15 +16,16 @@ control most likely to look like a feeder).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Literal
 
 import torch
 from torch import Tensor
 from transformer_lens import TransformerBridge
 from transformer_lens.patching import get_act_patch_direct_path
 
-from interp_toolkit.analysis.causal.attribution import _chunks, ablated_metric, task_runs
+from interp_toolkit.analysis.causal.attribution import _chunks, ablated_metrics, task_runs
 from interp_toolkit.analysis.causal.fork import install_fork
-from interp_toolkit.analysis.causal.graph import Graph, Node, graph_of
+from interp_toolkit.analysis.causal.graph import Edge, Graph, Node, graph_of
 from interp_toolkit.analysis.causal.stats import gap, removed_share, resamples
 from interp_toolkit.analysis.causal.tasks import Task
 from interp_toolkit.analysis.composition import composition_baseline, composition_scores
@@ -124,18 +125,29 @@ def control_head(
     return max(candidates, key=lambda a: max(float(composition[c][(*a, *target)]) for c in INPUTS))
 
 
+def path_drop(graph: Graph, source: HeadId, target: HeadId, input: str) -> Tensor:
+    """``[writer, reader]``: the one edge ``source -> target``'s ``input``."""
+    return graph.mask([Edge(Node("head", *source), Node(input, *target))])
+
+
 def route_by_path(
     model: TransformerBridge,
     task: Task,
     heads: Sequence[HeadId],
     roles: Sequence[Sequence[str]],
     *,
+    via: Literal["batched", "tl"] = "batched",
     batch_size: int = 64,
     seed: int = 0,
     t: Thresholds = THRESHOLDS,
 ) -> ModelRoute:
     """The route of each of ``heads`` (the induction heads) on ``task`` (the induction task),
-    with ``roles`` (``HeadReport.roles``) naming the role-less heads a control is drawn from."""
+    with ``roles`` (``HeadReport.roles``) naming the role-less heads a control is drawn from.
+
+    ``via="tl"`` measures each path with TL's ``get_act_patch_direct_path``, which runs one
+    forward per (source, every later head); ``"batched"`` (the default) resamples the same single
+    edges (:func:`~.attribution.ablated_metrics`, equal to TL's: tested) for the induction heads
+    only, many edges per forward."""
     task.check(model)
     graph = graph_of(model)
     runs = task_runs(model, task, batch_size=batch_size, graph=graph)
@@ -151,7 +163,9 @@ def route_by_path(
     with torch.no_grad():
         comp = {c: composition_scores(model, c) for c in INPUTS} if deep else {}
         base = round(composition_baseline(model), 4) if deep else None
-    patched = direct_path_effects(model, task, sources, deep, batch_size=batch_size)
+    patched = {}
+    if via == "tl":
+        patched = direct_path_effects(model, task, sources, deep, batch_size=batch_size)
     routes: list[HeadRoute] = []
     for target in targets:
         if target.layer == 0:
@@ -160,30 +174,24 @@ def route_by_path(
         out_drop = torch.zeros_like(graph.allowed)
         w = graph.writers.index(Node("head", target.layer, target.head))
         out_drop[w] = graph.allowed[w]
-        alone = ablated_metric(model, task, out_drop, runs, batch_size=batch_size, graph=graph)
-        effect = removed_share(runs.clean, runs.corrupt, alone[None], idx)[0]
         earlier = [s for s in sources if s.layer < target.layer]
         keys = [(s, c) for s in earlier for c in INPUTS]
-        stacked = torch.stack([patched[(s, target, c)] for s, c in keys])
+        drops = [out_drop, *(input_drop(graph, target, c) for c in INPUTS)]
+        if via == "batched":
+            drops += [path_drop(graph, s, target, c) for s, c in keys]
+        values = ablated_metrics(model, task, drops, runs, batch_size=batch_size, graph=graph)
+        alone = values[0]
+        effect = removed_share(runs.clean, runs.corrupt, alone[None], idx)[0]
+        inputs = dict(zip(INPUTS, removed_share(runs.clean, alone, values[1:4], idx), strict=True))
+        if via == "batched":
+            stacked = values[4:]
+        else:
+            stacked = torch.stack([patched[(s, target, c)] for s, c in keys])
         shares = removed_share(runs.clean, alone, stacked, idx)
         paths = [
             PathEffect(s, target, c, share, round(float(comp[c][(*s, *target)]), 4))
             for (s, c), share in zip(keys, shares, strict=True)
         ]
-        whole = torch.stack(
-            [
-                ablated_metric(
-                    model,
-                    task,
-                    input_drop(graph, target, c),
-                    runs,
-                    batch_size=batch_size,
-                    graph=graph,
-                )
-                for c in INPUTS
-            ]
-        )
-        inputs = dict(zip(INPUTS, removed_share(runs.clean, alone, whole, idx), strict=True))
         control = control_head(target, roles, comp)
         routes.append(head_route(target, effect, inputs, paths, control, t))
     return ModelRoute(
