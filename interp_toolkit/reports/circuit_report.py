@@ -111,6 +111,8 @@ def circuit_sentence(c: CircuitSummary, t: Thresholds = THRESHOLDS) -> str:
             s += f"; it keeps the head but lacks the route's {', '.join(missing)}"
     eap = c.eap
     d = c.disagreement
+    if d is None:
+        return s + "."
     eap_part = (
         f"plain EAP's ranking needs its top {eap.top_k} edges to recover {t.recovers:.0%}"
         if eap.top_k
@@ -159,6 +161,7 @@ def circuit_section(summaries: Sequence[CircuitSummary], t: Thresholds = THRESHO
             "; ".join(f"{e} (IG rank {r})" for e, r in c.disagreement.only_first) or "—",
         ]
         for c in summaries
+        if c.disagreement is not None
     ]
     header = ["run", "top k", "rank corr.", "in EAP-IG's top k only", "in EAP's top k only"]
     items.append(table(header, rows))

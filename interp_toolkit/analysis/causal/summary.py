@@ -12,8 +12,9 @@ from transformer_lens import TransformerBridge
 from interp_toolkit.analysis.causal.attribution import attribute
 from interp_toolkit.analysis.causal.circuit import Circuit, discover_circuit
 from interp_toolkit.analysis.causal.compare import Disagreement, disagreement
+from interp_toolkit.analysis.causal.graph import graph_of
 from interp_toolkit.analysis.causal.tasks import Task
-from interp_toolkit.analysis.routes import ModelRoute
+from interp_toolkit.analysis.routes import THRESHOLDS, ModelRoute, RouteName
 
 #: EAP-IG's default number of interpolation steps (Hanna et al. 2024 use 5 to 30).
 IG_STEPS = 5
@@ -30,7 +31,7 @@ class CircuitSummary:
     n_heads: int
     circuit: Circuit
     eap: Circuit
-    disagreement: Disagreement
+    disagreement: Disagreement | None  # None when the model does not do the task
     route_edges: tuple[tuple[str, bool, bool], ...]
     seconds: float
 
@@ -39,7 +40,7 @@ class CircuitSummary:
             "run": self.run,
             "ig": self.circuit.to_dict(n_ranked=50),
             "eap": self.eap.to_dict(n_ranked=50),
-            "disagreement": self.disagreement.to_dict(),
+            "disagreement": None if self.disagreement is None else self.disagreement.to_dict(),
             "route_edges": [
                 {"edge": e, "in_circuit": inside, "head_in_circuit": head}
                 for e, inside, head in self.route_edges
@@ -67,8 +68,27 @@ def summarise_circuits(
     ig_steps: int = IG_STEPS,
     batch_size: int = 32,
 ) -> CircuitSummary:
-    """Discover the circuit with EAP-IG and with EAP; compare them; check the route's edges."""
+    """Discover the circuit with EAP-IG and with EAP; compare them; check the route's edges.
+    Nothing is attributed when the route found the model not doing the task (same task)."""
     t0 = time.perf_counter()
+    if route.name == RouteName.NO_TASK:
+        reason = (
+            f"the model does not do the {task.name} task: its clean-corrupt gap is {route.gap} "
+            f"(a circuit needs >= {THRESHOLDS.min_gap:g} with an interval above 0)"
+        )
+
+        def empty(method: str) -> Circuit:
+            return Circuit(
+                task.name, method, task.n_prompts, route.clean, route.corrupt, route.gap, [],
+                len(graph_of(model).edges), THRESHOLDS.recovers, reason=reason,
+            )  # fmt: skip
+
+        n_layers, n_heads = int(model.cfg.n_layers), int(model.cfg.n_heads)
+        seconds = time.perf_counter() - t0
+        ig_name = f"EAP-IG ({ig_steps} steps)"
+        return CircuitSummary(
+            name, n_layers, n_heads, empty(ig_name), empty("EAP"), None, (), seconds
+        )
     ig = discover_circuit(model, task, ig_steps=ig_steps, batch_size=batch_size)
     eap_scores = attribute(model, task, ig_steps=1, batch_size=batch_size)
     # EAP's smallest top-k set, for comparison (not pruned: it is not the circuit shown)
