@@ -7,7 +7,7 @@ With ``mlp``, the 1- and 2-layer models get MLP twins (the same recipe on the GP
 writes samples, exam results, the head table (every head's scores tested against their own null
 models), circuits, impact curves and a report per run, and finally ``DIR/index.html``: the depths
 side by side (induction heads per layer, exam pass rate by period, time to induction, losses, the
-route each grew by ablation, curves), the MLP twins beside theirs with their neurons'
+route each grew by path patching, its discovered circuit, curves), the MLP twins beside theirs with their neurons'
 polysemanticity, and the previous-token probe of the 1- and 2-layer models
 (:mod:`interp_toolkit.study_layers`), with every sentence built from the measurements
 (:mod:`interp_toolkit.reports.findings`, :mod:`interp_toolkit.reports.layer_findings`).
@@ -26,18 +26,18 @@ from typing import Any
 
 import torch
 
-from interp_toolkit.analysis.ablation import CausalRow, causal_check
+from interp_toolkit.analysis.causal import study_task
+from interp_toolkit.analysis.causal.summary import CircuitSummary, summarise_circuits
 from interp_toolkit.analysis.circuits import copying_table
-from interp_toolkit.analysis.composition import composition_summary
 from interp_toolkit.analysis.routes import THRESHOLDS
 from interp_toolkit.analysis.run_analysis import RunAnalysis, RunSummary, analyse_run
 from interp_toolkit.devices import resolve_device
 from interp_toolkit.errors import UserError
 from interp_toolkit.io import write_json, write_text
 from interp_toolkit.presets import LAYER_CHOICES, Preset, get_preset, with_overrides
+from interp_toolkit.reports.circuit_report import circuit_section, circuit_sentence, route_section
 from interp_toolkit.reports.findings import (
     DepthMeasurement,
-    causal_sentence,
     data_mix_sentence,
     measure_depth,
     study_findings,
@@ -51,12 +51,7 @@ from interp_toolkit.reports.layer_findings import (
 )
 from interp_toolkit.reports.layers_report import mlp_section, probes_section
 from interp_toolkit.reports.run_report import run_report_html
-from interp_toolkit.reports.study_report import (
-    causal_section,
-    composition_section,
-    depth_section,
-    render_comparison,
-)
+from interp_toolkit.reports.study_report import depth_section, render_comparison
 from interp_toolkit.runs import Run, read_metrics
 from interp_toolkit.sampling import sample
 from interp_toolkit.study_folder import (
@@ -87,7 +82,8 @@ STUDY_JSON_FIELDS = (
     "final_loss",
     "exam",
     "heads",
-    "partner",
+    "feeder",
+    "route",
     "top_induction",
     "decides",
     "test",
@@ -119,7 +115,7 @@ class StudyResult:
     out: Path
     index: Path
     summaries: list[RunSummary]
-    causal: list[CausalRow] = field(default_factory=list)
+    circuits: list[CircuitSummary] = field(default_factory=list)
     depths: list[DepthMeasurement] = field(default_factory=list)  # attention-only
     mlp_depths: list[DepthMeasurement] = field(default_factory=list)
     probes: list[ProbeMeasurement] = field(default_factory=list)
@@ -250,18 +246,21 @@ class RunMeasurements:
 
     summary: RunSummary
     depth: DepthMeasurement
-    causal: list[CausalRow]
-    composition: dict[str, Any] | None
+    circuit: CircuitSummary | None
     probe: ProbeMeasurement | None
     neurons: NeuronMeasurement | None
     data_mix: str
 
 
 def measure_run(run: Run, cfg: StudyConfig, *, mlp: bool) -> RunMeasurements:
-    """Samples, analyses and the run's report, then the causal check, composition, the probe
-    (1 and 2 layers) and the neurons (MLP twins)."""
+    """Samples, analyses (with the route by path) and the run's report, then the circuit, the
+    probe (1 and 2 layers) and the neurons (MLP twins)."""
     summary, analysis = analyse_and_report(run, cfg)
-    rows = causal_check(run.model, run.codec, analysis.head_report, name=run.name, seed=cfg.seed)
+    circuit = None
+    if analysis.route.n_prompts:  # the induction task could be built for this model
+        say(f"[{run.name}] circuit (EAP-IG and EAP) ...")
+        task = study_task(run.model, run.codec, seed=cfg.seed)
+        circuit = summarise_circuits(run.name, run.model, task, analysis.route)
     n = run.model_cfg.n_layers
     probe = neurons = None
     if n in PROBE_LAYERS:
@@ -272,9 +271,8 @@ def measure_run(run: Run, cfg: StudyConfig, *, mlp: bool) -> RunMeasurements:
         neurons = measure_neurons(run, seed=cfg.seed)
     return RunMeasurements(
         summary=summary,
-        depth=measure_depth(run, summary, analysis.period_exams, rows),
-        causal=rows,
-        composition=composition_summary(run.model, run.name),
+        depth=measure_depth(run, summary, analysis.period_exams, analysis.route, circuit),
+        circuit=circuit,
         probe=probe,
         neurons=neurons,
         data_mix=data_mix_sentence(run.settings, run.model_cfg.n_ctx),
@@ -313,8 +311,7 @@ def _reproduce(
     measured = [_train_and_measure(cfg, out, runs)[r.name] for r in runs]  # in the runs' order
     summaries = [m.summary for m in measured]
     depths = {r.name: m.depth for r, m in zip(runs, measured, strict=True)}
-    causal = [row for m in measured for row in m.causal]
-    comps = [m.composition for m in measured if m.composition]
+    circuits = [m.circuit for m in measured if m.circuit is not None]
     probes = [m.probe for m in measured if m.probe]
     neurons = [m.neurons for m in measured if m.neurons]
     mix = measured[-1].data_mix
@@ -329,15 +326,9 @@ def _reproduce(
         extra.append(mlp_section(pairs, neurons, curves=curves, block=block))
     if probes:
         extra.append(probes_section(probes))
-    if causal:
-        extra.append(causal_section(causal))
-    if comps:
-        rows = [
-            [c["run"], k.upper(), c[k]["from"], c[k]["to"], c[k]["max"], c[k]["random_baseline"]]
-            for c in comps
-            for k in ("q", "k", "v")
-        ]
-        extra.append(composition_section(rows))
+    extra.append(route_section([(d.name, d.route) for d in depths.values()]))
+    if circuits:
+        extra.append(circuit_section(circuits))
     elapsed = time.perf_counter() - t0
     twins = f"; MLP twins of {', '.join(str(m.n_layers) for m, _ in pairs)}" if pairs else ""
     html = render_comparison(
@@ -360,8 +351,6 @@ def _reproduce(
             "runs": [{k: s.to_dict()[k] for k in STUDY_JSON_FIELDS} for s in summaries],
             "depths": [d.to_dict() for d in attn],
             "mlp_depths": [m.to_dict() for m, _ in pairs],
-            "causal": [dataclasses.asdict(c) for c in causal],
-            "composition": comps,
             "probes": [p.to_dict() for p in probes],
             "neurons": [n.to_dict() for n in neurons],
         },
@@ -370,7 +359,7 @@ def _reproduce(
         out=out,
         index=index,
         summaries=summaries,
-        causal=causal,
+        circuits=circuits,
         depths=attn,
         mlp_depths=[m for m, _ in pairs],
         probes=probes,
@@ -394,7 +383,7 @@ def parse_layers(text: str) -> tuple[int, ...]:
 
 def summary_lines(result: StudyResult) -> Sequence[str]:
     lines = list(result.findings)
-    lines += [causal_sentence(c) for c in result.causal]
+    lines += [circuit_sentence(c) for c in result.circuits]
     lines += [probe_sentence(p) for p in result.probes]
     lines.append(f"report: {result.index} ({result.elapsed_s / 60:.1f} min)")
     return lines

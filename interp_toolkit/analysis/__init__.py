@@ -18,8 +18,10 @@ dataclasses out).
 - :mod:`.intervals`    Wilson and mean intervals, the exact McNemar test
 - :mod:`.text_scores`  head scores on any text (each token's previous occurrence)
 - :mod:`.text_induction` in-context score, repeated-passage loss, induction on held-out text
-- :mod:`.routes`       verdicts from numbers: collapses / no effect, the route; the Thresholds
-- :mod:`.ablation`     per-head impact across positions, the causal check
+- :mod:`.routes`       verdicts from numbers: the route by path (typed rows); the Thresholds
+- :mod:`.induction`    which heads are "the induction heads" (study, report, stop rule)
+- :mod:`.causal`       tasks, the route by path, edge attribution, faithfulness, circuits
+- :mod:`.ablation`     per-head impact across positions, scores with heads ablated
 - :mod:`.dynamics`     scores over training (metrics.jsonl, snapshots)
 - :mod:`.run_analysis` everything a run report shows, as data (:func:`analyse_run`)
 

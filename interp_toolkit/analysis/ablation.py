@@ -1,9 +1,11 @@
-"""Per-head ablations on ``hook_z``: impact across positions, and the causal induction check."""
+"""Per-head ablations on ``hook_z``: impact across positions, and head scores with heads ablated.
+
+Whole-head ablation hits a head's query, key and value readers at once; which input carries an
+induction head's induction is measured by path (:mod:`interp_toolkit.analysis.causal.paths`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -12,12 +14,9 @@ from transformer_lens import TransformerBridge
 from transformer_lens.hook_points import HookPoint
 
 from interp_toolkit import validate
-from interp_toolkit.analysis.batches import RepeatedTokens, default_probe
-from interp_toolkit.analysis.heads import ROLES, HeadId, partner_of, top_head
-from interp_toolkit.analysis.scores import HeadReport
+from interp_toolkit.analysis.batches import RepeatedTokens
 from interp_toolkit.analysis.stripes import HeadScores, head_scores
 from interp_toolkit.errors import UserError
-from interp_toolkit.tokenizer import Codec
 
 ABLATION_MODES = ("zero", "mean")
 
@@ -139,109 +138,3 @@ def induction_after_ablation(
     means = mean_z(model, batch.tokens) if mode == "mean" else None
     hooks = ablation_hooks(ablate, mode=mode, means=means)
     return head_scores(model, batch, fwd_hooks=hooks, batch_size=batch_size)
-
-
-@dataclass(frozen=True)
-class AblationPartner:
-    """The earlier-layer head whose mean ablation moves ``induction_head``'s induction score
-    (``kind``: the registry score read, the one that decides the induction role) the most: from
-    ``before`` to ``after``."""
-
-    head: HeadId
-    induction_head: HeadId
-    before: float
-    after: float
-    kind: str = "induction"
-
-
-def ablation_partner(
-    model: TransformerBridge,
-    batch: RepeatedTokens,
-    induction_head: tuple[int, int],
-    kind: str = "induction",
-) -> AblationPartner | None:
-    """Mean-ablate (``hook_z``) each head of the layers before ``induction_head``, one at a time,
-    and return the one that changes its score ``kind`` on ``batch`` the most (None for a
-    layer-0 head). What the head reads from, whichever route (previous-token or duplicate-token)
-    the model took."""
-    target = HeadId(*induction_head)
-    if target.layer == 0:
-        return None
-    with torch.no_grad():
-        before = float(head_scores(model, batch).get(kind)[target])
-        moved = {
-            HeadId(layer, head): float(
-                induction_after_ablation(model, batch, [(layer, head)], mode="mean").get(kind)[
-                    target
-                ]
-            )
-            for layer in range(target.layer)
-            for head in range(int(model.cfg.n_heads))
-        }
-    best = max(moved, key=lambda h: abs(moved[h] - before))
-    return AblationPartner(best, target, before, moved[best], kind)
-
-
-@dataclass
-class CausalRow:
-    """Induction head ``induction_head``'s score before and after mean-ablating ``ablated_heads``."""
-
-    run: str
-    induction_head: str
-    ablated: str  # which set, in words
-    ablated_heads: list[str]
-    ablation: str
-    induction_before: float
-    induction_after: float
-
-
-def causal_check(
-    model: TransformerBridge, codec: Codec, report: HeadReport, *, name: str, seed: int = 0
-) -> list[CausalRow]:
-    """Ablate earlier-layer heads and re-score the best later-layer induction head (by the score
-    that decides the induction role, ``report.decides``; the rows' ``induction_*`` are that score).
-
-    Rows: the strongest previous-token head (the textbook K-composition partner), each
-    earlier-layer duplicate-token head (the Q-composition route: find the earlier copy, then shift
-    by position), and every earlier-layer head with a role at once. Mean ablation on hook_z, on
-    the standard probe (seed ``seed + 11``). Empty for a 1-layer model.
-    """
-    n_layers = int(model.cfg.n_layers)
-    if n_layers < 2:
-        return []
-    sc, kind = report.scores, report.decides["induction"]
-    ind = top_head(sc.get(kind), layers=range(1, n_layers))
-    assert ind is not None  # layer 1 has heads
-    partner = partner_of(sc.get(report.decides["previous-token"]), ind)
-    assert partner is not None  # ind is in layer >= 1
-    earlier = [
-        h for role in ROLES[:-1] for h in report.heads_with_role(role) if h.layer < ind.layer
-    ]
-    sets: list[tuple[str, list[HeadId]]] = [("strongest previous-token head", [partner])]
-    sets += [
-        ("duplicate-token head", [h])
-        for h in sorted(earlier)
-        if report.has_role(h, "duplicate-token")
-    ]
-    if len(earlier) > 1:
-        sets.append(("all earlier heads with a role", sorted(earlier)))
-    batch = default_probe(codec, int(model.cfg.n_ctx), n_seqs=64, seed=seed + 11)
-    with torch.no_grad():
-        before = float(head_scores(model, batch).get(kind)[ind])
-        return [
-            CausalRow(
-                run=name,
-                induction_head=str(ind),
-                ablated=what,
-                ablated_heads=[str(h) for h in heads],
-                ablation="mean (hook_z)",
-                induction_before=round(before, 4),
-                induction_after=round(
-                    float(
-                        induction_after_ablation(model, batch, heads, mode="mean").get(kind)[ind]
-                    ),
-                    4,
-                ),
-            )
-            for what, heads in sets
-        ]

@@ -10,14 +10,12 @@ shapes (:func:`composition_baseline`). Models with LayerNorm are read on folded 
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import torch
 from jaxtyping import Float
 from transformer_lens import TransformerBridge
 
 from interp_toolkit.analysis.circuits import circuit_model
-from interp_toolkit.analysis.heads import HeadId
 from interp_toolkit.errors import UserError
 
 COMPOSITION_KINDS = ("q", "k", "v")
@@ -96,23 +94,3 @@ def composition_baseline(model: TransformerBridge, n_samples: int = 200, seed: i
         ]
     )
     return float(scores.mean())
-
-
-def composition_summary(model: TransformerBridge, name: str) -> dict[str, Any] | None:
-    """Largest Q/K/V composition scores into layer-1+ heads, next to the random baseline."""
-    if int(model.cfg.n_layers) < 2:
-        return None
-    out: dict[str, Any] = {"run": name}
-    base = composition_baseline(model)  # same shapes for Q, K and V composition
-    for kind in ("q", "k", "v"):
-        comp = composition_scores(model, kind)
-        flat = comp.reshape(-1)
-        best = int(torch.nan_to_num(flat, nan=-1.0).argmax())
-        la, ha, lb, hb = (int(i) for i in torch.unravel_index(torch.tensor(best), comp.shape))
-        out[kind] = {
-            "max": round(float(flat[best]), 4),
-            "from": str(HeadId(la, ha)),
-            "to": str(HeadId(lb, hb)),
-            "random_baseline": round(float(base), 4),
-        }
-    return out

@@ -16,14 +16,21 @@ import torch
 from jaxtyping import Float
 
 from interp_toolkit.analysis.heads import SCORE
+from interp_toolkit.analysis.induction import (
+    best_induction_score,
+    first_induction_step,
+    induction_layer_min,
+    logged_induction_key,
+)
 from interp_toolkit.runs import Run, RunPaths, load_run, read_metrics
-from interp_toolkit.training.metrics import first_induction_step, induction_layer_min
 
 
 @dataclass
 class Trajectory:
-    """Logged scores over training: ``induction``/``previous_token`` are [checkpoint, layer, head];
-    ``rows`` are the scored metrics.jsonl lines they come from."""
+    """Logged scores over training: ``induction`` (the score deciding the induction role when
+    logged, else the plain one: :func:`~interp_toolkit.analysis.induction.logged_induction_key`)
+    and ``previous_token`` are [checkpoint, layer, head]; ``rows`` are the scored metrics.jsonl
+    lines they come from."""
 
     steps: list[int]
     tokens: list[int]
@@ -38,13 +45,14 @@ class Trajectory:
         return induction_layer_min(int(self.induction.shape[1]))
 
     def first_step_above(self, threshold: float | None = None) -> int | None:
-        """First logged step where a head in layer >= 1 (any layer of a 1-layer model) scores
-        above ``threshold`` (default: the registry's floor of the induction score)."""
-        return first_induction_step(self.rows, threshold, layer_min=self.layer_min)
+        """First logged step where the strongest induction head (layer >= 1; any layer of a
+        1-layer model) scores above ``threshold`` (default: the registry's floor of the
+        induction score)."""
+        return first_induction_step(self.rows, threshold)
 
     def best_induction(self) -> float:
         """The highest induction score logged in layer >= 1 (any layer of a 1-layer model)."""
-        return float(self.induction[:, self.layer_min :].max())
+        return max(best_induction_score(grid) for grid in self.induction)
 
     def phase_change(self, threshold: float | None = None) -> dict[str, Any]:
         """The step induction appears, with the loss just before and after it."""
@@ -56,16 +64,18 @@ class Trajectory:
             out["tokens"] = self.tokens[i]
             out["loss_before"] = self.loss[max(0, i - 1)]
             out["loss_at"] = self.loss[i]
-            out["best_induction"] = float(self.induction[i, self.layer_min :].max())
+            out["best_induction"] = best_induction_score(self.induction[i])
         return out
 
 
 def trajectory(run_path: str | Path) -> Trajectory:
     """The scored rows of a run's metrics.jsonl as tensors."""
-    ind, prev = SCORE["induction"].logged_as, SCORE["previous_token"].logged_as
-    rows = [r for r in read_metrics(run_path) if ind in r]
+    prev = SCORE["previous_token"].logged_as
+    rows = [r for r in read_metrics(run_path) if logged_induction_key(r) is not None]
     if not rows:
         raise ValueError(f"{run_path} has no scored steps in metrics.jsonl")
+    ind = logged_induction_key(rows[0])
+    rows = [r for r in rows if ind in r]
     return Trajectory(
         steps=[int(r["step"]) for r in rows],
         tokens=[int(r["tokens"]) for r in rows],

@@ -1,44 +1,54 @@
 """Verdicts from measured numbers, with the thresholds they use stated in one place.
 
-The causal check (:func:`~interp_toolkit.analysis.ablation.causal_check`) gives an induction
-head's score before and after ablating earlier heads; :func:`ablation_verdict` names each effect
-and :func:`route_of` says which route to induction a model grew. The period exams' verdict reads
-``exam_lower_bound`` and ``chance_alpha`` (:mod:`~interp_toolkit.analysis.exam_verdict`). Reports
-build their sentences from these.
+The route to induction: path patching (:mod:`~interp_toolkit.analysis.causal.paths`) measures,
+for each induction head, its effect (the share of the induction task's clean-corrupt gap removed
+when its output is resampled from the corrupt prompts) and the share of that effect removed when
+the earlier heads' writes into its query, key or value input alone are resampled
+(:class:`HeadRoute`); :func:`decide_route` names the route from those numbers and
+:func:`model_route_name` the model's. The period exams' verdict reads ``exam_lower_bound`` and
+``chance_alpha`` (:mod:`~interp_toolkit.analysis.exam_verdict`). Reports build their sentences
+from these.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from enum import Enum
+from typing import Any
 
-from interp_toolkit.analysis.ablation import CausalRow
-from interp_toolkit.analysis.heads import SCORE
+from interp_toolkit.analysis.heads import SCORE, HeadId
 
 
 @dataclass(frozen=True)
 class Thresholds:
     """Every threshold a study's sentences use.
 
-    ``collapse``: an ablation that removes at least this share of the induction score collapses
-    it; ``no_effect``: one that changes it by less than this share has no effect (in between it
-    weakens it). ``uses``: a route is used when ablating it removes at least this share.
+    ``carries``: an input (Q, K or V) of an induction head carries its induction when resampling
+    the earlier heads' writes into it from the corrupt prompts removes at least this share of the
+    head's own effect (what resampling its output removes of the task's clean-corrupt gap; a
+    model with several induction heads splits the gap among them), and the interval of that
+    share lies above the control edge's.
+    ``min_gap``: a model does the task (and has a route and a circuit to find) when its clean
+    metric exceeds its corrupt metric by at least this much (nats of logit difference), with an
+    interval above 0. ``recovers``: a circuit is the smallest set of edges whose faithfulness
+    (the share of the gap it recovers alone) is at least this.
     ``exam_lower_bound``: a period exam passes when the lower bound of the Wilson 95% interval
     of its pass rate is at least this (:mod:`~interp_toolkit.analysis.exam_verdict`).
     ``chance_alpha``: an exam is above a measured chance level (another model on the same
     prompts) when its exact one-sided McNemar p-value is below this, Bonferroni-corrected over
     the exams. ``induction``: the effect-size floor a layer>=1 head's logged induction score
-    must pass for the run to count as having formed induction (the time to induction): the score
-    registry's floor of the induction score, read, not copied.
+    (the one that decides the role) must pass for the run to count as having formed induction
+    (the time to induction, the stop rule): the score registry's floor, read, not copied.
     ``decodable``: a feature is linearly decodable at a layer boundary when the lower end of the
     probe's held-out balanced accuracy's 95% interval is at least ``chance + decodable x (1 -
     chance)`` (:func:`~interp_toolkit.analysis.probes.is_decodable`; 0.5: halfway from chance to
     perfect, so a binary feature needs 0.75).
     """
 
-    collapse: float = 0.5
-    no_effect: float = 0.1
-    uses: float = 0.25
+    carries: float = 0.5
+    min_gap: float = 1.0
+    recovers: float = 0.8
     exam_lower_bound: float = 0.90
     chance_alpha: float = 0.05
     induction: float = SCORE["induction"].floor  # the registry's floor: one value, one place
@@ -47,60 +57,199 @@ class Thresholds:
 
 THRESHOLDS = Thresholds()
 
-#: Routes :func:`route_of` names.
-ROUTES = ("K-composition", "Q-composition", "mixed", "spread", "not found", "none")
+
+@dataclass(frozen=True)
+class Estimate:
+    """A measured value and its 95% bootstrap interval."""
+
+    value: float
+    low: float
+    high: float
+
+    def __str__(self) -> str:
+        return f"{self.value:.2f} [{self.low:.2f}, {self.high:.2f}]"
 
 
-def removed_share(before: float, after: float) -> float:
-    """The share of the score an ablation removed (negative when it rose)."""
-    return (before - after) / before if before > 0 else 0.0
+class RouteName(str, Enum):
+    """What :func:`decide_route` and :func:`model_route_name` can say."""
+
+    K = "K-composition"
+    Q = "Q-composition"
+    V = "V-composition"
+    MIXED = "mixed"  # two or more inputs of one head carry it
+    NOT_FOUND = "not found"  # no input carries it
+    NO_EFFECT = "no effect"  # resampling the head's output removes nothing (interval reaches 0)
+    DIFFERS = "differs by head"  # the model's induction heads run on different routes
+    NO_EARLIER = "none"  # a layer-0 head (a 1-layer model): nothing earlier to compose with
+    NO_TASK = "no induction"  # the model does not do the task (gap below min_gap)
+    UNMEASURED = "not measured"  # the task cannot be built for this model (ModelRoute.reason)
 
 
-def ablation_verdict(before: float, after: float, t: Thresholds = THRESHOLDS) -> str:
-    """``collapses``, ``weakens``, ``no effect`` or ``rises`` (see :class:`Thresholds`)."""
-    share = removed_share(before, after)
-    if share >= t.collapse:
-        return "collapses"
-    if abs(share) < t.no_effect:
-        return "no effect"
-    return "weakens" if share > 0 else "rises"
+INPUTS = ("q", "k", "v")
+BY_INPUT = {"q": RouteName.Q, "k": RouteName.K, "v": RouteName.V}
 
 
 @dataclass(frozen=True)
-class Route:
-    """The route to induction and the ablations it was read from (removed shares, 0..1)."""
+class PathEffect:
+    """Resampling ``source``'s write into ``target``'s ``input`` alone (TL's direct path
+    patching): the share of the target head's effect it removes, and the pair's composition score
+    of that kind (``W_OV`` of source into ``W_QK``/``W_QK^T``/``W_OV`` of target)."""
 
-    name: str
-    previous_token: float | None  # share removed by ablating the strongest previous-token head
-    duplicate_token: float | None  # the largest share removed by one duplicate-token head
-    all_earlier: float | None  # share removed by ablating every earlier head with a role
+    source: HeadId
+    target: HeadId
+    input: str
+    removed: Estimate
+    composition: float
 
 
-def route_of(rows: Sequence[CausalRow], t: Thresholds = THRESHOLDS) -> Route:
-    """Which route a model's induction head runs on, from its causal-check rows.
+@dataclass(frozen=True)
+class HeadRoute:
+    """One induction head's route: ``effect``, the share of the task's gap removed when its output
+    is resampled; ``inputs[c]``, the share of that effect removed when every earlier head's write
+    into input ``c`` is resampled at once; ``paths``, each earlier head into each input (shares
+    of the effect too);
+    ``control``, a role-less earlier head whose paths the carrying inputs must beat (None when
+    every earlier head has a role); the route ``name``, the ``carrying`` inputs and the
+    ``feeder`` (the strongest single path into the strongest carrying input)."""
 
-    K-composition: ablating the previous-token head collapses it and no duplicate-token head
-    removes ``uses`` of it; Q-composition: the reverse; mixed: both remove at least ``uses`` and
-    one of them collapses it; spread: no single head collapses it but all earlier role heads
-    together do; not found: nothing collapses it; none: no rows (a 1-layer model).
-    """
-    if not rows:
-        return Route("none", None, None, None)
+    head: HeadId
+    effect: Estimate
+    inputs: Mapping[str, Estimate]
+    paths: tuple[PathEffect, ...]
+    control: HeadId | None
+    name: RouteName
+    carrying: tuple[str, ...]
+    feeder: HeadId | None
 
-    def share(r: CausalRow) -> float:
-        return removed_share(r.induction_before, r.induction_after)
+    def path(self, source: HeadId, input: str) -> PathEffect:
+        return next(p for p in self.paths if p.source == source and p.input == input)
 
-    prev = max((share(r) for r in rows if r.ablated.startswith("strongest previous")), default=0.0)
-    dup = max((share(r) for r in rows if r.ablated.startswith("duplicate")), default=0.0)
-    every = next((share(r) for r in rows if r.ablated.startswith("all earlier")), None)
-    if prev >= t.collapse and dup < t.uses:
-        name = "K-composition"
-    elif dup >= t.collapse and prev < t.uses:
-        name = "Q-composition"
-    elif max(prev, dup) >= t.collapse:
-        name = "mixed"
-    elif every is not None and every >= t.collapse:
-        name = "spread"
-    else:
-        name = "not found"
-    return Route(name, round(prev, 3), round(dup, 3), None if every is None else round(every, 3))
+    def control_effects(self) -> dict[str, Estimate] | None:
+        if self.control is None:
+            return None
+        return {c: self.path(self.control, c).removed for c in INPUTS}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "head": str(self.head),
+            "route": self.name.value,
+            "carrying": list(self.carrying),
+            "feeder": None if self.feeder is None else str(self.feeder),
+            "effect": vars(self.effect),
+            "control": None if self.control is None else str(self.control),
+            "inputs": {c: vars(e) for c, e in self.inputs.items()},
+            "paths": [
+                {
+                    "source": str(p.source),
+                    "input": p.input,
+                    "removed": vars(p.removed),
+                    "composition": p.composition,
+                }
+                for p in self.paths
+            ],
+        }
+
+
+def carries(effect: Estimate, control: Estimate | None, t: Thresholds = THRESHOLDS) -> bool:
+    """Whether an input carries the induction (:class:`Thresholds` ``carries``)."""
+    return effect.value >= t.carries and (control is None or effect.low > control.high)
+
+
+def decide_route(
+    inputs: Mapping[str, Estimate],
+    control: Mapping[str, Estimate] | None,
+    t: Thresholds = THRESHOLDS,
+) -> tuple[RouteName, tuple[str, ...]]:
+    """The route of one head from its input effects: K-, Q- or V-composition when that input
+    alone carries it, mixed when two or more do, not found when none does."""
+    carrying = tuple(
+        c for c in INPUTS if carries(inputs[c], None if control is None else control[c], t)
+    )
+    if not carrying:
+        return RouteName.NOT_FOUND, carrying
+    return (BY_INPUT[carrying[0]] if len(carrying) == 1 else RouteName.MIXED), carrying
+
+
+def head_route(
+    head: HeadId,
+    effect: Estimate,
+    inputs: Mapping[str, Estimate],
+    paths: Sequence[PathEffect],
+    control: HeadId | None,
+    t: Thresholds = THRESHOLDS,
+) -> HeadRoute:
+    """A :class:`HeadRoute` with its name, carrying inputs and feeder decided: none for a
+    layer-0 head, no effect when its own effect's interval reaches 0, else :func:`decide_route`."""
+    if head.layer == 0:
+        return HeadRoute(head, effect, inputs, tuple(paths), None, RouteName.NO_EARLIER, (), None)
+    if effect.low <= 0:
+        return HeadRoute(head, effect, inputs, tuple(paths), control, RouteName.NO_EFFECT, (), None)
+    ctl = None
+    if control is not None:
+        ctl = {
+            c: next(p.removed for p in paths if p.source == control and p.input == c)
+            for c in INPUTS
+        }
+    name, carrying = decide_route(inputs, ctl, t)
+    feeder = None
+    if carrying:
+        main = max(carrying, key=lambda c: inputs[c].value)
+        feeder = max((p for p in paths if p.input == main), key=lambda p: p.removed.value).source
+    return HeadRoute(head, effect, inputs, tuple(paths), control, name, carrying, feeder)
+
+
+def does_task(gap: Estimate, t: Thresholds = THRESHOLDS) -> bool:
+    """Whether a model does the task (:class:`Thresholds` ``min_gap``)."""
+    return gap.value >= t.min_gap and gap.low > 0
+
+
+def model_route_name(
+    heads: Sequence[HeadRoute], gap: Estimate, t: Thresholds = THRESHOLDS
+) -> RouteName:
+    """The model's route: no induction when it does not do the task; otherwise its induction
+    heads' route when they share one, "differs by head" when not."""
+    if not does_task(gap, t):
+        return RouteName.NO_TASK
+    names = {h.name for h in heads}
+    if not names:
+        return RouteName.NOT_FOUND
+    return names.pop() if len(names) == 1 else RouteName.DIFFERS
+
+
+@dataclass(frozen=True)
+class ModelRoute:
+    """The route by path of a model's induction heads on ``task``: the task's clean and
+    corrupt metrics (means over ``n_prompts``), its gap with interval, each head's route, the
+    random-matrix baseline of the composition scores, and the model's route ``name``."""
+
+    task: str
+    n_prompts: int
+    clean: float
+    corrupt: float
+    gap: Estimate
+    composition_baseline: float | None  # None when no head has an earlier layer
+    heads: tuple[HeadRoute, ...]
+    name: RouteName
+    reason: str = ""  # why it was not measured
+
+    @classmethod
+    def unmeasured(cls, task: str, reason: str) -> ModelRoute:
+        return cls(
+            task, 0, 0.0, 0.0, Estimate(0.0, 0.0, 0.0), None, (), RouteName.UNMEASURED, reason
+        )
+
+    def head(self, head: HeadId) -> HeadRoute:
+        return next(h for h in self.heads if h.head == head)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "task": self.task,
+            "route": self.name.value,
+            "n_prompts": self.n_prompts,
+            "clean": self.clean,
+            "corrupt": self.corrupt,
+            "gap": vars(self.gap),
+            "composition_baseline": self.composition_baseline,
+            "heads": [h.to_dict() for h in self.heads],
+            "reason": self.reason,
+        }

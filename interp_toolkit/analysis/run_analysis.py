@@ -1,11 +1,12 @@
 """The analysis of one run that its report shows, as data: :func:`analyse_run` -> :class:`RunAnalysis`.
 
 Head scores and roles (discovery: per-head null tests), the exams (single prompts, and
-two-repeat exams at every period), per-head impact curves on repeated random tokens, and the
-attention patterns of the key heads: the heads with a role, the highest score of the score
-deciding the induction role, and the earlier head whose ablation moves that head's induction
-score the most. :meth:`RunAnalysis.summary` is the
-:class:`RunSummary` a study compares.
+two-repeat exams at every period), per-head impact curves on repeated random tokens, the route
+by path of the induction heads (:func:`~interp_toolkit.analysis.causal.induction_route`), and the
+attention patterns of the key heads: the heads with a role, the strongest induction head
+(:func:`~interp_toolkit.analysis.induction.strongest_induction_head`) and the heads that feed the
+induction heads (measured by the route). :meth:`RunAnalysis.summary` is the :class:`RunSummary` a
+study compares.
 """
 
 from __future__ import annotations
@@ -19,12 +20,15 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from interp_toolkit.analysis.ablation import AblationPartner, ablation_partner, head_impact
+from interp_toolkit.analysis.ablation import head_impact
 from interp_toolkit.analysis.batches import probe_batch
+from interp_toolkit.analysis.causal import induction_route
 from interp_toolkit.analysis.exam import BUILTIN_EXAMS, Exam, ExamResult, run_exam
-from interp_toolkit.analysis.heads import ROLES, HeadId, partner_of, top_head
+from interp_toolkit.analysis.heads import ROLES, HeadId, top_head
+from interp_toolkit.analysis.induction import strongest_induction_head
 from interp_toolkit.analysis.patterns import attention_patterns
 from interp_toolkit.analysis.period_exam import PeriodExam, exam_with_chance
+from interp_toolkit.analysis.routes import ModelRoute
 from interp_toolkit.analysis.scores import HeadReport, discover_heads
 from interp_toolkit.errors import UserError
 from interp_toolkit.runs import Run, read_samples
@@ -91,7 +95,8 @@ class RunSummary:
     has_induction_head: bool
     top_induction: TopHead
     top_previous_token: TopHead
-    partner: str | None  # the induction head's previous-token partner, if it has the role
+    feeder: str | None  # the head feeding the strongest induction head, by the route by path
+    route: dict[str, Any]  # ModelRoute.to_dict()
     decides: dict[str, str]  # role -> deciding score
     test: str  # when a score is significant, e.g. "p <= 0.05"
     floors: dict[str, float]  # effect-size floors
@@ -118,9 +123,9 @@ class RunAnalysis:
     repeated: Int[Tensor, " pos"]  # one repeated-random-token row
     period: int
     impact: Float[Tensor, "layer head impact_pos"] | None
-    induction_head: HeadId  # the highest deciding induction score, whatever its role
-    prev_token_head: HeadId  # its partner in an earlier layer (the top score when in layer 0)
-    ablation: AblationPartner | None  # the earlier head whose ablation moves it most
+    induction_head: HeadId  # the strongest induction head (layer >= 1), whatever its role
+    prev_token_head: HeadId  # the highest deciding previous-token score
+    route: ModelRoute  # the route by path of the induction heads
     patterns: dict[int, Float[Tensor, "head dest src"]]  # on ``repeated``, the key heads' layers
     period_exams: list[PeriodExam] = dataclasses.field(default_factory=list)
     period_exam_error: str = ""  # why there are no period exams (e.g. no letters in the vocabulary)
@@ -130,22 +135,18 @@ class RunAnalysis:
         return self.run.name
 
     def key_heads(self) -> list[HeadId]:
-        """The heads a report draws: every head with a role, the highest induction score, and
-        the earlier head whose ablation moves that score the most."""
+        """The heads a report draws: every head with a role, the strongest induction head, and
+        the heads that feed the induction heads (by the route)."""
         rep = self.head_report
         heads = {h for role in ROLES[:-1] for h in rep.heads_with_role(role)}
         heads.add(self.induction_head)
-        if self.ablation is not None:
-            heads.add(self.ablation.head)
+        heads |= {h.feeder for h in self.route.heads if h.feeder is not None}
         return sorted(heads)
 
-    def partner(self) -> HeadId | None:
-        """The strongest previous-token head before the induction head, if it has the role."""
-        rep = self.head_report
-        partner = partner_of(rep.scores.get(rep.decides["previous-token"]), self.induction_head)
-        if partner is None or not rep.has_role(partner, "previous-token"):
-            return None
-        return partner
+    def feeder(self) -> HeadId | None:
+        """The head feeding the strongest induction head, by the route by path (None when no
+        input carries its induction)."""
+        return next((h.feeder for h in self.route.heads if h.head == self.induction_head), None)
 
     def summary(self, href: str | None = None) -> RunSummary:
         rep, cfg = self.head_report, self.run.model_cfg
@@ -155,7 +156,7 @@ class RunAnalysis:
         losses = [r for r in self.rows if "loss" in r]
         step = max(1, len(losses) // 200)
         heads = {role: [str(h) for h in rep.heads_with_role(role)] for role in ROLES[:-1]}
-        partner = self.partner()
+        feeder = self.feeder()
         kinds = [rep.decides[role] for role in SUMMARY_ROLES]
 
         def top(kind: str, head: HeadId) -> TopHead:
@@ -195,7 +196,8 @@ class RunAnalysis:
             has_induction_head=bool(heads["induction"]),
             top_induction=top(kinds[0], self.induction_head),
             top_previous_token=top(kinds[1], self.prev_token_head),
-            partner=str(partner) if partner is not None and heads["induction"] else None,
+            feeder=None if feeder is None else str(feeder),
+            route=self.route.to_dict(),
             decides=dict(rep.decides),
             test=rep.significance(),
             floors={k: float(v) for k, v in rep.floors.items()},
@@ -235,8 +237,8 @@ def analyse_run(
         impact = head_impact(model, batch, mode="mean").detach().float().cpu()
     induction = head_report.scores.get(head_report.decides["induction"])
     previous = head_report.scores.get(head_report.decides["previous-token"])
-    induction_head = top_head(induction)
-    prev_token_head = partner_of(previous, induction_head) or top_head(previous)
+    induction_head = strongest_induction_head(induction)
+    prev_token_head = top_head(previous)
     assert induction_head is not None and prev_token_head is not None  # every model has heads
     repeated = batch[0].cpu()
     try:
@@ -255,7 +257,7 @@ def analyse_run(
         impact=impact,
         induction_head=induction_head,
         prev_token_head=prev_token_head,
-        ablation=ablation_partner(model, probe, induction_head, head_report.decides["induction"]),
+        route=induction_route(model, codec, head_report, seed=seed),
         patterns={},
         period_exams=period_exams,
         period_exam_error=period_error,

@@ -2,7 +2,7 @@
 
 :class:`DepthMeasurement` holds what a study measured on one model (:func:`measure_depth` reads
 it off a trained run and its analyses); :func:`depth_sentence`,
-:func:`claim_sentence`, :func:`causal_sentence` and :func:`data_mix_sentence` turn measurements
+:func:`claim_sentence`, :func:`route_sentence` and :func:`data_mix_sentence` turn measurements
 into words, with the thresholds of :mod:`interp_toolkit.analysis.routes`. Nothing here is fixed
 text about a result: change a number and the sentence changes.
 """
@@ -14,21 +14,21 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from interp_toolkit.analysis.ablation import CausalRow
+from interp_toolkit.analysis.causal.summary import CircuitSummary
 from interp_toolkit.analysis.exam_verdict import exam_verdict
+from interp_toolkit.analysis.induction import first_induction_step
 from interp_toolkit.analysis.period_exam import PeriodExam, with_chance
 from interp_toolkit.analysis.routes import (
+    INPUTS,
     THRESHOLDS,
-    Route,
+    HeadRoute,
+    ModelRoute,
+    RouteName,
     Thresholds,
-    ablation_verdict,
-    removed_share,
-    route_of,
 )
 from interp_toolkit.analysis.run_analysis import RunSummary
 from interp_toolkit.data import setting_name
 from interp_toolkit.runs import Run
-from interp_toolkit.training.metrics import first_induction_step, induction_layer_min
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ class DepthMeasurement:
     name: str
     n_layers: int
     induction_heads: tuple[str, ...]  # heads with the induction role
-    top_head: str  # the highest induction score, role or not
+    top_head: str  # the strongest induction head (layer >= 1), role or not
     top_score: float
     induction_step: int | None  # first scoring with a head past Thresholds.induction
     induction_tokens: int | None
@@ -49,8 +49,8 @@ class DepthMeasurement:
     final_loss: float | None
     val_loss: float | None
     exams: tuple[PeriodExam, ...]
-    route: Route
-    causal: tuple[CausalRow, ...] = ()
+    route: ModelRoute
+    circuit: CircuitSummary | None = None
     setting: str = ""  # the training setting (natural text | curriculum), from the run's data
 
     def heads_per_layer(self) -> list[int]:
@@ -60,19 +60,24 @@ class DepthMeasurement:
         return counts
 
     def to_dict(self) -> dict[str, Any]:
-        d = dataclasses.asdict(self)
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         d["exams"] = [e.to_dict() for e in self.exams]
+        d["route"] = self.route.to_dict()
+        d["circuit"] = None if self.circuit is None else self.circuit.to_dict()
         d["heads_per_layer"] = self.heads_per_layer()
         return d
 
 
 def measure_depth(
-    run: Run, summary: RunSummary, exams: Sequence[PeriodExam], causal: Sequence[CausalRow]
+    run: Run,
+    summary: RunSummary,
+    exams: Sequence[PeriodExam],
+    route: ModelRoute,
+    circuit: CircuitSummary | None = None,
 ) -> DepthMeasurement:
     """What the study page compares about one trained depth (from its metrics and analyses)."""
     rows = run.metrics()
-    layer_min = induction_layer_min(run.model_cfg.n_layers)
-    step = first_induction_step(rows, THRESHOLDS.induction, layer_min=layer_min)
+    step = first_induction_step(rows, THRESHOLDS.induction)
     hit = next((r for r in rows if r["step"] == step), None)
     val = [r["val_loss"] for r in rows if "val_loss" in r]
     return DepthMeasurement(
@@ -90,8 +95,8 @@ def measure_depth(
         final_loss=summary.final_loss,
         val_loss=val[-1] if val else None,
         exams=tuple(exams),
-        route=route_of(causal),
-        causal=tuple(causal),
+        route=route,
+        circuit=circuit,
         setting=_setting(run.settings),
     )
 
@@ -136,19 +141,59 @@ def exam_phrase(exams: Sequence[PeriodExam], t: Thresholds = THRESHOLDS) -> str:
     return s if v.above else s + "; no chance level was measured"
 
 
-def route_phrase(route: Route, t: Thresholds = THRESHOLDS) -> str:
-    """The route and the shares of the induction score the ablations removed."""
-    if route.name == "none":
+def route_phrase(route: ModelRoute, t: Thresholds = THRESHOLDS) -> str:
+    """The model's route by path, and what it was read from."""
+    if route.name == RouteName.UNMEASURED:
+        return f"route not measured ({route.reason})"
+    if route.name == RouteName.NO_TASK:
+        return (
+            f"no route to name: the induction task's clean-corrupt gap is {route.gap} "
+            f"(below {t.min_gap:g})"
+        )
+    deep = [h for h in route.heads if h.name != RouteName.NO_EARLIER]
+    if not deep:
         return "no route to measure (no earlier layer to compose with)"
     parts = []
-    if route.previous_token is not None:
-        parts.append(f"previous-token head {pct(route.previous_token)}")
-    if route.duplicate_token:
-        parts.append(f"duplicate-token head {pct(route.duplicate_token)}")
-    if route.all_earlier is not None:
-        parts.append(f"all earlier role heads {pct(route.all_earlier)}")
-    evidence = f"ablating removes: {', '.join(parts)}; collapse = ≥ {pct(t.collapse)}"
-    return f"route {route.name} ({evidence})"
+    for h in deep:
+        if h.name == RouteName.NO_EFFECT:
+            parts.append(f"{h.head}: resampling its output removes {h.effect} of the gap")
+        elif h.carrying:
+            carried = ", ".join(f"{INPUT_WORD[c]} {h.inputs[c]}" for c in h.carrying)
+            parts.append(f"{h.head}: {carried} from {h.feeder}")
+        else:
+            best = max(INPUTS, key=lambda c: h.inputs[c].value)
+            parts.append(
+                f"{h.head}: no input carries it (largest {INPUT_WORD[best]} {h.inputs[best]})"
+            )
+    return f"route by path {route.name.value} ({'; '.join(parts)})"
+
+
+INPUT_WORD = {"q": "query", "k": "key", "v": "value"}
+
+
+def route_sentence(run: str, h: HeadRoute, baseline: float, t: Thresholds = THRESHOLDS) -> str:
+    """One induction head's route, with every number it was read from."""
+    shares = ", ".join(f"{INPUT_WORD[c]} {h.inputs[c]}" for c in INPUTS)
+    s = (
+        f"{run}: induction head {h.head} runs on {h.name.value}. Resampling its output from the "
+        f"corrupt prompts removes {h.effect} of the induction gap; resampling every earlier "
+        f"head's write into one of its inputs removes this share of that: {shares}"
+    )
+    ctl = h.control_effects()
+    if ctl is None:
+        s += "; no role-less earlier head to control with"
+    else:
+        worst = max(INPUTS, key=lambda c: ctl[c].high)
+        s += f"; the control, role-less head {h.control}, removes at most {ctl[worst]}"
+    if h.feeder is not None:
+        main = max(h.carrying, key=lambda c: h.inputs[c].value)
+        p = h.path(h.feeder, main)
+        s += (
+            f". The strongest path is {h.feeder} -> {h.head} ({INPUT_WORD[main]}): "
+            f"{p.removed}, {main.upper()}-composition score {p.composition:.3f} "
+            f"(random {baseline:.3f})"
+        )
+    return s + f". An input carries it at ≥ {t.carries:g}, above the control's interval."
 
 
 def depth_sentence(m: DepthMeasurement, t: Thresholds = THRESHOLDS) -> str:
@@ -229,17 +274,6 @@ def claim_sentence(ms: Sequence[DepthMeasurement], t: Thresholds = THRESHOLDS) -
         f"passes none of its {n_one} period exams; {depths} layers{each} have an induction head "
         f"and pass all {n_deep} (a period exam passes when the Wilson 95% lower bound of its "
         f"pass rate is ≥ {pct(t.exam_lower_bound)})."
-    )
-
-
-def causal_sentence(row: CausalRow, t: Thresholds = THRESHOLDS) -> str:
-    verdict = ablation_verdict(row.induction_before, row.induction_after, t)
-    share = removed_share(row.induction_before, row.induction_after)
-    effect = "it has no effect" if verdict == "no effect" else f"the score {verdict}"
-    return (
-        f"{row.run}: ablating the {row.ablated} ({', '.join(row.ablated_heads)}) moves induction "
-        f"head {row.induction_head} from {row.induction_before:.2f} to {row.induction_after:.2f} "
-        f"({pct(share)} removed): {effect}."
     )
 
 

@@ -15,6 +15,7 @@ from interp_toolkit.analysis.routes import THRESHOLDS
 from interp_toolkit.analysis.run_analysis import RunAnalysis, analyse_run
 from interp_toolkit.analysis.scores import HeadReport
 from interp_toolkit.io import check_output, write_text
+from interp_toolkit.reports.circuit_report import route_section
 from interp_toolkit.reports.findings import KIND_WORDS, data_mix_sentence, exam_phrase
 from interp_toolkit.reports.text_findings import text_sentences
 from interp_toolkit.runs import RunPaths, load_run
@@ -191,13 +192,14 @@ def _key_heads_intro(analysis: RunAnalysis) -> str:
         f"τ {float(rep.tests.tau[kind][ind]):.3g}, p {float(rep.tests.p_value[kind][ind]):.3g}; "
         f"{_role_of(rep, ind)}).",
     ]
-    a = analysis.ablation
-    if a is not None:
-        parts.append(
-            f"Mean-ablating {a.head} ({_role_of(rep, a.head)}) moves {a.induction_head}'s "
-            f"{SCORE[a.kind].title} from {a.before:.3f} to {a.after:.3f}: the largest change of "
-            f"any head before layer {a.induction_head.layer}."
-        )
+    for h in analysis.route.heads:
+        if h.feeder is not None:
+            main = max(h.carrying, key=lambda c: h.inputs[c].value)
+            p = h.path(h.feeder, main)
+            parts.append(
+                f"{h.feeder} ({_role_of(rep, h.feeder)}) feeds {h.head}'s {main} input: "
+                f"resampling that path alone removes {p.removed} of the induction gap."
+            )
     return " ".join(parts)
 
 
@@ -282,6 +284,7 @@ def run_report_sections(analysis: RunAnalysis) -> list[Section]:
         )
     )
     sections.append(Section("Impact and the induction stripe", key_items))
+    sections.append(route_section([(analysis.name, analysis.route)]))
 
     key = analysis.key_heads()
     plan: dict[int, list[int]] = {}

@@ -1,5 +1,6 @@
-"""The study page: runs side by side (from their :class:`RunSummary`), the causal check and the
-composition scores. Every sentence is built from the summaries' measurements."""
+"""The study page: runs side by side (from their :class:`RunSummary`) and the depths compared.
+The route by path and the circuits are :mod:`.circuit_report`'s sections. Every sentence is built
+from the summaries' measurements."""
 
 from __future__ import annotations
 
@@ -10,14 +11,13 @@ from typing import Any
 import plotly.graph_objects as go
 import torch
 
-from interp_toolkit.analysis.ablation import CausalRow
 from interp_toolkit.analysis.exam_verdict import exam_verdict
 from interp_toolkit.analysis.heads import SCORE
 from interp_toolkit.analysis.period_exam import PeriodExam
-from interp_toolkit.analysis.routes import THRESHOLDS, Thresholds, ablation_verdict
+from interp_toolkit.analysis.routes import THRESHOLDS, Thresholds
 from interp_toolkit.analysis.run_analysis import RunSummary, TopHead
 from interp_toolkit.errors import UserError
-from interp_toolkit.reports.findings import DepthMeasurement, causal_sentence, layers_phrase
+from interp_toolkit.reports.findings import DepthMeasurement, layers_phrase
 from interp_toolkit.views import plots
 from interp_toolkit.views.induction_plots import period_exam_plot
 from interp_toolkit.views.page import Row, Section, cell, render_report, table, text, verdict
@@ -33,8 +33,8 @@ def describe_run(summary: RunSummary) -> str:
     ind = summary.heads["induction"]
     if ind:
         s += f"; induction head {', '.join(ind)}"
-        if summary.partner:
-            s += f" with previous-token partner {summary.partner}"
+        if summary.feeder:
+            s += f" fed by {summary.feeder} (route by path)"
     else:
         top = summary.top_induction
         floor = summary.floors[top.kind]
@@ -66,7 +66,8 @@ def _side_by_side(runs: Sequence[RunSummary]) -> Section:
         ],
         ["induction heads", *[heads(r, "induction") for r in runs]],
         ["previous-token heads", *[heads(r, "previous-token") for r in runs]],
-        ["previous-token partner", *[html.escape(r.partner or "—") for r in runs]],
+        ["route by path", *[html.escape(r.route["route"]) for r in runs]],
+        ["feeds the strongest induction head", *[html.escape(r.feeder or "—") for r in runs]],
         ["best induction score", *[html.escape(best(r.top_induction)) for r in runs]],
         ["best previous-token score", *[html.escape(best(r.top_previous_token)) for r in runs]],
         ["role needs", *[html.escape(f"{r.test}, ≥ effect-size floor") for r in runs]],
@@ -168,7 +169,7 @@ def depth_section(
         ["final held-out loss", *[d.val_loss for d in depths]],
         ["period exam", *[exam(d) for d in depths]],
         *text_rows(depths, curves),
-        ["route (by ablation)", *[d.route.name for d in depths]],
+        ["route (by path)", *[d.route.name.value for d in depths]],
     ]
     by_period = [
         [e.period, e.kind, *[_rate(x) for x in exams_at(depths, e.kind, e.period)]]
@@ -194,8 +195,8 @@ def depth_section(
         ],
         intro="Each depth trained on the same data stream and seed. Time to induction: the first "
         f"scoring (every few dozen steps) where a layer≥1 head's induction score passes "
-        f"{t.induction:g} (any head for 1 layer). The route: which earlier heads the induction "
-        "head needs, from the causal check below.",
+        f"{t.induction:g} (any head for 1 layer). The route: which input of each induction head "
+        "carries its induction, by path patching (below).",
     )
 
 
@@ -226,49 +227,6 @@ def _rate(e: PeriodExam | None) -> str:
         return "-"
     iv = e.interval
     return f"{e.pass_rate:.0%} [{iv.low:.0%}, {iv.high:.0%}]"
-
-
-def causal_section(causal: Sequence[CausalRow], t: Thresholds = THRESHOLDS) -> Section:
-    return Section(
-        "Causal check: ablate the earlier-layer heads",
-        [
-            "<p>Mean-ablating (hook_z) earlier-layer heads, then re-scoring the best later-layer "
-            "induction head on repeated random tokens. The textbook circuit runs through a "
-            "previous-token head (K-composition); a model can also find the earlier copy with a "
-            "duplicate-token head and shift by position (Q-composition). "
-            f"An ablation that removes ≥ {t.collapse:.0%} of the score collapses it; one that "
-            f"changes it by < {t.no_effect:.0%} has no effect.</p>",
-            "".join(text(causal_sentence(c, t), "p", "finding") for c in causal),
-            table(
-                ["run", "induction head", "ablated", "heads", "before", "after", "verdict"],
-                [
-                    [
-                        c.run,
-                        c.induction_head,
-                        c.ablated,
-                        ", ".join(c.ablated_heads),
-                        c.induction_before,
-                        c.induction_after,
-                        ablation_verdict(c.induction_before, c.induction_after, t),
-                    ]
-                    for c in causal
-                ],
-            ),
-        ],
-    )
-
-
-def composition_section(rows: Sequence[Sequence[object]]) -> Section:
-    """``rows``: run, kind, from, to, score, random baseline."""
-    return Section(
-        "Composition scores",
-        [
-            "<p>Largest ‖W_A W_B‖_F / (‖W_A‖_F ‖W_B‖_F) from an earlier head's OV into a later head's "
-            "Q, K or V side, next to the mean for random matrices of the same shapes. (The route "
-            "each model runs on is measured by ablation, above.)</p>",
-            table(["run", "kind", "from", "to", "score", "random baseline"], rows),
-        ],
-    )
 
 
 def render_comparison(

@@ -5,13 +5,13 @@ One JSON line per logged step: ``step``, ``tokens``, ``loss``, ``elapsed_s``, ``
 grids (rounded to 4 decimals) on repeated random tokens, ``val_loss`` (held-out), and the text
 measures of :func:`text_metrics` (:data:`TEXT_KEYS`; runs logged before them lack these keys, and
 every reader treats them as optional). Score keys are the registry's ``Score.logged_as`` (the
-previous-token score is ``prev_token`` in this file).
+previous-token score is ``prev_token`` in this file). Which head is "the induction head" and when
+induction formed: :mod:`interp_toolkit.analysis.induction`.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from typing import Any, TextIO
 
 import torch
@@ -20,13 +20,15 @@ from transformer_lens import TransformerBridge
 
 from interp_toolkit.analysis.batches import RepeatedTokens
 from interp_toolkit.analysis.heads import SCORE
+from interp_toolkit.analysis.induction import INDUCTION_SCORE, first_induction_step
 from interp_toolkit.analysis.stripes import head_scores
 from interp_toolkit.analysis.text_induction import text_induction
 from interp_toolkit.io import write_text
 from interp_toolkit.runs import RunPaths, read_metrics
 
-#: The scores training logs every ``score_every`` steps, in the order they are written.
-LOGGED_SCORES = ("induction", "previous_token")
+#: The scores training logs every ``score_every`` steps, in the order they are written (the
+#: score deciding the induction role, read by the stop rule, last).
+LOGGED_SCORES = ("induction", "previous_token", INDUCTION_SCORE)
 #: The held-out text windows the text measures read, the first of them the val-loss windows
 #: (64, as before the text measures), and how many are repeated as passages.
 TEXT_WINDOWS, VAL_WINDOWS, PASSAGE_ROWS = 256, 64, 16
@@ -98,25 +100,12 @@ def truncate_metrics(paths: RunPaths, step: int) -> None:
     write_text(paths.metrics, "".join(json.dumps(r) + "\n" for r in rows))
 
 
-def induction_layer_min(n_layers: int) -> int:
-    """Induction needs an earlier layer to compose with: count layer >= 1 heads (any head for a
-    1-layer model)."""
-    return 1 if n_layers > 1 else 0
-
-
-def best_induction(induction: Sequence[Sequence[float]], layer_min: int) -> float:
-    """The highest induction score among heads in layers >= ``layer_min`` (-inf if none)."""
-    return max((v for row in induction[layer_min:] for v in row), default=float("-inf"))
-
-
-def first_induction_step(
-    metrics: Sequence[dict[str, Any]], threshold: float | None = None, layer_min: int = 1
-) -> int | None:
-    """First logged step where a head in layer >= ``layer_min`` has induction score > threshold
-    (default: the registry's floor of the induction score)."""
-    key = SCORE["induction"].logged_as
-    threshold = SCORE["induction"].floor if threshold is None else threshold
-    for row in metrics:
-        if row.get(key) and best_induction(row[key], layer_min) > threshold:
-            return int(row["step"])
-    return None
+__all__ = [
+    "LOGGED_SCORES",
+    "TEXT_KEYS",
+    "MetricsLog",
+    "first_induction_step",
+    "score_grids",
+    "text_metrics",
+    "truncate_metrics",
+]

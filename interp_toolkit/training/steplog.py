@@ -15,7 +15,7 @@ import torch
 from transformer_lens import TransformerBridge
 
 from interp_toolkit.analysis.batches import default_probe
-from interp_toolkit.analysis.heads import SCORE
+from interp_toolkit.analysis.induction import best_induction_score, logged_induction_key
 from interp_toolkit.data import TrainStream
 from interp_toolkit.devices import STRICT_FP32
 from interp_toolkit.errors import Interrupted
@@ -30,7 +30,6 @@ from interp_toolkit.training.loop import StopTraining
 from interp_toolkit.training.metrics import (
     TEXT_WINDOWS,
     MetricsLog,
-    best_induction,
     score_grids,
     text_metrics,
 )
@@ -59,7 +58,7 @@ class StepLog:
     """The bookkeeping after every optimizer step: metrics.jsonl (with head scores and held-out
     loss every ``score_every`` steps), snapshots, checkpoints (after step 1, every
     ``checkpoint_every`` steps, at the end, and when a stop signal came), the progress bar,
-    callbacks, the stop a signal asked for, and the early stop once the best layer>=1 induction
+    callbacks, the stop a signal asked for, and the early stop once the strongest induction head's
     score has stayed above ``stop_score`` for ``stop_after`` steps (every scoring since the first
     above it; a resumed run re-reads them).
 
@@ -91,8 +90,8 @@ class StepLog:
         )
         self.above_since: int | None = None  # first step of the current streak above stop_score
         for row in read_metrics(paths.root) if cluster.is_main else ():  # a resumed run's scorings
-            if SCORE["induction"].logged_as in row:
-                self._track(int(row["step"]), row[SCORE["induction"].logged_as])
+            if (key := logged_induction_key(row)) is not None:
+                self._track(int(row["step"]), row[key])
         self.t0 = time.perf_counter()
         self.metrics = MetricsLog(paths) if cluster.is_main else None
         self.bar = progress_bar(
@@ -137,7 +136,7 @@ class StepLog:
         if scored and main:
             assert row is not None
             scores = self._scores_and_val_loss(row)
-            self._track(step, scores[SCORE["induction"].logged_as])
+            self._track(step, scores[logged_induction_key(scores) or "induction"])
         if row is not None and self.metrics is not None:
             self.metrics.write(row)
             self.bar.set_postfix(
@@ -171,8 +170,9 @@ class StepLog:
             raise StopTraining
 
     def _track(self, step: int, induction: list[list[float]]) -> None:
-        """Follow the streak of scorings whose best layer>=1 induction score > ``stop_score``."""
-        best = best_induction(induction, 1) if len(induction) > 1 else 0.0
+        """Follow the streak of scorings whose strongest induction head's score (the one owner:
+        :func:`~interp_toolkit.analysis.induction.best_induction_score`) > ``stop_score``."""
+        best = best_induction_score(induction)
         if best <= (self.cfg.stop_score or math.inf):
             self.above_since = None
         elif self.above_since is None:

@@ -51,11 +51,7 @@ from interp_toolkit.training.distributed import (
     training_device,
 )
 from interp_toolkit.training.loop import run_tl_train
-from interp_toolkit.training.metrics import (
-    first_induction_step,
-    induction_layer_min,
-    truncate_metrics,
-)
+from interp_toolkit.training.metrics import first_induction_step, truncate_metrics
 from interp_toolkit.training.settings import (
     TrainSettings,
     settings_dict,
@@ -207,13 +203,12 @@ def train_model(
                 f"stopped after the last step ({steps_done}): the run is complete.", signals.signum
             )
     metrics = read_metrics(paths.root)
-    layer_min = induction_layer_min(model_cfg.n_layers)
     return TrainResult(
         run=load_run(paths.root, device=dev),
         steps_done=steps_done,
         elapsed_s=elapsed,
         stopped_early=stopped,
-        first_induction_step=first_induction_step(metrics, layer_min=layer_min),
+        first_induction_step=first_induction_step(metrics),
         metrics=metrics,
     )
 

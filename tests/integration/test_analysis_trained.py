@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import pytest
 
-from interp_toolkit.analysis.ablation import induction_after_ablation
-from interp_toolkit.analysis.batches import default_probe
 from interp_toolkit.analysis.exam import BUILTIN_EXAMS, run_exam
 from interp_toolkit.analysis.scores import discover_heads
 
@@ -89,31 +87,56 @@ def test_two_layers_pass_the_builtin_exams(trained_2l):
         assert res.rank == 0, (exam.name, res.to_dict())
 
 
-def test_ablating_prev_head_lowers_induction(trained_2l, report_2l):
-    """The circuit is causal. Ablating the layer-0 previous-token head lowers every layer-1
-    induction head's score, by more than ablating a layer-0 head with no role does; ablating all
-    layer-0 heads with a role (previous-token and duplicate-token: the two routes to induction,
-    see README) makes induction collapse."""
-    model, codec = trained_2l.model, trained_2l.codec
-    prev = (0, int(report_2l.scores.previous_token[0].argmax()))
-    assert report_2l.roles[0][prev[1]] == "previous-token"
-    inductions = [(ly, h) for ly, h in report_2l.heads_with_role("induction") if ly == 1]
-    assert inductions
-    batch = default_probe(codec, int(model.cfg.n_ctx), n_seqs=32, seed=123)
-    clean = induction_after_ablation(model, batch, []).induction
+@pytest.fixture(scope="module")
+def route_2l(trained_2l, report_2l):
+    from interp_toolkit.analysis.causal import induction_route
 
-    def drop(heads):
-        after = induction_after_ablation(model, batch, heads).induction
-        return [float(clean[i] - after[i]) for i in inductions]
+    return induction_route(trained_2l.model, trained_2l.codec, report_2l)
 
-    prev_drop = drop([prev])
-    assert all(d > 0.03 for d in prev_drop), (prev, prev_drop)
-    controls = [(0, h) for h, role in enumerate(report_2l.roles[0]) if role == "none"]
-    for c in controls:
-        assert sum(prev_drop) > sum(drop([c])), (prev, c, prev_drop, drop([c]))
-    with_role = [(0, h) for h, role in enumerate(report_2l.roles[0]) if role != "none"]
-    after_all = induction_after_ablation(model, batch, with_role).induction
-    assert all(float(after_all[i]) < 0.2 * float(clean[i]) for i in inductions)
+
+def test_route_by_path_on_the_trained_model_is_the_studys_rule(trained_2l, report_2l, route_2l):
+    """The rule the study applies, not a looser one: every layer-1 induction head's key input
+    carries its induction (resampling the layer-0 writes into it removes >= Thresholds.carries
+    of the induction task's gap, its interval above the role-less control's), its query and value
+    inputs do not, and it is fed by a previous-token head. An untrained model of the same
+    architecture does not do the task, so nothing is routed."""
+    from interp_toolkit.analysis.causal import study_task
+    from interp_toolkit.analysis.causal.paths import route_by_path
+    from interp_toolkit.analysis.heads import HeadId
+    from interp_toolkit.analysis.routes import THRESHOLDS, RouteName
+    from interp_toolkit.models import build_model
+
+    route = route_2l
+    assert route.gap.low >= THRESHOLDS.min_gap, route.gap
+    assert route.name == RouteName.K, route.to_dict()
+    assert {h.head for h in route.heads} == set(report_2l.heads_with_role("induction"))
+    for h in route.heads:
+        assert h.carrying == ("k",), h.to_dict()
+        assert h.inputs["k"].value >= THRESHOLDS.carries
+        assert h.inputs["q"].value < THRESHOLDS.carries > h.inputs["v"].value
+        assert report_2l.has_role(h.feeder, "previous-token"), h.to_dict()
+        if h.control is not None:
+            assert h.inputs["k"].low > max(e.high for e in h.control_effects().values())
+    untrained = build_model(trained_2l.model_cfg)
+    task = study_task(untrained, trained_2l.codec)
+    none = [["none"] * 4, ["none"] * 4]
+    assert route_by_path(untrained, task, [HeadId(1, 0)], none).name == RouteName.NO_TASK
+
+
+def test_discovered_circuit_holds_the_routes_edge(trained_2l, route_2l):
+    """EAP-IG's circuit on the study's task recovers >= 80% of the gap alone; it holds the
+    feeder -> key edge the route by path measured for the induction head with the largest effect,
+    and for every induction head it keeps at all (a head with a small share may be pruned whole)."""
+    from interp_toolkit.analysis.causal import study_task
+    from interp_toolkit.analysis.causal.summary import summarise_circuits
+
+    model = trained_2l.model
+    found = summarise_circuits("cpu-2l", model, study_task(model, trained_2l.codec), route_2l)
+    assert found.circuit.faithfulness is not None and found.circuit.faithfulness >= 0.8
+    strongest = max(route_2l.heads, key=lambda h: h.effect.value)
+    edges = {e: (inside, kept) for e, inside, kept in found.route_edges}
+    assert edges[f"{strongest.feeder} -> {strongest.head} (k)"][0], found.to_dict()
+    assert all(inside for inside, kept in edges.values() if kept), found.to_dict()
 
 
 def test_the_study_probe_reads_the_previous_token_after_layer_0_and_ablation_removes_it(

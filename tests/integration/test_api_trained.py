@@ -41,14 +41,16 @@ def test_train_exist_ok_load_returns_the_trained_run(trained_2l):
 
 def test_report_key_heads_are_the_heads_that_matter(trained_2l):
     analysis = analyse_run(trained_2l)
-    rep, ablation = analysis.head_report, analysis.ablation
-    assert ablation is not None and ablation.induction_head == analysis.induction_head
+    rep, route = analysis.head_report, analysis.route
     with_role = {h for role in ("induction", "previous-token", "duplicate-token")
                  for h in rep.heads_with_role(role)}  # fmt: skip
     key = set(analysis.key_heads())
     assert with_role <= key
-    assert key - with_role <= {analysis.induction_head, ablation.head}
-    # the head whose ablation moves induction most is part of the circuit: it has a role
-    assert rep.roles[ablation.head.layer][ablation.head.head] != "none"
+    feeders = {h.feeder for h in route.heads if h.feeder is not None}
+    assert feeders and key - with_role <= {analysis.induction_head, *feeders}
+    # the head that feeds the induction heads by path is part of the circuit: it has a role
+    assert all(rep.roles[f.layer][f.head] != "none" for f in feeders)
     html = run_report_html(analysis)
-    assert f"Mean-ablating {ablation.head}" in html
+    assert "<h2>Route by path</h2>" in html
+    want = f"{analysis.feeder()} (previous-token) feeds {analysis.induction_head}&#x27;s k input"
+    assert want in html

@@ -63,8 +63,10 @@ def test_reproduce_end_to_end_and_reuse(tmp_path, capsys):
     assert [len(n["layers"]) for n in study["neurons"]] == [1, 2]
     mlp_config = json.loads((out / "cpu-2l-mlp" / "config.json").read_text())
     assert mlp_config["model"]["mlp"] is True
-    assert study["causal"] and study["causal"][0]["run"] == "cpu-2l"
-    assert {"q", "k", "v"} <= set(study["composition"][0])
+    two = study["depths"][1]
+    assert two["route"]["task"] == "induction" and two["route"]["heads"]
+    assert set(two["circuit"]["ig"]) >= {"edges", "curve", "circuit"} and two["circuit"]["eap"]
+    assert "<h2>Route by path</h2>" in html and "<h2>Discovered circuits</h2>" in html
     assert [d["steps"] for d in study["depths"]] == [12, 12, 12]
     assert study["thresholds"]["exam_lower_bound"] == 0.9
     # the verdict is computed from these runs' own files: each depth's recorded induction heads

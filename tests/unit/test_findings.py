@@ -7,13 +7,19 @@ import dataclasses
 
 import pytest
 
-from interp_toolkit.analysis.ablation import CausalRow
 from interp_toolkit.analysis.exam_verdict import exam_verdict
+from interp_toolkit.analysis.heads import HeadId
 from interp_toolkit.analysis.period_exam import Chance, PeriodExam
-from interp_toolkit.analysis.routes import THRESHOLDS, ablation_verdict, route_of
+from interp_toolkit.analysis.routes import (
+    THRESHOLDS,
+    Estimate,
+    ModelRoute,
+    PathEffect,
+    head_route,
+    model_route_name,
+)
 from interp_toolkit.reports.findings import (
     DepthMeasurement,
-    causal_sentence,
     claim_sentence,
     data_mix_sentence,
     depth_sentence,
@@ -52,13 +58,21 @@ def copier() -> tuple[PeriodExam, ...]:
     return tuple(exam(kind, p, N // p) for kind in KINDS for p in PERIODS)
 
 
-def row(what: str, before: float, after: float, heads=("0.0",)) -> CausalRow:
-    return CausalRow("cpu-2l", "1.1", what, list(heads), "mean (hook_z)", before, after)
-
-
-PREV = "strongest previous-token head"
-DUP = "duplicate-token head"
-ALL = "all earlier heads with a role"
+def route(carrying: str | None) -> ModelRoute:
+    """A measured route of induction head 1.1 whose ``carrying`` input (or none) carries it."""
+    inputs = {
+        c: Estimate(0.9, 0.85, 0.95) if c == carrying else Estimate(0.02, 0.0, 0.04) for c in "qkv"
+    }
+    paths = [
+        PathEffect(
+            HeadId(0, h), HeadId(1, 1), c, inputs[c] if h == 0 else Estimate(0.0, 0.0, 0.01), 0.1
+        )
+        for h in range(2)
+        for c in "qkv"
+    ]
+    head = head_route(HeadId(1, 1), Estimate(0.9, 0.85, 0.95), inputs, paths, HeadId(0, 1))
+    gap = Estimate(3.0, 2.8, 3.2)
+    return ModelRoute("induction", 64, 3.2, 0.2, gap, 0.05, (head,), model_route_name([head], gap))
 
 
 def depth(n_layers: int, **kw) -> DepthMeasurement:
@@ -78,42 +92,20 @@ def depth(n_layers: int, **kw) -> DepthMeasurement:
         final_loss=2.1,
         val_loss=2.3,
         exams=exams(N) if deep else copier(),
-        route=route_of([row(PREV, 0.9, 0.05)] if deep else []),
+        route=route("k")
+        if deep
+        else ModelRoute(
+            "induction",
+            64,
+            0.3,
+            0.2,
+            Estimate(0.1, 0.0, 0.2),
+            None,
+            (),
+            model_route_name([], Estimate(0.1, 0.0, 0.2)),
+        ),
     )
     return dataclasses.replace(base, **kw)
-
-
-@pytest.mark.parametrize(
-    ("before", "after", "verdict"),
-    [
-        (0.9, 0.05, "collapses"),
-        (0.9, 0.45, "collapses"),
-        (0.9, 0.46, "weakens"),
-        (0.9, 0.85, "no effect"),
-        (0.9, 0.95, "no effect"),
-        (0.5, 0.6, "rises"),
-    ],
-)
-def test_ablation_verdict_thresholds(before, after, verdict):
-    assert ablation_verdict(before, after) == verdict
-
-
-@pytest.mark.parametrize(
-    ("rows", "route"),
-    [
-        ([row(PREV, 0.86, 0.03)], "K-composition"),
-        (
-            [row(PREV, 0.97, 0.74), row(DUP, 0.97, 0.21, ("0.2",)), row(ALL, 0.97, 0.08)],
-            "Q-composition",
-        ),
-        ([row(PREV, 0.97, 0.41), row(DUP, 0.97, 0.60, ("0.3",)), row(ALL, 0.97, 0.10)], "mixed"),
-        ([row(PREV, 0.96, 0.96), row(DUP, 0.96, 0.53, ("1.1",)), row(ALL, 0.96, 0.07)], "spread"),
-        ([row(PREV, 0.9, 0.88)], "not found"),
-        ([], "none"),
-    ],
-)
-def test_route_from_ablations(rows, route):
-    assert route_of(rows).name == route
 
 
 def test_exam_verdict_is_a_test_on_the_wilson_lower_bound():
@@ -159,8 +151,9 @@ def test_sentences_follow_the_measurements():
     one, two = depth(1), depth(2)
     s = depth_sentence(two)
     assert "induction heads 1.0, 1.2" in s and "step 350" in s and "1.4M tokens" in s
-    assert "it passes 30 of 30 period exams" in s and "route K-composition" in s
+    assert "it passes 30 of 30 period exams" in s and "route by path K-composition" in s
     assert f"above the {UNTRAINED} at 30 of 30" in s
+    assert "1.1: key 0.90 [0.85, 0.95] from 0.0" in s
     assert "no induction head (best 0.3: 0.08)" in depth_sentence(one)
     assert "passes 0 of 30 period exams" in depth_sentence(one)
     assert claim_sentence([one, two]).startswith("The seed's claim holds")
@@ -176,8 +169,10 @@ def test_sentences_follow_the_measurements():
         "The seed's claim does not hold as measured here: 2 layers passes only 29 of 30 exams "
         "(lowest 90%, lower bound 85.1%, at period 2, letters)."
     )
-    q = dataclasses.replace(two, route=route_of([row(PREV, 0.9, 0.85), row(DUP, 0.9, 0.1)]))
-    assert "route Q-composition" in depth_sentence(q)
+    q = dataclasses.replace(two, route=route("q"))
+    assert "route by path Q-composition" in depth_sentence(q)
+    lost = dataclasses.replace(two, route=route(None))
+    assert "route by path not found" in depth_sentence(lost)
     none = dataclasses.replace(two, induction_heads=(), induction_step=None)
     assert "no induction head" in depth_sentence(none) and "in 550 steps" in depth_sentence(none)
     assert "2 layers has no induction head" in claim_sentence([one, none])
@@ -186,14 +181,6 @@ def test_sentences_follow_the_measurements():
     # the study pairs the deeper model's exams with the 1-layer model's, on the same prompts
     assert "above the 1-layer model cpu-1l at 30 of 30" in found[2]
     assert "above the 1-layer model" not in depth_sentence(two)
-
-
-def test_causal_sentence_and_thresholds_in_one_place():
-    s = causal_sentence(row(PREV, 0.86, 0.03))
-    assert s.endswith("(96.5% removed): the score collapses.")
-    assert causal_sentence(row(PREV, 0.86, 0.85)).endswith("it has no effect.")
-    strict = dataclasses.replace(THRESHOLDS, collapse=0.99)
-    assert causal_sentence(row(PREV, 0.86, 0.03), strict).endswith("the score weakens.")
 
 
 def test_data_mix_sentence_reads_the_recorded_settings():

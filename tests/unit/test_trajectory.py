@@ -51,7 +51,10 @@ def test_first_step_above_counts_layer_1_and_up_strictly_above(run):
     assert tr.first_step_above(0.35) == 30
     assert tr.first_step_above(0.8) is None
     assert tr.best_induction() == pytest.approx(0.8)
-    assert first_induction_step(tr.rows, 0.85, layer_min=0) == 10  # a 1-layer model's rule
+    one_layer = [{**r, "induction": r["induction"][:1]} for r in tr.rows]
+    assert first_induction_step(one_layer, 0.85) == 10  # a 1-layer model's rule: layer 0 counts
+    vw = [{**r, "induction_vw": [[0.0, 0.0], [0.5, 0.5]]} for r in tr.rows]
+    assert first_induction_step(vw, 0.45) == 10  # the deciding score, when logged, is the one read
 
 
 def test_phase_change_reports_the_losses_around_it(run):

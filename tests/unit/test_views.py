@@ -284,6 +284,7 @@ def test_run_report(two_runs, analyses):
         "Exam",
         "Heads",
         "Impact and the induction stripe",
+        "Route by path",
         "Attention of the key heads",
     ):
         assert f"<h2>{heading}</h2>" in page
@@ -309,7 +310,7 @@ def test_summary_and_comparison(analyses):
     json.dumps([s.to_dict() for s in summaries])  # JSON-safe
     s1, s2 = summaries
     assert s1.n_layers == 1 and s1.href == "L1/report.html"
-    assert len(s2.scores["induction_vw"]) == 2 and s1.partner is None  # the deciding score
+    assert len(s2.scores["induction_vw"]) == 2 and s1.feeder is None  # the deciding score
     assert set(s2.tau) == set(s2.p_value) == set(s2.passes) == {"induction_vw", "previous_token"}
     assert "1 layer (L1)" in describe_run(s1)
     assert "a head needs p <= 0.05 in its specificity test" in describe_run(s1)

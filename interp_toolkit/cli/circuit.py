@@ -1,0 +1,124 @@
+"""``circuit``: discover the circuit a model uses for a task (a thin shell over
+:mod:`interp_toolkit.analysis.causal`; torch is imported inside the command)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from interp_toolkit.cli.app import (
+    TARGET_HELP,
+    app,
+    check_device,
+    check_out_file,
+    console,
+    device_option,
+    emit,
+    setup_torch,
+)
+from interp_toolkit.errors import UserError
+
+TASK_NAMES = ("induction", "previous-token", "ioi", "docstring")
+
+
+@app.command("circuit")
+def circuit(
+    target: str = typer.Argument(..., help=TARGET_HELP),
+    task: str = typer.Option(
+        "induction", "--task", help=f"The behaviour to explain: {', '.join(TASK_NAMES)}."
+    ),
+    edges: int | None = typer.Option(
+        None,
+        "--edges",
+        help="Take the top K edges as the circuit (default: the smallest set recovering 80%, pruned).",
+    ),
+    ig_steps: int = typer.Option(
+        5, "--ig-steps", help="Integrated-gradient steps (EAP-IG); 1 is plain EAP."
+    ),
+    n_prompts: int = typer.Option(32, "--n-prompts", help="Clean/corrupt prompt pairs."),
+    per_position: bool = typer.Option(
+        False, "--per-position", help="Rank (edge, position) pairs instead of edges."
+    ),
+    seed: int = typer.Option(0, "--seed", help="Seed of the prompts and intervals."),
+    json_out: Path | None = typer.Option(
+        None, "--json", help="Write ranked edges, the curve and the circuit as JSON (- for stdout)."
+    ),
+    out: Path | None = typer.Option(None, "--out", "-o", help="Draw the circuit into this HTML."),
+    device: str = device_option(),
+) -> None:
+    """Rank every edge by attribution (EAP / EAP-IG), measure the faithfulness of the top-k
+    edges along a curve, and report the smallest circuit that recovers 80% of the task."""
+    check_device(device)
+    if task not in TASK_NAMES:
+        raise UserError(f"--task {task!r} is unknown: use one of {', '.join(TASK_NAMES)}.")
+    if ig_steps < 1:
+        raise UserError(f"--ig-steps {ig_steps} cannot work: use 1 (EAP) or more (EAP-IG).")
+    if edges is not None and edges < 1:
+        raise UserError(f"--edges {edges} cannot work: use 1 or more.")
+    if n_prompts < 2:
+        raise UserError(f"--n-prompts {n_prompts} cannot give an interval: use 2 or more.")
+    check_out_file(json_out, "--json", "circuit.json")
+    check_out_file(out, "--out", "circuit.html")
+    setup_torch()
+    from rich.console import Console
+
+    from interp_toolkit.analysis.causal.circuit import discover_circuit
+    from interp_toolkit.analysis.causal.tasks import make_task
+    from interp_toolkit.targets import load_target
+
+    tgt = load_target(target, device, for_weights=False)
+    made = make_task(task, tgt.model, tgt.codec, n_prompts=n_prompts, seed=seed)
+    with Console(stderr=True).status("circuit: scoring edges") as status:
+        found = discover_circuit(
+            tgt.model,
+            made,
+            ig_steps=ig_steps,
+            per_position=per_position,
+            seed=seed,
+            fixed_k=edges,
+            progress=lambda msg: status.update(f"circuit: {msg}"),
+        )
+    n_listed = 2000 if per_position else None
+    data = {"target": tgt.name, **found.to_dict(n_ranked=n_listed)}
+    cfg = tgt.model.cfg
+    if out is not None:
+        from interp_toolkit.io import write_text
+        from interp_toolkit.reports.circuit_report import circuit_page
+
+        page = circuit_page(
+            found, target=tgt.name, n_layers=int(cfg.n_layers), n_heads=int(cfg.n_heads)
+        )
+        write_text(out, page)
+    emit(data, _print_circuit, json_out)
+    if out is not None:
+        typer.echo(f"wrote {out}", err=json_out == Path("-"))
+
+
+def _print_circuit(data: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    out = console()
+    c = data["circuit"]
+    gap = data["gap"]
+    head = (
+        f"{data['target']}, task {data['task']} ({data['n_prompts']} pairs): clean "
+        f"{data['clean_metric']:.3f}, corrupt {data['corrupt_metric']:.3f}, gap {gap['value']:.3f} "
+        f"[{gap['low']:.3f}, {gap['high']:.3f}]; {data['method']}, {data['total_edges']} edges"
+    )
+    out.print(head, soft_wrap=True)
+    if not c["edges"]:
+        out.print(f"no circuit: {c['reason']}", soft_wrap=True)
+        return
+    table = Table(
+        title=f"circuit: {len(c['edges'])} edges recover {c['faithfulness']:.1%} of the gap "
+        f"(top {c['top_k']}{', pruned' if c['pruned'] else ''})"
+    )
+    for col in ("source", "target", "input", "score"):
+        table.add_column(col, justify="right" if col == "score" else "left")
+    for e in c["edges"]:
+        table.add_row(e["source"], e["target"], e["input"], f"{e['score']:.4g}")
+    out.print(table)
+    curve = ", ".join(f"{p['edges']}: {p['faithfulness']:.2f}" for p in data["curve"])
+    out.print(f"faithfulness of the top-k edges: {curve}", soft_wrap=True)
