@@ -219,22 +219,6 @@ def test_ablating_the_layer0_head_collapses_induction(kind, mode, probe):
         torch.testing.assert_close(other.induction, clean.induction, atol=0, rtol=0)
 
 
-@pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("score", ["induction", "induction_vw"])
-def test_the_ablation_partner_is_the_planted_layer0_head(kind, score, probe):
-    """The report's "largest change of any earlier head": the planted previous-token or
-    duplicate-token head 0.0, read on the score asked for (the deciding one in reports)."""
-    from interp_toolkit.analysis.ablation import ablation_partner
-
-    model = _model(kind)
-    partner = ablation_partner(model, probe, (1, 0), score)
-    assert partner is not None and partner.head == HeadId(0, 0) and partner.kind == score
-    clean = induction_after_ablation(model, probe, [], mode="mean").get(score)
-    assert partner.before == pytest.approx(float(clean[1, 0]))
-    assert partner.after < 0.2 * partner.before
-    assert ablation_partner(model, probe, (0, 1), score) is None  # nothing before layer 0
-
-
 # ---------------------------------------------------------------- the exam
 
 

@@ -116,7 +116,7 @@ def test_mlp_sentence_compares_with_the_attention_only_twin():
     )
     assert "first passed 0.4 at step 900, 550 steps later than attention-only (step 350)" in s
     assert "held-out loss 1.900 (attention-only 2.300)" in s
-    assert "route K-composition" in s
+    assert "route by path K-composition" in s
     earlier = mlp_sentence(dataclasses.replace(mlp, induction_step=300), twin)
     assert "50 steps earlier than attention-only (step 350)" in earlier
     same = mlp_sentence(dataclasses.replace(mlp, induction_step=350), twin)
