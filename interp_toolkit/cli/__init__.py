@@ -1,7 +1,7 @@
 """The ``interp-toolkit`` command line: a thin typer shell over the Python API.
 
 Commands live in one module per group (:mod:`.train`, :mod:`.analysis`, :mod:`.probes`,
-:mod:`.neurons`, :mod:`.views`, :mod:`.study`), each registering with ``@app.command`` on
+:mod:`.neurons`, :mod:`.sae`, :mod:`.views`, :mod:`.study`), each registering with ``@app.command`` on
 :data:`.app.app`. Bad input raises :class:`~interp_toolkit.errors.UserError`; what reaches the
 user when a command fails is decided in one place, :mod:`.boundary` (one line, exit 2 for bad
 input; never a traceback).
@@ -13,6 +13,7 @@ from interp_toolkit.cli import (  # noqa: F401  (registers commands)
     analysis,
     neurons,
     probes,
+    sae,
     study,
     train,
     views,
