@@ -183,8 +183,14 @@ def random_top(top: TopActivations, n: int, seq: int, seed: int = 0) -> TopActiv
     """The shuffled-activation control: each unit's top values on ``k`` uniformly drawn distinct
     positions of ``n`` rows of ``seq`` (module docstring)."""
     gen = torch.Generator().manual_seed(int(seed))
-    k = top.values.shape[1]
-    idx = torch.stack([torch.randperm(n * seq, generator=gen)[:k] for _ in range(len(top.values))])
+    k, units = top.values.shape[1], len(top.values)
+    step = max(1, 2**22 // (n * seq))
+    idx = torch.cat(
+        [
+            torch.rand(min(step, units - lo), n * seq, generator=gen).topk(k, dim=-1).indices
+            for lo in range(0, units, step)
+        ]
+    )
     return TopActivations(top.values.clone(), idx // seq, idx % seq)
 
 

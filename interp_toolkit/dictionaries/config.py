@@ -59,8 +59,11 @@ class SAEConfig:
         return ARCHITECTURES[self.arch]
 
     @property
-    def hook_layer(self) -> int:
-        return hook_layer(self.hook_name)
+    def hook_layer(self) -> int | None:
+        """The block the hook reads (None for a hook outside the blocks, e.g. toy data)."""
+        parts = self.hook_name.split(".")
+        ok = len(parts) >= 3 and parts[0] == "blocks" and parts[1].isdigit()
+        return int(parts[1]) if ok else None
 
     @property
     def reshape_activations(self) -> str:

@@ -210,7 +210,7 @@ def fit_sae(
     opt = torch.optim.Adam(sae.parameters(), lr=tcfg.lr, betas=(0.9, 0.999))
     since_fired = torch.zeros(cfg.d_sae, dtype=torch.long)
     start, elapsed, resumed_from = 0, 0.0, None
-    acts0 = blocks(0)
+    block_id, block = -1, torch.zeros(0)
     if resume and paths is not None:
         ck = _load_checkpoint(paths, cfg, tcfg)
         sae.load(ck["tensors"], paths.checkpoints)
@@ -219,11 +219,12 @@ def fit_sae(
         start = resumed_from = int(ck["state"]["step"])
         elapsed, scale = float(ck["state"]["elapsed_s"]), float(ck["state"]["scale"])
     else:
+        acts0 = blocks(0)
         scale = float(cfg.d_in**0.5 / acts0.norm(dim=-1).mean().clamp_min(1e-12))
+        block_id, block = 0, acts0 * scale
         with torch.no_grad():
-            sae.b_dec.copy_((acts0 * scale).mean(0))
+            sae.b_dec.copy_(block.mean(0))  # a stand-in for Gao et al.'s geometric median
     steps, window, bpb = tcfg.steps, tcfg.dead_window(), tcfg.batches_per_block
-    block_id, block = 0, acts0 * scale
     last: dict[str, float] = {}
 
     def info(step: int, spent: float) -> dict[str, Any]:
