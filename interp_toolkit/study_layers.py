@@ -86,15 +86,23 @@ def measure_neurons(run: Run, seed: int = 0, *, sae_tokens: int = SAE_TOKENS) ->
     """Every neuron of every MLP layer on the run's held-out text (the ``neurons`` defaults),
     each statistic beside the untrained twin's and the shuffled control's; then the latents of an
     SAE on each MLP layer (and of one trained the same way on the untrained twin), read by the
-    same rule on the same rows (:func:`measure_latents`)."""
+    same rule on the same rows (:func:`measure_latents`), each SAE on ``sae_tokens`` activations
+    or as many as the run was trained on, if fewer (none below one block)."""
     tokens = neuron_windows(run.codec, run.model_cfg.n_ctx, run, seed=seed)
     twin = untrained_twin(run.model, run.model_cfg)
     layers = list(range(run.model_cfg.n_layers))
     neurons = analyse_neurons(run.model, tokens, layers, seed=seed, untrained=twin)
     latents = ()
-    if sae_tokens > 0:
-        latents = tuple(measure_latents(run, twin, la, tokens, seed, sae_tokens) for la in layers)
+    n = min(sae_tokens, trained_tokens(run))
+    if n >= SAETrainConfig().batch * SAETrainConfig().batches_per_block:
+        latents = tuple(measure_latents(run, twin, la, tokens, seed, n) for la in layers)
     return NeuronMeasurement(run.name, tuple(neurons), latents)
+
+
+def trained_tokens(run: Run) -> int:
+    """Tokens the run was trained on (steps x batch x context, from its settings)."""
+    train = run.settings.get("train", {})
+    return int(train.get("steps", 0)) * int(train.get("batch_size", 0)) * run.model_cfg.n_ctx
 
 
 def measure_latents(

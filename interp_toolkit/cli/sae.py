@@ -57,7 +57,9 @@ def sae_cmd(
     if out is not None:
         from interp_toolkit.io import check_writable_dir
 
-        check_writable_dir(out, "--out folder")
+        if out.exists() and not out.is_dir():
+            raise UserError(f"--out {out} is a file: give a folder for the SAE.")
+        check_writable_dir(out if out.is_dir() else out.parent, "--out folder")
     check_device(device)
     setup_torch()
     from interp_toolkit.dictionaries.pipeline import default_folder, run_sae

@@ -21,6 +21,11 @@ from jaxtyping import Float
 from torch import Tensor
 
 
+#: Offset of the directions' seed: an SAE initialised with the same small seed draws its decoder
+#: from the same generator stream, and would start at the answer.
+DIRECTION_SEED = 104_729
+
+
 @dataclass(frozen=True)
 class PlantedFeatures:
     """``n_features`` sparse features in ``d`` dimensions (module docstring)."""
@@ -33,7 +38,7 @@ class PlantedFeatures:
 
     @property
     def directions(self) -> Float[Tensor, "feature d"]:
-        gen = torch.Generator().manual_seed(self.seed)
+        gen = torch.Generator().manual_seed(DIRECTION_SEED + self.seed)  # not an SAE's init seed
         dirs = torch.randn(self.n_features, self.d, generator=gen)
         return dirs / dirs.norm(dim=-1, keepdim=True)
 

@@ -243,14 +243,15 @@ def fit_sae(
 
     bar = progress_bar(total=steps, initial=start, enabled=progress, desc="SAE", unit="step")
     t0 = time.perf_counter()
-    done = start
+    done, perm_id, perm = start, -1, torch.zeros(0, dtype=torch.long)
     try:
         for step in range(start, steps):
             b, j = divmod(step, bpb)
             if b != block_id:
                 block_id, block = b, blocks(b) * scale
-            gen = torch.Generator().manual_seed(tcfg.seed * 1_000_003 + b)
-            perm = torch.randperm(len(block), generator=gen)
+            if b != perm_id:
+                gen = torch.Generator().manual_seed(tcfg.seed * 1_000_003 + b)
+                perm_id, perm = b, torch.randperm(len(block), generator=gen)
             x = block[perm[j * tcfg.batch : (j + 1) * tcfg.batch]]
             if len(x) < tcfg.batch:
                 raise UserError(

@@ -103,16 +103,17 @@ def _merged_pairs(dirs: torch.Tensor) -> torch.Tensor:
     return dirs[0::2] + dirs[1::2]
 
 
-@pytest.mark.parametrize("arch,k,l1", [("topk", 4, 0.0), ("batchtopk", 4, 0.0), ("relu", 0, 1.0)])
+@pytest.mark.parametrize("arch,k,l1", [("topk", 4, 0.0), ("batchtopk", 4, 0.0), ("relu", 0, 3.0)])
 def test_a_trained_dictionary_recovers_planted_features(arch, k, l1):
     """96 features in 32 dimensions, ~3 on at a time. A dictionary that recovered them scores
-    MMCS near 1; the threshold 0.9 sits above what the wrong answers reach: a random dictionary
-    (its rows at init) and a dictionary of merged feature pairs (cos ~ sqrt(1/2) ~ 0.71, checked
-    below), so the test fails if training does not find the features."""
+    MMCS near 1 (measured: topk 0.994, batchtopk 0.931, relu 0.994); the threshold 0.9 sits above
+    what the wrong answers reach: the same dictionary untrained (0.45) and a dictionary of merged
+    feature pairs (cos ~ sqrt(1/2): 0.70), both checked, so the test fails if training does not
+    find the features (with a third of these samples, topk reaches 0.78: it fails)."""
     toy = PlantedFeatures(samples_per_block=4096)
     cfg = SAEConfig(d_in=toy.d, d_sae=2 * toy.n_features, arch=arch, k=k, hook_name="toy")
     untrained = SparseAutoencoder(cfg, seed=0).W_dec.detach()
-    tcfg = SAETrainConfig(tokens=40_960, batch=256, lr=3e-3, l1=l1)
+    tcfg = SAETrainConfig(tokens=122_880, batch=256, lr=1e-2, l1=l1)  # ~2 s of CPU
     trained = fit_sae(toy.block, cfg, tcfg).sae.W_dec.detach()
     score = mmcs(toy.directions, trained).item()
     assert score >= 0.9

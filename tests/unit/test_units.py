@@ -57,14 +57,14 @@ def test_a_unit_firing_on_one_token_is_monosemantic_and_the_concept_names_it():
 
 
 def test_a_concept_common_everywhere_is_not_monosemantic():
-    """Token 3 fills 90% of positions: a unit whose top 20 all hold it has share 1.0, but so
-    would a random unit 12% of the time (0.9^20), so the binomial test rejects it."""
-    tokens = torch.full((20, 10), 3)
-    tokens[:, 0] = torch.arange(20) + 50
+    """Token 3 is 90% of the (one-token) rows: a unit whose top 20 all hold it has share 1.0, but
+    so would a random unit 12% of the time (0.9^20), so the binomial test rejects it."""
+    tokens = torch.full((100, 1), 3)
+    tokens[:10, 0] = torch.arange(10) + 50
     facts = ContextFacts.of(tokens)
-    c = concept_of(facts, torch.arange(20), torch.full((20,), 4), alive=True)
-    assert c.share == 1.0 and c.p_value == pytest.approx(0.9**20, rel=1e-3)
-    assert not c.monosemantic
+    c = concept_of(facts, torch.arange(10, 30), torch.zeros(20, dtype=torch.long), alive=True)
+    assert (c.kind, c.share) == ("token", 1.0)
+    assert c.p_value == pytest.approx(0.9**20, rel=1e-3) and not c.monosemantic
 
 
 def test_a_pattern_concept_wins_when_it_holds_at_more_top_positions_than_any_token():
