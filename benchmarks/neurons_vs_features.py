@@ -36,7 +36,7 @@ def main() -> None:
     args = ap.parse_args()
     import torch
 
-    torch.set_num_threads(2)
+    torch.set_num_threads(1)
     from interp_toolkit.reports.layer_findings import mlp_findings
     from interp_toolkit.runs import load_run
     from interp_toolkit.study_layers import SAE_EXPANSION, SAE_K, measure_neurons

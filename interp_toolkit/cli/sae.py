@@ -54,6 +54,10 @@ def sae_cmd(
     check_shape(arch, k, expansion)
     hook_layer(hook)
     check_out_file(json_out, "--json", "sae.json")
+    from interp_toolkit.targets.hub import is_gpt2_spec
+
+    if out is None and is_gpt2_spec(target):
+        raise UserError("an SAE of a GPT-2 model needs a folder to live in: give --out FOLDER.")
     if out is not None:
         from interp_toolkit.io import check_writable_dir
 

@@ -26,8 +26,9 @@ from interp_toolkit.dictionaries.train import TrainedSAE, train_sae
 from interp_toolkit.io import write_bytes, write_json
 from interp_toolkit.tokenizer import Codec
 
-#: Held-out tokens read by the evaluation and the feature data.
-EVAL_TOKENS = 16_384
+#: Held-out tokens read by the evaluation (three forward passes each) and by the feature data
+#: (one pass; more, so that a latent for one token or one previous token fills its top 20).
+EVAL_TOKENS, FEATURE_TOKENS = 16_384, 65_536
 
 
 @dataclass
@@ -113,8 +114,9 @@ def run_sae(
     )
     trained = train_sae(model, source, cfg, tcfg, out, resume=resume, progress=progress)
     sae = trained.sae.to(next(model.parameters()).device)
-    heldout = source.heldout_rows(max(16, EVAL_TOKENS // source.seq_len))
-    metrics = evaluate_sae(model, sae, heldout, progress=progress)
+    heldout = source.heldout_rows(max(16, FEATURE_TOKENS // source.seq_len))
+    n_eval = max(16, EVAL_TOKENS // source.seq_len)
+    metrics = evaluate_sae(model, sae, heldout[:n_eval], progress=progress)
     feats = latent_features(model, sae, heldout, labeller(codec))
     paths = trained.paths or SAEPaths(Path(out))
     write_json(paths.evals, metrics.to_dict())

@@ -8,8 +8,9 @@ already gives them 0.75 on average, so "mostly" has to beat that).
 
 - **Induction latents** (:func:`induction_latents`): belong to the layer's induction heads, are
   monosemantic with a repeat concept (``seen`` or ``in_repeat``, :mod:`interp_toolkit.analysis.
-  units`), and on rows of repeated random tokens put at least :data:`SECOND_COPY` of their
-  activation on the second copy (:func:`second_copy_share`).
+  units`), and on rows of repeated random tokens (one repeated segment per row, at a random
+  place) have at least :data:`SECOND_COPY` of their top-20 positions in the second copy, beyond
+  its share of all positions (binomial p <= 0.01; :func:`second_copy_share`).
 - **Previous-token latents** (:func:`previous_token_latents`): belong to the layer's
   previous-token heads and are monosemantic with the concept "the previous token is v".
 """
@@ -25,12 +26,14 @@ from torch import Tensor
 from transformer_lens import TransformerBridge
 
 from interp_toolkit.analysis.probe_data import VariedRepeats
-from interp_toolkit.dictionaries.features import LatentFeatures, latent_activations
+from interp_toolkit.analysis.units import MONO_ALPHA, binomial_tail
+from interp_toolkit.dictionaries.features import TOP_K, LatentFeatures, latent_activations
 from interp_toolkit.dictionaries.sae import SparseAutoencoder
 
 #: A latent belongs to heads holding more than this share of its decoder row (and more than chance).
 MAJORITY = 0.5
-#: An induction latent puts at least this share of its activation on second copies.
+#: An induction latent has at least this share of its top positions on repeat rows in the second
+#: copy (and beats the second copy's share of all positions, binomial p <= MONO_ALPHA).
 SECOND_COPY = 0.8
 NULL_QUANTILE = 0.99
 
@@ -56,15 +59,24 @@ def belongs(feats: LatentFeatures, heads: Sequence[int], d_head: int) -> Tensor:
 
 
 def second_copy_share(
-    model: TransformerBridge, sae: SparseAutoencoder, repeats: VariedRepeats, latents: Sequence[int]
-) -> Float[Tensor, " latent"]:
-    """Share of each latent's activation (summed over every position of the rows) that falls on
-    the second copy of the repeated segment."""
+    model: TransformerBridge,
+    sae: SparseAutoencoder,
+    repeats: VariedRepeats,
+    latents: Sequence[int],
+    k: int = TOP_K,
+) -> tuple[Float[Tensor, " latent"], Float[Tensor, " latent"]]:
+    """(share of each latent's top-``k`` positions on the repeat rows that lie in the second
+    copy, binomial p of that share against the second copy's share of all positions)."""
     if not latents:
-        return torch.zeros(0)
+        return torch.zeros(0), torch.ones(0)
     acts = latent_activations(model, sae, repeats.tokens)[..., list(latents)]  # [n, pos, l]
-    on = acts[repeats.second_copy()].sum(0)
-    return on / acts.sum((0, 1)).clamp_min(1e-12)
+    second = repeats.second_copy().reshape(-1)
+    top = acts.reshape(-1, len(latents)).topk(k, dim=0)
+    live = top.values > 0
+    hits = (second[top.indices] & live).sum(0)
+    base = float(second.float().mean())
+    p = torch.tensor([binomial_tail(int(h), k, base) for h in hits.tolist()])
+    return hits.float() / k, p
 
 
 @dataclass(frozen=True)
@@ -98,8 +110,12 @@ def induction_latents(
         and feats.concepts[i].monosemantic
         and feats.concepts[i].kind in ("seen", "in_repeat")
     ]
-    copy = second_copy_share(model, sae, repeats, cands)
-    keep = [i for i, c in zip(cands, copy.tolist(), strict=True) if c >= SECOND_COPY]
+    copy, p = second_copy_share(model, sae, repeats, cands)
+    keep = [
+        i
+        for i, c, q in zip(cands, copy.tolist(), p.tolist(), strict=True)
+        if c >= SECOND_COPY and q <= MONO_ALPHA
+    ]
     return _found("induction", feats, heads, d_head, keep, copy, cands)
 
 

@@ -10,6 +10,7 @@ import pytest
 import torch
 from analysis_helpers import tiny_codec
 from cli_helpers import run_main
+from test_views import assert_offline
 
 from interp_toolkit.dictionaries.activations import check_hook, hook_width, read_hook
 from interp_toolkit.dictionaries.config import SAEConfig
@@ -151,7 +152,9 @@ def test_the_sae_command_trains_evaluates_and_writes_saelens_files_and_pages(
     assert len(feats["latents"]) == 64 and len(feats["latents"][0]["head_share"]) == 4
     assert all(d["description"] for d in feats["latents"])
     index, pages = (out / "index.html").read_text(), (out / "features.html").read_text()
-    assert "Feature density" in index and "monosemantic" in index and "cdn" not in index.lower()
+    assert "Feature density" in index and "monosemantic" in index
+    assert_offline(index)
+    assert_offline(pages)
     assert pages.count("CircuitsVis.render(") == 1
     assert run_main(argv) == 2  # the folder holds an SAE: --resume or another --out
     assert "--resume" in capsys.readouterr().err
@@ -172,3 +175,8 @@ def test_bad_sae_options_are_one_line_errors(text_mlp_run, tmp_path, capsys, ext
     err = capsys.readouterr().err
     assert msg in err and "Traceback" not in err
     assert not (tmp_path / "s" / "cfg.json").exists()
+
+
+def test_a_gpt2_sae_needs_an_out_folder_before_anything_loads(capsys):
+    assert run_main(["sae", "gpt2", "--hook", "blocks.0.hook_resid_pre"]) == 2
+    assert "--out FOLDER" in capsys.readouterr().err
