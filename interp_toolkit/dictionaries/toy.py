@@ -20,7 +20,6 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-
 #: Offset of the directions' seed: an SAE initialised with the same small seed draws its decoder
 #: from the same generator stream, and would start at the answer.
 DIRECTION_SEED = 104_729
