@@ -13,7 +13,9 @@ each of our computations runs beside its plain reference in the same run:
 - ``neurons top-k``: streaming :func:`~interp_toolkit.analysis.neurons.top_activations` of one
   layer's 3,072 neurons vs caching that layer's ``hook_post`` for the whole batch and ``topk``.
 - ``neurons layer``: the whole :func:`~interp_toolkit.analysis.neurons.analyse_neurons` of one
-  layer (top-k, promoted tokens through the 50,257-token unembedding, polysemanticity).
+  layer (top-k, promoted tokens through the 50,257-token unembedding, the concept rule and the
+  token-group count on the model and under the shuffled control; the untrained twin, a second
+  model's pass, is not in this case).
 
 Run ``.venv/bin/python benchmarks/probe_neuron_cost.py``: prints a table and writes
 ``benchmarks/results/probe_neuron_cost.json``.

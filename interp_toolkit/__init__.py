@@ -11,6 +11,7 @@ The notebook API (:mod:`interp_toolkit.api`), importable from here::
 - :func:`discover`: heads with roles, against a null-model threshold τ
 - :func:`exam`: the repeated-pattern exam
 - :func:`view`: attention patterns, drawn inline (every layer in one object)
+- :func:`sae`: a sparse autoencoder at a hook, with SAELens's metrics and feature pages
 
 The packages underneath, in the order data flows: ``tokenizer`` → ``data`` → ``models`` →
 ``training`` → ``analysis`` → ``views`` → ``reports`` → ``study`` → ``cli``. Importing this
@@ -35,6 +36,7 @@ __all__ = [
     "discover",
     "exam",
     "load",
+    "sae",
     "scores_on",
     "train",
     "view",

@@ -40,7 +40,7 @@ from interp_toolkit.tokenizer import GPT2_VOCAB_SIZE, CompactVocab, GPT2Codec
 from interp_toolkit.validate import path_arg, token_ids
 from interp_toolkit.views.attention import LayerViews
 
-__all__ = ["discover", "exam", "load", "scores_on", "train", "view"]
+__all__ = ["discover", "exam", "load", "sae", "scores_on", "train", "view"]
 
 #: A model, or what :func:`load` / :func:`train` returned (anything with ``.model`` and ``.codec``).
 ModelLike = TransformerBridge | Target | Run
@@ -214,3 +214,21 @@ def exam(
     else:
         exams = [(prompt, target, "custom")]
     return [run_exam(bridge, codec, p, t, top_k, True, name=n) for p, t, n in exams]
+
+
+def sae(model: ModelLike, hook: str, out: str | os.PathLike[str], **options: Any) -> Any:
+    """Train a sparse autoencoder at ``hook`` (``"blocks.1.attn.hook_z"``, ``hook_resid_pre`` /
+    ``_post``, ``mlp.hook_post``) into the folder ``out`` (SAELens's cfg.json and
+    sae_weights.safetensors), evaluate it (``.metrics``: L0, explained variance, CE loss
+    recovered, KL, dead latents) and read its latents (``.features``); writes index.html and
+    features.html there. ``options``: those of
+    :func:`interp_toolkit.dictionaries.pipeline.run_sae` (``arch``, ``expansion``, ``k``,
+    ``tokens``, ``seed``, ``resume``, ``progress``). See docs/dictionaries.md."""
+    from interp_toolkit.dictionaries.pipeline import run_sae
+    from interp_toolkit.reports.features import write_pages
+
+    bridge, codec = _parts(model)
+    source = model.source if isinstance(model, Target) else model
+    result = run_sae(bridge, codec, source, hook, out, **options)
+    write_pages(result, bridge, codec, title=f"SAE: {hook}")
+    return result

@@ -1,25 +1,26 @@
-"""MLP neurons: what makes each fire, which tokens it writes towards, and how polysemantic it is.
+"""MLP neurons: what makes each fire, which tokens it writes towards, and how each statistic of
+them compares with two baselines.
 
 For the neurons of layer ``L`` (activation ``blocks.L.mlp.hook_post``, after the nonlinearity):
 
 - **Top contexts** (:func:`top_activations`): each neuron's ``k`` largest activations over every
-  position of the given rows (held-out text by default), found by a streaming top-k over chunks of
-  rows: only ``[neuron, k]`` values and indices are kept, never all activations.
+  position of the given rows (held-out text by default), a streaming top-k over chunks of rows
+  (:class:`~.units.StreamingTopK`): never all activations at once.
 - **Promoted tokens** (the "value" side, Geva et al. 2021): the largest entries of
-  ``W_out[n] @ W_U`` on the weights with LayerNorm folded (:func:`~.circuits.circuit_model`: the
-  final LN's weight folded into ``W_U``, writing weights centred; the final LN's per-position
-  scale is ignored, as usual).
-- **Polysemanticity** (:func:`polysemanticity`): the number of *unrelated token groups* among the
-  tokens at the neuron's top-k positions. Each top position's weight is its activation (clipped
-  at 0); token types are grouped by single linkage, two types being *related* when the cosine
-  similarity of their centred embeddings (``W_E`` rows minus the mean row) is at least
-  ``sim_threshold``: the 99th percentile of that similarity over 20,000 random pairs of distinct
-  token ids of the same model (so "related" means more alike than 99% of random pairs). The
-  measure is the number of groups that carry at least ``min_share`` (10%) of the top-k weight.
-  A neuron that fires on one token, or on one group of related tokens, scores 1; on two unrelated
-  groups, 2. ``entropy`` (bits) of the weight over token types is reported beside it: it counts a
-  group of related tokens as many, so it is not the measure. A neuron whose top activations are
-  all <= 0 scores 0 (dead). The measure reads the token at the top position only, not its context.
+  ``W_out[n] @ W_U`` on the weights with LayerNorm folded (:func:`~.circuits.circuit_model`).
+- **Statistics** (:class:`NeuronStats`), each measured three ways: on the model, on its
+  **untrained twin** (the same config and seed before training: the same architecture, init and
+  windows), and under the **shuffled-activation control** (each neuron's activations permuted
+  over the positions: its top values on random positions, :func:`~.units.random_top`):
+
+  - ``monosemantic``: the rule of :mod:`~.units` (one concept at >= 80% of the top-k positions,
+    beating its base rate), the same rule SAE latents are read by;
+  - ``token_groups``: the old polysemanticity count (the number of unrelated token groups among
+    the top-k tokens, tokens "related" when their centred embeddings' cosine is at least the 99th
+    percentile over random pairs). **Withdrawn as a measure of polysemanticity**: the untrained
+    twin scores higher than trained models, and the cut-off is what random embeddings give (see
+    docs/dictionaries.md); kept only so the comparison can be re-run;
+  - ``top_token_share``: the share of the top-k positions holding the most common token.
 """
 
 from __future__ import annotations
@@ -33,11 +34,23 @@ from transformer_lens import TransformerBridge
 
 from interp_toolkit.analysis.activations import run_hooks
 from interp_toolkit.analysis.circuits import circuit_model
+from interp_toolkit.analysis.units import (
+    Concept,
+    ContextFacts,
+    RuleCount,
+    StreamingTopK,
+    TopActivations,
+    random_top,
+    unit_concepts,
+)
 from interp_toolkit.errors import UserError
+from interp_toolkit.models import AttnOnlyConfig, build_model
 
 CHUNK_BYTES = 128 * 2**20
 SIM_QUANTILE = 0.99
 MIN_SHARE = 0.1
+#: The three readings of every statistic.
+BASELINES = ("model", "untrained", "shuffled")
 
 
 def hook_post(layer: int) -> str:
@@ -55,15 +68,6 @@ def check_layers(model: TransformerBridge, layers: Sequence[int]) -> None:
         raise UserError(f"layer {bad[0] if bad else '?'} does not exist: use 0..{n - 1}.")
 
 
-@dataclass
-class TopActivations:
-    """Each neuron's ``k`` largest activations (descending) and where: ``rows``, ``positions``."""
-
-    values: Float[torch.Tensor, "neuron k"]
-    rows: Int[torch.Tensor, "neuron k"]
-    positions: Int[torch.Tensor, "neuron k"]
-
-
 def top_activations(
     model: TransformerBridge, tokens: Int[torch.Tensor, "n pos"], layers: Sequence[int], k: int
 ) -> dict[int, TopActivations]:
@@ -75,25 +79,15 @@ def top_activations(
     n, seq = tokens.shape
     d_mlp = int(model.cfg.d_mlp)
     k = min(k, n * seq)
-    best_v = {la: torch.full((k, d_mlp), -torch.inf) for la in layers}
-    best_i = {la: torch.zeros((k, d_mlp), dtype=torch.long) for la in layers}
+    tops = {la: StreamingTopK(d_mlp, k, seq) for la in layers}
     rows = max(1, CHUNK_BYTES // (4 * seq * d_mlp * len(layers)))
     for lo in range(0, n, rows):
 
         def take(i: int, act: torch.Tensor, lo: int = lo) -> None:
-            la = layers[i]
-            flat = act.reshape(-1, d_mlp)  # [b * pos, neuron], row-major from row lo
-            v, idx = flat.topk(min(k, flat.shape[0]), dim=0)
-            allv = torch.cat([best_v[la], v])
-            alli = torch.cat([best_i[la], idx + lo * seq])
-            top, pick = allv.topk(k, dim=0)
-            best_v[la], best_i[la] = top, alli.gather(0, pick)
+            tops[layers[i]].update(act.reshape(-1, d_mlp), lo * seq)
 
         run_hooks(model, tokens[lo : lo + rows], [hook_post(la) for la in layers], take)
-    return {
-        la: TopActivations(best_v[la].T.contiguous(), best_i[la].T // seq, best_i[la].T % seq)
-        for la in layers
-    }
+    return {la: tops[la].result() for la in layers}
 
 
 def promoted_tokens(
@@ -124,7 +118,7 @@ def similarity_threshold(
     seed: int = 0,
 ) -> float:
     """The ``quantile`` of the cosine similarity of centred embeddings over ``n_pairs`` random
-    pairs of distinct token ids (seeded): how alike two tokens must be to count as related."""
+    pairs of distinct token ids (seeded): the old "related tokens" cut-off."""
     unit = _unit_rows(w_e)
     gen = torch.Generator().manual_seed(int(seed))
     a = torch.randint(0, len(unit), (n_pairs,), generator=gen)
@@ -138,7 +132,7 @@ def _unit_rows(w_e: torch.Tensor) -> torch.Tensor:
     return centred / centred.norm(dim=-1, keepdim=True).clamp_min(1e-12)
 
 
-def polysemanticity(
+def token_groups(
     tokens: Int[torch.Tensor, "neuron k"],
     weights: Float[torch.Tensor, "neuron k"],
     w_e: Float[torch.Tensor, "vocab d"],
@@ -146,8 +140,10 @@ def polysemanticity(
     *,
     min_share: float = MIN_SHARE,
 ) -> tuple[Int[torch.Tensor, " neuron"], Float[torch.Tensor, " neuron"]]:
-    """(groups, entropy in bits) per neuron, from the token at each of its top positions and the
-    activation there (see the module docstring for the definition)."""
+    """(groups, entropy in bits) per neuron: the withdrawn polysemanticity count (module
+    docstring). Each top position weighs its activation (clipped at 0); token types are grouped
+    by single linkage (related: cosine >= ``threshold``); groups holding >= ``min_share`` of the
+    weight count; 0 = dead."""
     unit = _unit_rows(w_e)
     groups = torch.zeros(len(tokens), dtype=torch.long)
     entropy = torch.zeros(len(tokens), dtype=torch.float64)
@@ -177,34 +173,108 @@ def _components(adjacent: torch.Tensor) -> torch.Tensor:
 
 
 @dataclass
-class LayerNeurons:
-    """Every neuron of one layer: top activations, promoted tokens, polysemanticity."""
+class NeuronStats:
+    """Every statistic of one layer's neurons, read one way (model, untrained twin, shuffled)."""
 
-    layer: int
     top: TopActivations
-    top_tokens: Int[torch.Tensor, "neuron k"]  # the token at each top position
-    promoted: Int[torch.Tensor, "neuron m"]
-    promoted_logits: Float[torch.Tensor, "neuron m"]
+    top_tokens: Int[torch.Tensor, "neuron k"]
+    concepts: list[Concept]
     groups: Int[torch.Tensor, " neuron"]
     entropy: Float[torch.Tensor, " neuron"]
     sim_threshold: float
-    min_share: float = MIN_SHARE
+
+    @property
+    def rule(self) -> RuleCount:
+        return RuleCount.of(self.concepts)
+
+    def summary(self) -> dict[str, object]:
+        live = self.groups > 0
+        k = max(1, int(self.top.values.shape[1]))
+        top_share = torch.tensor(
+            [float(torch.unique(t, return_counts=True)[1].max()) / k for t in self.top_tokens]
+        )
+        mean = lambda x: round(float(x[live].double().mean()), 4) if live.any() else 0.0  # noqa: E731
+        return {
+            **self.rule.to_dict(),
+            "token_groups": {
+                "withdrawn": True,
+                "mean": mean(self.groups),
+                "two_or_more": int((self.groups >= 2).sum()),
+                "sim_threshold": round(self.sim_threshold, 4),
+            },
+            "entropy_bits_mean": mean(self.entropy),
+            "top_token_share_mean": mean(top_share),
+        }
+
+
+def neuron_stats(
+    model: TransformerBridge,
+    tokens: Int[torch.Tensor, "n pos"],
+    layers: Sequence[int],
+    k: int,
+    *,
+    seed: int = 0,
+    shuffled: bool = False,
+) -> dict[int, NeuronStats]:
+    """The statistics of ``layers`` on ``tokens``; ``shuffled``: under the control."""
+    tops = top_activations(model, tokens, layers, k)
+    facts = ContextFacts.of(tokens)
+    w_e = model.W_E.detach()
+    threshold = similarity_threshold(w_e, seed=seed)
+    out = {}
+    for i, la in enumerate(layers):
+        top = tops[la]
+        if shuffled:
+            top = random_top(top, *tokens.shape, seed=seed * 7919 + i)
+        toks = tokens[top.rows, top.positions]
+        groups, entropy = token_groups(toks, top.values, w_e, threshold)
+        out[la] = NeuronStats(top, toks, unit_concepts(facts, top), groups, entropy, threshold)
+    return out
+
+
+def untrained_twin(model: TransformerBridge, model_cfg: AttnOnlyConfig | None) -> TransformerBridge:
+    """The model before training: a toy model rebuilt from its config and seed; another model
+    (GPT-2) redrawn with its library's init (:mod:`~.untrained`, first seed)."""
+    device = next(model.parameters()).device
+    if model_cfg is not None:
+        return build_model(model_cfg, device=device).eval()
+    from interp_toolkit.analysis.untrained import untrained_models
+
+    maker = untrained_models(model, n_models=1)
+    if maker is None:
+        raise UserError("this model cannot be rebuilt untrained: no baseline can be drawn.")
+    return maker.make(maker.seeds[0])
+
+
+@dataclass
+class LayerNeurons:
+    """Every neuron of one layer: the statistics three ways, and promoted tokens."""
+
+    layer: int
+    stats: dict[str, NeuronStats]  # BASELINES -> stats ("untrained" absent when not measured)
+    promoted: Int[torch.Tensor, "neuron m"]
+    promoted_logits: Float[torch.Tensor, "neuron m"]
+
+    @property
+    def model(self) -> NeuronStats:
+        return self.stats["model"]
+
+    @property
+    def top(self) -> TopActivations:
+        return self.model.top
+
+    @property
+    def top_tokens(self) -> Int[torch.Tensor, "neuron k"]:
+        return self.model.top_tokens
 
     @property
     def n_neurons(self) -> int:
-        return int(self.groups.shape[0])
+        return len(self.model.concepts)
 
-    def summary(self) -> dict[str, float | int]:
-        """Counts of neurons by number of groups, and the means (dead neurons excluded)."""
-        live = self.groups > 0
-        return {
-            "layer": self.layer,
-            "neurons": self.n_neurons,
-            "dead": int((~live).sum()),
-            "monosemantic": int((self.groups == 1).sum()),
-            "polysemantic": int((self.groups >= 2).sum()),
-            "mean_groups": round(float(self.groups[live].double().mean()), 4) if live.any() else 0,
-            "mean_entropy_bits": round(float(self.entropy[live].mean()), 4) if live.any() else 0,
+    def summary(self) -> dict[str, object]:
+        """Each statistic three ways (model, untrained twin, shuffled control)."""
+        return {"layer": self.layer, "neurons": self.n_neurons} | {
+            name: s.summary() for name, s in self.stats.items()
         }
 
 
@@ -216,19 +286,21 @@ def analyse_neurons(
     k: int = 20,
     m: int = 10,
     seed: int = 0,
+    untrained: TransformerBridge | None = None,
 ) -> list[LayerNeurons]:
-    """Top-``k`` contexts on ``tokens``, top-``m`` promoted tokens and polysemanticity of every
-    neuron of ``layers`` (one forward pass over ``tokens``)."""
-    tops = top_activations(model, tokens, layers, k)
-    w_e = model.W_E.detach()
-    threshold = similarity_threshold(w_e, seed=seed)
+    """Top-``k`` contexts, promoted tokens and every statistic of every neuron of ``layers``, on
+    the model, on ``untrained`` (its twin, when given) and under the shuffled control."""
+    reads = {
+        "model": neuron_stats(model, tokens, layers, k, seed=seed),
+        "shuffled": neuron_stats(model, tokens, layers, k, seed=seed, shuffled=True),
+    }
+    if untrained is not None:
+        reads["untrained"] = neuron_stats(untrained, tokens, layers, k, seed=seed)
     out = []
     for la in layers:
-        top = tops[la]
-        toks = tokens[top.rows, top.positions]
-        groups, entropy = polysemanticity(toks, top.values, w_e, threshold)
         promoted, logits = promoted_tokens(model, la, m)
-        out.append(LayerNeurons(la, top, toks, promoted, logits, groups, entropy, threshold))
+        stats = {name: reads[name][la] for name in BASELINES if name in reads}
+        out.append(LayerNeurons(la, stats, promoted, logits))
     return out
 
 

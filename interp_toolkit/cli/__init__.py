@@ -1,8 +1,8 @@
 """The ``interp-toolkit`` command line: a thin typer shell over the Python API.
 
 Commands live in one module per group (:mod:`.train`, :mod:`.analysis`, :mod:`.probes`,
-:mod:`.neurons`, :mod:`.views`, :mod:`.study`, :mod:`.circuit`), each registering with ``@app.command`` on
-:data:`.app.app`. Bad input raises :class:`~interp_toolkit.errors.UserError`; what reaches the
+:mod:`.neurons`, :mod:`.sae`, :mod:`.views`, :mod:`.study`, :mod:`.circuit`), each registering with
+``@app.command`` on :data:`.app.app`. Bad input raises :class:`~interp_toolkit.errors.UserError`; what reaches the
 user when a command fails is decided in one place, :mod:`.boundary` (one line, exit 2 for bad
 input; never a traceback).
 """
@@ -14,6 +14,7 @@ from interp_toolkit.cli import (  # noqa: F401  (registers commands)
     circuit,
     neurons,
     probes,
+    sae,
     study,
     train,
     views,

@@ -1,5 +1,6 @@
-"""``neurons``: what each MLP neuron of a layer fires on, what it promotes, how polysemantic it is
-(a thin shell over :mod:`interp_toolkit.analysis.neurons` and :mod:`interp_toolkit.reports.neurons`)."""
+"""``neurons``: what each MLP neuron of a layer fires on, what it promotes, and how that compares
+with its baselines (a thin shell over :mod:`interp_toolkit.analysis.neurons` and
+:mod:`interp_toolkit.reports.neurons`)."""
 
 from __future__ import annotations
 
@@ -43,16 +44,18 @@ def neurons_cmd(
     ),
     device: str = device_option(),
 ) -> None:
-    """Top contexts, promoted tokens and polysemanticity of every neuron of an MLP layer."""
+    """Top contexts, promoted tokens and concepts of every neuron of an MLP layer, each statistic
+    beside the untrained twin's and a shuffled-activation control's."""
     if top < 1 or show < 1:
         raise UserError("--top and --show must be 1 or more.")
     check_out_file(json_out, "--json", "neurons.json")
     check_out_file(out, "--out", "neurons.html")
     check_device(device)
     setup_torch()
-    from interp_toolkit.analysis.neurons import analyse_neurons, check_layers
+    from interp_toolkit.analysis.neurons import analyse_neurons, check_layers, untrained_twin
     from interp_toolkit.analysis.probe_data import corpus_of, neuron_windows
     from interp_toolkit.io import write_text
+    from interp_toolkit.reports.layer_findings import neuron_sentence
     from interp_toolkit.reports.neurons import (
         labels_for,
         neuron_page,
@@ -71,16 +74,19 @@ def neurons_cmd(
     corpus, _ = corpus_of(tgt.source)
     tokens = neuron_windows(tgt.codec, tgt.n_ctx, tgt.source, seed=seed, n_seqs=n_seqs)
     seq_len = int(tokens.shape[1])
-    (info,) = analyse_neurons(tgt.model, tokens, [layer], k=top, seed=seed)
+    twin = untrained_twin(tgt.model, tgt.model_cfg)
+    (info,) = analyse_neurons(tgt.model, tokens, [layer], k=top, seed=seed, untrained=twin)
     picks = shown_neurons(info, neuron, show)
     data = {"target": tgt.name, "data": {"corpus": corpus, "rows": len(tokens), "seq_len": seq_len}}
     data |= neuron_report(info, tgt.codec)
     data["shown"] = picks
+    data["finding"] = neuron_sentence(tgt.name, info)
     ids = info.top_tokens[picks].reshape(-1).tolist() + info.promoted[picks].reshape(-1).tolist()
     rows = neuron_rows(info, labels_for(tgt.codec, ids), picks)
     emit(data, lambda d: _print_neurons(d, rows), json_out)
     if out:
-        page = neuron_page(tgt.model, tgt.codec, tokens, info, picks, title=f"Neurons: {tgt.name}")
+        title = f"Neurons: {tgt.name}"
+        page = neuron_page(tgt.model, tgt.codec, tokens, info, picks, title=title, name=tgt.name)
         write_text(out, page)
         wrote(out)
 
@@ -92,9 +98,10 @@ def _print_neurons(data: dict[str, Any], rows: list[list[object]]) -> None:
     from interp_toolkit.views.neurons import NEURON_HEADER
 
     s, d = data["summary"], data["definition"]
+    model = s["model"]
     table = Table(
-        title=f"{data['target']} layer {s['layer']}: {s['neurons']} neurons; {s['polysemantic']} "
-        f"polysemantic (2+ groups), {s['monosemantic']} monosemantic, {s['dead']} dead"
+        title=f"{data['target']} layer {s['layer']}: {s['neurons']} neurons; "
+        f"{model['monosemantic']} monosemantic, {model['dead']} dead"
     )
     for col in NEURON_HEADER:
         table.add_column(col)
@@ -102,9 +109,9 @@ def _print_neurons(data: dict[str, Any], rows: list[list[object]]) -> None:
         table.add_row(*(escape(str(c)) for c in row))
     out = console()
     out.print(table)
+    out.print(data["finding"], soft_wrap=True, markup=False)
     out.print(
-        f"groups: {d['groups']} (threshold {d['sim_threshold']}, k = {d['k']}). "
-        f"promotes: {d['promoted']}.",
+        f"monosemantic: {d['monosemantic']} (k = {d['k']}). promotes: {d['promoted']}.",
         soft_wrap=True,
         markup=False,
     )

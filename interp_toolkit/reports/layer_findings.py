@@ -1,10 +1,13 @@
 """The sentences about what each layer knows (probes) and about the MLP twins (induction beside
-MLPs, polysemantic neurons), as pure functions of measurements.
+MLPs, neurons and SAE latents against their baselines), as pure functions of measurements.
 
 :class:`ProbeMeasurement` is the previous-token probe of one study model (and the same probe with
 its layer-0 previous-token heads mean-ablated); :class:`NeuronMeasurement` the neurons of one MLP
-model. Thresholds come from :mod:`interp_toolkit.analysis.routes` (``decodable``, ``induction``,
-``exam_lower_bound``, ``collapse``); change a number and the sentence changes.
+model, each statistic beside its untrained twin's and a shuffled-activation control's, and the
+latents of SAEs on its MLP layers (:class:`LatentCount`). A neuron or latent claim is stated only
+when it beats its baselines (:func:`~interp_toolkit.analysis.units.beats`). Thresholds come from
+:mod:`interp_toolkit.analysis.routes` (``decodable``, ``induction``, ``exam_lower_bound``); change a
+number and the sentence changes.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Any
 from interp_toolkit.analysis.neurons import LayerNeurons
 from interp_toolkit.analysis.probes import ProbeResult, ProbeRow, beyond_untrained
 from interp_toolkit.analysis.routes import THRESHOLDS, Thresholds
+from interp_toolkit.analysis.units import MONO_ALPHA, MONO_SHARE, RuleCount, beats
 from interp_toolkit.models import AttnOnlyConfig
 from interp_toolkit.reports.findings import (
     DepthMeasurement,
@@ -116,42 +120,112 @@ def probe_sentence(m: ProbeMeasurement, t: Thresholds = THRESHOLDS) -> str:
 
 
 @dataclass(frozen=True)
+class LatentCount:
+    """The monosemanticity rule on the latents of an SAE at one MLP layer (``blocks.L.mlp.
+    hook_post``), and on an SAE trained the same way on the untrained twin."""
+
+    layer: int
+    model: RuleCount
+    untrained: RuleCount | None
+    d_sae: int
+    tokens: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "layer": self.layer,
+            "d_sae": self.d_sae,
+            "tokens": self.tokens,
+            "model": self.model.to_dict(),
+            "untrained": None if self.untrained is None else self.untrained.to_dict(),
+        }
+
+
+@dataclass(frozen=True)
 class NeuronMeasurement:
-    """The neurons of every MLP layer of one model."""
+    """The neurons of every MLP layer of one model (each statistic beside the untrained twin's
+    and the shuffled control's), and the SAE latents of those layers, when measured."""
 
     name: str
     layers: tuple[LayerNeurons, ...]
+    latents: tuple[LatentCount, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,
+            "rule": RULE_TEXT,
             "layers": [
-                {
-                    **info.summary(),
-                    "k": int(info.top.values.shape[1]),
-                    "sim_threshold": round(info.sim_threshold, 4),
-                    "by_groups": groups_histogram(info),
-                }
-                for info in self.layers
+                {**info.summary(), "k": int(info.top.values.shape[1])} for info in self.layers
             ],
+            "latents": [c.to_dict() for c in self.latents],
         }
 
 
-def groups_histogram(info: LayerNeurons) -> list[int]:
-    """Neurons with 0 (dead), 1, 2, ... unrelated token groups."""
-    return [int((info.groups == g).sum()) for g in range(int(info.groups.max()) + 1)]
+#: The monosemanticity rule, as the study page and neurons.json state it.
+RULE_TEXT = (
+    f"one concept (the current token, the previous token, 'occurred earlier in the context', "
+    f"'inside a repeated span') holds at >= {MONO_SHARE:.0%} of the unit's top-k positions on "
+    f"held-out text and beats its base rate (one-sided binomial p <= {MONO_ALPHA})"
+)
+
+
+def _count(c: RuleCount) -> str:
+    return f"{c.monosemantic} of {c.live} live ({pct(c.share)})"
 
 
 def neuron_sentence(name: str, info: LayerNeurons) -> str:
-    s = info.summary()
-    live = s["neurons"] - s["dead"]
+    """The neurons' monosemantic share beside the untrained twin's and the shuffled control's;
+    a claim only when it beats both (one-sided two-proportion test, p <= BEATS_ALPHA)."""
+    model = info.model.rule
+    shuffled = info.stats["shuffled"].rule
+    untrained = info.stats["untrained"].rule if "untrained" in info.stats else None
     k = int(info.top.values.shape[1])
-    return (
-        f"{name} layer {info.layer}: {s['polysemantic']} of {live} live neurons "
-        f"({pct(s['polysemantic'] / max(1, live))}) fire on two or more unrelated token groups in "
-        f"their top {k} positions, {s['monosemantic']} on one ({s['dead']} dead; mean "
-        f"{s['mean_groups']:.2f} groups per live neuron)."
+    base = f"untrained twin {_count(untrained)}, " if untrained else ""
+    base += f"shuffled activations {_count(shuffled)}"
+    s = f"{name} layer {info.layer}: "
+    wins = beats(model, shuffled) and untrained is not None and beats(model, untrained)
+    if wins:
+        s += (
+            f"{_count(model)} neurons are monosemantic (one concept at ≥ {MONO_SHARE:.0%} of "
+            f"their top {k} positions), more than the baselines ({base})"
+        )
+    else:
+        loser = "the untrained twin" if untrained is None or not beats(model, untrained) else ""
+        loser = loser or "shuffled activations"
+        s += (
+            f"the share of monosemantic neurons, {_count(model)}, does not beat {loser} "
+            f"({base}), so no claim about these neurons is made"
+        )
+    old = [
+        info.stats[n].summary()["token_groups"] for n in ("model", "untrained") if n in info.stats
+    ]
+    if len(old) == 2:
+        s += (
+            f"; the withdrawn polysemanticity count gave {old[0]['two_or_more']} neurons 2+ token "
+            f"groups, the untrained twin {old[1]['two_or_more']}"
+        )
+    return s + "."
+
+
+def latent_sentence(name: str, info: LayerNeurons, sae: LatentCount) -> str:
+    """Neurons against SAE latents by the same rule, each beside its untrained-twin figure."""
+    neurons = info.model.rule
+    untrained = info.stats["untrained"].rule if "untrained" in info.stats else None
+    s = (
+        f"{name} layer {info.layer}, neurons against the {sae.d_sae} latents of an SAE trained on "
+        f"them ({sae.tokens:,} activations): {_count(neurons)} neurons"
     )
+    s += f" (untrained twin {_count(untrained)})" if untrained else ""
+    s += f" and {_count(sae.model)} latents"
+    s += f" (the same SAE on the untrained twin {_count(sae.untrained)})" if sae.untrained else ""
+    s += " are monosemantic"
+    claims = []
+    if beats(sae.model, neurons) and (sae.untrained is None or beats(sae.model, sae.untrained)):
+        claims.append("the latents beat the neurons and the untrained twin's latents")
+    elif not beats(sae.model, neurons):
+        claims.append("the latents do not beat the neurons")
+    else:
+        claims.append("the latents do not beat the untrained twin's latents")
+    return s + "; " + "; ".join(claims) + "."
 
 
 def block_phrase(cfg: AttnOnlyConfig) -> str:
@@ -200,7 +274,13 @@ def mlp_findings(
     neurons: Sequence[NeuronMeasurement],
     t: Thresholds = THRESHOLDS,
 ) -> list[str]:
-    """The MLP section's sentences: each MLP model against its twin, then its neurons."""
+    """The MLP section's sentences: each MLP model against its twin, then its neurons (and their
+    SAE latents, when measured)."""
     lines = [mlp_sentence(mlp, twin, t) for mlp, twin in pairs]
-    lines += [neuron_sentence(n.name, info) for n in neurons for info in n.layers]
+    for n in neurons:
+        saes = {c.layer: c for c in n.latents}
+        for info in n.layers:
+            lines.append(neuron_sentence(n.name, info))
+            if info.layer in saes:
+                lines.append(latent_sentence(n.name, info, saes[info.layer]))
     return lines

@@ -1,4 +1,5 @@
-"""Neurons of one MLP layer, model in, data and page out: :func:`neuron_report` (what
+"""Neurons of one MLP layer, model in, data and page out (every statistic beside its untrained
+twin's and a shuffled-activation control's): :func:`neuron_report` (what
 ``interp-toolkit neurons`` prints and writes) and :func:`neuron_page` (its offline HTML view)."""
 
 from __future__ import annotations
@@ -11,9 +12,10 @@ from jaxtyping import Int
 from transformer_lens import TransformerBridge
 
 from interp_toolkit.analysis.neurons import LayerNeurons, neuron_activations
+from interp_toolkit.reports.layer_findings import RULE_TEXT, neuron_sentence
 from interp_toolkit.tokenizer import Codec
 from interp_toolkit.views.attention import token_labels
-from interp_toolkit.views.neurons import context_view, neuron_table, polysemanticity_histogram
+from interp_toolkit.views.neurons import baseline_chart, baseline_table, context_view, neuron_table
 from interp_toolkit.views.page import Section, render_report, text
 
 #: Tokens shown before and after the top position in a context.
@@ -27,9 +29,11 @@ def labels_for(codec: Codec, ids: Sequence[int]) -> dict[int, str]:
 
 
 def neuron_report(info: LayerNeurons, codec: Codec) -> dict[str, Any]:
-    """JSON-safe: the layer's summary, the definitions, and every neuron's top contexts (row,
-    position, activation, token) and promoted tokens (with logit)."""
+    """JSON-safe: the layer's statistics three ways (model, untrained twin, shuffled control),
+    the definitions, and every neuron's concept, top contexts (row, position, activation, token)
+    and promoted tokens (with logit)."""
     ids = info.top_tokens.reshape(-1).tolist() + info.promoted.reshape(-1).tolist()
+    ids += [c.value for c in info.model.concepts if c.value >= 0]
     label = labels_for(codec, ids)
     neurons = []
     for n in range(info.n_neurons):
@@ -40,12 +44,14 @@ def neuron_report(info: LayerNeurons, codec: Codec) -> dict[str, Any]:
             info.top_tokens[n].tolist(),
             strict=True,
         )
+        concept = info.model.concepts[n].to_dict()
+        if concept["concept"] in ("token", "previous") and int(concept["value"]) >= 0:
+            concept["value"] = label[int(concept["value"])]
         neurons.append(
             {
                 "neuron": n,
                 "max_activation": round(float(info.top.values[n, 0]), 4),
-                "groups": int(info.groups[n]),
-                "entropy_bits": round(float(info.entropy[n]), 4),
+                **concept,
                 "top": [
                     {"row": r, "pos": p, "activation": round(v, 4), "token": label[t]}
                     for r, p, v, t in top
@@ -59,14 +65,14 @@ def neuron_report(info: LayerNeurons, codec: Codec) -> dict[str, Any]:
     return {
         "summary": info.summary(),
         "definition": {
-            "groups": "unrelated token groups among the tokens at the neuron's top-k positions, "
-            "weighted by activation (clipped at 0): token types are related when the cosine of "
-            "their centred embeddings is >= sim_threshold (the 99th percentile over random token "
-            "pairs); groups with >= min_share of the weight count; 0 = dead",
-            "entropy_bits": "entropy of the activation weight over token types (top-k)",
+            "monosemantic": RULE_TEXT,
+            "readings": "model: the model; untrained: its untrained twin (same config and seed, "
+            "before training) on the same rows; shuffled: each neuron's activations permuted "
+            "over the positions (its top values on random positions)",
+            "token_groups": "withdrawn polysemanticity count: unrelated token groups among the "
+            "top-k tokens (related: centred-embedding cosine >= sim_threshold, the 99th "
+            "percentile over random pairs); the untrained twin scores higher than trained models",
             "promoted": "top entries of W_out[n] @ W_U, LayerNorm folded (final LN scale ignored)",
-            "sim_threshold": round(info.sim_threshold, 4),
-            "min_share": info.min_share,
             "k": int(info.top.values.shape[1]),
         },
         "neurons": neurons,
@@ -88,6 +94,7 @@ def neuron_page(
     neurons: Sequence[int],
     *,
     title: str,
+    name: str = "",
     contexts: int = 4,
 ) -> str:
     """An offline page: the table of ``neurons`` and a circuitsvis view of each one's top
@@ -104,23 +111,21 @@ def neuron_page(
     ids = (
         info.top_tokens[neurons].reshape(-1).tolist() + info.promoted[neurons].reshape(-1).tolist()
     )
+    ids += [info.model.concepts[n].value for n in neurons if info.model.concepts[n].value >= 0]
     view = context_view(ctx_tokens, ctx_acts, layer=info.layer, neurons=neurons)
-    s = info.summary()
-    intro = (
-        f"Layer {info.layer}: {s['neurons']} neurons, {s['polysemantic']} fire on 2+ unrelated "
-        f"token groups, {s['monosemantic']} on one, {s['dead']} dead (top {info.top.values.shape[1]} "
-        f"positions; related tokens: embedding cosine >= {info.sim_threshold:.3f})."
-    )
+    names = [f"layer {info.layer}"]
     return render_report(
         [
             Section(
-                "Neurons",
+                "Neurons against their baselines",
                 [
-                    text(intro),
-                    polysemanticity_histogram([info], [f"layer {info.layer}"]),
-                    neuron_table(info, labels_for(codec, ids), neurons),
+                    text(neuron_sentence(name or "this model", info), "p", "finding"),
+                    baseline_chart([info], names),
+                    baseline_table([info], names),
+                    text(f"Monosemantic: {RULE_TEXT}.", "p", "note"),
                 ],
             ),
+            Section("Neurons", [neuron_table(info, labels_for(codec, ids), neurons)]),
             Section(
                 "Top contexts",
                 [view],

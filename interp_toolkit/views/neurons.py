@@ -1,5 +1,6 @@
 """MLP neurons: their top contexts (circuitsvis ``text_neuron_activations``), a table of what each
-fires on and promotes, and the spread of polysemanticity (data in, HTML/figures out)."""
+fires on and promotes, and the monosemantic share beside its baselines (data in, HTML/figures
+out)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,12 @@ from circuitsvis.utils.render import RenderedHTML
 from jaxtyping import Float
 from torch import Tensor
 
-from interp_toolkit.analysis.neurons import LayerNeurons
+from interp_toolkit.analysis.neurons import BASELINES, LayerNeurons
+from interp_toolkit.analysis.units import concept_phrase
 from interp_toolkit.views.page import table
+
+#: How each reading of a statistic is named on pages.
+READING = {"model": "model", "untrained": "untrained twin", "shuffled": "shuffled activations"}
 
 
 def context_view(
@@ -39,21 +44,24 @@ def context_view(
 def neuron_rows(
     info: LayerNeurons, label: dict[int, str], neurons: Sequence[int]
 ) -> list[list[object]]:
-    """Per neuron: max activation, groups, entropy, the tokens it fires on (with counts among its
-    top-k) and the tokens it promotes; token ids are shown through ``label``."""
+    """Per neuron: max activation, its concept (share of the top-k; base rate; verdict), the
+    tokens it fires on (with counts among its top-k) and the tokens it promotes."""
     rows: list[list[object]] = []
     for n in neurons:
+        c = info.model.concepts[n]
         counts = Counter(int(t) for t in info.top_tokens[n].tolist())
         fires = ", ".join(
             f"{label[t]}×{c}" if c > 1 else label[t] for t, c in counts.most_common(6)
         )
         promotes = ", ".join(label[int(t)] for t in info.promoted[n, :6].tolist())
+        concept = "dead" if c.dead else concept_phrase(c, lambda t: label.get(t, str(t)))
         rows.append(
             [
                 f"{info.layer}.{n}",
                 round(float(info.top.values[n, 0]), 3),
-                int(info.groups[n]),
-                round(float(info.entropy[n]), 2),
+                concept,
+                f"{c.share:.0%} (base {c.base:.1%})",
+                "yes" if c.monosemantic else "no",
                 fires,
                 promotes,
             ]
@@ -61,36 +69,91 @@ def neuron_rows(
     return rows
 
 
-NEURON_HEADER = ["neuron", "max act", "groups", "entropy (bits)", "fires on (top-k)", "promotes"]
+NEURON_HEADER = [
+    "neuron",
+    "max act",
+    "best concept",
+    "share of top-k",
+    "monosemantic",
+    "fires on (top-k)",
+    "promotes",
+]
 
 
 def neuron_table(info: LayerNeurons, label: dict[int, str], neurons: Sequence[int]) -> str:
     return table(NEURON_HEADER, neuron_rows(info, label, neurons))
 
 
-def polysemanticity_histogram(
+def baseline_chart(
     layers: Sequence[LayerNeurons], names: Sequence[str], *, title: str | None = None
 ) -> go.Figure:
-    """Share of each layer's neurons by number of unrelated token groups (0 = dead)."""
+    """Share of live neurons that are monosemantic, on the model beside the untrained twin and
+    the shuffled-activation control, per layer."""
     fig = go.Figure()
-    top = max((int(la.groups.max()) for la in layers), default=1)
-    for info, name in zip(layers, names, strict=True):
-        counts = [int((info.groups == g).sum()) for g in range(top + 1)]
+    for reading in BASELINES:
+        ys, xs, counts = [], [], []
+        for info, name in zip(layers, names, strict=True):
+            if reading not in info.stats:
+                continue
+            rule = info.stats[reading].rule
+            xs.append(name)
+            ys.append(rule.share)
+            counts.append(f"{rule.monosemantic} of {rule.live}")
         fig.add_trace(
             go.Bar(
-                x=list(range(top + 1)),
-                y=[c / max(1, info.n_neurons) for c in counts],
-                name=name,
+                x=xs,
+                y=ys,
+                name=READING[reading],
                 customdata=counts,
-                hovertemplate="%{x} groups: %{customdata} neurons (%{y:.1%})<extra></extra>",
+                hovertemplate="%{x}: %{customdata} live (%{y:.1%})<extra></extra>",
             )
         )
     fig.update_layout(
-        title=title or "Neurons by number of unrelated token groups in their top contexts",
+        title=title or "Monosemantic neurons: the model against its baselines",
         barmode="group",
         height=380,
-        xaxis={"title": "token groups (0 = dead)", "dtick": 1},
-        yaxis={"title": "share of neurons", "tickformat": ".0%"},
+        yaxis={"title": "share of live neurons", "tickformat": ".0%"},
         margin={"t": 60, "l": 60, "r": 20, "b": 50},
     )
     return fig
+
+
+def baseline_rows(layers: Sequence[LayerNeurons], names: Sequence[str]) -> list[list[object]]:
+    """Per layer and reading: the rule's count, the withdrawn group count, entropy, top-token
+    share (every statistic beside its baselines)."""
+    rows: list[list[object]] = []
+    for info, name in zip(layers, names, strict=True):
+        for reading in BASELINES:
+            if reading not in info.stats:
+                continue
+            s = info.stats[reading].summary()
+            groups = s["token_groups"]
+            rows.append(
+                [
+                    name,
+                    READING[reading],
+                    f"{s['monosemantic']} of {s['units'] - s['dead']}",
+                    s["dead"],
+                    groups["two_or_more"],
+                    groups["mean"],
+                    s["entropy_bits_mean"],
+                    s["top_token_share_mean"],
+                ]
+            )
+    return rows
+
+
+BASELINE_HEADER = [
+    "layer",
+    "reading",
+    "monosemantic (live)",
+    "dead",
+    "2+ token groups (withdrawn)",
+    "mean groups",
+    "mean entropy (bits)",
+    "mean top-token share",
+]
+
+
+def baseline_table(layers: Sequence[LayerNeurons], names: Sequence[str]) -> str:
+    return table(BASELINE_HEADER, baseline_rows(layers, names))

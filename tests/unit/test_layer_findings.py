@@ -11,15 +11,17 @@ from html import escape
 import torch
 from test_findings import depth
 
-from interp_toolkit.analysis.neurons import LayerNeurons, TopActivations
+from interp_toolkit.analysis.neurons import LayerNeurons, NeuronStats
 from interp_toolkit.analysis.probes import ProbeResult, ProbeRow
 from interp_toolkit.analysis.routes import Thresholds
+from interp_toolkit.analysis.units import Concept, RuleCount, TopActivations
 from interp_toolkit.reports.layer_findings import (
+    LatentCount,
     NeuronMeasurement,
     ProbeMeasurement,
     block_phrase,
-    groups_histogram,
     is_decodable,
+    latent_sentence,
     mlp_findings,
     mlp_sentence,
     neuron_sentence,
@@ -132,38 +134,60 @@ def test_mlp_sentence_compares_with_the_attention_only_twin():
     assert "passes 0 of 30 period exams" in one
 
 
-def neurons(groups: list[int], k: int = 20) -> LayerNeurons:
-    n = len(groups)
+def _stats(mono: int, live: int, n: int, k: int, groups: int = 1) -> NeuronStats:
+    """``n`` neurons: ``mono`` monosemantic, ``live - mono`` not, the rest dead."""
     top = TopActivations(
         torch.ones(n, k), torch.zeros(n, k, dtype=torch.long), torch.zeros(n, k, dtype=torch.long)
     )
-    return LayerNeurons(
-        layer=1,
-        top=top,
-        top_tokens=torch.zeros(n, k, dtype=torch.long),
-        promoted=torch.zeros(n, 3, dtype=torch.long),
-        promoted_logits=torch.zeros(n, 3),
-        groups=torch.tensor(groups),
-        entropy=torch.ones(n),
-        sim_threshold=0.2,
-    )
+    concepts = [Concept("token", 4, 1.0, 0.01, 1e-9, True)] * mono
+    concepts += [Concept("token", 4, 0.5, 0.01, 1e-3, False)] * (live - mono)
+    concepts += [Concept("token", -1, 0.0, 0.0, 1.0, False, dead=True)] * (n - live)
+    grp = torch.tensor([groups] * live + [0] * (n - live))
+    return NeuronStats(top, torch.zeros(n, k, dtype=torch.long), concepts, grp, torch.ones(n), 0.2)
 
 
-def test_neuron_sentence_counts_the_groups():
-    info = neurons([0, 1, 2, 2, 3])
-    assert groups_histogram(info) == [1, 1, 2, 1]
-    assert neuron_sentence("cpu-2l-mlp", info) == (
-        "cpu-2l-mlp layer 1: 3 of 4 live neurons (75%) fire on two or more unrelated token "
-        "groups in their top 20 positions, 1 on one (1 dead; mean 2.00 groups per live neuron)."
-    )
-    mono = neuron_sentence("m", neurons([1, 1, 1, 2], k=5))
-    assert "1 of 4 live neurons (25%)" in mono and "top 5 positions, 3 on one (0 dead" in mono
+def neurons(model=(60, 100), untrained=(20, 100), shuffled=(0, 100), n=100, k=20) -> LayerNeurons:
+    stats = {
+        "model": _stats(*model, n, k),
+        "untrained": _stats(*untrained, n, k, groups=3),
+        "shuffled": _stats(*shuffled, n, k, groups=4),
+    }
+    return LayerNeurons(1, stats, torch.zeros(n, 3, dtype=torch.long), torch.zeros(n, 3))
+
+
+def test_neuron_sentence_claims_only_what_beats_both_baselines():
+    win = neuron_sentence("cpu-2l-mlp", neurons())
+    assert win.startswith("cpu-2l-mlp layer 1: 60 of 100 live (60%) neurons are monosemantic")
+    assert "untrained twin 20 of 100 live (20%), shuffled activations 0 of 100 live (0%)" in win
+    assert "2+ token groups, the untrained twin 100" in win  # the withdrawn count, re-measured
+    lose = neuron_sentence("m", neurons(model=(22, 100)))
+    assert "does not beat the untrained twin" in lose and "no claim" in lose
+    assert "are monosemantic" not in lose
+    odd = neuron_sentence("m", neurons(model=(10, 100), untrained=(0, 100), shuffled=(9, 100)))
+    assert "does not beat shuffled activations" in odd
+
+
+def test_latent_sentence_sets_latents_against_neurons_and_the_untrained_twin():
+    info = neurons(model=(30, 100))
+    good = LatentCount(1, _count(150, 200), _count(20, 200), 200, 1000)
+    s = latent_sentence("m", info, good)
+    assert "30 of 100 live (30%) neurons (untrained twin 20 of 100 live (20%))" in s
+    assert "and 150 of 200 live (75%) latents" in s and "beat the neurons" in s
+    same = LatentCount(1, _count(62, 200), _count(60, 200), 200, 1000)
+    assert "do not beat the neurons" in latent_sentence("m", info, same)
+    twin = LatentCount(1, _count(150, 200), _count(150, 200), 200, 1000)
+    assert "do not beat the untrained twin's latents" in latent_sentence("m", info, twin)
+
+
+def _count(mono: int, live: int) -> RuleCount:
+    return RuleCount(units=live, dead=0, monosemantic=mono, by_kind={})
 
 
 def test_sections_carry_the_sentences_and_the_json_is_plain():
     probe = measurement()
     mlp = depth(2, name="cpu-2l-mlp", induction_step=900)
-    layer = NeuronMeasurement("cpu-2l-mlp", (neurons([0, 1, 2, 2, 3]),))
+    latents = (LatentCount(1, _count(150, 200), _count(20, 200), 200, 1000),)
+    layer = NeuronMeasurement("cpu-2l-mlp", (neurons(),), latents)
     html = render_report(
         [
             probes_section([probe]),
@@ -174,8 +198,11 @@ def test_sections_carry_the_sentences_and_the_json_is_plain():
         assert escape(line) in html
     assert "cpu-2l, 0.0 ablated" in html and "Models with MLPs" in html
     d = json.loads(json.dumps([probe.to_dict(), layer.to_dict()]))
-    assert d[0]["ablated"]["ablated"] == ["0.0"] and d[1]["layers"][0]["by_groups"] == [1, 1, 2, 1]
-    assert d[1]["layers"][0]["polysemantic"] == 3 and d[1]["layers"][0]["k"] == 20
+    assert d[0]["ablated"]["ablated"] == ["0.0"] and d[1]["layers"][0]["k"] == 20
+    assert d[1]["layers"][0]["model"]["monosemantic"] == 60
+    assert d[1]["layers"][0]["untrained"]["token_groups"]["two_or_more"] == 100
+    assert d[1]["latents"][0]["model"]["monosemantic"] == 150
+    assert "SAE latents, untrained twin" in html
 
 
 def test_block_phrase_reads_the_config():

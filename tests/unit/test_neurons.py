@@ -1,5 +1,6 @@
-"""MLP neurons (analysis/neurons.py): streaming top-k, promoted tokens, the polysemanticity measure
-on hand-built neurons with known answers, and the ``neurons`` command."""
+"""MLP neurons (analysis/neurons.py): streaming top-k, promoted tokens, the withdrawn token-group
+count on hand-built neurons with known answers, every statistic beside the untrained twin and the
+shuffled control, and the ``neurons`` command."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ def _clustered_embeddings() -> torch.Tensor:
     return w_e + 0.05 * torch.randn(100, 128, generator=gen)
 
 
-def test_polysemanticity_counts_unrelated_token_groups():
+def test_token_groups_counts_unrelated_token_groups():
     w_e = _clustered_embeddings()
     threshold = neurons.similarity_threshold(w_e)
     assert 0.0 < threshold < 0.9  # the clusters (0.24% of pairs) sit above the 99th percentile
@@ -47,21 +48,21 @@ def test_polysemanticity_counts_unrelated_token_groups():
     )
     weights = torch.ones(5, k)
     weights[4] = -0.1
-    groups, entropy = neurons.polysemanticity(tokens, weights, w_e, threshold)
+    groups, entropy = neurons.token_groups(tokens, weights, w_e, threshold)
     assert groups.tolist() == [1, 2, 4, 1, 0]
     # entropy counts related types as many: the monosemantic neuron has 2 bits, like 4 types
     assert entropy[0].item() == pytest.approx(2.0) and entropy[2].item() == pytest.approx(2.0)
     assert entropy[4].item() == 0.0
 
 
-def test_polysemanticity_weighs_positions_by_activation():
+def test_token_groups_weighs_positions_by_activation():
     w_e = _clustered_embeddings()
     threshold = neurons.similarity_threshold(w_e)
     tokens = torch.tensor([[0] * 10 + [40] * 10])
     weights = torch.tensor([[1.0] * 10 + [0.05] * 10])  # type 40 holds 4.8% of the weight
-    assert neurons.polysemanticity(tokens, weights, w_e, threshold)[0].tolist() == [1]
+    assert neurons.token_groups(tokens, weights, w_e, threshold)[0].tolist() == [1]
     weights[0, 10:] = 1.0
-    assert neurons.polysemanticity(tokens, weights, w_e, threshold)[0].tolist() == [2]
+    assert neurons.token_groups(tokens, weights, w_e, threshold)[0].tolist() == [2]
 
 
 def test_streaming_top_k_matches_the_full_activations(monkeypatch):
@@ -111,6 +112,25 @@ def mlp_text_run(tmp_path, monkeypatch):
     return save_run(tmp_path / "run", build_model(cfg), tiny_codec(64), cfg, settings)
 
 
+def test_statistics_are_read_on_the_model_its_untrained_twin_and_shuffled_activations():
+    cfg = _mlp_cfg()
+    model = build_model(cfg)
+    twin = neurons.untrained_twin(model, cfg)
+    assert all(
+        torch.equal(a, b) for a, b in zip(model.parameters(), twin.parameters(), strict=True)
+    )
+    tokens = torch.randint(1, 62, (12, 16), generator=torch.Generator().manual_seed(1))
+    (info,) = neurons.analyse_neurons(model, tokens, [1], k=6, untrained=twin)
+    assert set(info.stats) == {"model", "untrained", "shuffled"}
+    s = info.summary()
+    assert s["model"]["units"] == 24 and s["model"]["token_groups"]["withdrawn"] is True
+    shuffled = info.stats["shuffled"]
+    assert torch.equal(shuffled.top.values, info.model.top.values)  # same values, random places
+    assert not torch.equal(
+        shuffled.top.rows * 16 + shuffled.top.positions, info.top.rows * 16 + info.top.positions
+    )
+
+
 def test_neurons_command_writes_json_and_an_offline_page(mlp_text_run, tmp_path, capsys):
     out, page = tmp_path / "n.json", tmp_path / "n.html"
     argv = ["neurons", str(mlp_text_run), "--layer", "1", "--top", "8", "--n-seqs", "20"]
@@ -118,10 +138,12 @@ def test_neurons_command_writes_json_and_an_offline_page(mlp_text_run, tmp_path,
     data = json.loads(out.read_text())
     assert data["summary"]["neurons"] == 24 and len(data["neurons"]) == 24
     assert len(data["neurons"][0]["top"]) == 8 and len(data["shown"]) == 3
-    s = data["summary"]
-    assert s["dead"] + s["monosemantic"] + s["polysemantic"] == 24
+    for reading in ("model", "untrained", "shuffled"):
+        s = data["summary"][reading]
+        assert s["units"] == 24 and s["dead"] + s["monosemantic"] <= 24
+    assert data["finding"].startswith("run layer 1: ")
     html = page.read_text()
-    assert html.count("CircuitsVis.render(") == 1 and "share of neurons" in html
-    assert "polysemantic" in capsys.readouterr().out
+    assert html.count("CircuitsVis.render(") == 1 and "untrained twin" in html
+    assert "monosemantic" in capsys.readouterr().out
     assert run_main([*argv, "--neuron", "99"]) == 2
     assert "does not exist" in capsys.readouterr().err

@@ -1,0 +1,248 @@
+"""Units (MLP neurons or SAE latents) read the same way: their top-activating positions, the
+concept those positions share, and one monosemanticity rule for both.
+
+- :class:`StreamingTopK`: each unit's ``k`` largest activations over a stream of chunks
+  ``[positions, unit]``; only ``[k, unit]`` values and indices are kept.
+- :class:`ContextFacts`: what is true at every position of the rows read: the current token, the
+  previous token, whether the current token occurred earlier in the row (``seen``), whether the
+  previous and current tokens occurred earlier as a pair (``in_repeat``: inside a repeated span),
+  and how often each of these holds over all positions (the base rates).
+- :func:`unit_concepts` (**the monosemanticity rule**): the candidate concepts of a unit are
+  "the current token is v" (v its most common top token), "the previous token is v", ``seen``
+  and ``in_repeat``. A concept's *share* is the fraction of the unit's top-k positions where it
+  holds; its *base* is the fraction of all positions. The unit's concept is the candidate with the
+  largest share (ties: the rarer). The unit is **monosemantic** when that share is at least
+  :data:`MONO_SHARE` and a one-sided binomial test of the share against the base rate gives
+  p <= :data:`MONO_ALPHA` (the concept is far more common at the top than anywhere). A unit whose
+  top activations are all <= 0 is **dead** and never monosemantic.
+- :func:`random_top`: the shuffled-activation control. Shuffling a unit's activations over the
+  positions puts its top-k values on ``k`` positions drawn uniformly without replacement; the
+  rule read there is what it finds by chance.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from jaxtyping import Bool, Float, Int
+from torch import Tensor
+
+#: A monosemantic unit's concept holds at this share of its top-k positions, at least.
+MONO_SHARE = 0.8
+#: ... and beats its base rate by a one-sided binomial test at this level.
+MONO_ALPHA = 0.01
+CONCEPTS = ("token", "previous", "seen", "in_repeat")
+
+
+@dataclass
+class TopActivations:
+    """Each unit's ``k`` largest activations (descending) and where: ``rows``, ``positions``."""
+
+    values: Float[Tensor, "unit k"]
+    rows: Int[Tensor, "unit k"]
+    positions: Int[Tensor, "unit k"]
+
+
+class StreamingTopK:
+    """Top-``k`` of ``n_units`` units over chunks of flat positions (row-major over rows of
+    ``seq`` positions)."""
+
+    def __init__(self, n_units: int, k: int, seq: int) -> None:
+        self.k, self.seq = k, seq
+        self.values = torch.full((k, n_units), -torch.inf)
+        self.index = torch.zeros((k, n_units), dtype=torch.long)
+
+    def update(self, acts: Float[Tensor, "m unit"], first: int) -> None:
+        """Fold in a chunk whose first row is flat position ``first``."""
+        v, i = acts.topk(min(self.k, acts.shape[0]), dim=0)
+        allv = torch.cat([self.values, v.float()])
+        alli = torch.cat([self.index, i + first])
+        top, pick = allv.topk(self.k, dim=0)
+        self.values, self.index = top, alli.gather(0, pick)
+
+    def result(self) -> TopActivations:
+        idx = self.index.T
+        return TopActivations(self.values.T.contiguous(), idx // self.seq, idx % self.seq)
+
+
+@dataclass
+class ContextFacts:
+    """Per position of ``tokens [n, pos]``: the facts a concept is made of (module docstring)."""
+
+    tokens: Int[Tensor, "n pos"]
+    previous: Int[Tensor, "n pos"]  # -1 at position 0
+    seen: Bool[Tensor, "n pos"]
+    in_repeat: Bool[Tensor, "n pos"]
+
+    @classmethod
+    def of(cls, tokens: Int[Tensor, "n pos"]) -> ContextFacts:
+        t = tokens.long()
+        prev = torch.cat([torch.full_like(t[:, :1], -1), t[:, :-1]], dim=1)
+        same = t[:, :, None] == t[:, None, :]  # [n, q, k]
+        earlier = torch.ones(t.shape[1], t.shape[1], dtype=torch.bool).tril(-1)
+        seen = (same & earlier).any(-1)
+        pair = same & (prev[:, :, None] == prev[:, None, :]) & (prev[:, :, None] >= 0)
+        return cls(t, prev, seen, (pair & earlier).any(-1))
+
+    def base(self, concept: str, value: int = 0) -> float:
+        if concept == "token":
+            return float((self.tokens == value).float().mean())
+        if concept == "previous":
+            return float((self.previous == value).float().mean())
+        return float(getattr(self, concept).float().mean())
+
+
+def binomial_tail(successes: int, n: int, p: float) -> float:
+    """P(X >= successes) for X ~ Binomial(n, p)."""
+    if successes <= 0:
+        return 1.0
+    p = min(max(p, 0.0), 1.0)
+    return min(
+        1.0,
+        sum(math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(successes, n + 1)),
+    )
+
+
+@dataclass(frozen=True)
+class Concept:
+    """A unit's best concept: ``kind`` (:data:`CONCEPTS`), ``value`` (a token id for token /
+    previous), its share of the top-k, its base rate, the binomial p, and the verdict."""
+
+    kind: str
+    value: int
+    share: float
+    base: float
+    p_value: float
+    monosemantic: bool
+    dead: bool = False
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "concept": self.kind,
+            "value": self.value,
+            "share": round(self.share, 4),
+            "base": round(self.base, 6),
+            "p_value": float(f"{self.p_value:.3g}"),
+            "monosemantic": self.monosemantic,
+            "dead": self.dead,
+        }
+
+
+_PATTERN = {
+    "seen": "fires on a token that occurred earlier in the context (where an induction head "
+    "can copy the token that followed it)",
+    "in_repeat": "fires inside a repeated span (the previous and current tokens occurred "
+    "earlier, in that order)",
+}
+
+
+def concept_phrase(concept: Concept, label: Callable[[int], str]) -> str:
+    """What a concept says, in words: 'fires on X', 'fires after X', or a prefix pattern."""
+    if concept.kind == "token":
+        return f"fires on {label(concept.value)}"
+    if concept.kind == "previous":
+        return f"fires after {label(concept.value)}"
+    return _PATTERN[concept.kind]
+
+
+def concept_of(facts: ContextFacts, rows: Tensor, positions: Tensor, alive: bool) -> Concept:
+    """The best concept at one unit's top positions and whether it passes the rule."""
+    k = len(rows)
+    if not alive or k == 0:
+        return Concept("token", -1, 0.0, 0.0, 1.0, False, dead=True)
+    cands: list[tuple[str, int, int]] = []
+    for kind, grid in (("token", facts.tokens), ("previous", facts.previous)):
+        value, count = Counter(grid[rows, positions].tolist()).most_common(1)[0]
+        if value >= 0:
+            cands.append((kind, int(value), int(count)))
+    for kind in ("seen", "in_repeat"):
+        cands.append((kind, 0, int(getattr(facts, kind)[rows, positions].sum())))
+    scored = [(c, facts.base(c[0], c[1])) for c in cands]
+    (kind, value, count), base = max(scored, key=lambda cb: (cb[0][2], -cb[1]))
+    p = binomial_tail(count, k, base)
+    share = count / k
+    return Concept(kind, value, share, base, p, share >= MONO_SHARE - 1e-9 and p <= MONO_ALPHA)
+
+
+def unit_concepts(
+    facts: ContextFacts, top: TopActivations, alive: Bool[Tensor, " unit"] | None = None
+) -> list[Concept]:
+    """Every unit's concept and verdict (``alive`` defaults to a positive top activation)."""
+    live = top.values[:, 0] > 0 if alive is None else alive
+    return [
+        concept_of(facts, top.rows[u], top.positions[u], bool(live[u]))
+        for u in range(len(top.values))
+    ]
+
+
+def random_top(top: TopActivations, n: int, seq: int, seed: int = 0) -> TopActivations:
+    """The shuffled-activation control: each unit's top values on ``k`` uniformly drawn distinct
+    positions of ``n`` rows of ``seq`` (module docstring)."""
+    gen = torch.Generator().manual_seed(int(seed))
+    k, units = top.values.shape[1], len(top.values)
+    step = max(1, 2**22 // (n * seq))
+    idx = torch.cat(
+        [
+            torch.rand(min(step, units - lo), n * seq, generator=gen).topk(k, dim=-1).indices
+            for lo in range(0, units, step)
+        ]
+    )
+    return TopActivations(top.values.clone(), idx // seq, idx % seq)
+
+
+@dataclass(frozen=True)
+class RuleCount:
+    """How many units of a set pass the rule, by concept kind."""
+
+    units: int
+    dead: int
+    monosemantic: int
+    by_kind: dict[str, int]
+
+    @classmethod
+    def of(cls, concepts: list[Concept]) -> RuleCount:
+        mono = [c for c in concepts if c.monosemantic]
+        return cls(
+            units=len(concepts),
+            dead=sum(c.dead for c in concepts),
+            monosemantic=len(mono),
+            by_kind={k: sum(c.kind == k for c in mono) for k in CONCEPTS},
+        )
+
+    @property
+    def live(self) -> int:
+        return self.units - self.dead
+
+    @property
+    def share(self) -> float:
+        return self.monosemantic / self.live if self.live else 0.0
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "units": self.units,
+            "dead": self.dead,
+            "monosemantic": self.monosemantic,
+            "share_of_live": round(self.share, 4),
+            "by_concept": self.by_kind,
+        }
+
+
+#: Level of the one-sided test that one set of units has a larger monosemantic share.
+BEATS_ALPHA = 0.01
+
+
+def beats(a: RuleCount, b: RuleCount, alpha: float = BEATS_ALPHA) -> bool:
+    """Whether ``a``'s monosemantic share (of live units) is larger than ``b``'s: a one-sided
+    two-proportion z-test (pooled) at ``alpha``. False when either set has no live unit."""
+    if a.live == 0 or b.live == 0:
+        return False
+    pooled = (a.monosemantic + b.monosemantic) / (a.live + b.live)
+    if pooled in (0.0, 1.0):
+        return False
+    se = math.sqrt(pooled * (1 - pooled) * (1 / a.live + 1 / b.live))
+    z = (a.share - b.share) / se
+    return 0.5 * math.erfc(z / math.sqrt(2)) <= alpha

@@ -1,0 +1,121 @@
+"""``sae``: train a sparse autoencoder at a hook of a model, evaluate it with SAELens's metrics and
+write its feature pages (a thin shell over :mod:`interp_toolkit.dictionaries` and
+:mod:`interp_toolkit.reports.features`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from interp_toolkit.cli.app import (
+    TARGET_HELP,
+    app,
+    check_device,
+    check_out_file,
+    console,
+    device_option,
+    emit,
+    setup_torch,
+)
+from interp_toolkit.errors import UserError
+
+
+@app.command("sae")
+def sae_cmd(
+    target: str = typer.Argument(..., help=TARGET_HELP),
+    hook: str = typer.Option(
+        ...,
+        "--hook",
+        help="blocks.L.attn.hook_z (all heads), blocks.L.hook_resid_pre / hook_resid_post, or "
+        "blocks.L.mlp.hook_post (MLP runs).",
+    ),
+    arch: str = typer.Option("topk", "--arch", help="topk | batchtopk | relu (ReLU + L1)."),
+    expansion: int = typer.Option(8, "--expansion", help="Latents per input dimension."),
+    k: int = typer.Option(32, "--k", help="Active latents per token (topk, batchtopk)."),
+    tokens: int = typer.Option(400_000, "--tokens", help="Training activations in all."),
+    out: Path | None = typer.Option(
+        None, "--out", "-o", help="The SAE folder (default for a run: RUN/saes/HOOK-ARCH-xE-kK)."
+    ),
+    json_out: Path | None = typer.Option(None, "--json", help="Write the metrics as JSON here."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the init and the data order."),
+    resume: bool = typer.Option(False, "--resume", help="Continue the SAE in --out."),
+    show: int = typer.Option(24, "--show", help="Latents drawn on features.html."),
+    quiet: bool = typer.Option(False, "--quiet", help="No progress bars."),
+    device: str = device_option(),
+) -> None:
+    """Train an SAE on a model's activations; print L0, variance explained, CE loss recovered and
+    dead latents; write cfg.json + sae_weights.safetensors (SAELens's layout) and the pages."""
+    if tokens < 1 or show < 1:
+        raise UserError("--tokens and --show must be 1 or more.")
+    from interp_toolkit.dictionaries.config import check_shape, hook_layer
+
+    check_shape(arch, k, expansion)
+    hook_layer(hook)
+    check_out_file(json_out, "--json", "sae.json")
+    from interp_toolkit.targets.hub import is_gpt2_spec
+
+    if out is None and is_gpt2_spec(target):
+        raise UserError("an SAE of a GPT-2 model needs a folder to live in: give --out FOLDER.")
+    if out is not None:
+        from interp_toolkit.io import check_writable_dir
+
+        if out.exists() and not out.is_dir():
+            raise UserError(f"--out {out} is a file: give a folder for the SAE.")
+        check_writable_dir(out if out.is_dir() else out.parent, "--out folder")
+    check_device(device)
+    setup_torch()
+    from interp_toolkit.dictionaries.pipeline import default_folder, run_sae
+    from interp_toolkit.reports.features import write_pages
+    from interp_toolkit.targets import load_target
+
+    tgt = load_target(target, device, for_weights=False)
+    folder = out or default_folder(tgt.source, hook, arch, expansion, k)
+    result = run_sae(
+        tgt.model,
+        tgt.codec,
+        tgt.source,
+        hook,
+        folder,
+        model_name=tgt.name,
+        arch=arch,
+        expansion=expansion,
+        k=k,
+        tokens=tokens,
+        seed=seed,
+        resume=resume,
+        progress=not quiet,
+    )
+    report = write_pages(result, tgt.model, tgt.codec, show=show, title=f"SAE: {tgt.name} {hook}")
+    data = {
+        "target": tgt.name,
+        "hook": hook,
+        "folder": str(result.paths.root),
+        "setting": result.source.setting,
+        "training": {
+            "tokens": result.trained.tokens,
+            "steps": result.trained.steps,
+            "seconds": round(result.trained.elapsed_s, 2),
+            "resumed_from": result.trained.resumed_from,
+        },
+        "evals": report["evals"],
+        "monosemantic": report["monosemantic"],
+    }
+    emit(data, _print_sae, json_out)
+    typer.echo(f"wrote {result.paths.root} (cfg.json, sae_weights.safetensors, index.html)")
+
+
+def _print_sae(data: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    from interp_toolkit.views.features import headline
+
+    t = Table(title=f"SAE {data['target']} {data['hook']} ({data['setting']})")
+    t.add_column("metric")
+    t.add_column("value")
+    for label, value in headline(data["evals"]):
+        t.add_row(label, str(value))
+    mono = data["monosemantic"]
+    t.add_row("monosemantic latents", f"{mono['monosemantic']} of {mono['units'] - mono['dead']}")
+    console().print(t)

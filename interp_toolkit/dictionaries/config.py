@@ -1,0 +1,221 @@
+"""What a sparse dictionary is (:class:`SAEConfig`, in SAELens's field names) and how it is
+trained (:class:`SAETrainConfig`), and the folder an SAE lives in (:class:`SAEPaths`).
+
+SAELens (6.x) cannot be a dependency: it pins ``transformer-lens<4`` and its top-level import
+reaches ``HookedTransformer`` (SAELens issue #738). So we write its file layout instead:
+
+::
+
+    SAE/
+      cfg.json                   d_in, d_sae, architecture, hook_name, ... (SAELens names; flat,
+                                 as SAELens < 6 wrote them, which SAELens 6 still reads)
+      sae_weights.safetensors    W_enc [d_in, d_sae], b_enc [d_sae], W_dec [d_sae, d_in],
+                                 b_dec [d_in] (+ threshold [d_sae] for a BatchTopK SAE)
+      sparsity.safetensors       "sparsity": log10 feature density on the evaluation tokens
+      evals.json                 the metrics (evaluate.py), SAELens's names
+      features.json              per-latent data (features.py); index.html, features.html
+      checkpoints/               state.json, step_N.safetensors, step_N.optimizer.pt (resume)
+
+Architectures (``--arch``) and the name SAELens gives each on disk: ``topk`` (Gao et al. 2024)
+is ``"topk"`` with ``k``; ``relu`` (ReLU + L1) is ``"standard"``; ``batchtopk`` (Bussmann et
+al. 2024) is saved, as SAELens saves it, as ``"jumprelu"`` with a ``threshold`` per latent (its
+learned global threshold): at inference it is a JumpReLU, not a top-k.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from interp_toolkit.errors import UserError
+
+#: ``--arch`` names -> the ``architecture`` SAELens writes in cfg.json.
+ARCHITECTURES = {"topk": "topk", "batchtopk": "jumprelu", "relu": "standard"}
+SAELENS_TO_ARCH = {v: k for k, v in ARCHITECTURES.items()}
+FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class SAEConfig:
+    """An SAE's shape and where it reads (the fields of SAELens's cfg.json)."""
+
+    d_in: int
+    d_sae: int
+    arch: str = "topk"  # topk | batchtopk | relu (cfg.json: ARCHITECTURES[arch])
+    k: int = 32
+    hook_name: str = "blocks.0.hook_resid_pre"
+    model_name: str = ""
+    context_size: int = 0
+    dataset_path: str = ""
+    hook_head_index: int | None = None
+    dtype: str = "float32"
+    apply_b_dec_to_input: bool = True
+    normalize_activations: str = "none"
+
+    @property
+    def architecture(self) -> str:
+        return ARCHITECTURES[self.arch]
+
+    @property
+    def hook_layer(self) -> int | None:
+        """The block the hook reads (None for a hook outside the blocks, e.g. toy data)."""
+        parts = self.hook_name.split(".")
+        ok = len(parts) >= 3 and parts[0] == "blocks" and parts[1].isdigit()
+        return int(parts[1]) if ok else None
+
+    @property
+    def reshape_activations(self) -> str:
+        return "hook_z" if self.hook_name.endswith("hook_z") else "none"
+
+    def to_saelens(self, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+        """cfg.json: SAELens's fields, then ours under ``interp_toolkit`` (SAELens drops it)."""
+        out: dict[str, Any] = {
+            "architecture": self.architecture,
+            "d_in": self.d_in,
+            "d_sae": self.d_sae,
+            "dtype": self.dtype,
+            "device": "cpu",
+            "model_name": self.model_name,
+            "hook_name": self.hook_name,
+            "hook_layer": self.hook_layer,
+            "hook_head_index": self.hook_head_index,
+            "activation_fn": "topk" if self.arch == "topk" else "relu",
+            "apply_b_dec_to_input": self.apply_b_dec_to_input,
+            "normalize_activations": self.normalize_activations,
+            "reshape_activations": self.reshape_activations,
+            "context_size": self.context_size,
+            "dataset_path": self.dataset_path,
+            "prepend_bos": False,
+            "finetuning_scaling_factor": False,
+            "sae_lens_training_version": None,
+        }
+        if self.arch == "topk":
+            out["k"] = self.k
+            out["activation_fn_kwargs"] = {"k": self.k}
+        out["interp_toolkit"] = {"format_version": FORMAT_VERSION, "arch": self.arch, "k": self.k}
+        out["interp_toolkit"] |= extra or {}
+        return out
+
+    @classmethod
+    def from_saelens(cls, data: dict[str, Any], where: Path) -> SAEConfig:
+        """Read cfg.json (ours, or a flat SAELens one with the architectures above)."""
+        try:
+            ours = data.get("interp_toolkit", {})
+            arch = ours.get("arch") or SAELENS_TO_ARCH[data["architecture"]]
+            return cls(
+                d_in=int(data["d_in"]),
+                d_sae=int(data["d_sae"]),
+                arch=arch,
+                k=int(ours.get("k", data.get("k", 0))),
+                hook_name=str(data.get("hook_name") or data["metadata"]["hook_name"]),
+                model_name=str(data.get("model_name", "")),
+                context_size=int(data.get("context_size") or 0),
+                dataset_path=str(data.get("dataset_path", "")),
+                hook_head_index=data.get("hook_head_index"),
+                dtype=str(data.get("dtype", "float32")),
+                apply_b_dec_to_input=bool(data.get("apply_b_dec_to_input", True)),
+                normalize_activations=str(data.get("normalize_activations") or "none"),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise UserError(
+                f"SAE config {where} is damaged or not an SAE config ({type(exc).__name__}: "
+                f"{exc}): restore it, or train the SAE again."
+            ) from None
+
+
+def hook_layer(hook_name: str) -> int:
+    """The block a hook name reads (``blocks.1.attn.hook_z`` -> 1)."""
+    parts = hook_name.split(".")
+    if len(parts) >= 3 and parts[0] == "blocks" and parts[1].isdigit():
+        return int(parts[1])
+    raise UserError(
+        f"--hook {hook_name!r} is not a block hook: use blocks.L.attn.hook_z, "
+        "blocks.L.hook_resid_pre, blocks.L.hook_resid_post or blocks.L.mlp.hook_post."
+    )
+
+
+#: The hook points an SAE may read (``{L}`` is the layer).
+HOOKS = (
+    "blocks.{L}.attn.hook_z",
+    "blocks.{L}.hook_resid_pre",
+    "blocks.{L}.hook_resid_post",
+    "blocks.{L}.mlp.hook_post",
+)
+
+
+@dataclass(frozen=True)
+class SAETrainConfig:
+    """How an SAE is trained. ``tokens``: activations read in all; ``batch``: activations per
+    optimizer step. Dead latents (the aux-k loss) are those that did not fire in the last
+    ``dead_tokens`` activations (Gao et al. use 10M; short runs scale it, see
+    :meth:`dead_window`). ``l1`` is the ReLU SAE's L1 coefficient (on activations times decoder
+    norms, which are 1); ``aux_k`` the aux-k loss coefficient (SAELens's default, 1.0), its
+    ``k_aux`` is ``d_in // 2`` (SAELens's heuristic, after Gao et al. B.1)."""
+
+    tokens: int = 400_000
+    batch: int = 1024
+    lr: float = 1e-3
+    l1: float = 5.0
+    aux_k: float = 1.0
+    threshold_lr: float = 0.01  # BatchTopK threshold EMA (SAELens topk_threshold_lr)
+    dead_tokens: int | None = None
+    seed: int = 0
+    checkpoint_every: int = 100
+    batches_per_block: int = 8
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def steps(self) -> int:
+        return max(1, self.tokens // self.batch)
+
+    def dead_window(self) -> int:
+        """Activations without firing after which a latent counts as dead."""
+        if self.dead_tokens is not None:
+            return self.dead_tokens
+        return min(10_000_000, max(10 * self.batch, self.tokens // 10))
+
+    def validate(self) -> None:
+        if self.tokens < self.batch:
+            raise UserError(f"--tokens {self.tokens} is less than one batch ({self.batch}).")
+        if self.batch < 2 or self.lr <= 0 or self.l1 < 0 or self.aux_k < 0:
+            raise UserError("batch >= 2, lr > 0, l1 >= 0 and aux_k >= 0 are needed.")
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d.pop("extra")
+        return d | self.extra
+
+
+def check_shape(arch: str, k: int, expansion: int) -> None:
+    """One line for a dictionary that cannot work."""
+    if arch not in ARCHITECTURES:
+        raise UserError(f"--arch {arch!r} is not offered: use {', '.join(ARCHITECTURES)}.")
+    if expansion < 1:
+        raise UserError(f"--expansion {expansion} cannot work: use 1 or more.")
+    if arch != "relu" and k < 1:
+        raise UserError(f"--k {k} cannot work: a top-k SAE keeps 1 or more latents.")
+
+
+@dataclass(frozen=True)
+class SAEPaths:
+    """The files of an SAE folder (the one place their names are written)."""
+
+    root: Path
+
+    cfg = property(lambda self: self.root / "cfg.json")
+    weights = property(lambda self: self.root / "sae_weights.safetensors")
+    sparsity = property(lambda self: self.root / "sparsity.safetensors")
+    evals = property(lambda self: self.root / "evals.json")
+    features = property(lambda self: self.root / "features.json")
+    index = property(lambda self: self.root / "index.html")
+    pages = property(lambda self: self.root / "features.html")
+    checkpoints = property(lambda self: self.root / "checkpoints")
+    state = property(lambda self: self.checkpoints / "state.json")
+
+    def checkpoint_weights(self, step: int) -> Path:
+        return self.checkpoints / f"step_{step}.safetensors"
+
+    def checkpoint_optimizer(self, step: int) -> Path:
+        return self.checkpoints / f"step_{step}.optimizer.pt"

@@ -1,0 +1,166 @@
+"""An SAE's pages, model in, HTML out: ``index.html`` (metrics, the density histogram, every live
+latent with its computed description) and ``features.html`` (the top contexts of the latents
+shown, coloured by their activations), plus the JSON of both (``features.json``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from jaxtyping import Int
+from transformer_lens import TransformerBridge
+
+from interp_toolkit.analysis.units import MONO_ALPHA, MONO_SHARE, RuleCount
+from interp_toolkit.dictionaries.evaluate import SAEMetrics
+from interp_toolkit.dictionaries.features import LatentFeatures, labeller, latent_activations
+from interp_toolkit.dictionaries.pipeline import SAEResult
+from interp_toolkit.dictionaries.sae import SparseAutoencoder
+from interp_toolkit.io import write_json, write_text
+from interp_toolkit.tokenizer import Codec
+from interp_toolkit.views.attention import token_labels
+from interp_toolkit.views.features import context_view, density_histogram, latent_table
+from interp_toolkit.views.features import metrics_table as metrics_html
+from interp_toolkit.views.page import Section, render_report, table, text
+
+#: Tokens shown before and after the top position in a context.
+BEFORE, AFTER = 12, 3
+RULE = (
+    f"monosemantic: one concept (the current token, the previous token, 'occurred earlier', "
+    f"'inside a repeated span') holds at >= {MONO_SHARE:.0%} of the latent's top positions and "
+    f"beats its base rate (one-sided binomial p <= {MONO_ALPHA})"
+)
+
+
+def shown_latents(feats: LatentFeatures, show: int) -> list[int]:
+    """The ``show`` latents a page draws: monosemantic first, then by concept share, density."""
+    order = sorted(
+        (i for i in range(feats.n_latents) if not feats.concepts[i].dead),
+        key=lambda i: (
+            -feats.concepts[i].monosemantic,
+            -feats.concepts[i].share,
+            -float(feats.density[i]),
+        ),
+    )
+    return order[:show]
+
+
+def head_names(model: TransformerBridge, layer: int) -> list[str]:
+    return [f"{layer}.{h}" for h in range(int(model.cfg.n_heads))]
+
+
+def feature_report(
+    feats: LatentFeatures, metrics: SAEMetrics, codec: Codec, heads: Sequence[str] | None
+) -> dict[str, Any]:
+    """features.json: the rule, the counts and every latent's data."""
+    label = labeller(codec)
+    return {
+        "hook": feats.hook,
+        "rule": RULE,
+        "monosemantic": RuleCount.of(feats.concepts).to_dict(),
+        "heads": list(heads) if heads is not None else None,
+        "evals": metrics.to_dict(),
+        "latents": [feats.latent_dict(i, label) for i in range(feats.n_latents)],
+    }
+
+
+def index_page(report: dict[str, Any], *, title: str, subtitle: str = "") -> str:
+    """Metrics, the density histogram, and every live latent by density."""
+    live = [d for d in report["latents"] if not d["dead"]]
+    live.sort(key=lambda d: -d["density"])
+    hist = report["evals"]["latents"]["density_histogram"]
+    counts = report["monosemantic"]
+    intro = (
+        f"{counts['monosemantic']} of {counts['units'] - counts['dead']} live latents are "
+        f"monosemantic ({RULE}); {counts['dead']} never fire on the evaluation tokens."
+    )
+    return render_report(
+        [
+            Section("Metrics", [metrics_html(report["evals"])]),
+            Section("Feature density", [density_histogram(hist["log10_density"], hist["latents"])]),
+            Section("Latents", [text(intro), latent_table(live, report.get("heads"))]),
+        ],
+        title=title,
+        subtitle=subtitle,
+    )
+
+
+def features_page(
+    model: TransformerBridge,
+    codec: Codec,
+    sae: SparseAutoencoder,
+    feats: LatentFeatures,
+    tokens: Int[torch.Tensor, "n pos"],
+    latents: Sequence[int],
+    *,
+    title: str,
+    contexts: int = 4,
+) -> str:
+    """The top ``contexts`` contexts of each of ``latents``, coloured by every shown latent's
+    activation (a circuitsvis drop-down), and a table of what each promotes."""
+    label = labeller(codec)
+    picks = sorted(
+        {
+            (int(r), int(p))
+            for i in latents
+            for r, p in zip(
+                feats.top.rows[i, :contexts], feats.top.positions[i, :contexts], strict=True
+            )
+        }
+    )
+    rows = sorted({r for r, _ in picks})
+    idx = torch.tensor(list(latents), dtype=torch.long)
+    acts = latent_activations(model, sae, tokens[rows])[..., idx] if rows else None
+    at = {r: i for i, r in enumerate(rows)}
+    ctx_tokens, ctx_acts = [], []
+    for r, p in picks:
+        lo, hi = max(0, p - BEFORE), min(tokens.shape[1], p + AFTER + 1)
+        ctx_tokens.append(token_labels(codec, tokens[r, lo:hi]))
+        ctx_acts.append(acts[at[r], lo:hi])
+    table_rows = [
+        [
+            i,
+            feats.descriptions[i],
+            ", ".join(label(int(t)) for t in feats.promoted[i, :6].tolist()),
+            ", ".join(label(int(t)) for t in feats.suppressed[i, :6].tolist()),
+        ]
+        for i in latents
+    ]
+    items: list[Any] = [table(["latent", "description", "promotes", "suppresses"], table_rows)]
+    if picks:
+        items.append(context_view(ctx_tokens, ctx_acts, latents))
+    return render_report(
+        [
+            Section(
+                "Top contexts",
+                items,
+                intro="The top contexts of every latent shown (held-out rows), coloured by the "
+                "activation of the latent picked in the drop-down.",
+            )
+        ],
+        title=title,
+    )
+
+
+def write_pages(
+    result: SAEResult, model: TransformerBridge, codec: Codec, *, show: int = 24, title: str
+) -> dict[str, Any]:
+    """features.json, index.html and features.html in the SAE folder; returns features.json."""
+    hook = result.sae.cfg.hook_name
+    heads = head_names(model, result.sae.cfg.hook_layer) if hook.endswith("attn.hook_z") else None
+    report = feature_report(result.features, result.metrics, codec, heads)
+    paths = result.paths
+    write_json(paths.features, report)
+    sub = (
+        f"{result.sae.cfg.arch}, {result.sae.cfg.d_sae} latents over {result.sae.cfg.d_in} "
+        f"dimensions; trained on {result.trained.tokens:,} activations ({result.source.setting}, "
+        f"{result.source.corpus}); measured on {result.metrics.n_tokens:,} held-out tokens. "
+        f"Top contexts: {paths.pages.name}."
+    )
+    write_text(paths.index, index_page(report, title=title, subtitle=sub))
+    latents = shown_latents(result.features, show)
+    page = features_page(
+        model, codec, result.sae, result.features, result.heldout, latents, title=title
+    )
+    write_text(paths.pages, page)
+    return report

@@ -1,0 +1,101 @@
+"""SAE feature views: the metrics, the density histogram, a table of latents with their computed
+descriptions, and circuitsvis token colours of their top contexts (data in, HTML/figures out)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import plotly.graph_objects as go
+from circuitsvis.activations import text_neuron_activations
+from circuitsvis.utils.render import RenderedHTML
+from jaxtyping import Float
+from torch import Tensor
+
+from interp_toolkit.views.page import table
+
+#: The metrics a page lists first, with SAELens's names.
+HEADLINE = (
+    ("L0", ("sparsity", "l0")),
+    ("explained variance", ("reconstruction_quality", "explained_variance")),
+    ("CE loss recovered (ce_loss_score)", ("model_performance_preservation", "ce_loss_score")),
+    ("CE loss clean", ("model_performance_preservation", "ce_loss_without_sae")),
+    ("CE loss with the SAE", ("model_performance_preservation", "ce_loss_with_sae")),
+    ("CE loss, hook zero-ablated", ("model_performance_preservation", "ce_loss_with_ablation")),
+    ("KL to clean, SAE spliced in", ("model_behavior_preservation", "kl_div_with_sae")),
+    ("KL to clean, hook zero-ablated", ("model_behavior_preservation", "kl_div_with_ablation")),
+    ("dead latents", ("latents", "dead")),
+    ("dense latents", ("latents", "dense")),
+    ("evaluation tokens", ("token_stats", "total_tokens_eval")),
+)
+
+
+def headline(metrics: dict[str, Any]) -> list[tuple[str, Any]]:
+    """(label, value) of the headline metrics of an evals.json dict."""
+    out = []
+    for label, (group, key) in HEADLINE:
+        value = metrics.get(group, {}).get(key)
+        if value is not None:
+            out.append((label, round(value, 4) if isinstance(value, float) else value))
+    return out
+
+
+def metrics_table(metrics: dict[str, Any]) -> str:
+    return table(["metric", "value"], headline(metrics), cls="kv")
+
+
+def density_histogram(
+    labels: Sequence[str], counts: Sequence[int], *, title: str = ""
+) -> go.Figure:
+    """Latents by log10 feature density (share of evaluation tokens they fire on)."""
+    fig = go.Figure(
+        go.Bar(x=list(labels), y=list(counts), hovertemplate="%{x}: %{y}<extra></extra>")
+    )
+    fig.update_layout(
+        title=title or "Feature density: latents by log10(share of tokens they fire on)",
+        height=340,
+        xaxis={"title": "log10 density", "type": "category"},
+        yaxis={"title": "latents"},
+        margin={"t": 60, "l": 60, "r": 20, "b": 60},
+    )
+    return fig
+
+
+LATENT_HEADER = ["latent", "density", "max act", "description", "promotes"]
+
+
+def latent_rows(latents: Sequence[dict[str, Any]], heads: Sequence[str] | None) -> list[list[Any]]:
+    """Table rows from :meth:`~interp_toolkit.dictionaries.features.LatentFeatures.latent_dict`
+    entries; with ``heads`` (an attention SAE) the head shares, largest first."""
+    rows = []
+    for d in latents:
+        row = [d["latent"], d["density"], d["max_activation"], d["description"]]
+        row.append(", ".join(d["promoted"][:5]))
+        if heads is not None:
+            pairs = sorted(zip(heads, d["head_share"], strict=True), key=lambda p: -p[1])
+            row.append(", ".join(f"{h} {s:.0%}" for h, s in pairs[:3] if s >= 0.05))
+        rows.append(row)
+    return rows
+
+
+def latent_table(latents: Sequence[dict[str, Any]], heads: Sequence[str] | None = None) -> str:
+    header = LATENT_HEADER + (["decoder share by head"] if heads is not None else [])
+    return table(header, latent_rows(latents, heads))
+
+
+def context_view(
+    contexts: Sequence[Sequence[str]],
+    activations: Sequence[Float[Tensor, "_pos latent"]],
+    latents: Sequence[int],
+) -> RenderedHTML:
+    """One circuitsvis ``text_neuron_activations`` view: each context (token labels) coloured by
+    the activation of each of ``latents`` (picked in the view's drop-down). A page puts it through
+    :mod:`.cv` (offline, the bundle inlined once)."""
+    return text_neuron_activations(
+        tokens=[list(c) for c in contexts],
+        activations=[a.detach().float().cpu()[:, None, :] for a in activations],
+        first_dimension_name="SAE",
+        second_dimension_name="Latent",
+        first_dimension_labels=["sae"],
+        second_dimension_labels=[str(i) for i in latents],
+    )

@@ -1,0 +1,85 @@
+"""Known answers for attention SAEs on the study's trained 2-layer model (slow; fixtures from
+conftest.py): an SAE on layer 1's ``hook_z`` has induction latents (decoder mostly the induction
+heads, firing on the second copy of repeated text), one on layer 0's has previous-token latents.
+The same SAEs trained the same way on the untrained model of the same config find none, with the
+trained model's heads given to them: the rules can fail (dictionaries/roles.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from interp_toolkit.analysis.probe_data import varied_repeats
+from interp_toolkit.analysis.scores import discover_heads
+from interp_toolkit.dictionaries.config import SAETrainConfig
+from interp_toolkit.dictionaries.pipeline import run_sae
+from interp_toolkit.dictionaries.roles import induction_latents, previous_token_latents
+
+pytestmark = pytest.mark.slow
+
+#: Training activations per SAE (a few seconds of training each on 2 cores).
+TOKENS = 262_144
+#: Latents each rule must find on the trained model (dictionaries.md lists what was seen).
+MIN_FOUND = 2
+
+
+@pytest.fixture(scope="module")
+def roles_2l(trained_2l):
+    report = discover_heads(
+        trained_2l.model, trained_2l.codec, n_seqs=64, seed=0, model_cfg=trained_2l.model_cfg
+    )
+    induction = sorted(h.head for h in report.heads_with_role("induction") if h.layer == 1)
+    previous = sorted(h.head for h in report.heads_with_role("previous-token") if h.layer == 0)
+    assert induction and previous, report.to_dict()["roles"]
+    return {"induction": induction, "previous": previous}
+
+
+@pytest.fixture(scope="module")
+def untrained_2l(trained_2l):
+    from interp_toolkit.models import build_model
+
+    return build_model(trained_2l.model_cfg)
+
+
+def _sae(model, run, hook, folder):
+    tcfg = SAETrainConfig(tokens=TOKENS, seed=0)
+    return run_sae(
+        model, run.codec, run, hook, folder, expansion=8, k=16, train=tcfg, progress=False
+    )
+
+
+@pytest.fixture(scope="module")
+def repeats(trained_2l):
+    return varied_repeats(trained_2l.codec, seq_len=trained_2l.model_cfg.n_ctx, n_seqs=256, seed=1)
+
+
+def test_layer_1_attention_sae_has_induction_latents(
+    trained_2l, untrained_2l, roles_2l, repeats, tmp_path
+):
+    heads = roles_2l["induction"]
+    res = _sae(trained_2l.model, trained_2l, "blocks.1.attn.hook_z", tmp_path / "l1")
+    found = induction_latents(trained_2l.model, res.sae, res.features, heads, repeats)
+    detail = {
+        "found": found,
+        "evals": res.metrics.to_dict()["model_performance_preservation"],
+        "described": [res.features.descriptions[i] for i in found.latents],
+    }
+    assert len(found.latents) >= MIN_FOUND, detail
+    assert min(found.head_share) > found.floor and min(found.second_copy) >= 0.8, detail
+    assert res.metrics.ce_loss_score > 0.5, detail  # the SAE stands in for the layer
+    blank = _sae(untrained_2l, trained_2l, "blocks.1.attn.hook_z", tmp_path / "u1")
+    none = induction_latents(untrained_2l, blank.sae, blank.features, heads, repeats)
+    assert none.latents == (), none
+
+
+def test_layer_0_attention_sae_has_previous_token_latents(
+    trained_2l, untrained_2l, roles_2l, tmp_path
+):
+    heads = roles_2l["previous"]
+    res = _sae(trained_2l.model, trained_2l, "blocks.0.attn.hook_z", tmp_path / "l0")
+    found = previous_token_latents(res.sae, res.features, heads)
+    detail = {"found": found, "described": [res.features.descriptions[i] for i in found.latents]}
+    assert len(found.latents) >= MIN_FOUND, detail
+    assert all("fires after" in res.features.descriptions[i] for i in found.latents), detail
+    blank = _sae(untrained_2l, trained_2l, "blocks.0.attn.hook_z", tmp_path / "u0")
+    none = previous_token_latents(blank.sae, blank.features, heads)
+    assert none.latents == (), none

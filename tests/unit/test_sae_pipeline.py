@@ -1,0 +1,182 @@
+"""The SAE pipeline on a tiny model: activations through hooks (heads concatenated for hook_z),
+SAELens's metrics on hand-built SAEs with known values, per-latent data (head shares, logit
+effects), the ``sae`` command and its bad input."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from analysis_helpers import tiny_codec
+from cli_helpers import run_main
+from test_views import assert_offline
+
+from interp_toolkit.dictionaries.activations import check_hook, hook_width, read_hook
+from interp_toolkit.dictionaries.config import SAEConfig
+from interp_toolkit.dictionaries.evaluate import evaluate_sae
+from interp_toolkit.dictionaries.features import decoder_out, head_shares
+from interp_toolkit.dictionaries.sae import SparseAutoencoder
+from interp_toolkit.errors import UserError
+from interp_toolkit.models import AttnOnlyConfig, build_model
+
+
+def _mlp_cfg(**kw):
+    base = dict(n_layers=2, d_model=32, n_heads=4, d_head=8, n_ctx=16, d_vocab=64, mlp=True)
+    return AttnOnlyConfig(**{**base, "d_mlp": 24, "normalization": "LN", **kw})
+
+
+def _tokens(n=6, seq=16, seed=0):
+    return torch.randint(1, 62, (n, seq), generator=torch.Generator().manual_seed(seed))
+
+
+def test_hook_z_is_read_with_the_heads_concatenated_in_order(tiny_model):
+    tokens = _tokens()
+    acts = read_hook(tiny_model, tokens, "blocks.1.attn.hook_z")
+    _, cache = tiny_model.run_with_cache(tokens, names_filter=["blocks.1.attn.hook_z"])
+    z = cache["blocks.1.attn.hook_z"]  # [b, pos, head, d_head]
+    assert acts.shape == (6 * 16, 4 * 8) and hook_width(tiny_model, "blocks.1.attn.hook_z") == 32
+    for h in range(4):
+        assert torch.allclose(acts[:, h * 8 : (h + 1) * 8], z[:, :, h].reshape(-1, 8))
+
+
+def test_hooks_an_sae_cannot_read_are_one_line_errors(tiny_model):
+    for hook, msg in (
+        ("blocks.9.hook_resid_pre", "does not exist"),
+        ("blocks.0.attn.hook_pattern", "not offered"),
+        ("blocks.0.mlp.hook_post", "attention-only"),
+    ):
+        with pytest.raises(UserError, match=msg):
+            check_hook(tiny_model, hook)
+
+
+def _identity_sae(d: int, hook: str) -> SparseAutoencoder:
+    """f = [relu(x), relu(-x)], x_hat = relu(x) - relu(-x) = x: a perfect reconstruction."""
+    sae = SparseAutoencoder(SAEConfig(d_in=d, d_sae=2 * d, arch="relu", k=0, hook_name=hook))
+    eye = torch.eye(d)
+    with torch.no_grad():
+        sae.W_enc.copy_(torch.cat([eye, -eye], 1))
+        sae.W_dec.copy_(torch.cat([eye, -eye], 0))
+        sae.b_enc.zero_()
+        sae.b_dec.zero_()
+    return sae
+
+
+@pytest.mark.parametrize("hook", ["blocks.1.attn.hook_z", "blocks.0.hook_resid_post"])
+def test_metrics_of_a_perfect_and_of_a_zero_reconstruction(tiny_model, hook):
+    tokens = _tokens(8)
+    d = hook_width(tiny_model, hook)
+    perfect = evaluate_sae(tiny_model, _identity_sae(d, hook), tokens)
+    assert perfect.explained_variance == pytest.approx(1.0, abs=1e-6)
+    assert perfect.ce_loss_score == pytest.approx(1.0, abs=1e-4)
+    assert perfect.kl_div_with_sae == pytest.approx(0.0, abs=1e-6)
+    assert perfect.kl_div_with_ablation > 0 and perfect.n_tokens == 8 * 16
+    zero = _identity_sae(d, hook)
+    with torch.no_grad():
+        zero.W_dec.zero_()
+    z = evaluate_sae(tiny_model, zero, tokens)  # x_hat = 0: the same run as zero-ablation
+    assert z.ce_loss_score == pytest.approx(0.0, abs=1e-5)
+    assert z.kl_div_with_sae == pytest.approx(z.kl_div_with_ablation, rel=1e-5)
+    assert z.l0 == pytest.approx(perfect.l0)
+
+
+def test_explained_variance_is_one_minus_mse_over_the_total_variance(tiny_model):
+    """An SAE that always outputs the mean explains nothing: FVE 0 (SAELens's formula, not the
+    per-token legacy one); density counts tokens a latent fires on."""
+    hook = "blocks.0.hook_resid_post"
+    tokens = _tokens(8)
+    x = read_hook(tiny_model, tokens, hook)
+    sae = SparseAutoencoder(SAEConfig(d_in=32, d_sae=4, arch="relu", k=0, hook_name=hook))
+    with torch.no_grad():
+        sae.W_dec.zero_()
+        sae.b_dec.copy_(x.mean(0))
+        sae.W_enc.zero_()
+        sae.b_enc.copy_(torch.tensor([1.0, -1.0, 1.0, -1.0]))
+    m = evaluate_sae(tiny_model, sae, tokens)
+    assert m.explained_variance == pytest.approx(0.0, abs=1e-5)
+    assert m.feature_density.tolist() == [1.0, 0.0, 1.0, 0.0] and m.dead == 2 and m.dense == 2
+    assert m.l0 == pytest.approx(2.0)
+    labels, counts = m.histogram()
+    assert labels[0] == "dead" and counts[0] == 2 and counts[-1] == 2 and sum(counts) == 4
+
+
+def test_head_shares_and_the_decoder_through_w_o(tiny_model):
+    sae = SparseAutoencoder(
+        SAEConfig(d_in=32, d_sae=3, arch="topk", k=1, hook_name="blocks.1.attn.hook_z")
+    )
+    with torch.no_grad():
+        sae.W_dec.zero_()
+        sae.W_dec[0, 2 * 8 : 3 * 8] = 1.0  # all in head 2
+        sae.W_dec[1, 0:8] = 1.0
+        sae.W_dec[1, 24:32] = 1.0  # half head 0, half head 3
+        sae.W_dec[2, 8] = 1.0
+    shares = head_shares(sae, 4)
+    assert shares[0].tolist() == [0.0, 0.0, 1.0, 0.0]
+    assert shares[1].tolist() == pytest.approx([0.5, 0.0, 0.0, 0.5])
+    w_o = tiny_model.blocks[1].attn.W_O.detach()  # [head, d_head, d_model]
+    out = decoder_out(tiny_model, sae)
+    assert torch.allclose(out[0], w_o[2].sum(0), atol=1e-6)
+    assert torch.allclose(out[2], w_o[1, 0], atol=1e-6)
+
+
+@pytest.fixture
+def text_mlp_run(tmp_path, monkeypatch):
+    from interp_toolkit.runs import save_run
+
+    monkeypatch.setenv("INTERP_TOOLKIT_CACHE", str(tmp_path / "cache"))
+    text = tmp_path / "corpus.txt"
+    text.write_text("".join(f"{chr(97 + i % 26)}{i % 7} = [{i}, {i * 3}]\n" for i in range(3000)))
+    settings = {"data": {"corpus": str(text), "val_fraction": 0.2, "repeat_fraction": 0.5}}
+    cfg = _mlp_cfg()
+    return save_run(tmp_path / "run", build_model(cfg), tiny_codec(64), cfg, settings)
+
+
+def test_the_sae_command_trains_evaluates_and_writes_saelens_files_and_pages(
+    text_mlp_run, tmp_path, capsys
+):
+    out, js = tmp_path / "sae", tmp_path / "m.json"
+    argv = ["sae", str(text_mlp_run), "--hook", "blocks.1.attn.hook_z", "--tokens", "4096"]
+    argv += ["--expansion", "2", "--k", "4", "--quiet", "--out", str(out)]
+    assert run_main([*argv, "--json", str(js)]) == 0
+    printed = capsys.readouterr().out
+    for label in ("L0", "explained variance", "CE loss recovered", "dead latents"):
+        assert label in printed
+    data = json.loads(js.read_text())
+    assert data["evals"]["sparsity"]["l0"] == pytest.approx(4.0)
+    assert data["training"]["tokens"] == 4096 and data["setting"] == "curriculum"
+    cfg = json.loads((out / "cfg.json").read_text())
+    assert (cfg["d_in"], cfg["d_sae"], cfg["architecture"]) == (32, 64, "topk")
+    for name in ("sae_weights.safetensors", "sparsity.safetensors", "evals.json", "features.json"):
+        assert (out / name).is_file(), name
+    feats = json.loads((out / "features.json").read_text())
+    assert len(feats["latents"]) == 64 and len(feats["latents"][0]["head_share"]) == 4
+    assert all(d["description"] for d in feats["latents"])
+    index, pages = (out / "index.html").read_text(), (out / "features.html").read_text()
+    assert "Feature density" in index and "monosemantic" in index
+    assert_offline(index)
+    assert_offline(pages)
+    assert pages.count("CircuitsVis.render(") == 1
+    assert run_main(argv) == 2  # the folder holds an SAE: --resume or another --out
+    assert "--resume" in capsys.readouterr().err
+    assert run_main([*argv, "--resume"]) == 0  # finished: resumes at the end, re-evaluates
+
+
+@pytest.mark.parametrize(
+    "extra,msg",
+    [
+        (["--hook", "blocks.0.attn.hook_q"], "not offered"),
+        (["--hook", "blocks.0.hook_resid_pre", "--arch", "gated"], "not offered"),
+        (["--hook", "blocks.0.hook_resid_pre", "--k", "0"], "--k 0"),
+        (["--hook", "nothing"], "not a block hook"),
+    ],
+)
+def test_bad_sae_options_are_one_line_errors(text_mlp_run, tmp_path, capsys, extra, msg):
+    assert run_main(["sae", str(text_mlp_run), *extra, "--out", str(tmp_path / "s")]) == 2
+    err = capsys.readouterr().err
+    assert msg in err and "Traceback" not in err
+    assert not (tmp_path / "s" / "cfg.json").exists()
+
+
+def test_a_gpt2_sae_needs_an_out_folder_before_anything_loads(capsys):
+    assert run_main(["sae", "gpt2", "--hook", "blocks.0.hook_resid_pre"]) == 2
+    assert "--out FOLDER" in capsys.readouterr().err
