@@ -108,7 +108,7 @@ def _text(n_layers: int) -> Preset:
 
 #: The text preset's budget: the longest run that fits 60 minutes on this shared 2-core machine
 #: beside its 1-layer control (docs/recipes.md); no early stop (``stop_score`` None).
-TEXT_STEPS = 12_000
+TEXT_STEPS = 24_000
 PRESETS = {"cpu": _cpu, "seed": _seed, "text": _text}
 
 
