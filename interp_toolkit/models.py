@@ -2,7 +2,8 @@
 
 One config dataclass (:class:`AttnOnlyConfig`) describes the architecture; :func:`build_model` turns
 it into a ``TransformerBridge``. By default: attention only, no LayerNorm, learned absolute
-positions (or rotary), exactly what the seed study trains. With ``mlp=True`` each block also has
+positions (or rotary, or shortformer: learned positions that enter only queries and keys), exactly
+what the seed study trains. With ``mlp=True`` each block also has
 an MLP (``d_mlp`` neurons, ``act_fn``), and ``normalization="LN"`` adds TransformerLens's pre-norm
 LayerNorms (before attention, before the MLP, and before the unembedding): the "model kind" a
 run folder records in config.json (``mlp``, ``normalization``; folders written before these
@@ -22,7 +23,8 @@ from interp_toolkit.errors import UserError
 from interp_toolkit.tl_tokenizer import attach_tokenizer
 from interp_toolkit.tokenizer import CompactVocab, GPT2Codec
 
-Positional = Literal["standard", "rotary"]
+Positional = Literal["standard", "rotary", "shortformer"]
+POSITIONALS = ("standard", "rotary", "shortformer")
 Normalization = Literal["LN"]
 ACT_FNS = ("gelu", "relu")
 
@@ -70,9 +72,10 @@ class AttnOnlyConfig:
                 f"d_model={self.d_model} cannot work with {self.n_heads} heads of {self.d_head}: "
                 f"make d_model = n_heads * d_head ({self.n_heads * self.d_head})."
             )
-        if self.positional not in ("standard", "rotary"):
+        if self.positional not in POSITIONALS:
             raise UserError(
-                f"positional={self.positional!r} is not supported: use 'standard' or 'rotary'."
+                f"positional={self.positional!r} is not supported: use "
+                f"{', '.join(map(repr, POSITIONALS))}."
             )
         if self.positional == "rotary" and self.d_head % 2:
             raise UserError(f"rotary positions need an even d_head, got {self.d_head}.")
@@ -110,7 +113,8 @@ def tl_config(cfg: AttnOnlyConfig) -> TransformerBridgeConfig:
         d_mlp=cfg.mlp_width or 4 * cfg.d_model,
         act_fn=cfg.act_fn,
         normalization_type=cfg.normalization,
-        positional_embedding_type=cfg.positional,
+        # shortformer: TL's learned positions, re-routed by install_shortformer
+        positional_embedding_type="rotary" if cfg.positional == "rotary" else "standard",
         seed=cfg.seed,
         init_mode="gpt2",
         default_prepend_bos=False,
@@ -130,6 +134,8 @@ def build_model(
     cfg.validate()
     model = TransformerBridge.boot_native(tl_config(cfg), device=device, dtype=torch.float32)
     _draw_embeddings(model, cfg)
+    if cfg.positional == "shortformer":
+        install_shortformer(model)
     if codec is not None:
         attach_tokenizer(model, codec)
     return model.eval()
@@ -165,3 +171,72 @@ def embedding_parameters(model: TransformerBridge) -> list[torch.nn.Parameter]:
 
 def n_params(model: TransformerBridge) -> int:
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+# Shortformer positions (Press et al. 2021; Olsson et al. 2022's small models; TransformerLens's
+# HookedTransformer "shortformer"): the learned position embedding is added to the input of every
+# layer's query and key projections, and never to the residual stream, so values (and whatever a
+# head moves) carry no position. TL 4.3's native model offers only "standard" and "rotary", so a
+# shortformer model is TL's standard model with two kinds of permanent torch hooks:
+#
+# - on ``hook_pos_embed`` (``pos_embed.hook_out``): the residual gets zeros instead of W_pos;
+# - on each layer's ``attn.q.hook_out`` and ``attn.k.hook_out`` (``hook_q``/``hook_k``): the
+#   projection's output gains ``W_pos[:seq] @ W^T``, which makes it ``W (x + W_pos) + b``.
+#
+# The q/k hooks sit on the projections' *outputs* because every path TL has fires them: the
+# plain forward, the fused-attention training step (training/sdpa.py calls the same projection
+# modules), and the per-head fork of ``use_split_qkv_input`` (which skips the projections' input
+# hooks). They are raw torch hooks, registered first, so TL's ``reset_hooks`` (even
+# ``including_permanent=True``) leaves them, and a user's hook on hook_q/hook_k/hook_pos_embed
+# sees the queries, keys and residual input the model really uses. The hooks hold no closure:
+# each hook point carries a plain attribute naming its embedding and projection, which
+# ``copy.deepcopy`` maps to the copy's own modules. Positions are 0..seq-1 (no position_ids).
+
+
+@dataclass(frozen=True)
+class _QKPositions:
+    """What one q/k projection's output hook adds: ``positions.weight[:seq] @ projection.weight^T``."""
+
+    positions: torch.nn.Embedding
+    projection: torch.nn.Linear
+
+
+def _zero_positions(_module: torch.nn.Module, _inputs: Any, output: torch.Tensor) -> torch.Tensor:
+    return torch.zeros_like(output)
+
+
+def _add_positions(module: torch.nn.Module, _inputs: Any, output: torch.Tensor) -> torch.Tensor:
+    src: _QKPositions = module.__dict__["_shortformer"]
+    seq = output.shape[1]
+    pos = torch.nn.functional.linear(src.positions.weight[:seq], src.projection.weight)
+    return output + pos.reshape((1, seq, *output.shape[2:])).to(output.dtype)
+
+
+def install_shortformer(model: TransformerBridge) -> None:
+    """Make ``model`` (a native bridge with learned positions) a shortformer model, in place (see
+    the comment above). Done by :func:`build_model` for ``positional="shortformer"``."""
+    if is_shortformer(model):
+        return
+    pos_point = model.pos_embed.hook_out
+    pos_point.__dict__["_shortformer"] = True
+    pos_point.register_forward_hook(_zero_positions, prepend=True)
+    embedding = model.pos_embed.original_component
+    for block in model.blocks:
+        for name in ("q", "k"):
+            linear = getattr(block.attn, name)
+            point = linear.hook_out
+            point.__dict__["_shortformer"] = _QKPositions(embedding, linear.original_component)
+            point.register_forward_hook(_add_positions, prepend=True)
+
+
+def is_shortformer(model: TransformerBridge) -> bool:
+    """Whether ``model`` carries shortformer positions (:func:`install_shortformer`)."""
+    pos = getattr(model, "pos_embed", None)
+    return pos is not None and "_shortformer" in pos.hook_out.__dict__
+
+
+def positional_kind(model: TransformerBridge) -> str:
+    """``model``'s positional scheme: "shortformer", or TL's ``positional_embedding_type``."""
+    if is_shortformer(model):
+        return "shortformer"
+    return str(getattr(model.cfg, "positional_embedding_type", None) or "standard")

@@ -5,6 +5,9 @@
   (``--corpus hf:Skylion007/openwebtext``); offline it falls back to the embedded corpus.
 - ``cpu``: what grows induction heads on a 2-core CPU in minutes (see README "The CPU recipe"):
   a compact vocabulary, a short context, and 90% of every batch made of repeated-span windows.
+- ``text``: the natural-text recipe (docs/recipes.md): plain stdlib text only (no synthetic
+  windows), shortformer positions, a 256-id compact vocabulary, context 64, lr 6e-3 after a
+  short warmup; what grows a layer-1 induction head from text alone on a 2-core CPU.
 
 Either preset with ``mlp=True`` (``train --mlp``): the same recipe (data, optimiser, steps, seed)
 on a model with an MLP in every block (d_mlp = 4 * d_model, GELU) and pre-norm LayerNorm, the
@@ -76,7 +79,37 @@ def _cpu(n_layers: int) -> Preset:
     )
 
 
-PRESETS = {"cpu": _cpu, "seed": _seed}
+def _text(n_layers: int) -> Preset:
+    """Every setting is measured in docs/recipes.md (the table of tries)."""
+    return Preset(
+        name="text",
+        model=AttnOnlyConfig(
+            n_layers=n_layers,
+            d_model=128,
+            n_heads=4,
+            d_head=32,
+            n_ctx=64,
+            d_vocab=256,
+            positional="shortformer",
+        ),
+        data=DataConfig(corpus="stdlib", vocab_size=256, repeat_fraction=0.0),
+        train=TrainSettings(
+            steps=TEXT_STEPS,
+            batch_size=64,
+            lr=6e-3,
+            warmup_steps=200,
+            log_every=50,
+            score_every=250,
+            checkpoint_every=1000,
+            threads=1,
+        ),
+    )
+
+
+#: The text preset's budget: the longest run that fits 60 minutes on this shared 2-core machine
+#: beside its 1-layer control (docs/recipes.md); no early stop (``stop_score`` None).
+TEXT_STEPS = 24_000
+PRESETS = {"cpu": _cpu, "seed": _seed, "text": _text}
 
 
 def with_mlp(preset: Preset) -> Preset:

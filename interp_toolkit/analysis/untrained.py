@@ -30,7 +30,7 @@ from transformer_lens import TransformerBridge
 
 from interp_toolkit.analysis.batches import RepeatedTokens
 from interp_toolkit.analysis.stripes import RowScores, row_scores
-from interp_toolkit.models import AttnOnlyConfig, build_model, reinitialise
+from interp_toolkit.models import AttnOnlyConfig, build_model, positional_kind, reinitialise
 
 #: By default a layer's untrained pool holds at least this many values: ``K = ceil(pool / n_heads)``
 #: models, at least 2. Toy models: 99, so a p-value can reach 1/100 (cpu preset, 4 heads: 25
@@ -130,7 +130,7 @@ def untrained_models(
             d_head=int(cfg.d_head),
             n_ctx=int(cfg.n_ctx),
             d_vocab=int(cfg.d_vocab),
-            positional=cfg.positional_embedding_type,
+            positional=positional_kind(model),
             seed=int(cfg.seed or 0),
         )
     if model_cfg is not None:

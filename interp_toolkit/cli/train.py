@@ -22,7 +22,8 @@ def train_cmd(
     preset: str | None = typer.Option(
         None,
         "--preset",
-        help="cpu (minutes on a laptop CPU; the default) or seed (the seed study; GPU).",
+        help="cpu (minutes on a laptop CPU; the default), text (plain text, no synthetic "
+        "windows; see docs/recipes.md) or seed (the seed study; GPU).",
     ),
     steps: int | None = typer.Option(
         None, "--steps", help="Optimizer steps (default: the preset's)."
@@ -40,6 +41,12 @@ def train_cmd(
     ),
     vocab_size: int | None = typer.Option(
         None, "--vocab-size", help="Override the compact vocabulary size."
+    ),
+    repeat_fraction: float | None = typer.Option(
+        None,
+        "--repeat-fraction",
+        help="Share of every batch made of repeated-span windows, 0..1 (0 = plain text; "
+        "default: the preset's).",
     ),
     mlp: bool = typer.Option(
         False, "--mlp", help="Add an MLP (4 x d_model GELU neurons) and LayerNorm to every block."
@@ -71,6 +78,11 @@ def train_cmd(
     from interp_toolkit.training import train_model
     from interp_toolkit.training.distributed import cluster_from_env
 
+    if repeat_fraction is not None and not 0.0 <= repeat_fraction <= 1.0:
+        raise UserError(
+            f"--repeat-fraction {repeat_fraction} is not a share: give a number from 0 (plain "
+            "text) to 1 (only repeated-span windows)."
+        )
     if resume:  # what the run was trained with: options given must match it (train_model checks)
         p = recorded_preset(out)
         if mlp and not p.model.mlp:
@@ -87,6 +99,7 @@ def train_cmd(
         "corpus": corpus,
         "n_ctx": n_ctx,
         "vocab_size": vocab_size,
+        "repeat_fraction": repeat_fraction,
         "precision": precision,
     }
     if seed is not None:
