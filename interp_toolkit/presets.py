@@ -7,7 +7,8 @@
   a compact vocabulary, a short context, and 90% of every batch made of repeated-span windows.
 - ``text``: the natural-text recipe (docs/recipes.md): plain stdlib text only (no synthetic
   windows), shortformer positions, a 256-id compact vocabulary, context 64, lr 6e-3 after a
-  short warmup; what grows a layer-1 induction head from text alone on a 2-core CPU.
+  short warmup. The best recipe found on a 2-core CPU; it grows a weak layer-1 induction head that
+  does not reach the role rule (0.095 against 0.4 after 12,000 steps, docs/recipes.md §2).
 
 Either preset with ``mlp=True`` (``train --mlp``): the same recipe (data, optimiser, steps, seed)
 on a model with an MLP in every block (d_mlp = 4 * d_model, GELU) and pre-norm LayerNorm, the
@@ -106,8 +107,9 @@ def _text(n_layers: int) -> Preset:
     )
 
 
-#: The text preset's budget: the longest run that fits 60 minutes on this shared 2-core machine
-#: beside its 1-layer control (docs/recipes.md); no early stop (``stop_score`` None).
+#: The text preset's budget: what should fit about 60 minutes on this shared 2-core machine beside
+#: its 1-layer control, extrapolated from 12,000 steps in 23 minutes (never run to the end here,
+#: docs/recipes.md §4); no early stop (``stop_score`` None).
 TEXT_STEPS = 24_000
 PRESETS = {"cpu": _cpu, "seed": _seed, "text": _text}
 
