@@ -16,7 +16,9 @@ def reproduce_cmd(
         Path("study"), "--out", help="Study folder (new, empty, or an earlier study to reuse)."
     ),
     preset: str = typer.Option(
-        "cpu", "--preset", help="cpu (minutes on a CPU) or seed (GPU scale)."
+        "cpu",
+        "--preset",
+        help="cpu (the curriculum: minutes on a CPU), text (natural text only) or seed (GPU scale).",
     ),
     layers: str = typer.Option(
         "1,2,3,8", "--layers", help="Comma-separated layer counts from 1,2,3,8."
