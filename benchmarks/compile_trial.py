@@ -17,7 +17,6 @@ import argparse
 import os
 import statistics
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import print_table, write_result  # noqa: E402
+from _flops import now, set_clock  # noqa: E402
 
 
 def _explain(fn, *args) -> dict[str, Any]:
@@ -53,18 +53,18 @@ def train_case(preset, batches, precision: str, compiled: bool, warmup: int) -> 
     step_fn = torch.compile(module) if compiled else module
     opt = torch.optim.AdamW(model.parameters(), lr=preset.train.lr, betas=preset.train.betas)
     losses, t_first, t0 = [], 0.0, 0.0
-    start = time.perf_counter()
+    start = now()
     with fused_attention(model), prec.matmuls(cpu):
         for i, tokens in enumerate(batches):
             if i == warmup:
-                t_first, t0 = time.perf_counter() - start, time.perf_counter()
+                t_first, t0 = now() - start, now()
             loss = step_fn(tokens)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
             opt.zero_grad()
             losses.append(float(loss))
-    dt = time.perf_counter() - t0
+    dt = now() - t0
     tok = (len(batches) - warmup) * batches[0][:, 1:].numel()
     return {"tokens_per_s": tok / dt, "first_steps_s": t_first, "losses": losses}
 
@@ -82,14 +82,14 @@ def scoring_case(compiled: bool) -> dict[str, Any]:
     if compiled:
         model.forward = torch.compile(model.forward)
     out = {}
-    t0 = time.perf_counter()
+    t0 = now()
     first = head_scores(model, probe)
-    out["first_s"] = time.perf_counter() - t0
+    out["first_s"] = now() - t0
     times = []
     for _ in range(5):
-        t0 = time.perf_counter()
+        t0 = now()
         head_scores(model, probe)
-        times.append(time.perf_counter() - t0)
+        times.append(now() - t0)
     out["seconds"] = statistics.median(times)
     out["induction"] = first.induction
     return out
@@ -102,6 +102,7 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=10)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+    clock = set_clock(args.threads)
     from train_throughput import timed_preset
 
     from interp_toolkit.devices import PRECISIONS
@@ -171,6 +172,7 @@ def main() -> None:
         "compile_trial",
         {
             "threads": args.threads,
+            "clock": clock,
             "steps": args.steps,
             "warmup": args.warmup,
             "rows": rows,

@@ -279,9 +279,10 @@ def child_heads(candidates: str, layers: int, threads: int) -> None:
     model = _build_model(MODEL_12L)
     heads = [(la, h) for la in range(layers) for h in range(int(model.cfg.n_heads))]
     kw = {} if candidates == "baseline" else {"candidates": candidates}
-    t0 = time.perf_counter()
+    clock = time.process_time if threads == 1 else time.perf_counter  # as _flops.set_clock
+    t0 = clock()
     ranks = [copy_ranks(model, la, h, **kw) for la, h in heads]
-    seconds = time.perf_counter() - t0
+    seconds = clock() - t0
     flat = torch.cat(ranks)
     out = {
         "case": candidates,
@@ -351,6 +352,7 @@ def run_candidates(args: argparse.Namespace) -> None:
         {
             "model": MODEL_12L,
             "threads": args.threads,
+            "clock": "cpu" if args.threads == 1 else "wall",
             "baseline_commit": args.baseline,
             "subset_layers": args.subset_layers,
             "repeats": args.repeats,
