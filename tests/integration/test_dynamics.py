@@ -4,6 +4,8 @@ on hand-written metrics in tests/unit/test_trajectory.py."""
 import torch
 
 from interp_toolkit.analysis.dynamics import over_snapshots, snapshot_steps, trajectory
+from interp_toolkit.analysis.heads import SCORE
+from interp_toolkit.analysis.induction import INDUCTION_SCORE
 from interp_toolkit.analysis.scores import head_scores
 from interp_toolkit.data import DataConfig
 from interp_toolkit.models import AttnOnlyConfig
@@ -26,7 +28,9 @@ def test_trajectory_and_snapshots(tmp_path):
     tr = trajectory(tmp_path / "run")
     scored = [r for r in read_metrics(tmp_path / "run") if "induction" in r]
     assert tr.steps == [4, 8] and [r["step"] for r in scored] == [4, 8]
-    assert torch.equal(tr.induction, torch.tensor([r["induction"] for r in scored]))
+    # the trajectory reads the score that decides the induction role, as logged
+    key = SCORE[INDUCTION_SCORE].logged_as
+    assert torch.equal(tr.induction, torch.tensor([r[key] for r in scored]))
     assert snapshot_steps(tmp_path / "run") == [4, 8]
 
     from interp_toolkit.analysis.batches import default_token_range, repeated_tokens
