@@ -308,7 +308,8 @@ def _reproduce(
     cfg: StudyConfig, out: Path, runs: Sequence[StudyRun], marker: dict[str, Any]
 ) -> StudyResult:
     t0 = time.perf_counter()
-    measured = [_train_and_measure(cfg, out, runs)[r.name] for r in runs]  # in the runs' order
+    by_name = _train_and_measure(cfg, out, runs)  # every run trained and measured once
+    measured = [by_name[r.name] for r in runs]  # in the runs' order
     summaries = [m.summary for m in measured]
     depths = {r.name: m.depth for r, m in zip(runs, measured, strict=True)}
     circuits = [m.circuit for m in measured if m.circuit is not None]

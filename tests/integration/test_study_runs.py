@@ -16,6 +16,10 @@ def test_reproduce_end_to_end_and_reuse(tmp_path, capsys):
     cfg = StudyConfig(out=out, layers=(1, 2, 3), steps=12, sample_tokens=8, workers=2, mlp=True)
     result = reproduce(cfg)
     assert result.index.is_file()
+    # every run is analysed once (a comprehension once re-ran the whole study per run)
+    said = capsys.readouterr().err
+    for name in ("cpu-1l", "cpu-2l", "cpu-3l", "cpu-1l-mlp", "cpu-2l-mlp"):
+        assert said.count(f"[{name}] samples, exams") == 1, (name, said)
     html = result.index.read_text()
     assert "cpu-1l/report.html" in html and "cpu-2l/report.html" in html
     # the findings and the data mix are computed from this study's runs
