@@ -271,7 +271,12 @@ def test_json_to_dev_full_dev_null_a_fifo_and_a_symlink(reference, tmp_path):
 def test_sampling_streams_and_ctrl_c_keeps_the_text(reference):
     """``sample --tokens 100000000`` prints text as it comes (no silent hang); Ctrl-C stops it:
     exit 130, one line saying how many tokens came, the text kept on standard output."""
-    proc = cli("sample", reference, "--prompt", "def", "--tokens", 100_000_000)
+    # a shell without job control starts background jobs with SIGINT ignored, and Python keeps an
+    # ignored SIGINT ignored: the child gets the disposition a terminal's Ctrl-C meets
+    proc = cli(
+        "sample", reference, "--prompt", "def", "--tokens", 100_000_000,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # fmt: skip
     first = proc.stdout.read(40)  # blocks until the command has printed 40 characters
     proc.send_signal(signal.SIGINT)
     code, rest, err = finish(proc)
