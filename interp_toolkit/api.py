@@ -48,11 +48,12 @@ ModelLike = TransformerBridge | Target | Run
 Prompt = str | Sequence[int] | Sequence[Sequence[int]] | np.ndarray | torch.Tensor
 
 
-def load(target: str | os.PathLike[str], device: str = "cpu") -> Target:
+def load(target: str | os.PathLike[str], device: str = "auto") -> Target:
     """Load a run folder, a GPT-2 hub name (``"gpt2"``, ...) or a GPT-2 ``save_pretrained``
     folder. The result has ``.model`` (a ``TransformerBridge`` with its tokenizer, so
     ``to_tokens``/``generate`` work), ``.codec``, ``.name``, ``.kind`` (``toy``/``gpt2``) and
-    ``.source`` (the :class:`~interp_toolkit.runs.Run` of a toy model)."""
+    ``.source`` (the :class:`~interp_toolkit.runs.Run` of a toy model). ``device`` as the CLI's
+    ``--device`` (default ``auto``: a CUDA GPU, else an Apple GPU, else the CPU)."""
     path_arg(target, "target")  # None, a number or '' (the current folder): one line
     return load_target(target, device)
 
@@ -64,6 +65,7 @@ def train(
     preset: str = "cpu",
     exist_ok: str = "error",
     progress: bool = True,
+    device: str = "auto",
     **overrides: Any,
 ) -> Run:
     """Train an attention-only model into the run folder ``out``; returns the trained run.
@@ -74,7 +76,7 @@ def train(
     trained model (training on from its checkpoint if it was interrupted), so re-running a
     notebook cell loads instead of failing; ``"resume"`` continues it to ``steps``; ``"error"``
     refuses. Both refuse a run whose recorded settings differ from the ones asked for (but
-    ``"resume"`` may change ``steps``).
+    ``"resume"`` may change ``steps``). ``device`` as the CLI's ``--device`` (default ``auto``).
     """
     from interp_toolkit.presets import get_preset, with_overrides
     from interp_toolkit.training import train_model
@@ -101,9 +103,16 @@ def train(
                 "Pass the run's settings, exist_ok='resume' to train it on to more steps, or "
                 "choose another folder."
             )
-        return load_run(paths.root)
+        return load_run(paths.root, device=device)
     result = train_model(
-        paths.root, p.model, p.data, p.train, resume=held, preset=p.name, progress=progress
+        paths.root,
+        p.model,
+        p.data,
+        p.train,
+        resume=held,
+        preset=p.name,
+        progress=progress,
+        device=device,
     )
     return result.run
 
