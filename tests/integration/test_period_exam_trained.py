@@ -54,11 +54,11 @@ def test_two_layers_pass_every_exam_one_layer_none(trained_2l, trained_1l, untra
 
 def test_induction_shows_on_held_out_text(trained_2l, trained_1l, untrained_2l, held_out):
     """On held-out text the 2-layer model's repeated-passage drop is larger than the 1-layer
-    model's and an untrained model's, and its best layer-1 induction score on the text higher;
-    its in-context score is lower than the untrained model's, each by more than the intervals'
-    widths. (Against the 1-layer model the in-context score's intervals overlap at this context
-    of 32 tokens: -0.65 [-1.02, -0.27] against -0.49 [-0.86, -0.11] measured; a 1-layer model's
-    skip-trigrams use the context too, so that comparison is not asserted.)"""
+    model's and an untrained model's by more than the intervals' widths, and its best layer-1
+    induction score on the text is higher. (The in-context score does not separate them at this
+    context of 32 tokens: -0.65 [-1.02, -0.27] for 2 layers, -0.49 [-0.86, -0.11] for 1 layer and
+    -0.75 [-0.89, -0.61] untrained, benchmarks/results/exam_text_measures.json; it is reported,
+    read against the untrained model, and not asserted.)"""
     from interp_toolkit.analysis.text_induction import text_induction
 
     with torch.no_grad():
@@ -70,7 +70,6 @@ def test_induction_shows_on_held_out_text(trained_2l, trained_1l, untrained_2l, 
         n: (m.icl.score, m.passage.drop, m.best())
         for n, m in (("2l", two), ("1l", one), ("0", raw))
     }
-    assert two.icl.score.high < raw.icl.score.low, detail
     for other in (one, raw):
         assert two.passage.drop.low > other.passage.drop.high, detail
         assert two.best()[1] > other.best()[1], detail
