@@ -111,6 +111,19 @@ def pooled_by_layer(
 # --------------------------------------------------------------------------- null kinds
 
 
+def significant_by_kind(
+    p_value: Mapping[str, Tensor], alpha: float = ALPHA, fdr: bool = False
+) -> dict[str, Tensor]:
+    """``p <= alpha`` per head and kind; with ``fdr``, Benjamini-Hochberg over every head and
+    kind jointly at false-discovery rate ``alpha``."""
+    check_alpha(alpha)
+    if not fdr:
+        return {k: p <= alpha for k, p in p_value.items()}
+    kinds = list(p_value)
+    mask = benjamini_hochberg(torch.stack([p_value[k] for k in kinds]), alpha)
+    return {k: mask[i] for i, k in enumerate(kinds)}
+
+
 @dataclass(frozen=True)
 class NullSample:
     """What one null compares: each head's statistic (its score on the rows the null used) and
@@ -239,14 +252,8 @@ class NullTests:
         return sum(p.numel() for p in self.p_value.values())
 
     def significant(self, alpha: float = ALPHA, fdr: bool = False) -> dict[str, Tensor]:
-        """``p <= alpha`` per head and kind; with ``fdr``, Benjamini-Hochberg over every head and
-        kind jointly at false-discovery rate ``alpha``."""
-        check_alpha(alpha)
-        if not fdr:
-            return {k: p <= alpha for k, p in self.p_value.items()}
-        kinds = list(self.p_value)
-        mask = benjamini_hochberg(torch.stack([self.p_value[k] for k in kinds]), alpha)
-        return {k: mask[i] for i, k in enumerate(kinds)}
+        """:func:`significant_by_kind` of these p-values."""
+        return significant_by_kind(self.p_value, alpha, fdr)
 
 
 def run_tests(

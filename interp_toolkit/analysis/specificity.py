@@ -41,7 +41,7 @@ from transformer_lens import TransformerBridge
 
 from interp_toolkit.analysis.batches import RepeatedTokens, non_repeating_like
 from interp_toolkit.analysis.heads import RIVAL_RATIO, SCORES
-from interp_toolkit.analysis.nulls import ALPHA, QUANTILE, benjamini_hochberg, check_alpha
+from interp_toolkit.analysis.nulls import ALPHA, QUANTILE, significant_by_kind
 from interp_toolkit.analysis.stripes import RowPair, RowScores, row_pairs, row_scores
 
 #: The fewest sign-flip draws (smallest p 1e-4); more when a report has more tests (draws_for).
@@ -165,14 +165,8 @@ class SpecificityTests:
         return 1.0 / (self.n_draws + 1)
 
     def significant(self, alpha: float = ALPHA, fdr: bool = False) -> dict[str, Tensor]:
-        """``p <= alpha`` per head and kind; with ``fdr``, Benjamini-Hochberg over every head and
-        kind jointly at false-discovery rate ``alpha``."""
-        check_alpha(alpha)
-        if not fdr:
-            return {k: p <= alpha for k, p in self.p_value.items()}
-        kinds = list(self.p_value)
-        mask = benjamini_hochberg(torch.stack([self.p_value[k] for k in kinds]), alpha)
-        return {k: mask[i] for i, k in enumerate(kinds)}
+        """:func:`~interp_toolkit.analysis.nulls.significant_by_kind` of these p-values."""
+        return significant_by_kind(self.p_value, alpha, fdr)
 
 
 def specificity_tests(

@@ -17,14 +17,12 @@ from interp_toolkit.dictionaries.features import LatentFeatures, labeller, laten
 from interp_toolkit.dictionaries.pipeline import SAEResult
 from interp_toolkit.dictionaries.sae import SparseAutoencoder
 from interp_toolkit.io import write_json, write_text
+from interp_toolkit.reports.neurons import context_windows
 from interp_toolkit.tokenizer import Codec
-from interp_toolkit.views.attention import token_labels
 from interp_toolkit.views.features import context_view, density_histogram, latent_table
 from interp_toolkit.views.features import metrics_table as metrics_html
 from interp_toolkit.views.page import Section, render_report, table, text
 
-#: Tokens shown before and after the top position in a context.
-BEFORE, AFTER = 12, 3
 RULE = (
     f"monosemantic: one concept (the current token, the previous token, 'occurred earlier', "
     f"'inside a repeated span') holds at >= {MONO_SHARE:.0%} of the latent's top positions and "
@@ -111,12 +109,7 @@ def features_page(
     rows = sorted({r for r, _ in picks})
     idx = torch.tensor(list(latents), dtype=torch.long)
     acts = latent_activations(model, sae, tokens[rows])[..., idx] if rows else None
-    at = {r: i for i, r in enumerate(rows)}
-    ctx_tokens, ctx_acts = [], []
-    for r, p in picks:
-        lo, hi = max(0, p - BEFORE), min(tokens.shape[1], p + AFTER + 1)
-        ctx_tokens.append(token_labels(codec, tokens[r, lo:hi]))
-        ctx_acts.append(acts[at[r], lo:hi])
+    ctx_tokens, ctx_acts = context_windows(codec, tokens, picks, rows, acts)
     table_rows = [
         [
             i,

@@ -22,6 +22,24 @@ from interp_toolkit.views.page import Section, render_report, text
 BEFORE, AFTER = 12, 3
 
 
+def context_windows(
+    codec: Codec,
+    tokens: Int[torch.Tensor, "row pos"],
+    picks: Sequence[tuple[int, int]],
+    rows: Sequence[int],
+    acts: torch.Tensor,
+) -> tuple[list[list[str]], list[torch.Tensor]]:
+    """Each picked (row, position)'s window (:data:`BEFORE` tokens before it, :data:`AFTER`
+    after) as token labels, and the units' activations there; ``acts[i]`` holds ``rows[i]``'s."""
+    at = {r: i for i, r in enumerate(rows)}
+    ctx_tokens, ctx_acts = [], []
+    for r, p in picks:
+        lo, hi = max(0, p - BEFORE), min(tokens.shape[1], p + AFTER + 1)
+        ctx_tokens.append(token_labels(codec, tokens[r, lo:hi]))
+        ctx_acts.append(acts[at[r], lo:hi])
+    return ctx_tokens, ctx_acts
+
+
 def labels_for(codec: Codec, ids: Sequence[int]) -> dict[int, str]:
     """Visible labels (spaces as ·) of the given token ids."""
     uniq = sorted(set(int(i) for i in ids))
@@ -102,12 +120,7 @@ def neuron_page(
     picks = sorted({(int(r), int(p)) for n in neurons for r, p in _tops(info, n, contexts)})
     rows = sorted({r for r, _ in picks})
     acts = neuron_activations(model, tokens[rows], info.layer, neurons)
-    at = {r: i for i, r in enumerate(rows)}
-    ctx_tokens, ctx_acts = [], []
-    for r, p in picks:
-        lo, hi = max(0, p - BEFORE), min(tokens.shape[1], p + AFTER + 1)
-        ctx_tokens.append(token_labels(codec, tokens[r, lo:hi]))
-        ctx_acts.append(acts[at[r], lo:hi])
+    ctx_tokens, ctx_acts = context_windows(codec, tokens, picks, rows, acts)
     ids = (
         info.top_tokens[neurons].reshape(-1).tolist() + info.promoted[neurons].reshape(-1).tolist()
     )
