@@ -56,7 +56,7 @@ def run_child(script: str, argv: list[str]) -> dict[str, Any]:
 
 
 def write_result(name: str, payload: dict[str, Any], out: str | None = None) -> Path:
-    from interp_toolkit.io import write_json
+    from interp_toolkit.files.io import write_json
 
     path = Path(out) if out else RESULTS / f"{name}.json"
     write_json(path, {"benchmark": name, "machine": machine(), **payload})

@@ -2,7 +2,7 @@
 
 Cases (``CASES``; each runs in a fresh child process):
 
-- ``scores``: :func:`interp_toolkit.analysis.scores.head_scores` on 64 sequences x 128 tokens
+- ``scores``: :func:`interp_toolkit.heads.discovery.head_scores` on 64 sequences x 128 tokens
   (``[BOS] prefix(0..7) seg(60) seg(60) filler``). Hooks only ``hook_v``/``hook_pattern``, reduces
   each pattern on the fly, stops before the unembedding, in row chunks.
 - ``scores_naive``: ``model.run_with_cache(tokens)`` with no names filter on the same 64 sequences
@@ -76,13 +76,13 @@ def _reset_peak() -> bool:
 
 
 def _build_model(spec: dict[str, Any]) -> Any:
-    from interp_toolkit.models import AttnOnlyConfig, build_model
+    from interp_toolkit.models.build import AttnOnlyConfig, build_model
 
     return build_model(AttnOnlyConfig(**spec))
 
 
 def _probe(spec: dict[str, Any]) -> Any:
-    from interp_toolkit.analysis.batches import repeated_tokens
+    from interp_toolkit.heads.repeats import repeated_tokens
 
     return repeated_tokens(
         spec["n_seqs"],
@@ -96,7 +96,7 @@ def _probe(spec: dict[str, Any]) -> Any:
 
 
 def run_scores(model: Any, case: dict[str, Any]) -> dict[str, Any]:
-    from interp_toolkit.analysis.scores import head_scores
+    from interp_toolkit.heads.discovery import head_scores
 
     batch = _probe(case["probe"])
     t0 = time.perf_counter()
@@ -205,7 +205,7 @@ def main() -> None:
         results[name] = run_case(name, args.threads)
     gpt2_rows: dict[str, Any] = {}
     if not args.no_gpt2:
-        # GPT-2-small shape (random init, saved and loaded through interp_toolkit.targets.gpt2.load):
+        # GPT-2-small shape (random init, saved and loaded through interp_toolkit.runs.gpt2.load):
         # full discovery on 64 x 128 tokens; see gpt2_discovery_cost.py for the cases.
         import gpt2_discovery_cost
 
@@ -261,7 +261,7 @@ def main() -> None:
         "summary": summary,
     }
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from interp_toolkit.io import write_json
+    from interp_toolkit.files.io import write_json
 
     write_json(RESULTS, payload)
     print(f"wrote {RESULTS}")

@@ -51,13 +51,13 @@ def train_and_analyse(
 ) -> dict[str, Any]:
     import torch
 
-    from interp_toolkit.analysis.exam import BUILTIN_EXAMS, run_exam
-    from interp_toolkit.analysis.period_exam import exam_by_period
-    from interp_toolkit.analysis.scores import discover_heads
-    from interp_toolkit.presets import with_overrides
-    from interp_toolkit.study import StudyConfig, StudyRun, depth_preset
-    from interp_toolkit.study_layers import run_name
+    from interp_toolkit.exams.periods import exam_by_period
+    from interp_toolkit.exams.single import BUILTIN_EXAMS, run_exam
+    from interp_toolkit.heads.discovery import discover_heads
+    from interp_toolkit.study.layers import run_name
+    from interp_toolkit.study.reproduce import StudyConfig, StudyRun, depth_preset
     from interp_toolkit.training import train_model
+    from interp_toolkit.training.presets import with_overrides
 
     torch.set_num_threads(threads)
     cfg = StudyConfig(preset="cpu", seed=seed, threads=threads)

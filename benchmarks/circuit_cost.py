@@ -50,19 +50,19 @@ def _vm_hwm_gib() -> float:
 def _load(case: str, study: str | None, folder: str) -> tuple[Any, Any, str]:
     """(model, codec, where it came from) for a case."""
     if case == "gpt2-small-shape":
-        from interp_toolkit.targets import load_target
+        from interp_toolkit.runs.targets import load_target
 
         tgt = load_target(folder, "cpu", for_weights=False)
         return tgt.model, tgt.codec, "random GPT-2 small shape"
     n = int(case.split("-")[1].rstrip("l"))
     if study and (Path(study) / case).is_dir():
-        from interp_toolkit.runs import load_run
+        from interp_toolkit.runs.folder import load_run
 
         run = load_run(Path(study) / case, device="cpu")
         return run.model, run.codec, f"trained ({Path(study) / case})"
-    from interp_toolkit.models import build_model
-    from interp_toolkit.presets import get_preset
-    from interp_toolkit.tokenizer import EOT_ID, CompactVocab
+    from interp_toolkit.models.build import build_model
+    from interp_toolkit.text.codecs import EOT_ID, CompactVocab
+    from interp_toolkit.training.presets import get_preset
 
     cfg = get_preset("cpu", n).model
     codec = CompactVocab([EOT_ID, *range(cfg.d_vocab - 2)])
@@ -72,9 +72,9 @@ def _load(case: str, study: str | None, folder: str) -> tuple[Any, Any, str]:
 def _brute_force(model: Any, task: Any) -> list[float]:
     """Exact denoising effect of every edge: the corrupt prompts with that one edge's writer
     restored to its clean value, minus the corrupt metric (graph edge order)."""
-    from interp_toolkit.analysis.causal.attribution import ablated_metric, task_runs
-    from interp_toolkit.analysis.causal.graph import graph_of
-    from interp_toolkit.analysis.causal.tasks import Task
+    from interp_toolkit.causal.attribution import ablated_metric, task_runs
+    from interp_toolkit.causal.graph import graph_of
+    from interp_toolkit.causal.tasks import Task
 
     swapped = Task("swapped", task.corrupt, task.clean, task.metric)
     runs = task_runs(model, swapped)
@@ -90,11 +90,11 @@ def _brute_force(model: Any, task: Any) -> list[float]:
 def run_case(case: str, study: str | None, folder: str, prompts: int, brute_max: int) -> dict:
     import torch
 
-    from interp_toolkit.analysis.causal.attribution import attribute, faithfulness
-    from interp_toolkit.analysis.causal.circuit import discover_circuit
-    from interp_toolkit.analysis.causal.compare import spearman
-    from interp_toolkit.analysis.causal.graph import graph_of
-    from interp_toolkit.analysis.causal.tasks import induction_task
+    from interp_toolkit.causal.attribution import attribute, faithfulness
+    from interp_toolkit.causal.circuit import discover_circuit
+    from interp_toolkit.causal.compare import spearman
+    from interp_toolkit.causal.graph import graph_of
+    from interp_toolkit.causal.tasks import induction_task
 
     model, codec, source = _load(case, study, folder)
     task = induction_task(codec, min(int(model.cfg.n_ctx), 128), n_prompts=prompts, seed=11)

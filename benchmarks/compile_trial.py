@@ -40,8 +40,8 @@ def _explain(fn, *args) -> dict[str, Any]:
 
 
 def train_case(preset, batches, precision: str, compiled: bool, warmup: int) -> dict[str, Any]:
-    from interp_toolkit.devices import precision_named
-    from interp_toolkit.models import build_model
+    from interp_toolkit.models.build import build_model
+    from interp_toolkit.runtime.devices import precision_named
     from interp_toolkit.training.loop import NextTokenLoss
     from interp_toolkit.training.sdpa import fused_attention
 
@@ -70,10 +70,10 @@ def train_case(preset, batches, precision: str, compiled: bool, warmup: int) -> 
 
 
 def scoring_case(compiled: bool) -> dict[str, Any]:
-    from interp_toolkit.analysis.batches import default_layout, repeated_tokens
-    from interp_toolkit.analysis.scores import head_scores
-    from interp_toolkit.models import build_model
-    from interp_toolkit.presets import get_preset
+    from interp_toolkit.heads.discovery import head_scores
+    from interp_toolkit.heads.repeats import default_layout, repeated_tokens
+    from interp_toolkit.models.build import build_model
+    from interp_toolkit.training.presets import get_preset
 
     cfg = get_preset("cpu", 2).model
     model = build_model(cfg)
@@ -105,8 +105,8 @@ def main() -> None:
     clock = set_clock(args.threads)
     from train_throughput import timed_preset
 
-    from interp_toolkit.devices import PRECISIONS
-    from interp_toolkit.models import build_model
+    from interp_toolkit.models.build import build_model
+    from interp_toolkit.runtime.devices import PRECISIONS
     from interp_toolkit.training.loop import NextTokenLoss
     from interp_toolkit.training.sdpa import fused_attention
 

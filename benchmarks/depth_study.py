@@ -46,7 +46,7 @@ def main() -> None:
     ap.add_argument("--json", default=None)
     ap.add_argument("--mlp", action="store_true", help="then reproduce --mlp, side by side")
     args = ap.parse_args()
-    from interp_toolkit.analysis.routes import THRESHOLDS
+    from interp_toolkit.stats.thresholds import THRESHOLDS
 
     root = Path(args.out or tempfile.mkdtemp(prefix="depths-"))
     studies = [("default", False)] + ([("--mlp", True)] if args.mlp else [])
@@ -75,8 +75,8 @@ def main() -> None:
 
 def run_study(out: Path, args: argparse.Namespace, mlp: bool) -> tuple[dict, list[dict]]:
     """One fresh study, timed: its totals and one row per model."""
-    from interp_toolkit.analysis.exam_verdict import exam_verdict
-    from interp_toolkit.study import StudyConfig, reproduce
+    from interp_toolkit.exams.verdict import exam_verdict
+    from interp_toolkit.study.reproduce import StudyConfig, reproduce
 
     load_before = os.getloadavg()
     t0, cpu0 = time.perf_counter(), cpu_seconds()

@@ -27,8 +27,8 @@ from _common import print_table, write_result
 
 
 def _train(out: Path, n_layers: int, steps: int, seed: int):
-    from interp_toolkit.presets import get_preset, with_overrides
     from interp_toolkit.training import train_model
+    from interp_toolkit.training.presets import get_preset, with_overrides
 
     p = with_overrides(get_preset("cpu", n_layers), steps=steps, seed=seed, score_every=25)
     t0 = time.perf_counter()
@@ -37,7 +37,7 @@ def _train(out: Path, n_layers: int, steps: int, seed: int):
 
 
 def _held_out(run, n: int = 256):
-    from interp_toolkit.data import DataConfig, tokenize_corpus, windows
+    from interp_toolkit.text.stream import DataConfig, tokenize_corpus, windows
 
     d = DataConfig(**run.settings["data"])
     corpus = tokenize_corpus(d.corpus, d.val_fraction, d.max_tokens, progress=False)
@@ -45,7 +45,7 @@ def _held_out(run, n: int = 256):
 
 
 def _exam_summary(exams) -> dict[str, Any]:
-    from interp_toolkit.analysis.exam_verdict import exam_verdict
+    from interp_toolkit.exams.verdict import exam_verdict
 
     v = exam_verdict(exams)
     lo = v.lowest
@@ -100,9 +100,9 @@ def main() -> None:
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    from interp_toolkit.analysis.period_exam import exam_by_period, exam_with_chance, with_chance
-    from interp_toolkit.analysis.text_induction import text_induction
-    from interp_toolkit.models import build_model
+    from interp_toolkit.exams.periods import exam_by_period, exam_with_chance, with_chance
+    from interp_toolkit.exams.text_measures import text_induction
+    from interp_toolkit.models.build import build_model
 
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp:

@@ -1,8 +1,8 @@
 """Full-vocabulary top-1/top-5 copy accuracy for every head of a GPT-2-small-shaped model: the
-exact fast path (:mod:`interp_toolkit.analysis.self_ranks`) against the old chunked path, in one run.
+exact fast path (:mod:`interp_toolkit.weights.self_ranks`) against the old chunked path, in one run.
 
 Model: 12 layers x 12 heads, d_model 768, d_head 64, vocab 50,257, attention only, random init
-(seed 0), built by ``interp_toolkit.models.build_model``. Cases (each in a fresh child process):
+(seed 0), built by ``interp_toolkit.models.build.build_model``. Cases (each in a fresh child process):
 
 - ``fast_full``: :func:`copying_scores` (144 heads) and :func:`copy_accuracy` with k = 1, 5 for
   all 144 heads x 50,257 source tokens: the full case, measured. Goal: <= 15 min, peak <= 2 GiB.
@@ -108,7 +108,7 @@ def _extrapolate(model: Any, seconds: float, n_heads: int, n_heads_full: int) ->
 
 
 def run_fast_full(model: Any) -> dict[str, Any]:
-    from interp_toolkit.analysis.circuits import copy_accuracy, copying_scores
+    from interp_toolkit.weights.circuits import copy_accuracy, copying_scores
 
     t0 = time.perf_counter()
     scores = copying_scores(model)
@@ -146,7 +146,7 @@ def _float64_ranks(model: Any, layer: int, head: int, rows: Any, cap: int) -> An
     """#{j != t : L[t, j] >= L[t, t]} in float64 from the same factors, capped."""
     import torch
 
-    from interp_toolkit.analysis.circuits import full_ov
+    from interp_toolkit.weights.circuits import full_ov
 
     ov = full_ov(model, layer, head)
     a, b = ov.A.double(), ov.B.double()
@@ -161,7 +161,7 @@ def _float64_ranks(model: Any, layer: int, head: int, rows: Any, cap: int) -> An
 def run_fast_subset(model: Any) -> dict[str, Any]:
     import torch
 
-    from interp_toolkit.analysis.circuits import copy_ranks
+    from interp_toolkit.weights.circuits import copy_ranks
 
     heads, rows = _subset(model)
     t0 = time.perf_counter()
@@ -202,7 +202,7 @@ def _copier_model(model: Any) -> list[tuple[int, int]]:
 
 
 def run_copier(model: Any) -> dict[str, Any]:
-    from interp_toolkit.analysis.circuits import copy_accuracy
+    from interp_toolkit.weights.circuits import copy_accuracy
 
     heads = _copier_model(model)
     t0 = time.perf_counter()
@@ -273,7 +273,7 @@ def child_heads(candidates: str, layers: int, threads: int) -> None:
 
     import torch
 
-    from interp_toolkit.analysis.circuits import copy_ranks
+    from interp_toolkit.weights.circuits import copy_ranks
 
     torch.set_num_threads(threads)
     model = _build_model(MODEL_12L)

@@ -9,12 +9,12 @@ Cases, each in a fresh child process, one after the other in this run:
 
 - ``heads --fdr``: exactly what ``interp-toolkit heads FOLDER --fdr --json OUT`` does, through the
   CLI's own entry point (:func:`interp_toolkit.cli.main`): load without compatibility mode, then
-  :func:`interp_toolkit.analysis.discovery.discover` with its defaults (64 rows x 117 tokens; every
+  :func:`interp_toolkit.heads.discover.discover` with its defaults (64 rows x 117 tokens; every
   score's specificity test against the head itself: its nearby keys on the probe, a no-repeat
   control batch, sign-flip draws enough for Benjamini-Hochberg over all 864 tests).
 - ``heads, per-head untrained nulls (before)``: what ``heads gpt2`` ran before the specificity
   test: the same load and probe, each score against 2 untrained GPT-2s on the first 16 rows and
-  the model on a no-repeat control of those rows (:func:`interp_toolkit.analysis.nulls.untrained_tests`,
+  the model on a no-repeat control of those rows (:func:`interp_toolkit.heads.nulls.untrained_tests`,
   the code of that null), roles by p <= 0.05 and the floor (with BH, none can pass: smallest p 0.04).
 
 Goal for ``heads``: about 1 minute on 2 idle cores and a peak RSS under 2 GiB. The machine is
@@ -58,7 +58,7 @@ def build_folder(folder: Path) -> None:
     from transformers import GPT2Config, GPT2LMHeadModel
     from transformers.utils import logging as hf_logging
 
-    from interp_toolkit.targets.gpt2 import save_gpt2_tokenizer
+    from interp_toolkit.runs.gpt2 import save_gpt2_tokenizer
 
     hf_logging.disable_progress_bar()
     torch.manual_seed(0)
@@ -71,9 +71,9 @@ def run_case(folder: Path, case: str, threads: int) -> dict[str, Any]:
     import torch
 
     torch.set_num_threads(threads)
-    from interp_toolkit import targets
     from interp_toolkit.cli import main as cli_main
-    from interp_toolkit.tokenizer import GPT2Codec
+    from interp_toolkit.runs import targets
+    from interp_toolkit.text.codecs import GPT2Codec
 
     loaded: dict[str, float] = {}
     load_target = targets.load_target
@@ -107,10 +107,10 @@ def run_case(folder: Path, case: str, threads: int) -> dict[str, Any]:
                 "warnings": len(test["warnings"]),
             }
         else:
-            from interp_toolkit.analysis import nulls
-            from interp_toolkit.analysis.scores import classify, discovery_probe
-            from interp_toolkit.analysis.stripes import HeadScores, row_scores
-            from interp_toolkit.analysis.untrained import untrained_models
+            from interp_toolkit.heads import nulls
+            from interp_toolkit.heads.discovery import classify, discovery_probe
+            from interp_toolkit.heads.scorer import HeadScores, row_scores
+            from interp_toolkit.heads.untrained import untrained_models
 
             tgt = timed_load(str(folder), for_weights=False)
             batch = discovery_probe(tgt.model, GPT2Codec())

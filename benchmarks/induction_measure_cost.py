@@ -7,7 +7,7 @@ the old held-out loss's, with the text head scores and the in-context score from
 forward pass, plus 16 repeated passages). Per run
 (``reproduce``'s analysis): the old period exam (letters, 30 prompts, right after BOS) and the
 new one (letters and random tokens, 200 prompts at random offsets, plus the same prompts on an
-untrained model: :func:`~interp_toolkit.analysis.period_exam.exam_with_chance`).
+untrained model: :func:`~interp_toolkit.exams.periods.exam_with_chance`).
 
 Models are untrained cpu-preset models (cost does not depend on the weights), 1, 2 and 8 layers,
 one thread (what ``reproduce`` gives each run). The machine is shared: the cases run side by side,
@@ -29,7 +29,7 @@ from _common import print_table, write_result
 
 
 def _codec():
-    from interp_toolkit.tokenizer import EOT_ID, CompactVocab, gpt2_encoding
+    from interp_toolkit.text.codecs import EOT_ID, CompactVocab, gpt2_encoding
 
     enc = gpt2_encoding()
     letters = [" " + chr(c) for c in [*range(65, 91), *range(97, 123)]]
@@ -53,16 +53,16 @@ def main() -> None:
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     torch.set_num_threads(1)
-    from interp_toolkit.analysis.batches import default_probe
-    from interp_toolkit.analysis.period_exam import exam_by_period, exam_with_chance
-    from interp_toolkit.models import build_model
-    from interp_toolkit.presets import get_preset
+    from interp_toolkit.exams.periods import exam_by_period, exam_with_chance
+    from interp_toolkit.heads.repeats import default_probe
+    from interp_toolkit.models.build import build_model
     from interp_toolkit.training.metrics import (
         TEXT_WINDOWS,
         VAL_WINDOWS,
         score_grids,
         text_metrics,
     )
+    from interp_toolkit.training.presets import get_preset
 
     codec = _codec()
     load_before = os.getloadavg()

@@ -44,8 +44,8 @@ def train_one(out: str, layers: int, steps: int | None, seed: int, threads: int,
     """Train one run of the text preset (in a child process); returns its metrics and time."""
     import torch
 
-    from interp_toolkit.presets import get_preset, with_overrides
     from interp_toolkit.training import train_model
+    from interp_toolkit.training.presets import get_preset, with_overrides
 
     torch.set_num_threads(threads)
     p = with_overrides(get_preset(PRESET, layers), steps=steps, seed=seed, threads=threads)
@@ -70,8 +70,8 @@ def text_measures(run: Path, n_windows: int = 128) -> dict[str, float]:
     import torch
     import torch.nn.functional as F
 
-    from interp_toolkit.data import tokenize_corpus, windows
-    from interp_toolkit.runs import load_run
+    from interp_toolkit.runs.folder import load_run
+    from interp_toolkit.text.stream import tokenize_corpus, windows
 
     r = load_run(run, device="cpu")
     n_ctx = r.model_cfg.n_ctx

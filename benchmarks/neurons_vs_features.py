@@ -4,7 +4,7 @@ For every MLP layer of a cpu-preset ``--mlp`` run: the monosemanticity rule and 
 neuron statistic on the model, on its untrained twin (same config and seed, before training) and
 under the shuffled-activation control, then the rule on the latents of a TopK SAE on the layer's
 ``mlp.hook_post`` and of one trained the same way on the untrained twin
-(:func:`interp_toolkit.study_layers.measure_neurons`, what ``reproduce --mlp`` measures), with the
+(:func:`interp_toolkit.study.layers.measure_neurons`, what ``reproduce --mlp`` measures), with the
 sentences the study page would print.
 
 ``--run RUN`` reads a trained run (e.g. ``reproduce --mlp``'s ``cpu-1l-mlp``); without it a
@@ -38,8 +38,8 @@ def main() -> None:
 
     torch.set_num_threads(1)
     from interp_toolkit.reports.layer_findings import mlp_findings
-    from interp_toolkit.runs import load_run
-    from interp_toolkit.study_layers import SAE_EXPANSION, SAE_K, measure_neurons
+    from interp_toolkit.runs.folder import load_run
+    from interp_toolkit.study.layers import SAE_EXPANSION, SAE_K, measure_neurons
 
     load = [os.getloadavg()]
     t0 = time.perf_counter()

@@ -67,10 +67,10 @@ def _old_roles(
 ) -> list[list[str]]:
     """The rule before: every score against untrained models of the architecture (``n_models``,
     default as before: a pool of 99 per layer), and the floor."""
-    from interp_toolkit.analysis import nulls
-    from interp_toolkit.analysis.scores import classify
-    from interp_toolkit.analysis.stripes import HeadScores
-    from interp_toolkit.analysis.untrained import untrained_models
+    from interp_toolkit.heads import nulls
+    from interp_toolkit.heads.discovery import classify
+    from interp_toolkit.heads.scorer import HeadScores
+    from interp_toolkit.heads.untrained import untrained_models
 
     untrained = untrained_models(model, model_cfg=cfg, n_models=n_models)
     tests, _ = nulls.untrained_tests(model, batch, observed, untrained)
@@ -89,8 +89,8 @@ def planted(n: int) -> dict[str, Any]:
     from circuits_helpers import letters_codec
     from planted_heads import CFG, PLANTED, planted_model
 
-    from interp_toolkit.analysis.scores import discover_heads, discovery_probe
-    from interp_toolkit.analysis.stripes import row_scores
+    from interp_toolkit.heads.discovery import discover_heads, discovery_probe
+    from interp_toolkit.heads.scorer import row_scores
 
     codec = letters_codec()
     gen = torch.Generator().manual_seed(2024)
@@ -160,9 +160,9 @@ def _mean(xs: Any) -> float:
 def trained_runs(runs_dir: Path, specs: list[str], steps: int, extra: list[str]) -> list[Any]:
     """The cpu preset's models named by ``specs`` (``LAYERS:SEED``), trained into ``runs_dir``
     unless already there, and the run folders ``extra`` (same recipe, trained elsewhere)."""
-    from interp_toolkit.presets import get_preset, with_overrides
-    from interp_toolkit.runs import load_run
+    from interp_toolkit.runs.folder import load_run
     from interp_toolkit.training import train_model
+    from interp_toolkit.training.presets import get_preset, with_overrides
 
     folders = []
     for spec in specs:
@@ -178,11 +178,11 @@ def trained_runs(runs_dir: Path, specs: list[str], steps: int, extra: list[str])
 
 def trained(runs: list[Any]) -> dict[str, Any]:
     """False positives where a role cannot exist, and the roles new and old, per run."""
-    from interp_toolkit.analysis.batches import non_repeating_like
-    from interp_toolkit.analysis.heads import HeadId
-    from interp_toolkit.analysis.scores import discover_heads, discovery_probe
-    from interp_toolkit.analysis.specificity import comparisons_of, specificity_tests
-    from interp_toolkit.analysis.stripes import row_scores
+    from interp_toolkit.heads.discovery import discover_heads, discovery_probe
+    from interp_toolkit.heads.registry import HeadId
+    from interp_toolkit.heads.repeats import non_repeating_like
+    from interp_toolkit.heads.scorer import row_scores
+    from interp_toolkit.heads.specificity import comparisons_of, specificity_tests
 
     out_runs, one_layer_heads, one_layer_induction, one_layer_sig = [], 0, 0, 0
     no_repeat_tests, no_repeat_sig = 0, 0
@@ -248,11 +248,11 @@ def cost_cpu(threads: int) -> list[dict[str, Any]]:
     """Discovery on the cpu preset's models, new and old, one after the other in this process."""
     from analysis_helpers import tiny_codec
 
-    from interp_toolkit.analysis import untrained
-    from interp_toolkit.analysis.scores import discover_heads, discovery_probe
-    from interp_toolkit.analysis.stripes import row_scores
-    from interp_toolkit.models import build_model
-    from interp_toolkit.presets import get_preset
+    from interp_toolkit.heads import untrained
+    from interp_toolkit.heads.discovery import discover_heads, discovery_probe
+    from interp_toolkit.heads.scorer import row_scores
+    from interp_toolkit.models.build import build_model
+    from interp_toolkit.training.presets import get_preset
 
     torch.set_num_threads(threads)
     codec, rows = tiny_codec(1024), []

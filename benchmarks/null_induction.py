@@ -27,8 +27,8 @@ from _common import print_table, write_result
 
 
 def run_one(args: argparse.Namespace, layers: int) -> dict:
-    from interp_toolkit.presets import get_preset, with_overrides
     from interp_toolkit.training import train_model
+    from interp_toolkit.training.presets import get_preset, with_overrides
 
     p = with_overrides(
         get_preset(args.preset, layers),

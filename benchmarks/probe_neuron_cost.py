@@ -6,13 +6,13 @@ on the weights). Inputs are random token ids, ``[n_seqs, 128]``. Each case runs 
 process (peak RSS = its ``ru_maxrss``; the model folder is built by another child first), and
 each of our computations runs beside its plain reference in the same run:
 
-- ``probe stream``: :func:`~interp_toolkit.analysis.probes.stream_at` (13 boundaries, chunked,
+- ``probe stream``: :func:`~interp_toolkit.probing.probes.stream_at` (13 boundaries, chunked,
   the pass stops after the last hook) vs ``run_with_cache(names_filter=...)`` on the whole batch.
-- ``probe prev_token``: the whole :func:`~interp_toolkit.analysis.probes.probe_layers` (stream +
+- ``probe prev_token``: the whole :func:`~interp_toolkit.probing.probes.probe_layers` (stream +
   26 LDA fits, ~3,000 classes).
-- ``neurons top-k``: streaming :func:`~interp_toolkit.analysis.neurons.top_activations` of one
+- ``neurons top-k``: streaming :func:`~interp_toolkit.units.neurons.top_activations` of one
   layer's 3,072 neurons vs caching that layer's ``hook_post`` for the whole batch and ``topk``.
-- ``neurons layer``: the whole :func:`~interp_toolkit.analysis.neurons.analyse_neurons` of one
+- ``neurons layer``: the whole :func:`~interp_toolkit.units.neurons.analyse_neurons` of one
   layer (top-k, promoted tokens through the 50,257-token unembedding, the concept rule and the
   token-group count on the model and under the shuffled control; the untrained twin, a second
   model's pass, is not in this case).
@@ -57,8 +57,9 @@ def run_case(folder: Path, case: dict[str, Any]) -> dict[str, Any]:
     import torch
 
     torch.set_num_threads(1)
-    from interp_toolkit.analysis import neurons, probes
-    from interp_toolkit.targets import gpt2
+    from interp_toolkit.probing import probes
+    from interp_toolkit.runs import gpt2
+    from interp_toolkit.units import neurons
 
     model = gpt2.load(folder, compat=case["kind"] == "neurons")
     tokens = torch.randint(

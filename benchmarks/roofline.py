@@ -101,8 +101,8 @@ def train_path(
         timed_preset,
     )
 
-    from interp_toolkit.devices import STRICT_FP32
-    from interp_toolkit.presets import with_overrides
+    from interp_toolkit.runtime.devices import STRICT_FP32
+    from interp_toolkit.training.presets import with_overrides
 
     preset, batches = timed_preset(name, layers, steps, threads)
     if batch:
@@ -143,7 +143,7 @@ def train_path(
 
 
 def _gpt2_shaped(mlp: bool = False):
-    from interp_toolkit.models import AttnOnlyConfig, build_model
+    from interp_toolkit.models.build import AttnOnlyConfig, build_model
 
     extra = dict(mlp=True, d_mlp=3072, normalization="LN") if mlp else {}
     cfg = AttnOnlyConfig(**GPT2_SHAPE, **extra)
@@ -157,11 +157,11 @@ def _timed(fn: Callable[[], Any]) -> float:
 
 
 def scores_paths() -> list[dict[str, Any]]:
-    from interp_toolkit.analysis.batches import default_layout, repeated_tokens
-    from interp_toolkit.analysis.scores import head_scores
-    from interp_toolkit.models import AttnOnlyConfig, build_model
-    from interp_toolkit.presets import get_preset
+    from interp_toolkit.heads.discovery import head_scores
+    from interp_toolkit.heads.repeats import default_layout, repeated_tokens
+    from interp_toolkit.models.build import AttnOnlyConfig, build_model
     from interp_toolkit.training.metrics import score_grids
+    from interp_toolkit.training.presets import get_preset
 
     rows = []
     cfg = get_preset("cpu", 2).model
@@ -190,8 +190,8 @@ def scores_paths() -> list[dict[str, Any]]:
 def copy_rank_paths(n_heads: int) -> list[dict[str, Any]]:
     """copy_accuracy on ``n_heads`` heads, bf16 and fp32 candidates; the executed matmuls are
     recorded by wrapping the block steps of analysis.self_ranks."""
-    from interp_toolkit.analysis import self_ranks as sr
-    from interp_toolkit.analysis.circuits import copy_accuracy
+    from interp_toolkit.weights import self_ranks as sr
+    from interp_toolkit.weights.circuits import copy_accuracy
 
     cfg, model = _gpt2_shaped()
     heads = [(0, h) for h in range(n_heads)]
@@ -254,7 +254,8 @@ def _pow2(x: int) -> int:
 
 
 def probe_neuron_paths() -> list[dict[str, Any]]:
-    from interp_toolkit.analysis import neurons, probes
+    from interp_toolkit.probing import probes
+    from interp_toolkit.units import neurons
 
     cfg, model = _gpt2_shaped(mlp=True)
     tokens = torch.randint(0, cfg.d_vocab, (8, 128), generator=torch.Generator().manual_seed(0))
@@ -289,7 +290,7 @@ def main() -> None:
     clock = set_clock(args.threads, args.clock)
     loads, rows = [os.getloadavg()[0]], []
     todo = args.only or PATHS
-    from interp_toolkit.presets import get_preset
+    from interp_toolkit.training.presets import get_preset
 
     shapes = {}
     for name, batch in (("cpu", None), ("seed", args.seed_batch)):

@@ -7,7 +7,7 @@ SAE on ``blocks.5.attn.hook_z``, d_in 768), each SAE a TopK (k 32) with 8 latent
 dimension, batch 1,024 activations, on random token rows. Per model, in fresh child processes
 (peak RSS = the child's ``ru_maxrss``), side by side in one run:
 
-- ``ours (streamed)``: :func:`interp_toolkit.dictionaries.train.fit_sae` reading activations from
+- ``ours (streamed)``: :func:`interp_toolkit.saes.train.fit_sae` reading activations from
   the model through the hook a block at a time (8 batches per block; forward passes included),
   with the aux-k loss, unit-norm decoder rows, gradient clipping and the dead-latent bookkeeping;
 - ``plain loop (cached)``: the activations cached first (that time reported apart), then a bare
@@ -48,11 +48,11 @@ def _rss() -> int:
 
 
 def _model(name: str, folder: Path | None) -> Any:
-    from interp_toolkit.models import build_model
-    from interp_toolkit.presets import get_preset
+    from interp_toolkit.models.build import build_model
+    from interp_toolkit.training.presets import get_preset
 
     if name == "gpt2-small-shape":
-        from interp_toolkit.targets import gpt2
+        from interp_toolkit.runs import gpt2
 
         return gpt2.load(folder, compat=False)
     return build_model(get_preset("cpu", 2 if name == "cpu-2l" else 1, mlp="mlp" in name).model)
@@ -75,9 +75,9 @@ def run_case(name: str, kind: str, folder: Path | None) -> dict[str, Any]:
     import torch
 
     torch.set_num_threads(1)
-    from interp_toolkit.dictionaries.activations import block_activations, hook_width
-    from interp_toolkit.dictionaries.config import SAEConfig, SAETrainConfig
-    from interp_toolkit.dictionaries.train import fit_sae
+    from interp_toolkit.saes.activations import block_activations, hook_width
+    from interp_toolkit.saes.config import SAEConfig, SAETrainConfig
+    from interp_toolkit.saes.train import fit_sae
 
     spec = MODELS[name]
     model = _model(name, folder)

@@ -4,7 +4,7 @@ checks, with the numbers written out; docs/dictionaries.md "Known answers").
 On a trained cpu-preset 2-layer run: the heads from :func:`discover_heads` (induction heads in
 layer 1, previous-token heads in layer 0), then a TopK SAE (x8, k 16, ``--tokens`` activations,
 seed 0) on ``blocks.1.attn.hook_z`` and on ``blocks.0.attn.hook_z`` of the trained model and of the
-untrained model of the same config, each read by :mod:`interp_toolkit.dictionaries.roles` with the
+untrained model of the same config, each read by :mod:`interp_toolkit.saes.roles` with the
 trained model's heads. ``--run RUN`` reads a run (e.g. ``interp-toolkit train --layers 2 --steps
 700 --seed 0``); without it one is trained here (``--steps``, default 700, the test fixture's).
 Writes ``benchmarks/results/sae_roles.json``.
@@ -27,9 +27,9 @@ from _common import write_result  # noqa: E402
 def _measure(
     model: Any, run: Any, layer: int, heads: list[int], repeats: Any, out: Path, tokens: int
 ) -> dict[str, Any]:
-    from interp_toolkit.dictionaries.config import SAETrainConfig
-    from interp_toolkit.dictionaries.pipeline import run_sae
-    from interp_toolkit.dictionaries.roles import induction_latents, previous_token_latents
+    from interp_toolkit.saes.config import SAETrainConfig
+    from interp_toolkit.saes.pipeline import run_sae
+    from interp_toolkit.saes.roles import induction_latents, previous_token_latents
 
     t0 = time.perf_counter()
     hook = f"blocks.{layer}.attn.hook_z"
@@ -70,10 +70,10 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(1)
-    from interp_toolkit.analysis.probe_data import varied_repeats
-    from interp_toolkit.analysis.scores import discover_heads
-    from interp_toolkit.models import build_model
-    from interp_toolkit.runs import load_run
+    from interp_toolkit.heads.discovery import discover_heads
+    from interp_toolkit.models.build import build_model
+    from interp_toolkit.probing.data import varied_repeats
+    from interp_toolkit.runs.folder import load_run
 
     load = [os.getloadavg()]
     t0 = time.perf_counter()

@@ -30,9 +30,9 @@ def main() -> None:
     ap.add_argument("--out", default=None, help="folder for the study folders (default: temporary)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
-    from interp_toolkit.analysis.exam_verdict import exam_verdict
-    from interp_toolkit.analysis.routes import THRESHOLDS
-    from interp_toolkit.study import StudyConfig, reproduce
+    from interp_toolkit.exams.verdict import exam_verdict
+    from interp_toolkit.stats.thresholds import THRESHOLDS
+    from interp_toolkit.study.reproduce import StudyConfig, reproduce
 
     seeds = [int(s) for s in args.seeds.split(",")]
     root = Path(args.out or tempfile.mkdtemp(prefix="seeds-"))

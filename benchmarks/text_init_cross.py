@@ -26,13 +26,13 @@ from safetensors.torch import load_file
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from interp_toolkit.analysis.batches import default_probe  # noqa: E402
-from interp_toolkit.analysis.stripes import head_scores  # noqa: E402
-from interp_toolkit.data import build_codec, tokenize_corpus, windows  # noqa: E402
-from interp_toolkit.models import build_model  # noqa: E402
-from interp_toolkit.presets import get_preset, with_overrides  # noqa: E402
-from interp_toolkit.runs import apply_weights, save_weights  # noqa: E402
+from interp_toolkit.heads.repeats import default_probe  # noqa: E402
+from interp_toolkit.heads.scorer import head_scores  # noqa: E402
+from interp_toolkit.models.build import build_model  # noqa: E402
+from interp_toolkit.runs.folder import apply_weights, save_weights  # noqa: E402
+from interp_toolkit.text.stream import build_codec, tokenize_corpus, windows  # noqa: E402
 from interp_toolkit.training.loop import run_tl_train  # noqa: E402
+from interp_toolkit.training.presets import get_preset, with_overrides  # noqa: E402
 from interp_toolkit.training.trainer import _stream  # noqa: E402
 
 STEPS, LOG_DIR = 1000, ROOT / "benchmarks" / "results" / "text_tries"

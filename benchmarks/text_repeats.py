@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from interp_toolkit.data import tokenize_corpus  # noqa: E402
-from interp_toolkit.tokenizer import EOT_ID, GPT2_VOCAB_SIZE  # noqa: E402
+from interp_toolkit.text.codecs import EOT_ID, GPT2_VOCAB_SIZE  # noqa: E402
+from interp_toolkit.text.stream import tokenize_corpus  # noqa: E402
 
 
 def codecs(counts: np.ndarray) -> dict[str, tuple[np.ndarray, int | None]]:

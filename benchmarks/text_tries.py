@@ -30,8 +30,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from interp_toolkit.data import tokenize_corpus  # noqa: E402
-from interp_toolkit.tokenizer import EOT_ID, GPT2_VOCAB_SIZE  # noqa: E402
+from interp_toolkit.text.codecs import EOT_ID, GPT2_VOCAB_SIZE  # noqa: E402
+from interp_toolkit.text.stream import tokenize_corpus  # noqa: E402
 
 p = argparse.ArgumentParser()
 p.add_argument("--name", required=True)

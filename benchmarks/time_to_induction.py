@@ -32,8 +32,8 @@ def first_crossing(metrics: list[dict], layer_min: int) -> dict | None:
 def run_one(
     preset_name: str, layers: int, seed: int, steps: int | None, score_every: int, stop: bool
 ) -> dict:
-    from interp_toolkit.presets import get_preset, with_overrides
     from interp_toolkit.training import train_model
+    from interp_toolkit.training.presets import get_preset, with_overrides
 
     p = with_overrides(
         get_preset(preset_name, layers),

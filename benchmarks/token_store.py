@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 FIRST_RUN = """
 import json, resource, sys, time
 t = time.perf_counter()
-from interp_toolkit.data import tokenize_corpus
+from interp_toolkit.text.stream import tokenize_corpus
 t_import = time.perf_counter() - t
 t = time.perf_counter()
 kw = {"progress": False} if "progress" in tokenize_corpus.__code__.co_varnames else {}
@@ -77,8 +77,8 @@ def rss_anon() -> int:
 
 
 def store_memory(n_tokens: int, n_ctx: int = 1024) -> dict:
-    from interp_toolkit.data import TokenizedCorpus, build_codec
-    from interp_toolkit.tokens import TokenWindows, build_store
+    from interp_toolkit.text.store import TokenWindows, build_store
+    from interp_toolkit.text.stream import TokenizedCorpus, build_codec
 
     block = np.random.default_rng(0).integers(0, 50257, 2**20, dtype=np.uint16)
 

@@ -126,8 +126,8 @@ def ours_tokens_per_s(
     """tokens/s of train_model between steps ``warmup`` and ``steps - 1``, and its final weights;
     ``fused=False`` switches the fused attention path off (the old training step);
     ``precision``: a --precision name (default: the preset's)."""
-    from interp_toolkit.presets import with_overrides
     from interp_toolkit.training import loop, train_model
+    from interp_toolkit.training.presets import with_overrides
 
     preset = with_overrides(preset, precision=precision)
     marks: dict[int, float] = {}
@@ -163,9 +163,9 @@ def ours_tokens_per_s(
 def timed_preset(name: str, layers: int, steps: int, threads: int):
     """The preset with the codec's vocabulary, no scoring or checkpoints inside the timed window,
     and the reference's batches (the same stream, the same shapes)."""
-    from interp_toolkit.analysis.batches import default_token_range
-    from interp_toolkit.data import TrainStream, build_codec, tokenize_corpus, windows
-    from interp_toolkit.presets import get_preset, with_overrides
+    from interp_toolkit.heads.repeats import default_token_range
+    from interp_toolkit.text.stream import TrainStream, build_codec, tokenize_corpus, windows
+    from interp_toolkit.training.presets import get_preset, with_overrides
 
     preset = with_overrides(
         get_preset(name, layers),
@@ -219,7 +219,7 @@ def main() -> None:
     )
     args = ap.parse_args()
 
-    from interp_toolkit.devices import STRICT_FP32, precision_named, resolve_device
+    from interp_toolkit.runtime.devices import STRICT_FP32, precision_named, resolve_device
 
     device = resolve_device(args.device)
     precision = precision_named(args.precision)

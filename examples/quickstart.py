@@ -59,7 +59,7 @@ print(type(ov).__name__, tuple(ov.shape), "full OV", tuple(full.shape), "inner d
 # ## 4. Head scores on your own prompt
 # The prompt repeats with period 4, found from the tokens; `.induction` is mean attention from
 # each token of the second copy to the token after its first occurrence (definitions:
-# `interp_toolkit.analysis.heads.SCORES`). Text, a list of ids, numpy or a tensor all work.
+# `interp_toolkit.heads.registry.SCORES`). Text, a list of ids, numpy or a tensor all work.
 
 # %%
 scores = scores_on(model, " A B C D A B C D")
@@ -81,7 +81,7 @@ view(model, " A B C D A B C D")
 from transformers import GPT2Config, GPT2LMHeadModel  # noqa: E402
 from transformers.utils import logging as hf_logging  # noqa: E402
 
-from interp_toolkit.targets.gpt2 import save_gpt2_tokenizer  # noqa: E402
+from interp_toolkit.runs.gpt2 import save_gpt2_tokenizer  # noqa: E402
 
 hf_logging.disable_progress_bar()
 folder = work / "gpt2-shaped"

@@ -18,14 +18,14 @@ from pathlib import Path
 import torch
 
 from interp_toolkit import train
-from interp_toolkit.analysis.ablation import induction_after_ablation
-from interp_toolkit.analysis.batches import default_layout, default_token_range, repeated_tokens
-from interp_toolkit.analysis.circuits import copying_scores, head_circuit
-from interp_toolkit.analysis.exam import BUILTIN_EXAMS, run_exam
-from interp_toolkit.analysis.heads import partner_of, top_head
-from interp_toolkit.analysis.scores import discover_heads
+from interp_toolkit.causal.ablation import induction_after_ablation
+from interp_toolkit.exams.single import BUILTIN_EXAMS, run_exam
+from interp_toolkit.heads.discovery import discover_heads
+from interp_toolkit.heads.registry import partner_of, top_head
+from interp_toolkit.heads.repeats import default_layout, default_token_range, repeated_tokens
 from interp_toolkit.reports.attention import attention_view
 from interp_toolkit.views import plots
+from interp_toolkit.weights.circuits import copying_scores, head_circuit
 
 TINY = os.environ.get("INTERP_TOOLKIT_TINY") == "1"
 torch.set_num_threads(2)

@@ -42,7 +42,7 @@ __all__ = [
     "view",
 ]
 
-# Without ipywidgets, tqdm.auto falls back to text bars (sparse ones: interp_toolkit.progress) and
+# Without ipywidgets, tqdm.auto falls back to text bars (sparse ones: interp_toolkit.runtime.progress) and
 # warns once, whoever imports it first (TransformerLens does): the fallback is fine, so it is quiet.
 warnings.filterwarnings("ignore", message="IProgress not found")
 

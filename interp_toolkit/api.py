@@ -26,18 +26,18 @@ import torch
 from jaxtyping import Int
 from transformer_lens import TransformerBridge
 
-from interp_toolkit.analysis.batches import prompt_probe
-from interp_toolkit.analysis.discovery import Discovery
-from interp_toolkit.analysis.exam import BUILTIN_EXAMS, ExamResult, run_exam
-from interp_toolkit.analysis.patterns import HeadSpec
-from interp_toolkit.analysis.stripes import HeadScores, head_scores
-from interp_toolkit.analysis.text_scores import text_head_scores
 from interp_toolkit.errors import UserError
-from interp_toolkit.runs import Run, RunPaths, load_run, read_config
-from interp_toolkit.targets import Target, load_target
-from interp_toolkit.tl_tokenizer import CodecTokenizer
-from interp_toolkit.tokenizer import GPT2_VOCAB_SIZE, CompactVocab, GPT2Codec
-from interp_toolkit.validate import path_arg, token_ids
+from interp_toolkit.exams.single import BUILTIN_EXAMS, ExamResult, run_exam
+from interp_toolkit.heads.discover import Discovery
+from interp_toolkit.heads.patterns import HeadSpec
+from interp_toolkit.heads.repeats import prompt_probe
+from interp_toolkit.heads.scorer import HeadScores, head_scores
+from interp_toolkit.heads.text_scorer import text_head_scores
+from interp_toolkit.runs.folder import Run, RunPaths, load_run, read_config
+from interp_toolkit.runs.targets import Target, load_target
+from interp_toolkit.runtime.validate import path_arg, token_ids
+from interp_toolkit.text.codecs import GPT2_VOCAB_SIZE, CompactVocab, GPT2Codec
+from interp_toolkit.text.tl_tokenizer import CodecTokenizer
 from interp_toolkit.views.attention import LayerViews
 
 __all__ = ["discover", "exam", "load", "sae", "scores_on", "train", "view"]
@@ -52,7 +52,7 @@ def load(target: str | os.PathLike[str], device: str = "auto") -> Target:
     """Load a run folder, a GPT-2 hub name (``"gpt2"``, ...) or a GPT-2 ``save_pretrained``
     folder. The result has ``.model`` (a ``TransformerBridge`` with its tokenizer, so
     ``to_tokens``/``generate`` work), ``.codec``, ``.name``, ``.kind`` (``toy``/``gpt2``) and
-    ``.source`` (the :class:`~interp_toolkit.runs.Run` of a toy model). ``device`` as the CLI's
+    ``.source`` (the :class:`~interp_toolkit.runs.folder.Run` of a toy model). ``device`` as the CLI's
     ``--device`` (default ``auto``: a CUDA GPU, else an Apple GPU, else the CPU)."""
     path_arg(target, "target")  # None, a number or '' (the current folder): one line
     return load_target(target, device)
@@ -70,7 +70,7 @@ def train(
 ) -> Run:
     """Train an attention-only model into the run folder ``out``; returns the trained run.
 
-    ``layers`` and ``preset`` pick the recipe (:mod:`interp_toolkit.presets`); ``overrides``
+    ``layers`` and ``preset`` pick the recipe (:mod:`interp_toolkit.training.presets`); ``overrides``
     change any of its fields (``steps=``, ``seed=``, ``d_model=``, ``n_ctx=``, ``corpus=`` ...).
     When ``out`` already holds a run, ``exist_ok`` says what to do: ``"load"`` returns its
     trained model (training on from its checkpoint if it was interrupted), so re-running a
@@ -78,8 +78,8 @@ def train(
     refuses. Both refuse a run whose recorded settings differ from the ones asked for (but
     ``"resume"`` may change ``steps``). ``device`` as the CLI's ``--device`` (default ``auto``).
     """
-    from interp_toolkit.presets import get_preset, with_overrides
     from interp_toolkit.training import train_model
+    from interp_toolkit.training.presets import get_preset, with_overrides
     from interp_toolkit.training.settings import config_differences, recorded_configs
 
     out = path_arg(out, "out")
@@ -133,7 +133,7 @@ def _parts(model: ModelLike) -> tuple[TransformerBridge, CompactVocab | GPT2Code
 
 def _as_tokens(model: TransformerBridge, prompt: Prompt) -> Int[torch.Tensor, "batch pos"]:
     """``[batch, pos]`` ids of a prompt: text through the model's tokenizer (BOS first), ids as
-    given; checked against the vocabulary and the context (:mod:`interp_toolkit.validate`)."""
+    given; checked against the vocabulary and the context (:mod:`interp_toolkit.runtime.validate`)."""
     if isinstance(prompt, str):
         if not prompt.strip():
             raise UserError("the prompt is empty: give some text or token ids.")
@@ -152,12 +152,12 @@ def scores_on(model: ModelLike, prompt: Prompt, period: int | None = None) -> He
     - A synthetic periodic prompt (a span followed by itself, ``"A B C D A B C D"``: period 4,
       inferred, or ``period`` given) is read with the period rule, the scorer discovery uses.
     - Any other text is read at each token's previous occurrence
-      (:mod:`interp_toolkit.analysis.text_scores`): the induction stripe is attention to the
+      (:mod:`interp_toolkit.heads.text_scorer`): the induction stripe is attention to the
       position right after the token's previous occurrence, duplicate-token to that occurrence,
       previous-token to ``q - 1``. A score with no token to read (e.g. induction on text in
       which no token occurs twice) is NaN; ``.queries`` says how many tokens each score read.
 
-    Definitions: :data:`interp_toolkit.analysis.heads.SCORES`.
+    Definitions: :data:`interp_toolkit.heads.registry.SCORES`.
     """
     bridge, codec = _parts(model)
     if period is not None and period < 2:
@@ -197,9 +197,9 @@ def discover(model: ModelLike, **options: Any) -> Discovery:
     """Find previous-token, duplicate-token and induction heads: scores on repeated random
     tokens, each tested for specificity against the head itself (τ, p; docs/statistics.md), a
     role per head (``.report``), and the heads to draw.
-    ``options``: those of :func:`interp_toolkit.analysis.discovery.discover` (``n_seqs``,
+    ``options``: those of :func:`interp_toolkit.heads.discover.discover` (``n_seqs``,
     ``period``, ``seed``, ``alpha``, ``fdr``, ``n_draws``, ``n_untrained``, ...)."""
-    from interp_toolkit.analysis.discovery import discover as discover_
+    from interp_toolkit.heads.discover import discover as discover_
 
     bridge, codec = _parts(model)
     return discover_(bridge, codec, **options)
@@ -231,10 +231,10 @@ def sae(model: ModelLike, hook: str, out: str | os.PathLike[str], **options: Any
     sae_weights.safetensors), evaluate it (``.metrics``: L0, explained variance, CE loss
     recovered, KL, dead latents) and read its latents (``.features``); writes index.html and
     features.html there. ``options``: those of
-    :func:`interp_toolkit.dictionaries.pipeline.run_sae` (``arch``, ``expansion``, ``k``,
+    :func:`interp_toolkit.saes.pipeline.run_sae` (``arch``, ``expansion``, ``k``,
     ``tokens``, ``seed``, ``resume``, ``progress``). See docs/dictionaries.md."""
-    from interp_toolkit.dictionaries.pipeline import run_sae
     from interp_toolkit.reports.features import write_pages
+    from interp_toolkit.saes.pipeline import run_sae
 
     bridge, codec = _parts(model)
     source = model.source if isinstance(model, Target) else model

@@ -9,7 +9,7 @@ TEXT = " the cat sat on the mat. The dog ran after the cat.\nA B C X D E F A B C
 
 
 def tiny_vocab():
-    from interp_toolkit.tokenizer import EOT_ID, CompactVocab, gpt2_encoding
+    from interp_toolkit.text.codecs import EOT_ID, CompactVocab, gpt2_encoding
 
     ids = list(dict.fromkeys(gpt2_encoding().encode_ordinary(TEXT)))
     return CompactVocab([*ids, EOT_ID])
@@ -17,8 +17,8 @@ def tiny_vocab():
 
 def make_tiny_run(path: Path, *, n_layers: int = 2, metrics: bool = True) -> Path:
     """A run folder with an untrained tiny model, a compact vocabulary, metrics and samples."""
-    from interp_toolkit.models import AttnOnlyConfig, build_model
-    from interp_toolkit.runs import save_run
+    from interp_toolkit.models.build import AttnOnlyConfig, build_model
+    from interp_toolkit.runs.folder import save_run
 
     vocab = tiny_vocab()
     cfg = AttnOnlyConfig(

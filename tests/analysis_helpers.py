@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from interp_toolkit.tokenizer import EOT_ID, CompactVocab
+from interp_toolkit.text.codecs import EOT_ID, CompactVocab
 
 
 def tiny_codec(d_vocab: int) -> CompactVocab:

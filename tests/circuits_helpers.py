@@ -45,8 +45,8 @@ import math
 
 import torch
 
-from interp_toolkit.models import AttnOnlyConfig, build_model
-from interp_toolkit.tokenizer import EOT_ID, CompactVocab, gpt2_encoding
+from interp_toolkit.models.build import AttnOnlyConfig, build_model
+from interp_toolkit.text.codecs import EOT_ID, CompactVocab, gpt2_encoding
 
 BLOCK = 32  # d_vocab = n_ctx = the width of each residual block
 TOK, POS, MID, OUT = 0, 32, 64, 96

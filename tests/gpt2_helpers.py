@@ -2,7 +2,7 @@
 
 Small GPT-2-architecture models are built with ``transformers`` (3 layers x 8 heads, n_embd 64,
 the full 50,257-token vocabulary), saved with ``save_pretrained`` plus our offline GPT-2 BPE
-tokenizer files, and loaded through the same :func:`interp_toolkit.targets.gpt2.load` path as
+tokenizer files, and loaded through the same :func:`interp_toolkit.runs.gpt2.load` path as
 real GPT-2.
 
 The planted model has a previous-token head: layer 0 head 3 reads sinusoidal positional
@@ -90,7 +90,7 @@ def build_gpt2_dirs(root: Path) -> dict[str, Path]:
     plant_previous_token_head(hf, PLANTED[1])
     good = root / "planted"
     hf.save_pretrained(good)
-    from interp_toolkit.targets.gpt2 import save_gpt2_tokenizer
+    from interp_toolkit.runs.gpt2 import save_gpt2_tokenizer
 
     save_gpt2_tokenizer(good)
 

@@ -35,8 +35,8 @@ import math
 
 import torch
 
-from interp_toolkit.analysis.heads import HeadId
-from interp_toolkit.models import AttnOnlyConfig, build_model
+from interp_toolkit.heads.registry import HeadId
+from interp_toolkit.models.build import AttnOnlyConfig, build_model
 
 BLOCK = 32
 TOK, POS, PREV, PREV2, OUT = 0, 32, 64, 96, 128

@@ -1,4 +1,4 @@
-"""Device names, mixed-precision settings, and memory-sized chunks (interp_toolkit.devices)."""
+"""Device names, mixed-precision settings, and memory-sized chunks (interp_toolkit.runtime.devices)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import json
 import pytest
 import torch
 
-from interp_toolkit import devices as D
 from interp_toolkit.errors import UserError
+from interp_toolkit.runtime import devices as D
 
 no_gpu = pytest.mark.skipif(
     torch.cuda.is_available() or D._mps_available(), reason="this machine has a GPU"

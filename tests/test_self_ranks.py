@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 
-from interp_toolkit.analysis import self_ranks as SR
-from interp_toolkit.analysis.self_ranks import self_ranks
+from interp_toolkit.weights import self_ranks as SR
+from interp_toolkit.weights.self_ranks import self_ranks
 
 
 def _exact_ranks(a: torch.Tensor, b: torch.Tensor, rows: torch.Tensor, cap: int) -> torch.Tensor:

@@ -1,4 +1,4 @@
-"""``heads``, ``exam`` and ``circuits``: a thin shell over :mod:`interp_toolkit.analysis`.
+"""``heads``, ``exam`` and ``circuits``: a thin shell over :mod:`interp_toolkit.heads`.
 
 torch and TransformerLens are imported inside the commands so ``--help`` stays fast. Output files
 are checked before any work starts and written atomically afterwards.
@@ -23,7 +23,7 @@ from interp_toolkit.cli.app import (
     wrote,
 )
 from interp_toolkit.errors import UserError
-from interp_toolkit.tokenizer import Codec
+from interp_toolkit.text.codecs import Codec
 
 
 def _fmt(x: float | None, digits: int = 3) -> str:
@@ -36,7 +36,7 @@ def heads_csv(report_dict: dict[str, Any]) -> str:
     import csv
     import io
 
-    from interp_toolkit.analysis.heads import SCORE_KINDS
+    from interp_toolkit.heads.registry import SCORE_KINDS
 
     fields = ("tau", "p_value", "decided_by", "significant", "passes")
     buf = io.StringIO()
@@ -99,8 +99,8 @@ def heads(
     """Score every head (previous-token, duplicate-token, induction...) and test each score's
     specificity against the head itself (its attention at nearby keys, a no-repeat control);
     roles need a significant test and the effect-size floor."""
-    from interp_toolkit.analysis.heads import deciders
-    from interp_toolkit.analysis.nulls import check_alpha
+    from interp_toolkit.heads.registry import deciders
+    from interp_toolkit.stats.significance import check_alpha
 
     check_device(device)
     deciders(induction_score)  # bad values are one-line errors before any work
@@ -110,9 +110,9 @@ def heads(
     setup_torch()
     from rich.console import Console
 
-    from interp_toolkit.analysis.discovery import discover
-    from interp_toolkit.io import write_text
-    from interp_toolkit.targets import load_target
+    from interp_toolkit.files.io import write_text
+    from interp_toolkit.heads.discover import discover
+    from interp_toolkit.runs.targets import load_target
 
     tgt = load_target(target, device, for_weights=False)
     with Console(stderr=True).status("heads: scoring the probe") as status:
@@ -146,7 +146,7 @@ def heads(
 def _print_heads(data: dict[str, Any]) -> None:
     from rich.table import Table
 
-    from interp_toolkit.analysis.heads import SCORES
+    from interp_toolkit.heads.registry import SCORES
 
     probe, test, floors = data["probe"], data["test"], data["effect_size_floor"]
     significance = "BH at FDR" if test["correction"].startswith("benjamini") else "p <="
@@ -254,8 +254,8 @@ def exam(
         raise UserError(f"--top-k {top_k} cannot work: use 1 or more.")
     check_out_file(json_out, "--json")
     setup_torch()
-    from interp_toolkit.analysis.exam import BUILTIN_EXAMS, Exam, run_exam
-    from interp_toolkit.targets import load_target
+    from interp_toolkit.exams.single import BUILTIN_EXAMS, Exam, run_exam
+    from interp_toolkit.runs.targets import load_target
 
     exams = BUILTIN_EXAMS if prompt is None else (Exam("custom", prompt, target_text or ""),)
     tgt = load_target(target, device, for_weights=False)
@@ -311,7 +311,7 @@ def circuits(
     device: str = device_option(),
 ) -> None:
     """A head's OV copying score, top-1/top-5 copy accuracy and top boosted tokens."""
-    from interp_toolkit.analysis.heads import HeadId
+    from interp_toolkit.heads.registry import HeadId
 
     check_device(device)
 
@@ -320,8 +320,8 @@ def circuits(
         raise UserError(f"--top-k {top_k} cannot work: use 1 or more.")
     check_out_file(json_out, "--json")
     setup_torch()
-    from interp_toolkit.analysis.circuits import check_head, head_circuit
-    from interp_toolkit.targets import load_target
+    from interp_toolkit.runs.targets import load_target
+    from interp_toolkit.weights.circuits import check_head, head_circuit
 
     tgt = load_target(target, device)
     check_head(tgt.model, layer, index)

@@ -58,20 +58,20 @@ def device_option() -> Any:
 
 def check_device(spec: str) -> None:
     """Fail fast (one line, exit 2) on a device that is absent or misnamed, before any work."""
-    from interp_toolkit.devices import resolve_device
+    from interp_toolkit.runtime.devices import resolve_device
 
     resolve_device(spec)
 
 
 def check_out_file(path: Path | None, flag: str, example: str = "out.json") -> None:
-    """An output file option, checked before any work (:func:`interp_toolkit.io.check_output`:
+    """An output file option, checked before any work (:func:`interp_toolkit.files.io.check_output`:
     a folder, a symlink loop, a name too long, an unwritable folder are one line; ``-`` is
     standard output, a device or FIFO is written in place); two options of one command may not
     write to the same place."""
     if path is None:
         return
     from interp_toolkit.cli.boundary import claim_output
-    from interp_toolkit.io import check_output
+    from interp_toolkit.files.io import check_output
 
     target = check_output(path, flag, example)
     if target.kind == "stdout" or target.fd == 1:
@@ -108,7 +108,7 @@ def emit(
     """Print a result (``show`` draws its table), and write the same fields as JSON when asked;
     when ``--json`` (or another output) is standard output, only that output goes there."""
     from interp_toolkit.cli.boundary import stdout_claimed
-    from interp_toolkit.io import write_json
+    from interp_toolkit.files.io import write_json
 
     if not stdout_claimed():
         show(data)

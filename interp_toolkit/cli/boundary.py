@@ -34,8 +34,8 @@ from typing import Any, NoReturn
 from typer._click.core import Context
 from typer.core import TyperGroup
 
-from interp_toolkit import validate
 from interp_toolkit.errors import UserError
+from interp_toolkit.runtime import validate
 
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 NO_ACCESS = (errno.EACCES, errno.EPERM, errno.EROFS)

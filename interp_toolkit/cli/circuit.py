@@ -1,5 +1,5 @@
 """``circuit``: discover the circuit a model uses for a task (a thin shell over
-:mod:`interp_toolkit.analysis.causal`; torch is imported inside the command)."""
+:mod:`interp_toolkit.causal`; torch is imported inside the command)."""
 
 from __future__ import annotations
 
@@ -64,9 +64,9 @@ def circuit(
     setup_torch()
     from rich.console import Console
 
-    from interp_toolkit.analysis.causal.circuit import discover_circuit
-    from interp_toolkit.analysis.causal.tasks import make_task
-    from interp_toolkit.targets import load_target
+    from interp_toolkit.causal.circuit import discover_circuit
+    from interp_toolkit.causal.tasks import make_task
+    from interp_toolkit.runs.targets import load_target
 
     tgt = load_target(target, device, for_weights=False)
     made = make_task(task, tgt.model, tgt.codec, n_prompts=n_prompts, seed=seed)
@@ -84,7 +84,7 @@ def circuit(
     data = {"target": tgt.name, **found.to_dict(n_ranked=n_listed)}
     cfg = tgt.model.cfg
     if out is not None:
-        from interp_toolkit.io import write_text
+        from interp_toolkit.files.io import write_text
         from interp_toolkit.reports.circuit_report import circuit_page
 
         page = circuit_page(

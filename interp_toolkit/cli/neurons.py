@@ -1,5 +1,5 @@
 """``neurons``: what each MLP neuron of a layer fires on, what it promotes, and how that compares
-with its baselines (a thin shell over :mod:`interp_toolkit.analysis.neurons` and
+with its baselines (a thin shell over :mod:`interp_toolkit.units.neurons` and
 :mod:`interp_toolkit.reports.neurons`)."""
 
 from __future__ import annotations
@@ -52,9 +52,8 @@ def neurons_cmd(
     check_out_file(out, "--out", "neurons.html")
     check_device(device)
     setup_torch()
-    from interp_toolkit.analysis.neurons import analyse_neurons, check_layers, untrained_twin
-    from interp_toolkit.analysis.probe_data import corpus_of, neuron_windows
-    from interp_toolkit.io import write_text
+    from interp_toolkit.files.io import write_text
+    from interp_toolkit.probing.data import corpus_of, neuron_windows
     from interp_toolkit.reports.layer_findings import neuron_sentence
     from interp_toolkit.reports.neurons import (
         labels_for,
@@ -62,7 +61,8 @@ def neurons_cmd(
         neuron_report,
         shown_neurons,
     )
-    from interp_toolkit.targets import load_target
+    from interp_toolkit.runs.targets import load_target
+    from interp_toolkit.units.neurons import analyse_neurons, check_layers, untrained_twin
     from interp_toolkit.views.neurons import neuron_rows
 
     tgt = load_target(target, device)

@@ -1,5 +1,5 @@
 """``exam TARGET --periods``: two-repeat exams at every period and token kind, with measured
-chance levels (a thin shell over :mod:`interp_toolkit.analysis.period_exam`)."""
+chance levels (a thin shell over :mod:`interp_toolkit.exams.periods`)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ class PeriodExamArgs:
 
 
 def parse_kinds(text: str) -> tuple[str, ...]:
-    from interp_toolkit.analysis.exam_prompts import TOKEN_KINDS
+    from interp_toolkit.exams.prompts import TOKEN_KINDS
 
     kinds = tuple(dict.fromkeys(k.strip() for k in text.split(",") if k.strip()))
     bad = [k for k in kinds if k not in TOKEN_KINDS]
@@ -46,15 +46,15 @@ def period_exams(target: str, device: str, args: PeriodExamArgs, json_out: Path 
     kinds = parse_kinds(args.kinds)
     check_out_file(json_out, "--json")
     setup_torch()
-    from interp_toolkit.analysis.exam_verdict import (
+    from interp_toolkit.exams.periods import exam_by_period, exam_with_chance, with_chance
+    from interp_toolkit.exams.verdict import (
         chance_rule,
         exam_verdict,
         pass_rule,
         passes_rule,
     )
-    from interp_toolkit.analysis.period_exam import exam_by_period, exam_with_chance, with_chance
-    from interp_toolkit.analysis.routes import THRESHOLDS
-    from interp_toolkit.targets import load_target
+    from interp_toolkit.runs.targets import load_target
+    from interp_toolkit.stats.thresholds import THRESHOLDS
 
     tgt = load_target(target, device, for_weights=False)
     ref = load_target(args.chance_run, device, for_weights=False) if args.chance_run else None

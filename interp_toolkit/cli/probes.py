@@ -1,5 +1,5 @@
 """``probe``: linear probes on the residual stream at every layer boundary (a thin shell over
-:mod:`interp_toolkit.analysis.probes`)."""
+:mod:`interp_toolkit.probing.probes`)."""
 
 from __future__ import annotations
 
@@ -91,8 +91,8 @@ def probe_cmd(
     """Probe a feature at every layer boundary: balanced accuracy, the control task on the
     feature's own input, selectivity and an untrained model of the same architecture, each with
     its 95% interval."""
-    from interp_toolkit.analysis.heads import HeadId
-    from interp_toolkit.analysis.probes import DATA_KINDS, check_feature
+    from interp_toolkit.heads.registry import HeadId
+    from interp_toolkit.probing.probes import DATA_KINDS, check_feature
 
     check_feature(feature)
     if data is not None and data not in DATA_KINDS:
@@ -106,10 +106,10 @@ def probe_cmd(
     check_out_file(out, "--out", "probe.html")
     check_device(device)
     setup_torch()
-    from interp_toolkit.analysis.probe_data import corpus_of
-    from interp_toolkit.analysis.probes import probe
-    from interp_toolkit.io import write_text
-    from interp_toolkit.targets import load_target
+    from interp_toolkit.files.io import write_text
+    from interp_toolkit.probing.data import corpus_of
+    from interp_toolkit.probing.probes import probe
+    from interp_toolkit.runs.targets import load_target
 
     tgt = load_target(target, device, for_weights=False)
     corpus, val_fraction = corpus_of(tgt.source)

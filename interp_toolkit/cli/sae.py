@@ -1,5 +1,5 @@
 """``sae``: train a sparse autoencoder at a hook of a model, evaluate it with SAELens's metrics and
-write its feature pages (a thin shell over :mod:`interp_toolkit.dictionaries` and
+write its feature pages (a thin shell over :mod:`interp_toolkit.saes` and
 :mod:`interp_toolkit.reports.features`)."""
 
 from __future__ import annotations
@@ -49,26 +49,26 @@ def sae_cmd(
     dead latents; write cfg.json + sae_weights.safetensors (SAELens's layout) and the pages."""
     if tokens < 1 or show < 1:
         raise UserError("--tokens and --show must be 1 or more.")
-    from interp_toolkit.dictionaries.config import check_shape, hook_layer
+    from interp_toolkit.saes.config import check_shape, hook_layer
 
     check_shape(arch, k, expansion)
     hook_layer(hook)
     check_out_file(json_out, "--json", "sae.json")
-    from interp_toolkit.targets.hub import is_gpt2_spec
+    from interp_toolkit.runs.hub import is_gpt2_spec
 
     if out is None and is_gpt2_spec(target):
         raise UserError("an SAE of a GPT-2 model needs a folder to live in: give --out FOLDER.")
     if out is not None:
-        from interp_toolkit.io import check_writable_dir
+        from interp_toolkit.files.io import check_writable_dir
 
         if out.exists() and not out.is_dir():
             raise UserError(f"--out {out} is a file: give a folder for the SAE.")
         check_writable_dir(out if out.is_dir() else out.parent, "--out folder")
     check_device(device)
     setup_torch()
-    from interp_toolkit.dictionaries.pipeline import default_folder, run_sae
     from interp_toolkit.reports.features import write_pages
-    from interp_toolkit.targets import load_target
+    from interp_toolkit.runs.targets import load_target
+    from interp_toolkit.saes.pipeline import default_folder, run_sae
 
     tgt = load_target(target, device, for_weights=False)
     folder = out or default_folder(tgt.source, hook, arch, expansion, k)

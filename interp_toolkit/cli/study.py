@@ -46,7 +46,7 @@ def reproduce_cmd(
     device: str = device_option(),
 ) -> None:
     """Train 1, 2, 3 and 8 layers and write the side-by-side study report (DIR/index.html)."""
-    from interp_toolkit.study import StudyConfig, parse_layers, reproduce, summary_lines
+    from interp_toolkit.study.reproduce import StudyConfig, parse_layers, reproduce, summary_lines
 
     check_device(device)
     cfg = StudyConfig(
@@ -80,8 +80,8 @@ def sweep_cmd(
     device: str = device_option(),
 ) -> None:
     """Time induction-head formation across values of one setting (context length, vocabulary size, ...)."""
-    from interp_toolkit.study import INDEX
-    from interp_toolkit.sweep import SweepConfig, sweep
+    from interp_toolkit.study.reproduce import INDEX
+    from interp_toolkit.study.sweep import SweepConfig, sweep
 
     check_device(device)
 

@@ -74,9 +74,9 @@ def train_cmd(
 
     On N processes or GPUs: torchrun --nproc_per_node N -m interp_toolkit train ... (the global
     batch is the preset's; see the README)."""
-    from interp_toolkit.presets import get_preset, recorded_preset, with_overrides
     from interp_toolkit.training import train_model
     from interp_toolkit.training.distributed import cluster_from_env
+    from interp_toolkit.training.presets import get_preset, recorded_preset, with_overrides
 
     if repeat_fraction is not None and not 0.0 <= repeat_fraction <= 1.0:
         raise UserError(
@@ -127,7 +127,7 @@ def train_cmd(
     )
     if not cluster_from_env().is_main:
         return
-    from interp_toolkit.analysis.heads import SCORE
+    from interp_toolkit.heads.registry import SCORE
 
     last = result.metrics[-1] if result.metrics else {}
     floor = SCORE["induction"].floor
@@ -163,9 +163,9 @@ def sample_cmd(
 
     check_device(device)
     from interp_toolkit.errors import Interrupted
-    from interp_toolkit.progress import progress_bar
-    from interp_toolkit.runs import load_run
-    from interp_toolkit.sampling import decode_stream, sample_ids
+    from interp_toolkit.models.sampling import decode_stream, sample_ids
+    from interp_toolkit.runs.folder import load_run
+    from interp_toolkit.runtime.progress import progress_bar
 
     r = load_run(run, device=device)
     ids = sample_ids(

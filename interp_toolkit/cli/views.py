@@ -35,9 +35,9 @@ def view(
     check_device(device)
     check_out_file(out, "--out", "view.html")
     setup_torch()
-    from interp_toolkit.io import write_text
+    from interp_toolkit.files.io import write_text
     from interp_toolkit.reports.attention import attention_page, attention_view
-    from interp_toolkit.targets import load_target
+    from interp_toolkit.runs.targets import load_target
 
     tgt = load_target(target, device, for_weights=False)
     views = attention_view(
@@ -58,7 +58,7 @@ def report(
 ) -> None:
     """Write RUN/report.html: config, loss, samples, exam, head table, plots and attention views.
     A damaged metrics.jsonl (a line cut off by a kill) is named on standard error."""
-    from interp_toolkit.runs import metrics_damage, read_config
+    from interp_toolkit.runs.folder import metrics_damage, read_config
 
     check_device(device)
     check_out_file(out, "--out", "report.html")

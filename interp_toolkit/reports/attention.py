@@ -12,14 +12,15 @@ from circuitsvis.utils.render import RenderedHTML
 from torch import Tensor
 from transformer_lens import TransformerBridge
 
-from interp_toolkit.analysis.patterns import (
+from interp_toolkit.heads.patterns import (
     HeadSpec,
     attention_patterns,
     heads_by_layer,
     prompt_tokens,
 )
-from interp_toolkit.tokenizer import Codec
-from interp_toolkit.views.attention import LayerViews, layer_views, layers_html, token_labels
+from interp_toolkit.text.codecs import Codec
+from interp_toolkit.text.labels import token_labels
+from interp_toolkit.views.attention import LayerViews, layer_views, layers_html
 from interp_toolkit.views.page import Section, render_report
 
 

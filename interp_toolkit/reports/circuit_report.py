@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from interp_toolkit.analysis.causal.circuit import Circuit
-from interp_toolkit.analysis.causal.summary import CircuitSummary
-from interp_toolkit.analysis.routes import INPUTS, THRESHOLDS, ModelRoute, RouteName, Thresholds
+from interp_toolkit.causal.circuit import Circuit
+from interp_toolkit.causal.routes import INPUTS, ModelRoute, RouteName
+from interp_toolkit.causal.summary import CircuitSummary
 from interp_toolkit.reports.findings import route_phrase, route_sentence
+from interp_toolkit.stats.thresholds import THRESHOLDS, Thresholds
 from interp_toolkit.views.circuit import circuit_figure, faithfulness_curve
 from interp_toolkit.views.page import Row, Section, render_report, table, text
 

@@ -11,14 +11,14 @@ import torch
 from jaxtyping import Int
 from transformer_lens import TransformerBridge
 
-from interp_toolkit.analysis.units import MONO_ALPHA, MONO_SHARE, RuleCount
-from interp_toolkit.dictionaries.evaluate import SAEMetrics
-from interp_toolkit.dictionaries.features import LatentFeatures, labeller, latent_activations
-from interp_toolkit.dictionaries.pipeline import SAEResult
-from interp_toolkit.dictionaries.sae import SparseAutoencoder
-from interp_toolkit.io import write_json, write_text
+from interp_toolkit.files.io import write_json, write_text
 from interp_toolkit.reports.neurons import context_windows
-from interp_toolkit.tokenizer import Codec
+from interp_toolkit.saes.evaluate import SAEMetrics
+from interp_toolkit.saes.features import LatentFeatures, labeller, latent_activations
+from interp_toolkit.saes.pipeline import SAEResult
+from interp_toolkit.saes.sae import SparseAutoencoder
+from interp_toolkit.text.codecs import Codec
+from interp_toolkit.units.reading import MONO_ALPHA, MONO_SHARE, RuleCount
 from interp_toolkit.views.features import context_view, density_histogram, latent_table
 from interp_toolkit.views.features import metrics_table as metrics_html
 from interp_toolkit.views.page import Section, render_report, table, text

@@ -3,7 +3,7 @@
 :class:`DepthMeasurement` holds what a study measured on one model (:func:`measure_depth` reads
 it off a trained run and its analyses); :func:`depth_sentence`,
 :func:`claim_sentence`, :func:`route_sentence` and :func:`data_mix_sentence` turn measurements
-into words, with the thresholds of :mod:`interp_toolkit.analysis.routes`. Nothing here is fixed
+into words, with the thresholds of :mod:`interp_toolkit.causal.routes`. Nothing here is fixed
 text about a result: change a number and the sentence changes.
 """
 
@@ -14,21 +14,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from interp_toolkit.analysis.causal.summary import CircuitSummary
-from interp_toolkit.analysis.exam_verdict import exam_verdict
-from interp_toolkit.analysis.induction import first_induction_step
-from interp_toolkit.analysis.period_exam import PeriodExam, with_chance
-from interp_toolkit.analysis.routes import (
-    INPUTS,
-    THRESHOLDS,
-    HeadRoute,
-    ModelRoute,
-    RouteName,
-    Thresholds,
-)
-from interp_toolkit.analysis.run_analysis import RunSummary
-from interp_toolkit.data import setting_name
-from interp_toolkit.runs import Run
+from interp_toolkit.causal.routes import INPUTS, HeadRoute, ModelRoute, RouteName
+from interp_toolkit.causal.summary import CircuitSummary
+from interp_toolkit.exams.periods import PeriodExam, with_chance
+from interp_toolkit.exams.verdict import exam_verdict
+from interp_toolkit.heads.induction import first_induction_step
+from interp_toolkit.reports.run_analysis import RunSummary
+from interp_toolkit.runs.folder import Run
+from interp_toolkit.stats.thresholds import THRESHOLDS, Thresholds
+from interp_toolkit.text.stream import setting_name
 
 
 @dataclass(frozen=True)
@@ -235,7 +229,7 @@ def claim_sentence(ms: Sequence[DepthMeasurement], t: Thresholds = THRESHOLDS) -
     """The seed's claim ("induction appears reliably the moment we add a second layer") as a
     measured statement: it holds when every 1-layer model has no induction head and passes no
     period exam, and every deeper model has an induction head and passes every one (pass rule:
-    :func:`~interp_toolkit.analysis.exam_verdict.passes_rule`)."""
+    :func:`~interp_toolkit.exams.verdict.passes_rule`)."""
     one = [m for m in ms if m.n_layers == 1]
     deep = [m for m in ms if m.n_layers > 1]
     if not one or not deep:

@@ -5,8 +5,8 @@ MLPs, neurons and SAE latents against their baselines), as pure functions of mea
 its layer-0 previous-token heads mean-ablated); :class:`NeuronMeasurement` the neurons of one MLP
 model, each statistic beside its untrained twin's and a shuffled-activation control's, and the
 latents of SAEs on its MLP layers (:class:`LatentCount`). A neuron or latent claim is stated only
-when it beats its baselines (:func:`~interp_toolkit.analysis.units.beats`). Thresholds come from
-:mod:`interp_toolkit.analysis.routes` (``decodable``, ``induction``, ``exam_lower_bound``); change a
+when it beats its baselines (:func:`~interp_toolkit.units.reading.beats`). Thresholds come from
+:mod:`interp_toolkit.causal.routes` (``decodable``, ``induction``, ``exam_lower_bound``); change a
 number and the sentence changes.
 """
 
@@ -16,11 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from interp_toolkit.analysis.neurons import LayerNeurons
-from interp_toolkit.analysis.probes import ProbeResult, ProbeRow, beyond_untrained
-from interp_toolkit.analysis.routes import THRESHOLDS, Thresholds
-from interp_toolkit.analysis.units import MONO_ALPHA, MONO_SHARE, RuleCount, beats
-from interp_toolkit.models import AttnOnlyConfig
+from interp_toolkit.models.build import AttnOnlyConfig
+from interp_toolkit.probing.probes import ProbeResult, ProbeRow, beyond_untrained
 from interp_toolkit.reports.findings import (
     DepthMeasurement,
     exam_phrase,
@@ -28,6 +25,9 @@ from interp_toolkit.reports.findings import (
     pct,
     route_phrase,
 )
+from interp_toolkit.stats.thresholds import THRESHOLDS, Thresholds
+from interp_toolkit.units.neurons import LayerNeurons
+from interp_toolkit.units.reading import MONO_ALPHA, MONO_SHARE, RuleCount, beats
 
 #: What the study probes: the previous token's identity on repeated random tokens, where it
 #: cannot be guessed from the current token.
@@ -37,7 +37,7 @@ PROBE_DATA = "repeats"
 
 def is_decodable(row: ProbeRow, t: Thresholds = THRESHOLDS) -> bool:
     """Decodable beyond an untrained model of the same architecture
-    (:func:`~interp_toolkit.analysis.probes.beyond_untrained` at ``t.decodable``): the only probe
+    (:func:`~interp_toolkit.probing.probes.beyond_untrained` at ``t.decodable``): the only probe
     claim the study page makes."""
     return beyond_untrained(row, t.decodable)
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from interp_toolkit.analysis.routes import THRESHOLDS, Thresholds
 from interp_toolkit.reports.findings import DepthMeasurement
 from interp_toolkit.reports.layer_findings import (
     RULE_TEXT,
@@ -17,6 +16,7 @@ from interp_toolkit.reports.layer_findings import (
     probe_sentence,
 )
 from interp_toolkit.reports.study_report import depth_section
+from interp_toolkit.stats.thresholds import THRESHOLDS, Thresholds
 from interp_toolkit.views.neurons import baseline_chart, baseline_table
 from interp_toolkit.views.page import Section, table, text
 from interp_toolkit.views.probes import probe_section

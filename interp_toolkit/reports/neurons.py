@@ -11,10 +11,10 @@ import torch
 from jaxtyping import Int
 from transformer_lens import TransformerBridge
 
-from interp_toolkit.analysis.neurons import LayerNeurons, neuron_activations
 from interp_toolkit.reports.layer_findings import RULE_TEXT, neuron_sentence
-from interp_toolkit.tokenizer import Codec
-from interp_toolkit.views.attention import token_labels
+from interp_toolkit.text.codecs import Codec
+from interp_toolkit.text.labels import token_labels
+from interp_toolkit.units.neurons import LayerNeurons, neuron_activations
 from interp_toolkit.views.neurons import baseline_chart, baseline_table, context_view, neuron_table
 from interp_toolkit.views.page import Section, render_report, text
 

@@ -1,6 +1,6 @@
 """``RUN/report.html``: a run's config, training curves, samples, exams, heads and key attention.
 
-:func:`build_run_report` loads the run and analyses it (:func:`~interp_toolkit.analysis.run_analysis.analyse_run`);
+:func:`build_run_report` loads the run and analyses it (:func:`~interp_toolkit.reports.run_analysis.analyse_run`);
 everything else here renders that data.
 """
 
@@ -9,18 +9,19 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
-from interp_toolkit.analysis.exam_verdict import chance_rule, pass_rule, passes_rule
-from interp_toolkit.analysis.heads import NO_ROLE, ROLES, SCORE, SCORES, HeadId
-from interp_toolkit.analysis.routes import THRESHOLDS
-from interp_toolkit.analysis.run_analysis import RunAnalysis, analyse_run
-from interp_toolkit.analysis.scores import HeadReport
-from interp_toolkit.io import check_output, write_text
+from interp_toolkit.exams.verdict import chance_rule, pass_rule, passes_rule
+from interp_toolkit.files.io import check_output, write_text
+from interp_toolkit.heads.discovery import HeadReport
+from interp_toolkit.heads.registry import NO_ROLE, ROLES, SCORE, SCORES, HeadId
 from interp_toolkit.reports.circuit_report import route_section
 from interp_toolkit.reports.findings import KIND_WORDS, data_mix_sentence, exam_phrase
+from interp_toolkit.reports.run_analysis import RunAnalysis, analyse_run
 from interp_toolkit.reports.text_findings import text_sentences
-from interp_toolkit.runs import RunPaths, load_run
+from interp_toolkit.runs.folder import RunPaths, load_run
+from interp_toolkit.stats.thresholds import THRESHOLDS
+from interp_toolkit.text.labels import token_labels
 from interp_toolkit.views import plots
-from interp_toolkit.views.attention import layer_views, layers_html, token_labels
+from interp_toolkit.views.attention import layer_views, layers_html
 from interp_toolkit.views.induction_plots import period_exam_plot, text_curves
 from interp_toolkit.views.page import (
     Item,

@@ -11,13 +11,13 @@ from typing import Any
 import plotly.graph_objects as go
 import torch
 
-from interp_toolkit.analysis.exam_verdict import exam_verdict
-from interp_toolkit.analysis.heads import SCORE
-from interp_toolkit.analysis.period_exam import PeriodExam
-from interp_toolkit.analysis.routes import THRESHOLDS, Thresholds
-from interp_toolkit.analysis.run_analysis import RunSummary, TopHead
 from interp_toolkit.errors import UserError
+from interp_toolkit.exams.periods import PeriodExam
+from interp_toolkit.exams.verdict import exam_verdict
+from interp_toolkit.heads.registry import SCORE
 from interp_toolkit.reports.findings import DepthMeasurement, layers_phrase
+from interp_toolkit.reports.run_analysis import RunSummary, TopHead
+from interp_toolkit.stats.thresholds import THRESHOLDS, Thresholds
 from interp_toolkit.views import plots
 from interp_toolkit.views.induction_plots import period_exam_plot
 from interp_toolkit.views.page import Row, Section, cell, render_report, table, text, verdict

@@ -22,11 +22,17 @@ from typing import Any
 import torch
 from transformer_lens import TransformerBridge
 
-from interp_toolkit.data import DataConfig
 from interp_toolkit.errors import UserError
-from interp_toolkit.io import check_readable, read_json, write_bytes, write_json
-from interp_toolkit.models import AttnOnlyConfig
-from interp_toolkit.runs import RunPaths, read_config, read_metrics, read_weights, save_weights
+from interp_toolkit.files.io import check_readable, read_json, write_bytes, write_json
+from interp_toolkit.models.build import AttnOnlyConfig
+from interp_toolkit.runs.folder import (
+    RunPaths,
+    read_config,
+    read_metrics,
+    read_weights,
+    save_weights,
+)
+from interp_toolkit.text.stream import DataConfig
 from interp_toolkit.training.settings import (
     Configs,
     TrainSettings,

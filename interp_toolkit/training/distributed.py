@@ -29,9 +29,9 @@ from typing import TypeVar
 import torch
 import torch.distributed as dist
 
-from interp_toolkit.devices import resolve_device
 from interp_toolkit.errors import UserError
-from interp_toolkit.runs import RunPaths
+from interp_toolkit.runs.folder import RunPaths
+from interp_toolkit.runtime.devices import resolve_device
 from interp_toolkit.training.checkpoints import Start, prepare_out, read_checkpoint
 from interp_toolkit.training.guard import StopSignals, run_guard
 

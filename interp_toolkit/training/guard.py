@@ -1,7 +1,7 @@
 """What keeps a training run safe from the outside world while it runs.
 
 - **The folder**: checked before any work (a file, or a folder we cannot write, is one line),
-  locked (:func:`interp_toolkit.io.folder_lock`: a second training in it is refused, naming the
+  locked (:func:`interp_toolkit.files.io.folder_lock`: a second training in it is refused, naming the
   PID; the lock of a dead process is taken over, and said), and removed again if training never
   started in it (nothing half-written).
 - **Stop signals**: SIGINT (Ctrl-C) and SIGTERM while the optimizer steps run are remembered
@@ -22,8 +22,8 @@ from types import FrameType
 from typing import Any
 
 from interp_toolkit.errors import Interrupted
-from interp_toolkit.io import check_writable_dir, folder_lock
-from interp_toolkit.runs import RunPaths
+from interp_toolkit.files.io import check_writable_dir, folder_lock
+from interp_toolkit.runs.folder import RunPaths
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 

@@ -44,8 +44,8 @@ from torch.optim.optimizer import (
 from transformer_lens import TransformerBridge
 from transformer_lens.tools.training import TrainConfig, train
 
-from interp_toolkit.data import TrainStream
-from interp_toolkit.devices import Precision
+from interp_toolkit.runtime.devices import Precision
+from interp_toolkit.text.stream import TrainStream
 from interp_toolkit.training.distributed import SINGLE, Cluster, data_parallel, local_batch
 from interp_toolkit.training.sdpa import fused_attention
 from interp_toolkit.training.settings import TrainSettings
@@ -99,7 +99,7 @@ class NextTokenLoss(torch.nn.Module):
 
 class StepFeed(torch.utils.data.Dataset):
     """What TL's DataLoader reads: this process's rows of steps ``start_step``..``end_step`` of a
-    :class:`~interp_toolkit.data.TrainStream`, in order, on the training device.
+    :class:`~interp_toolkit.text.stream.TrainStream`, in order, on the training device.
 
     TL wraps the dataset in ``DataLoader(shuffle=True)`` after reseeding the global RNG, so it would
     reorder (and, on resume, repeat) samples: items are served by position within the loop (an

@@ -6,7 +6,7 @@ grids (rounded to 4 decimals) on repeated random tokens, ``val_loss`` (held-out)
 measures of :func:`text_metrics` (:data:`TEXT_KEYS`; runs logged before them lack these keys, and
 every reader treats them as optional). Score keys are the registry's ``Score.logged_as`` (the
 previous-token score is ``prev_token`` in this file). Which head is "the induction head" and when
-induction formed: :mod:`interp_toolkit.analysis.induction`.
+induction formed: :mod:`interp_toolkit.heads.induction`.
 """
 
 from __future__ import annotations
@@ -18,13 +18,13 @@ import torch
 from jaxtyping import Int
 from transformer_lens import TransformerBridge
 
-from interp_toolkit.analysis.batches import RepeatedTokens
-from interp_toolkit.analysis.heads import SCORE
-from interp_toolkit.analysis.induction import INDUCTION_SCORE, first_induction_step
-from interp_toolkit.analysis.stripes import head_scores
-from interp_toolkit.analysis.text_induction import text_induction
-from interp_toolkit.io import write_text
-from interp_toolkit.runs import RunPaths, read_metrics
+from interp_toolkit.exams.text_measures import text_induction
+from interp_toolkit.files.io import write_text
+from interp_toolkit.heads.induction import INDUCTION_SCORE, first_induction_step
+from interp_toolkit.heads.registry import SCORE
+from interp_toolkit.heads.repeats import RepeatedTokens
+from interp_toolkit.heads.scorer import head_scores
+from interp_toolkit.runs.folder import RunPaths, read_metrics
 
 #: The scores training logs every ``score_every`` steps, in the order they are written (the
 #: score deciding the induction role, read by the stop rule, last).
@@ -55,7 +55,7 @@ def text_metrics(
     """``val_loss`` (the first :data:`VAL_WINDOWS` windows) and the text measures on held-out
     ``windows`` (the first :data:`TEXT_WINDOWS`): the in-context score, the repeated-passage
     drop (first :data:`PASSAGE_ROWS`) and every head's induction score on the text
-    (:func:`~interp_toolkit.analysis.text_induction.text_induction`); only ``val_loss`` when
+    (:func:`~interp_toolkit.exams.text_measures.text_induction`); only ``val_loss`` when
     there are fewer than 2 windows or they are shorter than 8 tokens."""
     windows = windows[:TEXT_WINDOWS]
     device = next(model.parameters()).device

@@ -8,11 +8,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from interp_toolkit import validate
-from interp_toolkit.data import DataConfig
-from interp_toolkit.devices import precision_named
 from interp_toolkit.errors import UserError
-from interp_toolkit.models import AttnOnlyConfig
+from interp_toolkit.models.build import AttnOnlyConfig
+from interp_toolkit.runtime import validate
+from interp_toolkit.runtime.devices import precision_named
+from interp_toolkit.text.stream import DataConfig
 
 
 @dataclass(frozen=True)

@@ -14,15 +14,15 @@ from typing import Any
 import torch
 from transformer_lens import TransformerBridge
 
-from interp_toolkit.analysis.batches import default_probe
-from interp_toolkit.analysis.induction import best_induction_score, logged_induction_key
-from interp_toolkit.data import TrainStream
-from interp_toolkit.devices import STRICT_FP32
 from interp_toolkit.errors import Interrupted
-from interp_toolkit.progress import progress_bar
-from interp_toolkit.runs import RunPaths, read_metrics, save_weights
-from interp_toolkit.tokenizer import Codec
-from interp_toolkit.tokens import TokenWindows
+from interp_toolkit.heads.induction import best_induction_score, logged_induction_key
+from interp_toolkit.heads.repeats import default_probe
+from interp_toolkit.runs.folder import RunPaths, read_metrics, save_weights
+from interp_toolkit.runtime.devices import STRICT_FP32
+from interp_toolkit.runtime.progress import progress_bar
+from interp_toolkit.text.codecs import Codec
+from interp_toolkit.text.store import TokenWindows
+from interp_toolkit.text.stream import TrainStream
 from interp_toolkit.training.checkpoints import Progress, save_checkpoint
 from interp_toolkit.training.distributed import Cluster, any_rank, mean_over_ranks
 from interp_toolkit.training.guard import StopSignals
@@ -171,7 +171,7 @@ class StepLog:
 
     def _track(self, step: int, induction: list[list[float]]) -> None:
         """Follow the streak of scorings whose strongest induction head's score (the one owner:
-        :func:`~interp_toolkit.analysis.induction.best_induction_score`) > ``stop_score``."""
+        :func:`~interp_toolkit.heads.induction.best_induction_score`) > ``stop_score``."""
         best = best_induction_score(induction)
         if best <= (self.cfg.stop_score or math.inf):
             self.above_since = None

@@ -21,12 +21,10 @@ from typing import Any
 
 import torch
 
-from interp_toolkit.analysis.batches import default_token_range
-from interp_toolkit.data import DataConfig, TrainStream, build_codec, tokenize_corpus, windows
-from interp_toolkit.devices import precision_named
 from interp_toolkit.errors import Interrupted, UserError
-from interp_toolkit.models import AttnOnlyConfig, build_model
-from interp_toolkit.runs import (
+from interp_toolkit.heads.repeats import default_token_range
+from interp_toolkit.models.build import AttnOnlyConfig, build_model
+from interp_toolkit.runs.folder import (
     Run,
     RunPaths,
     apply_weights,
@@ -37,8 +35,16 @@ from interp_toolkit.runs import (
     save_weights,
     write_config,
 )
-from interp_toolkit.tokenizer import Codec
-from interp_toolkit.tokens import TokenWindows
+from interp_toolkit.runtime.devices import precision_named
+from interp_toolkit.text.codecs import Codec
+from interp_toolkit.text.store import TokenWindows
+from interp_toolkit.text.stream import (
+    DataConfig,
+    TrainStream,
+    build_codec,
+    tokenize_corpus,
+    windows,
+)
 from interp_toolkit.training.checkpoints import Progress, continued_configs
 from interp_toolkit.training.distributed import (
     barrier,

@@ -1,6 +1,6 @@
 """Attention views: attention patterns and token labels in, circuitsvis views (HTML) out.
 
-The patterns come from :mod:`interp_toolkit.analysis.patterns`; views of a model on a prompt in one
+The patterns come from :mod:`interp_toolkit.heads.patterns`; views of a model on a prompt in one
 call are :mod:`interp_toolkit.reports.attention`. A view renders inline in Jupyter; in a page it
 goes through :mod:`.cv` (offline, the bundle inlined once per page).
 """
@@ -15,30 +15,8 @@ from circuitsvis.utils.render import RenderedHTML
 from jaxtyping import Float
 from torch import Tensor
 
-from interp_toolkit.analysis.heads import HeadId
-from interp_toolkit.tokenizer import ENDOFTEXT, UNK, Codec
+from interp_toolkit.heads.registry import HeadId
 from interp_toolkit.views import cv
-
-SPACE = "·"
-NEWLINE = "↵"
-TAB = "→"
-
-
-def visible_token(token: str) -> str:
-    """A token label with its whitespace made visible: ``' the'`` -> ``'·the'``, ``'\\n'`` -> ``'↵'``."""
-    if token in (UNK, ENDOFTEXT):
-        return token
-    if token == "":
-        return "∅"
-    return token.replace(" ", SPACE).replace("\n", NEWLINE).replace("\t", TAB).replace("\r", "␍")
-
-
-def token_labels(codec: Codec | None, tokens: Sequence[int] | Tensor) -> list[str]:
-    """Decoded tokens of ``tokens`` (model ids) with spaces visible; ``<unk>`` stays ``<unk>``."""
-    ids = tokens.tolist() if isinstance(tokens, Tensor) else [int(t) for t in tokens]
-    if codec is None:
-        return [str(i) for i in ids]
-    return [visible_token(s) for s in codec.str_tokens(ids)]
 
 
 def escape_label(label: str) -> str:

@@ -65,7 +65,7 @@ LATENT_HEADER = ["latent", "density", "max act", "description", "promotes"]
 
 
 def latent_rows(latents: Sequence[dict[str, Any]], heads: Sequence[str] | None) -> list[list[Any]]:
-    """Table rows from :meth:`~interp_toolkit.dictionaries.features.LatentFeatures.latent_dict`
+    """Table rows from :meth:`~interp_toolkit.saes.features.LatentFeatures.latent_dict`
     entries; with ``heads`` (an attention SAE) the head shares, largest first."""
     rows = []
     for d in latents:

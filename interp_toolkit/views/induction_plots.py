@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
-from interp_toolkit.analysis.period_exam import PeriodExam
+from interp_toolkit.exams.periods import PeriodExam
 
 HEIGHT = 380
 _DASH = {"letters": "solid", "random": "dash"}

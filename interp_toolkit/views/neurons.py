@@ -13,8 +13,8 @@ from circuitsvis.utils.render import RenderedHTML
 from jaxtyping import Float
 from torch import Tensor
 
-from interp_toolkit.analysis.neurons import BASELINES, LayerNeurons
-from interp_toolkit.analysis.units import concept_phrase
+from interp_toolkit.units.neurons import BASELINES, LayerNeurons
+from interp_toolkit.units.reading import concept_phrase
 from interp_toolkit.views.page import table
 
 #: How each reading of a statistic is named on pages.

@@ -13,10 +13,11 @@ from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 from torch import Tensor
 
-from interp_toolkit.analysis.exam import ExamResult
-from interp_toolkit.analysis.heads import SCORE, HeadId
 from interp_toolkit.errors import UserError
-from interp_toolkit.views.attention import escape_label, visible_token
+from interp_toolkit.exams.single import ExamResult
+from interp_toolkit.heads.registry import SCORE, HeadId
+from interp_toolkit.text.labels import visible_token
+from interp_toolkit.views.attention import escape_label
 
 TARGET_COLOUR = "#d62728"
 OTHER_COLOUR = "#7f9fbf"

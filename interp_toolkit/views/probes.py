@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import plotly.graph_objects as go
 from plotly.colors import qualitative
 
-from interp_toolkit.analysis.probes import ProbeResult, beyond_untrained
+from interp_toolkit.probing.probes import ProbeResult, beyond_untrained
 from interp_toolkit.views.page import Section, table, text
 
 HEIGHT = 400

@@ -7,8 +7,8 @@ import torch
 
 
 def _train_preset(out, n_layers: int, **overrides):
-    from interp_toolkit.presets import get_preset, with_overrides
     from interp_toolkit.training import train_model
+    from interp_toolkit.training.presets import get_preset, with_overrides
 
     p = with_overrides(get_preset("cpu", n_layers), **overrides)
     return train_model(out, p.model, p.data, p.train, preset="cpu", progress=False)

@@ -1,6 +1,6 @@
 """The checks that must hold on trained cpu-preset models (slow; fixtures from conftest.py).
 
-``trained_2l`` / ``trained_1l`` are session-scoped :class:`interp_toolkit.runs.Run` objects trained
+``trained_2l`` / ``trained_1l`` are session-scoped :class:`interp_toolkit.runs.folder.Run` objects trained
 with the cpu preset (2 and 1 layers).
 """
 
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from interp_toolkit.analysis.exam import BUILTIN_EXAMS, run_exam
-from interp_toolkit.analysis.scores import discover_heads
+from interp_toolkit.exams.single import BUILTIN_EXAMS, run_exam
+from interp_toolkit.heads.discovery import discover_heads
 
 pytestmark = pytest.mark.slow
 
@@ -47,7 +47,7 @@ def test_a_one_layer_model_has_no_induction_head(trained_1l):
 def test_discovery_names_heads_the_untrained_model_lacks(trained_2l, report_2l):
     """Training grows a layer-0 previous-token head and a layer-1 induction head; the same
     architecture untrained has no head with any role."""
-    from interp_toolkit.models import build_model
+    from interp_toolkit.models.build import build_model
 
     detail = report_2l.to_dict()["roles"]
     assert [h for h in report_2l.heads_with_role("previous-token") if h.layer == 0], detail
@@ -89,7 +89,7 @@ def test_two_layers_pass_the_builtin_exams(trained_2l):
 
 @pytest.fixture(scope="module")
 def route_2l(trained_2l, report_2l):
-    from interp_toolkit.analysis.causal import induction_route
+    from interp_toolkit.causal import induction_route
 
     return induction_route(trained_2l.model, trained_2l.codec, report_2l)
 
@@ -100,11 +100,12 @@ def test_route_by_path_on_the_trained_model_is_the_studys_rule(trained_2l, repor
     of the induction task's gap, its interval above the role-less control's), its query and value
     inputs do not, and it is fed by a previous-token head. An untrained model of the same
     architecture does not do the task, so nothing is routed."""
-    from interp_toolkit.analysis.causal import study_task
-    from interp_toolkit.analysis.causal.paths import route_by_path
-    from interp_toolkit.analysis.heads import HeadId
-    from interp_toolkit.analysis.routes import THRESHOLDS, RouteName
-    from interp_toolkit.models import build_model
+    from interp_toolkit.causal import study_task
+    from interp_toolkit.causal.paths import route_by_path
+    from interp_toolkit.causal.routes import RouteName
+    from interp_toolkit.heads.registry import HeadId
+    from interp_toolkit.models.build import build_model
+    from interp_toolkit.stats.thresholds import THRESHOLDS
 
     route = route_2l
     assert route.gap.low >= THRESHOLDS.min_gap, route.gap
@@ -127,8 +128,8 @@ def test_discovered_circuit_holds_the_routes_edge(trained_2l, route_2l):
     """EAP-IG's circuit on the study's task recovers >= 80% of the gap alone; it holds the
     feeder -> key edge the route by path measured for the induction head with the largest effect,
     and for every induction head it keeps at all (a head with a small share may be pruned whole)."""
-    from interp_toolkit.analysis.causal import study_task
-    from interp_toolkit.analysis.causal.summary import summarise_circuits
+    from interp_toolkit.causal import study_task
+    from interp_toolkit.causal.summary import summarise_circuits
 
     model = trained_2l.model
     found = summarise_circuits("cpu-2l", model, study_task(model, trained_2l.codec), route_2l)
@@ -146,9 +147,9 @@ def test_the_study_probe_reads_the_previous_token_after_layer_0_and_ablation_rem
     the embedding, decodable after layer 0 of the 2-layer model, and gone with its layer-0
     previous-token heads mean-ablated; the 1-layer model and an untrained 2-layer model never have
     it."""
-    from interp_toolkit.models import build_model
+    from interp_toolkit.models.build import build_model
     from interp_toolkit.reports.layer_findings import is_decodable
-    from interp_toolkit.study_layers import measure_probe
+    from interp_toolkit.study.layers import measure_probe
 
     heads = [h for h in report_2l.heads_with_role("previous-token") if h.layer == 0]
     two = measure_probe(trained_2l.model, trained_2l.codec, "cpu-2l", heads)

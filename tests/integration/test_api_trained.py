@@ -5,9 +5,9 @@ from __future__ import annotations
 import torch
 
 from interp_toolkit import discover, scores_on, train
-from interp_toolkit.analysis.exam import BUILTIN_EXAMS
-from interp_toolkit.analysis.heads import top_head
-from interp_toolkit.analysis.run_analysis import analyse_run
+from interp_toolkit.exams.single import BUILTIN_EXAMS
+from interp_toolkit.heads.registry import top_head
+from interp_toolkit.reports.run_analysis import analyse_run
 from interp_toolkit.reports.run_report import run_report_html
 
 

@@ -2,17 +2,17 @@
 conftest.py): an SAE on layer 1's ``hook_z`` has induction latents (decoder mostly the induction
 heads, firing on the second copy of repeated text), one on layer 0's has previous-token latents.
 The same SAEs trained the same way on the untrained model of the same config find none, with the
-trained model's heads given to them: the rules can fail (dictionaries/roles.py)."""
+trained model's heads given to them: the rules can fail (saes/roles.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from interp_toolkit.analysis.probe_data import varied_repeats
-from interp_toolkit.analysis.scores import discover_heads
-from interp_toolkit.dictionaries.config import SAETrainConfig
-from interp_toolkit.dictionaries.pipeline import run_sae
-from interp_toolkit.dictionaries.roles import induction_latents, previous_token_latents
+from interp_toolkit.heads.discovery import discover_heads
+from interp_toolkit.probing.data import varied_repeats
+from interp_toolkit.saes.config import SAETrainConfig
+from interp_toolkit.saes.pipeline import run_sae
+from interp_toolkit.saes.roles import induction_latents, previous_token_latents
 
 pytestmark = pytest.mark.slow
 
@@ -35,7 +35,7 @@ def roles_2l(trained_2l):
 
 @pytest.fixture(scope="module")
 def untrained_2l(trained_2l):
-    from interp_toolkit.models import build_model
+    from interp_toolkit.models.build import build_model
 
     return build_model(trained_2l.model_cfg)
 

@@ -51,7 +51,7 @@ def _train(*args: str) -> None:
 
 STOP_SCRIPT = """
 import sys
-from interp_toolkit.presets import get_preset, with_overrides
+from interp_toolkit.training.presets import get_preset, with_overrides
 from interp_toolkit.training import train_model
 
 p = with_overrides(

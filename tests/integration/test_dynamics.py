@@ -3,13 +3,13 @@ on hand-written metrics in tests/unit/test_trajectory.py."""
 
 import torch
 
-from interp_toolkit.analysis.dynamics import over_snapshots, snapshot_steps, trajectory
-from interp_toolkit.analysis.heads import SCORE
-from interp_toolkit.analysis.induction import INDUCTION_SCORE
-from interp_toolkit.analysis.scores import head_scores
-from interp_toolkit.data import DataConfig
-from interp_toolkit.models import AttnOnlyConfig
-from interp_toolkit.runs import load_run, read_metrics
+from interp_toolkit.heads.discovery import head_scores
+from interp_toolkit.heads.dynamics import over_snapshots, snapshot_steps, trajectory
+from interp_toolkit.heads.induction import INDUCTION_SCORE
+from interp_toolkit.heads.registry import SCORE
+from interp_toolkit.models.build import AttnOnlyConfig
+from interp_toolkit.runs.folder import load_run, read_metrics
+from interp_toolkit.text.stream import DataConfig
 from interp_toolkit.training import TrainSettings, train_model
 
 
@@ -33,7 +33,7 @@ def test_trajectory_and_snapshots(tmp_path):
     assert torch.equal(tr.induction, torch.tensor([r[key] for r in scored]))
     assert snapshot_steps(tmp_path / "run") == [4, 8]
 
-    from interp_toolkit.analysis.batches import default_token_range, repeated_tokens
+    from interp_toolkit.heads.repeats import default_token_range, repeated_tokens
 
     final = load_run(tmp_path / "run")
     low, high = default_token_range(final.codec)

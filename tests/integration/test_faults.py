@@ -20,7 +20,7 @@ import torch
 from cli_helpers import run_cli
 from safetensors.torch import load_file
 
-from interp_toolkit.runs import RunPaths
+from interp_toolkit.runs.folder import RunPaths
 from interp_toolkit.training.checkpoints import read_progress
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -15,11 +15,11 @@ import torch
 from analysis_helpers import greedy_tokens
 from gpt2_helpers import N_CTX, N_HEAD, N_LAYER, PLANTED
 
-from interp_toolkit.analysis.discovery import discover
-from interp_toolkit.analysis.heads import SCORE_KINDS
-from interp_toolkit.analysis.patterns import head_patterns
-from interp_toolkit.targets import gpt2
-from interp_toolkit.tokenizer import GPT2Codec
+from interp_toolkit.heads.discover import discover
+from interp_toolkit.heads.patterns import head_patterns
+from interp_toolkit.heads.registry import SCORE_KINDS
+from interp_toolkit.runs import gpt2
+from interp_toolkit.text.codecs import GPT2Codec
 
 
 @pytest.fixture(scope="session")
@@ -101,7 +101,7 @@ def test_hub_name_from_the_hf_cache(gpt2_dirs, tmp_path, monkeypatch):
 
 
 def test_targets_dispatch_to_gpt2(gpt2_dirs):
-    from interp_toolkit.targets import load_target
+    from interp_toolkit.runs.targets import load_target
 
     target = load_target(str(gpt2_dirs["good"]))
     assert target.kind == "gpt2" and target.name == "planted"

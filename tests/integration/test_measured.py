@@ -10,11 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from interp_toolkit import data
 from interp_toolkit.errors import UserError
-from interp_toolkit.targets import gpt2
-from interp_toolkit.tokenizer import GPT2Codec
-from interp_toolkit.tokens import TokenWindows, build_store
+from interp_toolkit.runs import gpt2
+from interp_toolkit.text import stream as data
+from interp_toolkit.text.codecs import GPT2Codec
+from interp_toolkit.text.store import TokenWindows, build_store
 
 pytestmark = pytest.mark.measured
 

@@ -41,8 +41,8 @@ def test_notebook_shows_the_attention_view(executed):
 
 
 def test_notebook_prints_the_losses_and_exams_of_its_runs(executed):
-    from interp_toolkit.analysis.exam import BUILTIN_EXAMS, run_exam
-    from interp_toolkit.runs import load_run, read_metrics
+    from interp_toolkit.exams.single import BUILTIN_EXAMS, run_exam
+    from interp_toolkit.runs.folder import load_run, read_metrics
 
     _, text, runs = executed
     for n, path in runs.items():
@@ -57,9 +57,9 @@ def test_notebook_prints_the_losses_and_exams_of_its_runs(executed):
 
 
 def test_notebook_prints_the_heads_and_the_ablation_of_its_runs(executed):
-    from interp_toolkit.analysis.heads import partner_of, top_head
-    from interp_toolkit.analysis.scores import discover_heads
-    from interp_toolkit.runs import load_run
+    from interp_toolkit.heads.discovery import discover_heads
+    from interp_toolkit.heads.registry import partner_of, top_head
+    from interp_toolkit.runs.folder import load_run
 
     _, text, runs = executed
     reports = {

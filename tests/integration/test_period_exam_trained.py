@@ -7,15 +7,15 @@ from __future__ import annotations
 import pytest
 import torch
 
-from interp_toolkit.analysis.exam_verdict import exam_verdict
-from interp_toolkit.analysis.period_exam import exam_by_period, exam_with_chance, with_chance
+from interp_toolkit.exams.periods import exam_by_period, exam_with_chance, with_chance
+from interp_toolkit.exams.verdict import exam_verdict
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def untrained_2l(trained_2l):
-    from interp_toolkit.models import build_model
+    from interp_toolkit.models.build import build_model
 
     return build_model(trained_2l.model_cfg.replace(seed=12345), codec=trained_2l.codec)
 
@@ -23,7 +23,7 @@ def untrained_2l(trained_2l):
 @pytest.fixture(scope="module")
 def held_out(trained_2l):
     """256 held-out text windows of the fixtures' corpus (as training read them: no BOS)."""
-    from interp_toolkit.data import DataConfig, tokenize_corpus, windows
+    from interp_toolkit.text.stream import DataConfig, tokenize_corpus, windows
 
     d = DataConfig(**trained_2l.settings["data"])
     corpus = tokenize_corpus(d.corpus, d.val_fraction, d.max_tokens, progress=False)
@@ -59,7 +59,7 @@ def test_induction_shows_on_held_out_text(trained_2l, trained_1l, untrained_2l, 
     context of 32 tokens: -0.65 [-1.02, -0.27] for 2 layers, -0.49 [-0.86, -0.11] for 1 layer and
     -0.75 [-0.89, -0.61] untrained, benchmarks/results/exam_text_measures.json; it is reported,
     read against the untrained model, and not asserted.)"""
-    from interp_toolkit.analysis.text_induction import text_induction
+    from interp_toolkit.exams.text_measures import text_induction
 
     with torch.no_grad():
         two, one, raw = (

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from interp_toolkit.errors import UserError
-from interp_toolkit.study import StudyConfig, reproduce
+from interp_toolkit.study.reproduce import StudyConfig, reproduce
 
 
 def test_reproduce_end_to_end_and_reuse(tmp_path, capsys):
@@ -108,7 +108,7 @@ def test_reproduce_end_to_end_and_reuse(tmp_path, capsys):
 
 
 def test_sweep_over_context_length(tmp_path):
-    from interp_toolkit.sweep import SweepConfig, sweep
+    from interp_toolkit.study.sweep import SweepConfig, sweep
 
     rows = sweep(SweepConfig(out=tmp_path / "sw", param="n_ctx", values=(16.0, 24.0), steps=6))
     assert [r["n_ctx"] for r in rows] == [16, 24]

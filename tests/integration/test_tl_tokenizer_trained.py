@@ -7,10 +7,10 @@ import random
 import torch
 from transformer_lens import head_detector
 
-from interp_toolkit.analysis.batches import RepeatedTokens, default_probe
-from interp_toolkit.analysis.heads import DEFAULT_FLOORS
-from interp_toolkit.analysis.scores import head_scores
-from interp_toolkit.models import build_model
+from interp_toolkit.heads.discovery import head_scores
+from interp_toolkit.heads.registry import DEFAULT_FLOORS
+from interp_toolkit.heads.repeats import RepeatedTokens, default_probe
+from interp_toolkit.models.build import build_model
 
 
 def _repeat_texts(codec, n_texts: int, period: int, seed: int = 0) -> tuple[list[str], list[int]]:

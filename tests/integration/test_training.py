@@ -5,10 +5,10 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from interp_toolkit.data import DataConfig
 from interp_toolkit.errors import UserError
-from interp_toolkit.models import AttnOnlyConfig
-from interp_toolkit.runs import load_run, read_metrics
+from interp_toolkit.models.build import AttnOnlyConfig
+from interp_toolkit.runs.folder import load_run, read_metrics
+from interp_toolkit.text.stream import DataConfig
 from interp_toolkit.training import TrainSettings, train_model
 
 
@@ -53,7 +53,7 @@ def test_train_writes_a_loadable_run_with_metrics(tmp_path):
     cfg = json.loads((out / "config.json").read_text())
     assert cfg["model"]["d_vocab"] == 64 and cfg["settings"]["train"]["steps"] == 12
     # every position is trained, the last one too (windows of n_ctx + 1 tokens)
-    from interp_toolkit.models import build_model
+    from interp_toolkit.models.build import build_model
 
     init = build_model(run.model_cfg).pos_embed.original_component.weight
     moved = (run.model.pos_embed.original_component.weight - init).norm(dim=1)

@@ -8,9 +8,9 @@ import pytest
 import torch
 from transformer_lens import FactoredMatrix
 
-from interp_toolkit.analysis import circuits as C
-from interp_toolkit.analysis import composition as CO
 from interp_toolkit.errors import UserError
+from interp_toolkit.weights import circuits as C
+from interp_toolkit.weights import composition as CO
 
 
 def _set_ov(model, layer, head, w_v, w_o):
@@ -192,7 +192,7 @@ def test_pos_qk_pattern(tiny_model):
 
 
 def test_pos_qk_refuses_rotary(tiny_cfg):
-    from interp_toolkit.models import build_model
+    from interp_toolkit.models.build import build_model
 
     model = build_model(tiny_cfg.replace(positional="rotary"))
     with pytest.raises(UserError, match="W_pos"):
@@ -204,7 +204,7 @@ def _comp(w_a, w_b):
 
 
 def test_composition_scores_match_direct(tiny_cfg):
-    from interp_toolkit.models import build_model
+    from interp_toolkit.models.build import build_model
 
     model = build_model(tiny_cfg.replace(n_layers=3))
     with torch.no_grad():

@@ -8,12 +8,12 @@ import pytest
 from analysis_helpers import tiny_codec
 from cli_helpers import run_main
 
-from interp_toolkit.analysis.heads import SCORE_KINDS
+from interp_toolkit.heads.registry import SCORE_KINDS
 
 
 @pytest.fixture
 def tiny_run(tmp_path, tiny_cfg, tiny_model):
-    from interp_toolkit.runs import save_run
+    from interp_toolkit.runs.folder import save_run
 
     return save_run(tmp_path / "run", tiny_model, tiny_codec(tiny_cfg.d_vocab), tiny_cfg)
 
@@ -118,9 +118,9 @@ def test_exam_periods_json(tmp_path, tiny_cfg, capsys):
     """``exam RUN --periods --json F``: per period and token kind the offsets, n, passes, pass
     rate with its Wilson interval, median rank, the chance levels measured (an untrained model of
     the same architecture; ``--chance-run``: another run) and the pass rule."""
-    from interp_toolkit.models import build_model
-    from interp_toolkit.runs import save_run
-    from interp_toolkit.tokenizer import EOT_ID, CompactVocab, gpt2_encoding
+    from interp_toolkit.models.build import build_model
+    from interp_toolkit.runs.folder import save_run
+    from interp_toolkit.text.codecs import EOT_ID, CompactVocab, gpt2_encoding
 
     enc = gpt2_encoding()
     letters = [enc.encode_ordinary(" " + chr(c))[0] for c in range(65, 91)]

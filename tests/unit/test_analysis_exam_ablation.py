@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from interp_toolkit.analysis.ablation import head_impact
-from interp_toolkit.analysis.batches import repeated_tokens
-from interp_toolkit.analysis.exam import BUILTIN_EXAMS, get_exam, run_exam
+from interp_toolkit.causal.ablation import head_impact
 from interp_toolkit.errors import UserError
-from interp_toolkit.tokenizer import CompactVocab, gpt2_encoding
+from interp_toolkit.exams.single import BUILTIN_EXAMS, get_exam, run_exam
+from interp_toolkit.heads.repeats import repeated_tokens
+from interp_toolkit.text.codecs import CompactVocab, gpt2_encoding
 
 
 def test_builtin_exams():
@@ -35,7 +35,7 @@ def _letters_codec(extra: str = "") -> CompactVocab:
 
 
 def _model(d_vocab: int, n_ctx: int = 32):
-    from interp_toolkit.models import AttnOnlyConfig, build_model
+    from interp_toolkit.models.build import AttnOnlyConfig, build_model
 
     return build_model(
         AttnOnlyConfig(n_layers=1, d_model=16, n_heads=2, d_head=8, n_ctx=n_ctx, d_vocab=d_vocab)

@@ -11,12 +11,13 @@ import pytest
 import torch
 from analysis_helpers import make_prev_token_head, tiny_codec
 
-from interp_toolkit.analysis import nulls, untrained
-from interp_toolkit.analysis.heads import SCORE_KINDS, SCORES
-from interp_toolkit.analysis.scores import classify, discover_heads, discovery_probe
-from interp_toolkit.analysis.stripes import HeadScores, head_scores, row_pairs, row_scores
 from interp_toolkit.errors import UserError
-from interp_toolkit.models import AttnOnlyConfig, build_model, reinitialise
+from interp_toolkit.heads import nulls, untrained
+from interp_toolkit.heads.discovery import classify, discover_heads, discovery_probe
+from interp_toolkit.heads.registry import SCORE_KINDS, SCORES
+from interp_toolkit.heads.scorer import HeadScores, head_scores, row_pairs, row_scores
+from interp_toolkit.models.build import AttnOnlyConfig, build_model, reinitialise
+from interp_toolkit.stats import significance
 
 # ----------------------------------------------------------------------------- statistics
 
@@ -25,33 +26,33 @@ def test_p_values_by_hand():
     null = torch.tensor([0.1, 0.2, 0.3, 0.4])[:, None, None].expand(4, 1, 3)
     obs = torch.tensor([[0.3, 0.5, 0.0]])
     # 0.3: two null values >= it -> (1 + 2) / 5; 0.5: none -> 1/5; 0.0: all four -> 5/5
-    assert nulls.p_values(obs, null).tolist() == [[0.6, 0.2, 1.0]]
+    assert significance.p_values(obs, null).tolist() == [[0.6, 0.2, 1.0]]
 
 
 def test_tau_is_each_heads_own_quantile():
     # head 0's null is 1..20, head 1's 101..120: linear interpolation at 0.95 * 19 = 18.05
     null = torch.stack([torch.arange(1.0, 21.0), torch.arange(101.0, 121.0)], -1)[:, None, :]
-    assert nulls.tau(null, 0.95)[0].tolist() == pytest.approx([19.05, 119.05])
+    assert significance.tau(null, 0.95)[0].tolist() == pytest.approx([19.05, 119.05])
     with pytest.raises(UserError, match="quantile"):
-        nulls.tau(null, 1.0)
+        significance.tau(null, 1.0)
 
 
 def test_benjamini_hochberg_by_hand():
     p = torch.tensor([0.01, 0.04, 0.03, 0.005, 0.2])
     # sorted .005 .01 .03 .04 .2 against k * .05 / 5 = .01 .02 .03 .04 .05: the 4 smallest pass
-    assert nulls.benjamini_hochberg(p, 0.05).tolist() == [True, True, True, True, False]
+    assert significance.benjamini_hochberg(p, 0.05).tolist() == [True, True, True, True, False]
     # step-up: p(1) = .02 > .0125 fails alone, but p(3) = .03 <= .0375, so the 3 smallest pass
     p = torch.tensor([[0.9, 0.025], [0.02, 0.03]])
-    assert nulls.benjamini_hochberg(p, 0.05).tolist() == [[False, True], [True, True]]
-    assert not nulls.benjamini_hochberg(torch.tensor([0.5, 0.06]), 0.05).any()
+    assert significance.benjamini_hochberg(p, 0.05).tolist() == [[False, True], [True, True]]
+    assert not significance.benjamini_hochberg(torch.tensor([0.5, 0.06]), 0.05).any()
 
 
 def test_expected_false_positives_smallest_p_and_alpha():
-    assert nulls.expected_false_positives(144, 0.05) == pytest.approx(7.2)
-    assert nulls.smallest_p(99) == pytest.approx(0.01)
+    assert significance.expected_false_positives(144, 0.05) == pytest.approx(7.2)
+    assert significance.smallest_p(99) == pytest.approx(0.01)
     for bad in (0.0, 1.0, -0.1):
         with pytest.raises(UserError, match="alpha"):
-            nulls.check_alpha(bad)
+            significance.check_alpha(bad)
 
 
 def test_significance_with_and_without_fdr():
@@ -66,7 +67,7 @@ def test_significance_with_and_without_fdr():
 
 def test_pooled_by_layer():
     values = torch.arange(12.0).view(2, 2, 3)  # [model, layer, head]
-    pooled = nulls.pooled_by_layer(values)
+    pooled = significance.pooled_by_layer(values)
     assert pooled.shape == (6, 2, 3)
     for head in range(3):
         assert sorted(pooled[:, 0, head].tolist()) == [0, 1, 2, 6, 7, 8]
@@ -230,7 +231,7 @@ def test_the_untrained_test_runs_beside_and_decides_nothing():
     n_null = both.vs_untrained.n_null["previous_token"]
     assert n_null == 25 * 4
     p = float(both.vs_untrained.p_value["previous_token"][0, 2])
-    assert p == pytest.approx(nulls.smallest_p(n_null))
+    assert p == pytest.approx(significance.smallest_p(n_null))
     assert both.roles == plain.roles
     assert both.heads_with_role("previous-token") == [(0, 2)]
     head = both.to_dict()["heads"][2]

@@ -8,15 +8,15 @@ import pytest
 import torch
 from analysis_helpers import _position_only, make_offset_head, make_prev_token_head, tiny_codec
 
-from interp_toolkit.analysis.batches import (
+from interp_toolkit.errors import UserError
+from interp_toolkit.heads.discovery import SCORE_KINDS, discover_heads, head_scores
+from interp_toolkit.heads.repeats import (
     default_probe,
     default_token_range,
     non_repeating_like,
     repeated_tokens,
 )
-from interp_toolkit.analysis.scores import SCORE_KINDS, discover_heads, head_scores
-from interp_toolkit.errors import UserError
-from interp_toolkit.tokenizer import GPT2Codec
+from interp_toolkit.text.codecs import GPT2Codec
 
 
 def test_repeated_tokens_layout():
@@ -119,7 +119,7 @@ def test_scores_of_a_uniform_head_reading_position(tiny_cfg):
     """Known answers, from the layout alone. A uniform head with |v_k| = k: at query q the plain
     stripes read 1/(q+1); the value-weighted induction score reads (q-D+1) / sum_{k<=q} k. Offset
     heads attend to q-D (duplicate-token) and q-D+1 (induction) only."""
-    from interp_toolkit.models import build_model
+    from interp_toolkit.models.build import build_model
 
     period = 6
     b = repeated_tokens(8, period, low=0, high=63, bos_id=0, prefix_max=4, seed=1)
@@ -158,7 +158,7 @@ def test_scores_of_a_uniform_head_reading_position(tiny_cfg):
 
 
 def test_heads_json_per_head_fields(tiny_cfg):
-    from interp_toolkit.models import build_model
+    from interp_toolkit.models.build import build_model
 
     model = build_model(tiny_cfg)
     make_prev_token_head(model, layer=0, head=0)

@@ -16,7 +16,7 @@ from analysis_helpers import make_offset_head, tiny_codec
 
 import interp_toolkit
 from interp_toolkit import UserError, load, scores_on, train, view
-from interp_toolkit.models import AttnOnlyConfig, build_model
+from interp_toolkit.models.build import AttnOnlyConfig, build_model
 
 ROOT = Path(__file__).resolve().parents[2]
 PERIOD = 5

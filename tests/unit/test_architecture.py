@@ -1,6 +1,7 @@
-"""The layout's rules, checked on the source: no import cycle anywhere in interp_toolkit (imports
-at module level and inside functions both count), no module over 400 lines, and views/ never
-reaches for a model (no TransformerLens, no training, runs, targets or reports)."""
+"""The layout's rules, checked on the source: one folder per question and no loose module at the
+top; folders import only folders below them in the story (text -> models -> runs -> statistics ->
+heads -> ... -> study -> cli); no import cycle anywhere in interp_toolkit (imports at module level
+and inside functions both count); no module over 400 lines; views/ never reaches for a model."""
 
 from __future__ import annotations
 
@@ -78,9 +79,61 @@ def test_cycle_finder_finds_a_cycle():
     assert _cycle({"a": {"b"}, "b": set(), "c": {"a", "b"}}) is None
 
 
+#: The top level: the package, the notebook API, the CLI entry and the errors; everything else is
+#: in a folder named for its question (docs/architecture.md).
+TOP_LEVEL = {"interp_toolkit", "interp_toolkit.__main__", "interp_toolkit.api", "interp_toolkit.errors"}
+
+#: The story's order: a folder may import folders of a lower or equal rank, never a higher one.
+RANKS = {
+    "errors": 0,
+    "runtime": 1,
+    "files": 1,
+    "text": 2,
+    "models": 3,
+    "runs": 4,
+    "stats": 5,
+    "heads": 6,
+    "weights": 7,
+    "causal": 8,
+    "exams": 9,
+    "probing": 9,
+    "units": 9,
+    "saes": 10,
+    "training": 11,
+    "views": 12,
+    "reports": 13,
+    "study": 14,
+    "cli": 15,
+    "api": 15,
+    "__main__": 16,
+}
+
+
+def _folder(module: str) -> str:
+    return module.split(".")[1] if "." in module else "api"
+
+
+def test_one_folder_per_question():
+    loose = {n for n, p in _modules().items() if n.count(".") == 1 and p.name != "__init__.py"}
+    assert loose <= TOP_LEVEL, sorted(loose - TOP_LEVEL)
+    folders = {p.name for p in PKG.iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert folders == set(RANKS) - {"errors", "api", "__main__"}, sorted(folders ^ set(RANKS))
+
+
+def test_no_arrow_back_up():
+    up = [
+        f"{a} -> {b}"
+        for a, targets in _graph().items()
+        for b in targets
+        if a != "interp_toolkit" and b != "interp_toolkit"
+        if RANKS[_folder(b)] > RANKS[_folder(a)]
+    ]
+    assert not up, up
+
+
 def test_no_import_cycles():
     graph = _graph()
-    assert "interp_toolkit.analysis.stripes" in graph["interp_toolkit.analysis.scores"]
+    assert "interp_toolkit.heads.scorer" in graph["interp_toolkit.heads.discovery"]
     assert _cycle(graph) is None, " -> ".join(_cycle(graph) or [])
 
 
@@ -91,8 +144,8 @@ def test_no_module_over_400_lines():
 
 def test_views_take_data():
     modules = _modules()
-    forbidden = ("transformer_lens", "interp_toolkit.training", "interp_toolkit.runs")
-    forbidden += ("interp_toolkit.targets", "interp_toolkit.reports")
+    forbidden = ("transformer_lens", "interp_toolkit.training", "interp_toolkit.runs.folder")
+    forbidden += ("interp_toolkit.runs.targets", "interp_toolkit.reports")
     for name, path in modules.items():
         if name.startswith("interp_toolkit.views"):
             reached = _imported(name, path, modules, "")

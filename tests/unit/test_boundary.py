@@ -38,9 +38,9 @@ def test_usage_errors_are_one_line_exit_2(capsys, tmp_path, monkeypatch, args, m
 
 @pytest.fixture
 def saved_run(tmp_path, tiny_cfg):
-    from interp_toolkit.models import build_model
-    from interp_toolkit.runs import save_run
-    from interp_toolkit.tokenizer import EOT_ID, CompactVocab
+    from interp_toolkit.models.build import build_model
+    from interp_toolkit.runs.folder import save_run
+    from interp_toolkit.text.codecs import EOT_ID, CompactVocab
 
     codec = CompactVocab([EOT_ID, *range(1, tiny_cfg.d_vocab - 1)])
     cfg = tiny_cfg.replace(d_vocab=codec.d_vocab)
@@ -51,7 +51,7 @@ def _raise_in_sample(monkeypatch, exc):
     def boom(*a, **k):
         raise exc
 
-    monkeypatch.setattr("interp_toolkit.sampling.sample_ids", boom)
+    monkeypatch.setattr("interp_toolkit.models.sampling.sample_ids", boom)
 
 
 def test_ctrl_c_exits_130_with_one_line(capsys, monkeypatch, saved_run):

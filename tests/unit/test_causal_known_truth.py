@@ -18,12 +18,12 @@ import pytest
 import torch
 from circuits_helpers import CIRCUITS, control_model, letters_codec
 
-from interp_toolkit.analysis.causal.attribution import attribute
-from interp_toolkit.analysis.causal.circuit import discover_circuit
-from interp_toolkit.analysis.causal.paths import route_by_path
-from interp_toolkit.analysis.causal.tasks import induction_task
-from interp_toolkit.analysis.heads import HeadId
-from interp_toolkit.analysis.routes import RouteName
+from interp_toolkit.causal.attribution import attribute
+from interp_toolkit.causal.circuit import discover_circuit
+from interp_toolkit.causal.paths import route_by_path
+from interp_toolkit.causal.routes import RouteName
+from interp_toolkit.causal.tasks import induction_task
+from interp_toolkit.heads.registry import HeadId
 
 PLANTED = {
     "k": {

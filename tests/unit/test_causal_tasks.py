@@ -8,7 +8,7 @@ import pytest
 import torch
 from circuits_helpers import k_composition_model, letters_codec
 
-from interp_toolkit.analysis.causal.tasks import (
+from interp_toolkit.causal.tasks import (
     Task,
     TokenMetric,
     induction_task,
@@ -65,7 +65,7 @@ def test_previous_token_task_changes_the_token_before_each_scored_position():
 
 @pytest.mark.parametrize("name", ["ioi", "docstring"])
 def test_gpt2_tasks_on_a_gpt2_shaped_model(name, gpt2_dirs):
-    from interp_toolkit.targets import load_target
+    from interp_toolkit.runs.targets import load_target
 
     tgt = load_target(str(gpt2_dirs["good"]), "cpu", for_weights=False)
     task = make_task(name, tgt.model, tgt.codec, n_prompts=6, seed=0)

@@ -4,7 +4,7 @@ from a local folder), and the fork workaround that lets TL's path patching run o
 - TL's tools break on our native attention-only bridge (the fork and per-head results are
   NotImplemented there; its edge graph needs MLP hooks an attention-only model lacks): checked, so
   that the day TL fixes them this test says so.
-- :func:`~interp_toolkit.analysis.causal.fork.install_fork` leaves the logits unchanged and makes
+- :func:`~interp_toolkit.causal.fork.install_fork` leaves the logits unchanged and makes
   ``get_act_patch_direct_path`` run; its result equals the edge patch computed by hand.
 - ``attribute(ig_steps=1)`` equals TL's ``attribution_patch`` (edge granularity) summed over
   positions; ``faithfulness`` equals TL's; a single-edge resample ablation equals TL's direct path
@@ -23,16 +23,16 @@ from transformer_lens.tools.analysis.attribution_patching import (
 )
 from transformer_lens.tools.analysis.attribution_patching import faithfulness as tl_faithfulness
 
-from interp_toolkit.analysis.causal.attribution import (
+from interp_toolkit.causal.attribution import (
     ablated_metric,
     attribute,
     faithfulness,
     task_runs,
 )
-from interp_toolkit.analysis.causal.fork import install_fork, qkv_fork
-from interp_toolkit.analysis.causal.graph import Graph, graph_of
-from interp_toolkit.analysis.causal.tasks import induction_task
-from interp_toolkit.models import AttnOnlyConfig, build_model
+from interp_toolkit.causal.fork import install_fork, qkv_fork
+from interp_toolkit.causal.graph import Graph, graph_of
+from interp_toolkit.causal.tasks import induction_task
+from interp_toolkit.models.build import AttnOnlyConfig, build_model
 
 NATIVE = {
     "plain": {},
@@ -119,7 +119,7 @@ def test_tl_direct_path_on_the_native_model_equals_the_edge_patch_by_hand():
 
 @pytest.fixture(scope="module")
 def gpt2(gpt2_dirs):
-    from interp_toolkit.targets import load_target
+    from interp_toolkit.runs.targets import load_target
 
     return load_target(str(gpt2_dirs["good"]), "cpu", for_weights=False)
 
@@ -205,7 +205,7 @@ def test_single_edge_resample_equals_tl_direct_path(which, gpt2):
         model = install_fork(_native("mlp+LN", seed=1))
         g = torch.Generator().manual_seed(0)
         clean = torch.randint(0, 20, (4, 10), generator=g)
-        from interp_toolkit.analysis.causal.tasks import Task, TokenMetric
+        from interp_toolkit.causal.tasks import Task, TokenMetric
 
         scored = torch.zeros_like(clean, dtype=torch.bool)
         scored[:, 5:] = True

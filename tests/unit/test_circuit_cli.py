@@ -14,7 +14,7 @@ from interp_toolkit.views.page import Section, render_report
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
-    from interp_toolkit.runs import save_run
+    from interp_toolkit.runs.folder import save_run
 
     return save_run(tmp_path_factory.mktemp("k") / "k", k_composition_model(), letters_codec(), CFG)
 

@@ -26,13 +26,13 @@ from circuits_helpers import (
     letters_codec,
 )
 
-from interp_toolkit.analysis import circuits as C
-from interp_toolkit.analysis import composition as CO
-from interp_toolkit.analysis.ablation import induction_after_ablation
-from interp_toolkit.analysis.batches import default_probe
-from interp_toolkit.analysis.exam import BUILTIN_EXAMS, run_exam
-from interp_toolkit.analysis.heads import HeadId
-from interp_toolkit.analysis.scores import discover_heads
+from interp_toolkit.causal.ablation import induction_after_ablation
+from interp_toolkit.exams.single import BUILTIN_EXAMS, run_exam
+from interp_toolkit.heads.discovery import discover_heads
+from interp_toolkit.heads.registry import HeadId
+from interp_toolkit.heads.repeats import default_probe
+from interp_toolkit.weights import circuits as C
+from interp_toolkit.weights import composition as CO
 
 KINDS = tuple(CIRCUITS)
 CIRCUIT_ROLES = ("induction", "previous-token", "duplicate-token")
@@ -157,7 +157,7 @@ def _cli(argv, capsys):
 
 
 def test_circuits_command_says_empty_for_an_empty_ov_circuit(tmp_path, codec, capsys):
-    from interp_toolkit.runs import save_run
+    from interp_toolkit.runs.folder import save_run
 
     run = save_run(tmp_path / "control", control_model("k"), codec, CFG)
     out = tmp_path / "c.json"

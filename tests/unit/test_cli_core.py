@@ -15,10 +15,10 @@ import typer
 from cli_helpers import run_cli
 
 from interp_toolkit.cli import app
-from interp_toolkit.devices import resolve_device
-from interp_toolkit.models import build_model
-from interp_toolkit.runs import save_run
-from interp_toolkit.tokenizer import EOT_ID, CompactVocab
+from interp_toolkit.models.build import build_model
+from interp_toolkit.runs.folder import save_run
+from interp_toolkit.runtime.devices import resolve_device
+from interp_toolkit.text.codecs import EOT_ID, CompactVocab
 
 
 @pytest.fixture
@@ -73,7 +73,7 @@ def test_a_corpus_of_binary_bytes_is_refused_and_a_binary_file_in_a_folder_skipp
         "is not text (a NUL byte at offset 0"
     )
     assert not (tmp_path / "r").exists()
-    from interp_toolkit.corpora import corpus_source, not_text
+    from interp_toolkit.text.corpora import corpus_source, not_text
 
     utf8_noise = tmp_path / "latin.txt"  # no NUL, but mostly not UTF-8
     utf8_noise.write_bytes(bytes(range(128, 256)) * 64)
@@ -116,8 +116,8 @@ def test_corrupt_weights(capsys, tiny_run):
 def test_sampling_is_lazy_and_streamed(capsys, tiny_run, monkeypatch):
     """``sample_ids`` runs the model once per id taken (a huge --tokens starts at once), and the
     command prints each piece as it comes: Ctrl-C after 3 tokens keeps their text, exit 130."""
-    from interp_toolkit import sampling
-    from interp_toolkit.runs import load_run
+    from interp_toolkit.models import sampling
+    from interp_toolkit.runs.folder import load_run
 
     run = load_run(tiny_run)
     calls = []
@@ -292,10 +292,10 @@ def test_bad_options_are_one_line_before_any_work(
     def no_work(*a, **k):
         raise AssertionError("work started before the options were checked")
 
-    monkeypatch.setattr("interp_toolkit.targets.load_target", no_work)
-    monkeypatch.setattr("interp_toolkit.runs.load_run", no_work)
+    monkeypatch.setattr("interp_toolkit.runs.targets.load_target", no_work)
+    monkeypatch.setattr("interp_toolkit.runs.folder.load_run", no_work)
     monkeypatch.setattr("interp_toolkit.training.train_model", no_work)
-    monkeypatch.setattr("interp_toolkit.study.reproduce", no_work)
+    monkeypatch.setattr("interp_toolkit.study.reproduce.reproduce", no_work)
     before = sorted(p.name for p in tmp_path.rglob("*"))
     argv = [a.format(tmp=tmp_path, run=tiny_run) for a in args]
     run_cli(capsys, *argv).one_line_error(match)

@@ -62,9 +62,9 @@ def train_lines(draw):
 
 @pytest.fixture(scope="module")
 def places(tmp_path_factory):
-    from interp_toolkit.models import AttnOnlyConfig, build_model
-    from interp_toolkit.runs import save_run
-    from interp_toolkit.tokenizer import EOT_ID, CompactVocab
+    from interp_toolkit.models.build import AttnOnlyConfig, build_model
+    from interp_toolkit.runs.folder import save_run
+    from interp_toolkit.text.codecs import EOT_ID, CompactVocab
 
     root = tmp_path_factory.mktemp("fuzz")
     codec = CompactVocab([EOT_ID, *range(1, 15)])
@@ -130,8 +130,8 @@ def _check(argv, where):
     argv = [names.get(a, a) for a in argv]
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr("interp_toolkit.training.train_model", no_training)
-        mp.setattr("interp_toolkit.study_folder.train_model", no_training)
-        mp.setattr("interp_toolkit.study_folder.ProcessPoolExecutor", InlinePool)
+        mp.setattr("interp_toolkit.study.folder.train_model", no_training)
+        mp.setattr("interp_toolkit.study.folder.ProcessPoolExecutor", InlinePool)
         code, text = _run(argv, root / "dir")
     assert code in (0, 2), f"{argv}: exit {code}\n{text}"
     assert "Traceback" not in text, f"{argv}\n{text}"
@@ -157,7 +157,7 @@ CORPUS = "".join(f"def f{i}(x):\n    return x * {i} + {i % 7}\n\n" for i in rang
 @pytest.fixture(scope="module")
 def tiny_recipe(tmp_path_factory, places):
     """The cpu preset shrunk so that any drawn train command line trains in seconds."""
-    from interp_toolkit import presets
+    from interp_toolkit.training import presets
 
     root = tmp_path_factory.mktemp("train-fuzz")
     corpus = root / "corpus.txt"
@@ -208,7 +208,7 @@ def test_train_command_lines_train_or_change_nothing(places, tiny_recipe, monkey
     names |= {"RUN": places[1]["RUN"]}
     argv = [names.get(a, a) for a in argv]
     monkeypatch.setenv("INTERP_TOOLKIT_CACHE", str(root / "cache"))
-    monkeypatch.setattr("interp_toolkit.presets.get_preset", tiny)
+    monkeypatch.setattr("interp_toolkit.training.presets.get_preset", tiny)
     before = _listing(box)
     code, text = _run(argv, box / "dir")
     assert code in (0, 2), f"{argv}: exit {code}\n{text}"

@@ -15,7 +15,7 @@ from _views_fixtures import make_tiny_run
 from cli_helpers import run_cli
 from tqdm import std as tqdm_std
 
-from interp_toolkit.progress import PIPED_INTERVAL, progress_bar
+from interp_toolkit.runtime.progress import PIPED_INTERVAL, progress_bar
 
 ROOT = Path(__file__).resolve().parents[2]
 

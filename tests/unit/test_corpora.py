@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 import torch
 
-from interp_toolkit import data
 from interp_toolkit.errors import UserError
-from interp_toolkit.tokenizer import EOT_ID, CompactVocab, GPT2Codec, encode_batch
-from interp_toolkit.tokens import TokenWindows, build_store, open_store, token_dtype
+from interp_toolkit.text import stream as data
+from interp_toolkit.text.codecs import EOT_ID, CompactVocab, GPT2Codec, encode_batch
+from interp_toolkit.text.store import TokenWindows, build_store, open_store, token_dtype
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -135,7 +135,7 @@ def test_single_file_or_one_file_folder_holds_out_its_last_tokens(tmp_path):
 
 
 def test_a_2mb_single_file_corpus_trains(tmp_path):
-    from interp_toolkit.models import AttnOnlyConfig
+    from interp_toolkit.models.build import AttnOnlyConfig
     from interp_toolkit.training import TrainSettings, train_model
 
     words = np.array("alpha beta gamma delta import return self value for while\n".split(" "))
@@ -201,7 +201,7 @@ def test_kill_9_during_tokenization_leaves_only_a_temporary_folder(tmp_path, cac
     script = textwrap.dedent(
         f"""
         import time
-        from interp_toolkit import data
+        from interp_toolkit.text import stream as data
         real, calls = data.encode_batch, []
         def slow(texts, **kw):
             calls.append(1)
@@ -275,7 +275,7 @@ def test_progress_bar_only_when_asked(tmp_path, capfd):
 def test_hf_corpus_is_streamed_once_then_read_offline_from_the_store(monkeypatch):
     import datasets
 
-    import interp_toolkit.io
+    import interp_toolkit.files.io
 
     texts = _texts(200)
     opened = []
@@ -284,14 +284,14 @@ def test_hf_corpus_is_streamed_once_then_read_offline_from_the_store(monkeypatch
         opened.append((name, split, streaming))
         return datasets.Dataset.from_dict({"body": texts}).to_iterable_dataset()
 
-    monkeypatch.setattr(interp_toolkit.io, "hub_offline", lambda *flags: False)
+    monkeypatch.setattr(interp_toolkit.files.io, "hub_offline", lambda *flags: False)
     monkeypatch.setattr(datasets, "load_dataset", load_dataset)
     corpus = data.tokenize_corpus("hf:fake/owt:train#body", val_fraction=0.1, progress=False)
     assert opened == [("fake/owt", "train", True)]
     train = [i for i in range(200) if not data.is_validation(f"fake/owt/{i}", 0.1)]
     want = np.concatenate([[*ids, EOT_ID] for ids in encode_batch([texts[i] for i in train])])
     assert np.array_equal(corpus.train_ids, want)
-    monkeypatch.setattr(interp_toolkit.io, "hub_offline", lambda *flags: True)
+    monkeypatch.setattr(interp_toolkit.files.io, "hub_offline", lambda *flags: True)
     again = data.tokenize_corpus("hf:fake/owt:train#body", val_fraction=0.1, progress=False)
     assert len(opened) == 1 and np.array_equal(again.train_ids, want)
     with pytest.raises(UserError, match="offline"):  # another split is not in the store

@@ -2,9 +2,10 @@ import numpy as np
 import pytest
 import torch
 
-from interp_toolkit import corpora, data
 from interp_toolkit.errors import UserError
-from interp_toolkit.tokenizer import EOT_ID
+from interp_toolkit.text import corpora
+from interp_toolkit.text import stream as data
+from interp_toolkit.text.codecs import EOT_ID
 from interp_toolkit.training.distributed import Cluster
 from interp_toolkit.training.loop import StepFeed
 

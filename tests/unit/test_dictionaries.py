@@ -1,4 +1,4 @@
-"""Sparse dictionaries (interp_toolkit/dictionaries): the architectures, the aux-k loss, the
+"""Sparse dictionaries (interp_toolkit/saes): the architectures, the aux-k loss, the
 decoder-norm constraint, the files (SAELens's layout, loadable by hand), the planted-feature
 known answer, and SAELens's metrics on hand-built SAEs with known values."""
 
@@ -10,11 +10,11 @@ import math
 import pytest
 import torch
 
-from interp_toolkit.dictionaries.config import SAEConfig, SAETrainConfig
-from interp_toolkit.dictionaries.sae import SparseAutoencoder, load_sae, save_sae
-from interp_toolkit.dictionaries.toy import PlantedFeatures, mmcs
-from interp_toolkit.dictionaries.train import aux_k_loss, fit_sae
 from interp_toolkit.errors import UserError
+from interp_toolkit.saes.config import SAEConfig, SAETrainConfig
+from interp_toolkit.saes.sae import SparseAutoencoder, load_sae, save_sae
+from interp_toolkit.saes.toy import PlantedFeatures, mmcs
+from interp_toolkit.saes.train import aux_k_loss, fit_sae
 
 
 def _sae(arch="topk", d_in=6, d_sae=12, k=2, **kw):
@@ -192,7 +192,7 @@ def test_damaged_or_missing_sae_files_are_one_line_errors(tmp_path):
 
 
 def test_a_resumed_training_ends_where_an_uninterrupted_one_does(tmp_path):
-    from interp_toolkit.dictionaries.config import SAEPaths
+    from interp_toolkit.saes.config import SAEPaths
 
     toy = PlantedFeatures(samples_per_block=1024)
     cfg = SAEConfig(d_in=toy.d, d_sae=64, arch="topk", k=4, hook_name="toy")

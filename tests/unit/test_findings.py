@@ -7,17 +7,16 @@ import dataclasses
 
 import pytest
 
-from interp_toolkit.analysis.exam_verdict import exam_verdict
-from interp_toolkit.analysis.heads import HeadId
-from interp_toolkit.analysis.period_exam import Chance, PeriodExam
-from interp_toolkit.analysis.routes import (
-    THRESHOLDS,
+from interp_toolkit.causal.routes import (
     Estimate,
     ModelRoute,
     PathEffect,
     head_route,
     model_route_name,
 )
+from interp_toolkit.exams.periods import Chance, PeriodExam
+from interp_toolkit.exams.verdict import exam_verdict
+from interp_toolkit.heads.registry import HeadId
 from interp_toolkit.reports.findings import (
     DepthMeasurement,
     claim_sentence,
@@ -25,6 +24,7 @@ from interp_toolkit.reports.findings import (
     depth_sentence,
     study_findings,
 )
+from interp_toolkit.stats.thresholds import THRESHOLDS
 
 PERIODS = range(2, 17)
 KINDS = ("letters", "random")
@@ -35,7 +35,7 @@ UNTRAINED = "untrained 2-layer model (same architecture)"
 def exam(kind: str, period: int, passes: int, chance: int = 0) -> PeriodExam:
     """One exam of N prompts: the first ``passes`` prompts pass; an untrained model on the same
     prompts passes ``chance`` of them (p-value: the exact McNemar test)."""
-    from interp_toolkit.analysis.intervals import mcnemar_greater
+    from interp_toolkit.stats.intervals import mcnemar_greater
 
     ranks = (0,) * passes + (7,) * (N - passes)
     ref = [i < chance for i in range(N)]

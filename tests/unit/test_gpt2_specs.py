@@ -10,8 +10,8 @@ import pytest
 from cli_helpers import run_cli
 
 from interp_toolkit.errors import UserError
-from interp_toolkit.targets import gpt2
-from interp_toolkit.targets.hub import is_gpt2_spec
+from interp_toolkit.runs import gpt2
+from interp_toolkit.runs.hub import is_gpt2_spec
 
 
 def _one_line(exc: pytest.ExceptionInfo) -> str:

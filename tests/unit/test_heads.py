@@ -12,8 +12,9 @@ from analysis_helpers import (
     tiny_codec,
 )
 
-from interp_toolkit.analysis.batches import repeated_tokens
-from interp_toolkit.analysis.heads import (
+from interp_toolkit.errors import UserError
+from interp_toolkit.heads.discovery import discover_heads, head_scores
+from interp_toolkit.heads.registry import (
     DEFAULT_DECIDERS,
     INDUCTION_SCORES,
     ROLE_PRECEDENCE,
@@ -25,8 +26,7 @@ from interp_toolkit.analysis.heads import (
     partner_of,
     top_head,
 )
-from interp_toolkit.analysis.scores import discover_heads, head_scores
-from interp_toolkit.errors import UserError
+from interp_toolkit.heads.repeats import repeated_tokens
 
 
 def test_head_id_prints_and_parses():
@@ -77,7 +77,7 @@ def probe():
 
 
 def _model(tiny_cfg):
-    from interp_toolkit.models import build_model
+    from interp_toolkit.models.build import build_model
 
     return build_model(tiny_cfg)
 

@@ -11,14 +11,14 @@ import torch
 from causal_helpers import PLAIN, VALUE_WEIGHTED, disagreeing_model
 from circuits_helpers import CFG, letters_codec
 
-from interp_toolkit.analysis.batches import default_probe
-from interp_toolkit.analysis.heads import HeadId, top_head
-from interp_toolkit.analysis.induction import (
+from interp_toolkit.heads.induction import (
     best_induction_score,
     first_induction_step,
     logged_induction_key,
     strongest_induction_head,
 )
+from interp_toolkit.heads.registry import HeadId, top_head
+from interp_toolkit.heads.repeats import default_probe
 from interp_toolkit.training.metrics import score_grids
 from interp_toolkit.training.steplog import StepLog
 
@@ -57,8 +57,8 @@ def test_the_stop_rule_watches_the_one_head(row):
 
 
 def test_run_report_and_study_page_name_the_same_head(tmp_path, row):
-    from interp_toolkit.analysis.run_analysis import analyse_run
-    from interp_toolkit.runs import load_run, save_run
+    from interp_toolkit.reports.run_analysis import analyse_run
+    from interp_toolkit.runs.folder import load_run, save_run
 
     run = load_run(save_run(tmp_path / "disagree", disagreeing_model(), letters_codec(), CFG))
     analysis = analyse_run(run, samples=[], n_seqs=8)

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from interp_toolkit.analysis.intervals import mcnemar_greater, mean_interval, wilson
+from interp_toolkit.stats.intervals import mcnemar_greater, mean_interval, wilson
 
 
 @pytest.mark.parametrize(

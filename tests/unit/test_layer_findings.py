@@ -11,10 +11,7 @@ from html import escape
 import torch
 from test_findings import depth
 
-from interp_toolkit.analysis.neurons import LayerNeurons, NeuronStats
-from interp_toolkit.analysis.probes import ProbeResult, ProbeRow
-from interp_toolkit.analysis.routes import Thresholds
-from interp_toolkit.analysis.units import Concept, RuleCount, TopActivations
+from interp_toolkit.probing.probes import ProbeResult, ProbeRow
 from interp_toolkit.reports.layer_findings import (
     LatentCount,
     NeuronMeasurement,
@@ -28,6 +25,9 @@ from interp_toolkit.reports.layer_findings import (
     probe_sentence,
 )
 from interp_toolkit.reports.layers_report import mlp_section, probes_section
+from interp_toolkit.stats.thresholds import Thresholds
+from interp_toolkit.units.neurons import LayerNeurons, NeuronStats
+from interp_toolkit.units.reading import Concept, RuleCount, TopActivations
 from interp_toolkit.views.page import render_report
 
 CHANCE = 0.001
@@ -206,7 +206,7 @@ def test_sections_carry_the_sentences_and_the_json_is_plain():
 
 
 def test_block_phrase_reads_the_config():
-    from interp_toolkit.presets import get_preset
+    from interp_toolkit.training.presets import get_preset
 
     assert block_phrase(get_preset("cpu", 2, mlp=True).model) == (
         "an MLP of 512 GELU neurons and pre-norm LayerNorm"

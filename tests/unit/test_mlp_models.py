@@ -11,9 +11,9 @@ import torch
 from analysis_helpers import tiny_codec
 from cli_helpers import run_main
 
-from interp_toolkit.models import AttnOnlyConfig, build_model, tl_config
-from interp_toolkit.presets import get_preset
-from interp_toolkit.runs import load_run, save_run
+from interp_toolkit.models.build import AttnOnlyConfig, build_model, tl_config
+from interp_toolkit.runs.folder import load_run, save_run
+from interp_toolkit.training.presets import get_preset
 
 
 def _mlp_cfg(**kw):
@@ -111,7 +111,7 @@ def test_every_command_runs_on_an_mlp_run(mlp_run, tmp_path, capsys):
 
 
 def test_circuits_fold_layernorm_on_mlp_models(mlp_run):
-    from interp_toolkit.analysis.circuits import circuit_model, full_ov
+    from interp_toolkit.weights.circuits import circuit_model, full_ov
 
     model = load_run(mlp_run).model
     folded = circuit_model(model)

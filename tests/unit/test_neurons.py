@@ -1,4 +1,4 @@
-"""MLP neurons (analysis/neurons.py): streaming top-k, promoted tokens, the withdrawn token-group
+"""MLP neurons (units/neurons.py): streaming top-k, promoted tokens, the withdrawn token-group
 count on hand-built neurons with known answers, every statistic beside the untrained twin and the
 shuffled control, and the ``neurons`` command."""
 
@@ -11,8 +11,8 @@ import torch
 from analysis_helpers import tiny_codec
 from cli_helpers import run_main
 
-from interp_toolkit.analysis import neurons
-from interp_toolkit.models import AttnOnlyConfig, build_model
+from interp_toolkit.models.build import AttnOnlyConfig, build_model
+from interp_toolkit.units import neurons
 
 
 def _mlp_cfg(**kw):
@@ -102,7 +102,7 @@ def test_attention_only_models_have_no_neurons(tiny_model):
 
 @pytest.fixture
 def mlp_text_run(tmp_path, monkeypatch):
-    from interp_toolkit.runs import save_run
+    from interp_toolkit.runs.folder import save_run
 
     monkeypatch.setenv("INTERP_TOOLKIT_CACHE", str(tmp_path / "cache"))
     text = tmp_path / "corpus.txt"

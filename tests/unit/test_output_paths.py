@@ -1,4 +1,4 @@
-"""The one output writer (``interp_toolkit.io``) on every kind of path, as root and as a normal
+"""The one output writer (``interp_toolkit.files.io``) on every kind of path, as root and as a normal
 user: a new or regular file is replaced atomically (no temporary file left, its mode kept), a
 symlink writes its target, a FIFO receives the bytes and stays a FIFO, ``/dev/null`` and
 ``/dev/full`` stay character devices (``/dev/full`` is a "no space" error naming it), a socket
@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from interp_toolkit.errors import UserError
-from interp_toolkit.io import check_output, output_target, write_json, write_text, write_with
+from interp_toolkit.files.io import check_output, output_target, write_json, write_text, write_with
 
 NOBODY = 65534
 DATA = {"answer": 42, "text": "é"}

@@ -6,16 +6,16 @@ from __future__ import annotations
 import pytest
 import torch
 
-from interp_toolkit.analysis.exam import run_exam, target_rank
-from interp_toolkit.analysis.exam_prompts import (
+from interp_toolkit.errors import UserError
+from interp_toolkit.exams.periods import exam_by_period, with_chance
+from interp_toolkit.exams.prompts import (
     TOKEN_KINDS,
     exam_prompts,
     letter_pool,
     max_exam_period,
 )
-from interp_toolkit.analysis.period_exam import exam_by_period, with_chance
-from interp_toolkit.errors import UserError
-from interp_toolkit.tokenizer import EOT_ID, CompactVocab, GPT2Codec, gpt2_encoding
+from interp_toolkit.exams.single import run_exam, target_rank
+from interp_toolkit.text.codecs import EOT_ID, CompactVocab, GPT2Codec, gpt2_encoding
 
 DROPPED = (" Q", " z")  # letters the test vocabulary does not keep (they map to <unk>)
 
@@ -174,7 +174,7 @@ def test_a_fixed_position_shortcut_fails_at_random_offsets():
 
 
 def test_ties_fail_in_every_exam():
-    """One rank (analysis/exam.py target_rank): another token with the target's logit ranks it 1,
+    """One rank (exams/single.py target_rank): another token with the target's logit ranks it 1,
     in the period exams and in a single-prompt exam alike."""
     logits = torch.tensor([[0.0, 2.0, 2.0, 1.0], [0.0, 3.0, 2.0, 1.0]])
     assert target_rank(logits, torch.tensor([1, 1])).tolist() == [1, 0]
@@ -194,7 +194,7 @@ def test_ties_fail_in_every_exam():
 def test_single_prompt_exam_ranks_ties_against_the_target():
     """A model whose logits are all equal (no unembedding) ranks every target last and passes
     no exam (ties counted for the target would rank it 0, a pass)."""
-    from interp_toolkit.models import AttnOnlyConfig, build_model
+    from interp_toolkit.models.build import AttnOnlyConfig, build_model
 
     codec = _codec()
     cfg = AttnOnlyConfig(
@@ -273,7 +273,7 @@ def test_hand_built_circuits_pass_every_exam_and_their_controls_none(circuit):
 def test_query_logits_unembed_only_the_query_positions():
     from circuits_helpers import k_composition_model, letters_codec
 
-    from interp_toolkit.analysis.period_exam import query_logits
+    from interp_toolkit.exams.periods import query_logits
 
     model = k_composition_model()
     p = exam_prompts(letters_codec(), "random", 5, n_prompts=6, n_ctx=32)

@@ -1,4 +1,4 @@
-"""Linear probes (analysis/probes.py, lda.py, probe_data.py) on tiny hand-built models, and the
+"""Linear probes (probing/probes.py, lda.py, probe_data.py) on tiny hand-built models, and the
 ``probe`` command on a tiny run folder."""
 
 from __future__ import annotations
@@ -10,8 +10,10 @@ import torch
 from analysis_helpers import make_prev_token_head, tiny_codec
 from cli_helpers import run_main
 
-from interp_toolkit.analysis import probes
-from interp_toolkit.analysis.lda import (
+from interp_toolkit.models.build import AttnOnlyConfig, build_model
+from interp_toolkit.probing import probes
+from interp_toolkit.probing.data import feature_inputs, varied_repeats
+from interp_toolkit.probing.lda import (
     accuracy,
     balanced_accuracy,
     fit_probe,
@@ -19,8 +21,6 @@ from interp_toolkit.analysis.lda import (
     ledoit_wolf,
     resample_weights,
 )
-from interp_toolkit.analysis.probe_data import feature_inputs, varied_repeats
-from interp_toolkit.models import AttnOnlyConfig, build_model
 
 
 def _mlp_cfg(**kw):
@@ -180,7 +180,7 @@ def test_in_repeat_probe_runs_on_an_mlp_model():
 
 @pytest.fixture
 def text_run(tmp_path, monkeypatch, tiny_cfg, tiny_model):
-    from interp_toolkit.runs import save_run
+    from interp_toolkit.runs.folder import save_run
 
     monkeypatch.setenv("INTERP_TOOLKIT_CACHE", str(tmp_path / "cache"))
     text = tmp_path / "corpus.txt"

@@ -7,9 +7,7 @@ import dataclasses
 
 import pytest
 
-from interp_toolkit.analysis.heads import HeadId
-from interp_toolkit.analysis.routes import (
-    THRESHOLDS,
+from interp_toolkit.causal.routes import (
     Estimate,
     PathEffect,
     RouteName,
@@ -17,7 +15,9 @@ from interp_toolkit.analysis.routes import (
     head_route,
     model_route_name,
 )
+from interp_toolkit.heads.registry import HeadId
 from interp_toolkit.reports.findings import route_phrase, route_sentence
+from interp_toolkit.stats.thresholds import THRESHOLDS
 
 B = HeadId(1, 2)
 FEEDER, OTHER, CONTROL = HeadId(0, 0), HeadId(0, 1), HeadId(0, 3)
@@ -107,7 +107,7 @@ def test_a_head_whose_own_effect_reaches_zero_has_no_route():
 
 @pytest.mark.parametrize("name", [RouteName.K, RouteName.NO_TASK])
 def test_route_phrase_states_the_numbers(name):
-    from interp_toolkit.analysis.routes import ModelRoute
+    from interp_toolkit.causal.routes import ModelRoute
 
     k = route(K_INPUTS, K_PATHS)
     gap = Estimate(3.0, 2.5, 3.5) if name == RouteName.K else Estimate(0.2, 0.1, 0.3)

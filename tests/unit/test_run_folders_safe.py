@@ -17,9 +17,9 @@ import torch
 from cli_helpers import run_cli as run_main_cli
 
 from interp_toolkit.errors import UserError
-from interp_toolkit.models import build_model
-from interp_toolkit.runs import RunPaths, save_run
-from interp_toolkit.tokenizer import EOT_ID, CompactVocab
+from interp_toolkit.models.build import build_model
+from interp_toolkit.runs.folder import RunPaths, save_run
+from interp_toolkit.text.codecs import EOT_ID, CompactVocab
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -65,7 +65,7 @@ def test_an_unreadable_file_is_a_permission_problem(saved, capsys, monkeypatch):
                 raise PermissionError(errno.EACCES, "Permission denied", str(path))
             return real_open(path, *args, **kwargs)
 
-        monkeypatch.setattr("interp_toolkit.io.os.open", refuse)
+        monkeypatch.setattr("interp_toolkit.files.io.os.open", refuse)
     code, err = run_cli(capsys, "sample", saved)
     assert code == 2 and "permission denied" in err and "model.safetensors" in err, err
     assert "corrupt" not in err and "damaged" not in err and "retrain" not in err
@@ -101,7 +101,7 @@ def test_a_text_file_given_as_a_run_is_named_as_a_file(tmp_path, capsys):
 
 
 def test_a_missing_head_on_a_one_layer_model_suggests_one_that_exists(tmp_path, capsys):
-    from interp_toolkit.models import AttnOnlyConfig
+    from interp_toolkit.models.build import AttnOnlyConfig
 
     codec = CompactVocab([EOT_ID, *range(1, 31)])
     cfg = AttnOnlyConfig(n_layers=1, d_model=16, n_heads=2, d_head=8, n_ctx=16, d_vocab=32)
@@ -123,7 +123,7 @@ def _enospc(*args, **kwargs):
 
 
 def test_a_full_disk_leaves_no_temporary_file_and_names_the_file(tmp_path, monkeypatch):
-    from interp_toolkit.io import write_bytes
+    from interp_toolkit.files.io import write_bytes
 
     monkeypatch.setattr(Path, "write_bytes", _enospc)
     with pytest.raises(OSError) as exc:
@@ -166,7 +166,7 @@ def test_a_full_disk_during_a_checkpoint_keeps_the_last_one(tmp_path, tiny_model
 
 HOLDER = """
 import sys, time
-from interp_toolkit.io import folder_lock
+from interp_toolkit.files.io import folder_lock
 with folder_lock(sys.argv[1]):
     print("held", flush=True)
     time.sleep(600)
@@ -185,7 +185,7 @@ def _hold(folder):
 
 
 def test_a_second_writer_is_refused_naming_the_pid_and_a_dead_ones_lock_taken_over(tmp_path):
-    from interp_toolkit.io import folder_lock
+    from interp_toolkit.files.io import folder_lock
 
     folder = tmp_path / "run"
     folder.mkdir()
@@ -266,7 +266,7 @@ def test_seed_sets_init_and_data_order(tmp_path, capsys, monkeypatch):
 
 
 def _study_with_a_seed_0_run(tmp_path, tiny_cfg):
-    from interp_toolkit.presets import get_preset
+    from interp_toolkit.training.presets import get_preset
     from interp_toolkit.training.settings import settings_dict
 
     p = get_preset("cpu", 1)
@@ -285,7 +285,7 @@ def _no_training(*args, **kwargs):
 
 def test_reproduce_with_another_seed_does_not_reuse_a_run(tmp_path, capsys, tiny_cfg, monkeypatch):
     study = _study_with_a_seed_0_run(tmp_path, tiny_cfg)
-    monkeypatch.setattr("interp_toolkit.study_folder.train_model", _no_training)
+    monkeypatch.setattr("interp_toolkit.study.folder.train_model", _no_training)
     before = (study / "cpu-1l" / "config.json").read_text()
     code, err = run_cli(capsys, "reproduce", "--out", study, "--layers", "1", "--seed", "5")
     assert code == 2 and "seed=0 (asked 5)" in err and "cpu-1l" in err
@@ -301,7 +301,7 @@ def test_study_json_is_never_left_running(tmp_path, capsys, monkeypatch):
     def fails(*args, **kwargs):
         raise UserError("(test) the corpus went away")
 
-    monkeypatch.setattr("interp_toolkit.study_folder.train_model", fails)
+    monkeypatch.setattr("interp_toolkit.study.folder.train_model", fails)
     # a progress line, then the error's one line
     code, _, err = run_main_cli(
         capsys, "sweep", "--over", "n_ctx", "--values", "16", "--out", tmp_path / "w"
@@ -320,7 +320,7 @@ def test_report_names_a_cut_off_metrics_line(tmp_path, capsys):
     named on standard error (the line, and the last step the curves reach)."""
     from _views_fixtures import make_tiny_run
 
-    from interp_toolkit.runs import metrics_damage, read_metrics
+    from interp_toolkit.runs.folder import metrics_damage, read_metrics
 
     run = make_tiny_run(tmp_path / "run")
     metrics = run / "metrics.jsonl"

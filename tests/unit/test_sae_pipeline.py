@@ -12,13 +12,13 @@ from analysis_helpers import tiny_codec
 from cli_helpers import run_main
 from test_views import assert_offline
 
-from interp_toolkit.dictionaries.activations import check_hook, hook_width, read_hook
-from interp_toolkit.dictionaries.config import SAEConfig
-from interp_toolkit.dictionaries.evaluate import evaluate_sae
-from interp_toolkit.dictionaries.features import decoder_out, head_shares
-from interp_toolkit.dictionaries.sae import SparseAutoencoder
 from interp_toolkit.errors import UserError
-from interp_toolkit.models import AttnOnlyConfig, build_model
+from interp_toolkit.models.build import AttnOnlyConfig, build_model
+from interp_toolkit.saes.activations import check_hook, hook_width, read_hook
+from interp_toolkit.saes.config import SAEConfig
+from interp_toolkit.saes.evaluate import evaluate_sae
+from interp_toolkit.saes.features import decoder_out, head_shares
+from interp_toolkit.saes.sae import SparseAutoencoder
 
 
 def _mlp_cfg(**kw):
@@ -121,7 +121,7 @@ def test_head_shares_and_the_decoder_through_w_o(tiny_model):
 
 @pytest.fixture
 def text_mlp_run(tmp_path, monkeypatch):
-    from interp_toolkit.runs import save_run
+    from interp_toolkit.runs.folder import save_run
 
     monkeypatch.setenv("INTERP_TOOLKIT_CACHE", str(tmp_path / "cache"))
     text = tmp_path / "corpus.txt"

@@ -11,13 +11,13 @@ import math
 import pytest
 import torch
 
-from interp_toolkit.models import (
+from interp_toolkit.models.build import (
     build_model,
     is_shortformer,
     positional_kind,
 )
-from interp_toolkit.runs import load_run, save_run
-from interp_toolkit.tokenizer import CompactVocab
+from interp_toolkit.runs.folder import load_run, save_run
+from interp_toolkit.text.codecs import CompactVocab
 from interp_toolkit.training import sdpa
 
 
@@ -181,7 +181,7 @@ def test_folders_without_the_field_load_with_standard_positions(tiny_model, tiny
 
 
 def test_untrained_models_of_a_shortformer_are_shortformers(sf_model):
-    from interp_toolkit.analysis.untrained import untrained_models
+    from interp_toolkit.heads.untrained import untrained_models
 
     pool = untrained_models(sf_model, n_models=2)  # no run config: rebuilt from the bridge
     assert pool is not None and "shortformer" in pool.architecture

@@ -12,11 +12,11 @@ from analysis_helpers import make_prev_token_head, tiny_codec
 from circuits_helpers import letters_codec
 from planted_heads import PLANTED, expected_roles, planted_model
 
-from interp_toolkit.analysis import specificity
-from interp_toolkit.analysis.heads import SCORE_KINDS, HeadId, Stripe
-from interp_toolkit.analysis.scores import discover_heads
-from interp_toolkit.analysis.specificity import Pair, bh_reach, draws_for, sign_flip_p
-from interp_toolkit.models import AttnOnlyConfig, build_model
+from interp_toolkit.heads import specificity
+from interp_toolkit.heads.discovery import discover_heads
+from interp_toolkit.heads.registry import SCORE_KINDS, HeadId, Stripe
+from interp_toolkit.heads.specificity import Pair, bh_reach, draws_for, sign_flip_p
+from interp_toolkit.models.build import AttnOnlyConfig, build_model
 
 # ----------------------------------------------------------------------------- statistics
 
@@ -84,7 +84,7 @@ def test_stripe_neighbours_and_key_names():
 
 
 def test_control_pair_needs_the_same_layout():
-    from interp_toolkit.analysis.stripes import RowScores
+    from interp_toolkit.heads.scorer import RowScores
 
     a = RowScores(torch.zeros(2, 1, 1), torch.ones(2))
     with pytest.raises(ValueError):

@@ -4,7 +4,7 @@ import pytest
 
 from interp_toolkit.cli import main
 from interp_toolkit.errors import UserError
-from interp_toolkit.study import StudyConfig, parse_layers, reproduce
+from interp_toolkit.study.reproduce import StudyConfig, parse_layers, reproduce
 
 
 def test_reproduce_refuses_a_folder_holding_something_else(tmp_path, capsys):
@@ -46,8 +46,8 @@ def test_workers_fan_out_on_the_cpu_only(tmp_path, monkeypatch):
     one accelerator); on the CPU they go to the pool."""
     import torch
 
-    from interp_toolkit import study_folder as study
-    from interp_toolkit.presets import get_preset
+    from interp_toolkit.study import folder as study
+    from interp_toolkit.training.presets import get_preset
 
     trained, pools = [], []
     monkeypatch.setattr(study, "is_finished", lambda path, preset: False)
@@ -68,7 +68,7 @@ def test_mlp_twins_and_how_long_each_control_trains(tmp_path):
     control trains as long as the longest deeper run of its own kind."""
     import json
 
-    from interp_toolkit.study import StudyRun, control_steps, depth_preset, study_runs
+    from interp_toolkit.study.reproduce import StudyRun, control_steps, depth_preset, study_runs
 
     cfg = StudyConfig(out=tmp_path, layers=(1, 2, 8), mlp=True)
     runs = study_runs(cfg)
@@ -107,8 +107,8 @@ def test_controls_train_in_workers_while_the_block_runs(tmp_path, monkeypatch):
 
     import torch
 
-    from interp_toolkit import study_folder
-    from interp_toolkit.presets import get_preset
+    from interp_toolkit.study import folder as study_folder
+    from interp_toolkit.training.presets import get_preset
 
     events = []
 

@@ -9,14 +9,14 @@ import pytest
 import torch
 from circuits_helpers import GAIN, UNRELATED_GAIN, control_model, k_composition_model
 
-from interp_toolkit.analysis.text_induction import (
+from interp_toolkit.errors import UserError
+from interp_toolkit.exams.text_measures import (
     icl_from_losses,
     icl_positions,
     passage_from_losses,
     repeated_passage,
     text_induction,
 )
-from interp_toolkit.errors import UserError
 
 L = 16  # passages of 16 tokens: [w w] fills the circuits' 32-token context
 

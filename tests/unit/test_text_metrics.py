@@ -26,8 +26,8 @@ def _row(step: int, icl: float, drop: float, best: float | None) -> dict:
 
 
 def test_training_logs_the_text_measures_every_scoring(tmp_path):
-    from interp_toolkit import data
-    from interp_toolkit.models import AttnOnlyConfig
+    from interp_toolkit.models.build import AttnOnlyConfig
+    from interp_toolkit.text import stream as data
     from interp_toolkit.training import TrainSettings, train_model
 
     words = np.array("alpha beta gamma delta import return self value for while".split())
@@ -40,7 +40,7 @@ def test_training_logs_the_text_measures_every_scoring(tmp_path):
         TrainSettings(steps=4, batch_size=4, log_every=1, score_every=2, checkpoint_every=4),
         progress=False,
     )
-    from interp_toolkit.data import tokenize_corpus, windows
+    from interp_toolkit.text.stream import tokenize_corpus, windows
     from interp_toolkit.training.metrics import TEXT_WINDOWS
 
     n_val = len(
@@ -91,9 +91,9 @@ def test_text_sentences_are_computed_from_the_rows():
 def test_run_report_text_section_old_and_new_logs(tmp_path):
     from _views_fixtures import make_tiny_run
 
-    from interp_toolkit.analysis.run_analysis import analyse_run
+    from interp_toolkit.reports.run_analysis import analyse_run
     from interp_toolkit.reports.run_report import text_section
-    from interp_toolkit.runs import load_run
+    from interp_toolkit.runs.folder import load_run
     from interp_toolkit.views.page import render_report
 
     analysis = analyse_run(load_run(make_tiny_run(tmp_path / "run")))  # metrics without the keys

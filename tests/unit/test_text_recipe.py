@@ -41,7 +41,7 @@ def test_the_repeat_fraction_reaches_the_data_config(monkeypatch, tmp_path):
 
 @pytest.mark.parametrize("layers", [1, 2, 3, 8])
 def test_the_text_preset_is_plain_text_with_shortformer_positions(layers):
-    from interp_toolkit.presets import get_preset
+    from interp_toolkit.training.presets import get_preset
 
     p = get_preset("text", layers)
     p.validate()
@@ -57,7 +57,7 @@ def test_the_text_preset_is_plain_text_with_shortformer_positions(layers):
 
 
 def test_the_cpu_and_seed_presets_are_unchanged():
-    from interp_toolkit.presets import get_preset
+    from interp_toolkit.training.presets import get_preset
 
     cpu = get_preset("cpu", 2)
     assert (cpu.model.n_ctx, cpu.model.d_vocab, cpu.model.positional) == (32, 1024, "standard")
@@ -73,10 +73,10 @@ def test_the_cpu_and_seed_presets_are_unchanged():
 def test_a_text_run_records_its_recipe(tmp_path):
     """A few steps of the text preset on a tiny corpus: config.json records the preset, the plain
     text setting and the shortformer positions, and the run loads back as a shortformer."""
-    from interp_toolkit.models import is_shortformer
-    from interp_toolkit.presets import get_preset, with_overrides
-    from interp_toolkit.runs import load_run, read_config
+    from interp_toolkit.models.build import is_shortformer
+    from interp_toolkit.runs.folder import load_run, read_config
     from interp_toolkit.training import train_model
+    from interp_toolkit.training.presets import get_preset, with_overrides
 
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("def f(x):\n    return x + 1\n" * 400)

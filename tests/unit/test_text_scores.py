@@ -15,10 +15,10 @@ from transformer_lens.head_detector import (
 )
 
 from interp_toolkit import scores_on
-from interp_toolkit.analysis.heads import SCORE
-from interp_toolkit.analysis.text_scores import previous_occurrence, stripe_keys
-from interp_toolkit.models import AttnOnlyConfig, build_model
-from interp_toolkit.tl_tokenizer import attach_tokenizer
+from interp_toolkit.heads.registry import SCORE
+from interp_toolkit.heads.text_scorer import previous_occurrence, stripe_keys
+from interp_toolkit.models.build import AttnOnlyConfig, build_model
+from interp_toolkit.text.tl_tokenizer import attach_tokenizer
 
 #: The leading "A" is another token than " A": no exact periodic repeat, six tokens recur.
 TEXT = "A B C D E F G A B C D E F G"
@@ -99,7 +99,7 @@ def test_random_heads_match_transformerlens_on_every_score():
 
 def test_periodic_prompts_read_the_same_as_the_period_rule(k_model):
     """On [BOS] seg seg (no filler) the text rule reads the period rule's entries."""
-    from interp_toolkit.analysis.text_scores import text_head_scores
+    from interp_toolkit.heads.text_scorer import text_head_scores
 
     cfg = AttnOnlyConfig(n_layers=2, d_model=64, n_heads=4, d_head=16, n_ctx=32, d_vocab=32, seed=5)
     model = build_model(cfg, codec=letters_codec())
@@ -137,7 +137,7 @@ def test_close_repeats_are_not_read_so_a_previous_token_head_is_no_induction_hea
     would score 1 there. Repeats closer than MIN_DISTANCE (3) are not read; at 3 they are."""
     from analysis_helpers import make_prev_token_head, tiny_codec
 
-    from interp_toolkit.analysis.text_scores import MIN_DISTANCE, text_head_scores
+    from interp_toolkit.heads.text_scorer import MIN_DISTANCE, text_head_scores
 
     cfg = AttnOnlyConfig(n_layers=1, d_model=32, n_heads=4, d_head=8, n_ctx=32, d_vocab=64, seed=0)
     model = build_model(cfg, codec=tiny_codec(64))

@@ -9,12 +9,12 @@ import torch
 from analysis_helpers import greedy_tokens, make_prev_token_head, tiny_codec
 from transformer_lens import head_detector, utilities
 
-from interp_toolkit.analysis.batches import RepeatedTokens
-from interp_toolkit.analysis.scores import head_scores
-from interp_toolkit.models import AttnOnlyConfig, build_model
-from interp_toolkit.runs import load_run, save_run
-from interp_toolkit.tl_tokenizer import attach_tokenizer, make_tokenizer
-from interp_toolkit.tokenizer import ENDOFTEXT, EOT_ID, UNK, CompactVocab, GPT2Codec
+from interp_toolkit.heads.discovery import head_scores
+from interp_toolkit.heads.repeats import RepeatedTokens
+from interp_toolkit.models.build import AttnOnlyConfig, build_model
+from interp_toolkit.runs.folder import load_run, save_run
+from interp_toolkit.text.codecs import ENDOFTEXT, EOT_ID, UNK, CompactVocab, GPT2Codec
+from interp_toolkit.text.tl_tokenizer import attach_tokenizer, make_tokenizer
 
 PROSE = (
     "It's a truth universally acknowledged; they're sure we've said I'd won't can't.\n"
@@ -94,7 +94,7 @@ def test_ids_equal_the_codec_on_varied_text(codec_case):
 
 def test_gpt2_ids_equal_hf_gpt2_tokenizer():
     """An independent implementation (HF ``tokenizers`` BPE) gives the same ids as ours (tiktoken)."""
-    from interp_toolkit.targets.gpt2 import offline_gpt2_tokenizer
+    from interp_toolkit.runs.gpt2 import offline_gpt2_tokenizer
 
     ours = make_tokenizer(GPT2Codec())
     with offline_gpt2_tokenizer() as hf:

@@ -4,8 +4,8 @@ import inspect
 import numpy as np
 import pytest
 
-from interp_toolkit import tokenizer as tk
 from interp_toolkit.errors import UserError
+from interp_toolkit.text import codecs as tk
 
 
 def test_gpt2_encoding_matches_known_ids():

@@ -7,9 +7,9 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from interp_toolkit.data import DataConfig
-from interp_toolkit.models import AttnOnlyConfig
-from interp_toolkit.runs import RunPaths, load_run, read_metrics
+from interp_toolkit.models.build import AttnOnlyConfig
+from interp_toolkit.runs.folder import RunPaths, load_run, read_metrics
+from interp_toolkit.text.stream import DataConfig
 from interp_toolkit.training import TrainSettings, train_model
 
 

@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from interp_toolkit.analysis.dynamics import trajectory
+from interp_toolkit.heads.dynamics import trajectory
 from interp_toolkit.training import first_induction_step
 
 # Scored every 10 steps (2 layers x 2 heads); unscored rows at 5, 15, ... carry a loss only. A

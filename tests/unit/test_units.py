@@ -1,4 +1,4 @@
-"""Units (neurons or SAE latents) read one way (analysis/units.py): the facts at each position,
+"""Units (neurons or SAE latents) read one way (units/reading.py): the facts at each position,
 the concept at a unit's top positions, the monosemanticity rule (it must reject a concept that
 is common everywhere), the shuffled control, and the test that one share beats another."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from interp_toolkit.analysis.units import (
+from interp_toolkit.units.reading import (
     MONO_SHARE,
     Concept,
     ContextFacts,

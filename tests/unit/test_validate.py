@@ -5,15 +5,15 @@ IndexError deep inside the model."""
 import pytest
 import torch
 
-from interp_toolkit.analysis.ablation import head_impact, induction_after_ablation
-from interp_toolkit.analysis.batches import repeated_tokens
-from interp_toolkit.analysis.circuits import head_circuit
-from interp_toolkit.analysis.heads import HeadId
-from interp_toolkit.analysis.patterns import attention_patterns
+from interp_toolkit.causal.ablation import head_impact, induction_after_ablation
 from interp_toolkit.errors import UserError
+from interp_toolkit.heads.patterns import attention_patterns
+from interp_toolkit.heads.registry import HeadId
+from interp_toolkit.heads.repeats import repeated_tokens
+from interp_toolkit.models.sampling import sample
 from interp_toolkit.reports.attention import attention_view
-from interp_toolkit.sampling import sample
-from interp_toolkit.tokenizer import EOT_ID, CompactVocab, GPT2Codec
+from interp_toolkit.text.codecs import EOT_ID, CompactVocab, GPT2Codec
+from interp_toolkit.weights.circuits import head_circuit
 
 
 @pytest.fixture
@@ -39,7 +39,7 @@ def test_attention_view_checks_its_tokens(tiny_model, codec, tokens, match):
 
 
 def test_a_batch_of_one_is_one_sequence(tiny_model, codec):
-    from interp_toolkit.analysis.patterns import prompt_tokens
+    from interp_toolkit.heads.patterns import prompt_tokens
 
     ids = prompt_tokens(codec, torch.tensor([[1, 2, 3]]), n_ctx=32)
     assert ids.tolist() == [1, 2, 3] and ids.dtype == torch.long

@@ -43,7 +43,7 @@ def vocab():
 
 @pytest.fixture
 def model(tiny_cfg, vocab):
-    from interp_toolkit.models import build_model
+    from interp_toolkit.models.build import build_model
 
     return build_model(tiny_cfg.replace(d_vocab=vocab.d_vocab))
 
@@ -52,7 +52,7 @@ def model(tiny_cfg, vocab):
 
 
 def test_visible_token_labels(vocab):
-    from interp_toolkit.views.attention import token_labels, visible_token
+    from interp_toolkit.text.labels import token_labels, visible_token
 
     assert visible_token(" the") == "·the"
     assert visible_token("a\nb\t") == "a↵b→"
@@ -64,7 +64,7 @@ def test_visible_token_labels(vocab):
 
 
 def test_prompt_tokens_checks_context(vocab):
-    from interp_toolkit.analysis.patterns import prompt_tokens
+    from interp_toolkit.heads.patterns import prompt_tokens
 
     toks = prompt_tokens(vocab, PROMPT, n_ctx=32)
     assert toks[0] == vocab.bos_id and toks.dtype == torch.long
@@ -79,7 +79,7 @@ def test_prompt_tokens_checks_context(vocab):
 
 
 def test_attention_patterns_caches_only_needed_hooks(model, vocab):
-    from interp_toolkit.analysis.patterns import attention_patterns, prompt_tokens
+    from interp_toolkit.heads.patterns import attention_patterns, prompt_tokens
 
     seen: list[str] = []
     original = model.run_with_cache
@@ -160,7 +160,7 @@ def test_plots_build(tmp_path):
     from interp_toolkit.views import plots
 
     run = make_tiny_run(tmp_path / "run")
-    from interp_toolkit.runs import read_metrics
+    from interp_toolkit.runs.folder import read_metrics
 
     rows = read_metrics(run)
     fig = plots.loss_curve(rows)
@@ -198,7 +198,7 @@ def test_plots_build(tmp_path):
 
 
 def test_exam_chart_highlights_target():
-    from interp_toolkit.analysis.exam import ExamResult
+    from interp_toolkit.exams.single import ExamResult
     from interp_toolkit.views.plots import TARGET_COLOUR, exam_topk
 
     res = ExamResult(
@@ -262,8 +262,8 @@ def two_runs(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def analyses(two_runs):
-    from interp_toolkit.analysis.run_analysis import analyse_run
-    from interp_toolkit.runs import load_run
+    from interp_toolkit.reports.run_analysis import analyse_run
+    from interp_toolkit.runs.folder import load_run
 
     return [analyse_run(load_run(p)) for p in two_runs]
 

@@ -1,0 +1,317 @@
+"""The residual-stream graph of a model, and exact interventions on its edges.
+
+**Writers** add a vector to the residual stream: the token embedding (``embed``, at
+``hook_embed``), every head (its ``hook_z @ W_O``) and every MLP (``hook_mlp_out``). **Readers**
+take it in: each head's Q, K and V input separately (TransformerLens's per-head fork,
+``hook_{q,k,v}_input``; :mod:`.fork` supplies it on native models), every MLP's input
+(``hook_mlp_in``) and the logits (the final ``hook_resid_post``). An **edge** joins a writer to a
+reader that comes after it; the residual a reader sees is the sum of its writers' outputs (plus
+the positional embedding and biases, the same in every run of a task). TransformerLens 4.3's
+``attribution_patching`` uses the same nodes (``embed``/``attn_head_out``/``mlp_out`` ->
+``q_input``/``k_input``/``v_input``/``mlp_in``/``logits``), one per position; here positions are
+a tensor axis.
+
+:func:`run` is the one forward every measurement uses: it records each writer's live output and
+lets a callback add a tensor to each reader group's input (one layer's Q inputs of every head,
+say). Ablating an edge from the corrupt prompts adds ``corrupt write - live write`` to its
+reader's input alone (:func:`ablation_adder`): TL's ``faithfulness`` and direct path patching do
+the same, one position and one reader at a time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import cached_property, lru_cache
+from typing import Any
+
+import torch
+from jaxtyping import Bool, Float, Int
+from torch import Tensor
+from transformer_lens import TransformerBridge
+
+from interp_toolkit.causal.fork import qkv_fork
+
+QKV = ("q", "k", "v")
+
+
+@dataclass(frozen=True)
+class Node:
+    """A writer (``embed``, ``head``, ``mlp``) or a reader (``q``, ``k``, ``v``, ``mlp``,
+    ``logits``); ``label`` is what JSON and pages print: ``embed``, ``1.0``, ``mlp1``, ``logits``."""
+
+    kind: str
+    layer: int = -1
+    head: int = -1
+
+    @property
+    def label(self) -> str:
+        if self.kind in ("embed", "logits"):
+            return self.kind
+        if self.head >= 0:
+            return f"{self.layer}.{self.head}"
+        return f"mlp{self.layer}"
+
+
+@dataclass(frozen=True)
+class Edge:
+    """A writer -> reader edge: ``source`` (``0.0``, ``embed``), ``target`` (``1.0``,
+    ``logits``) and ``input`` (``q``, ``k``, ``v``, ``mlp`` or ``logits``)."""
+
+    source: Node
+    target: Node
+
+    @property
+    def input(self) -> str:
+        return self.target.kind
+
+    def key(self) -> tuple[str, str, str]:
+        return (self.source.label, self.target.label, self.input)
+
+    def __str__(self) -> str:
+        suffix = "" if self.input in ("logits", "mlp") else f" ({self.input})"
+        return f"{self.source.label} -> {self.target.label}{suffix}"
+
+
+@dataclass(frozen=True)
+class ReaderGroup:
+    """The readers one hook feeds: one layer's Q (K, V) inputs of every head, an MLP's input or
+    the logits; ``readers``: their indices in :attr:`Graph.readers`; ``n_writers``: the writers
+    before them (a prefix of :attr:`Graph.writers`)."""
+
+    layer: int
+    kind: str
+    hook: str
+    readers: tuple[int, ...]
+    n_writers: int
+
+    @property
+    def per_head(self) -> bool:
+        return self.kind in QKV
+
+
+@dataclass(frozen=True)
+class Graph:
+    """Every writer, reader and edge of a model with ``n_layers`` x ``n_heads`` (MLPs when
+    ``has_mlp``; ``parallel``: the MLP reads the layer input, as in GPT-J)."""
+
+    n_layers: int
+    n_heads: int
+    has_mlp: bool = False
+    parallel: bool = False
+
+    @cached_property
+    def writers(self) -> tuple[Node, ...]:
+        out = [Node("embed")]
+        for layer in range(self.n_layers):
+            out += [Node("head", layer, h) for h in range(self.n_heads)]
+            if self.has_mlp:
+                out.append(Node("mlp", layer))
+        return tuple(out)
+
+    @cached_property
+    def groups(self) -> tuple[ReaderGroup, ...]:
+        groups, n_readers = [], 0
+        per_layer = self.n_heads + int(self.has_mlp)
+        for layer in range(self.n_layers):
+            before = 1 + layer * per_layer
+            for kind in QKV:
+                idx = tuple(range(n_readers, n_readers + self.n_heads))
+                hook = f"blocks.{layer}.attn.hook_{kind}_input"
+                groups.append(ReaderGroup(layer, kind, hook, idx, before))
+                n_readers += self.n_heads
+            if self.has_mlp:
+                seen = before if self.parallel else before + self.n_heads
+                groups.append(
+                    ReaderGroup(layer, "mlp", f"blocks.{layer}.hook_mlp_in", (n_readers,), seen)
+                )
+                n_readers += 1
+        last = f"blocks.{self.n_layers - 1}.hook_resid_post"
+        groups.append(ReaderGroup(self.n_layers, "logits", last, (n_readers,), len(self.writers)))
+        return tuple(groups)
+
+    @cached_property
+    def readers(self) -> tuple[Node, ...]:
+        out = []
+        for g in self.groups:
+            if g.per_head:
+                out += [Node(g.kind, g.layer, h) for h in range(self.n_heads)]
+            else:
+                out.append(Node(g.kind, g.layer if g.kind == "mlp" else -1))
+        return tuple(out)
+
+    @cached_property
+    def allowed(self) -> Bool[Tensor, "writer reader"]:
+        mask = torch.zeros(len(self.writers), len(self.readers), dtype=torch.bool)
+        for g in self.groups:
+            mask[: g.n_writers, list(g.readers)] = True
+        return mask
+
+    @cached_property
+    def edges(self) -> tuple[Edge, ...]:
+        """Every edge, in (writer, reader) index order (:meth:`index` inverts it)."""
+        w, r = self.allowed.nonzero(as_tuple=True)
+        return tuple(
+            Edge(self.writers[i], self.readers[j])
+            for i, j in zip(w.tolist(), r.tolist(), strict=True)
+        )
+
+    @cached_property
+    def edge_index(self) -> Int[Tensor, "edge 2"]:
+        return self.allowed.nonzero()
+
+    @cached_property
+    def _position(self) -> tuple[dict[Node, int], dict[Node, int]]:
+        return (
+            {n: i for i, n in enumerate(self.writers)},
+            {n: i for i, n in enumerate(self.readers)},
+        )
+
+    def index(self, edge: Edge) -> tuple[int, int]:
+        w, r = self._position
+        return w[edge.source], r[edge.target]
+
+    def find(self, source: str, target: str, input: str) -> Edge:
+        """The edge ``source -> target`` into ``input`` by labels (``"0.0", "1.0", "k"``)."""
+        for e in self.edges:
+            if e.key() == (source, target, input):
+                return e
+        raise KeyError(f"no edge {source} -> {target} ({input}) in this graph")
+
+    def mask(self, edges: Sequence[Edge]) -> Bool[Tensor, "writer reader"]:
+        """``[writer, reader]`` True at ``edges``."""
+        out = torch.zeros_like(self.allowed)
+        for e in edges:
+            out[self.index(e)] = True
+        return out
+
+
+def graph_of(model: TransformerBridge) -> Graph:
+    cfg = model.cfg
+    has_mlp = not bool(getattr(cfg, "attn_only", False))
+    parallel = bool(getattr(cfg, "parallel_attn_mlp", False))
+    return _graph(int(cfg.n_layers), int(cfg.n_heads), has_mlp, parallel)
+
+
+@lru_cache(maxsize=16)
+def _graph(n_layers: int, n_heads: int, has_mlp: bool, parallel: bool) -> Graph:
+    """One :class:`Graph` per shape (its node lists and masks are computed once)."""
+    return Graph(n_layers, n_heads, has_mlp, parallel)
+
+
+@contextmanager
+def graph_hooks_on(model: TransformerBridge, graph: Graph) -> Iterator[None]:
+    """The fork (per-head Q/K/V inputs) and, with MLPs, ``hook_mlp_in``, on for the duration."""
+    saved_mlp_in = bool(getattr(model.cfg, "use_hook_mlp_in", False))
+    with qkv_fork(model):
+        try:
+            if graph.has_mlp and not saved_mlp_in:
+                model.set_use_hook_mlp_in(True)
+            yield
+        finally:
+            if graph.has_mlp and not saved_mlp_in:
+                model.set_use_hook_mlp_in(False)
+
+
+def head_outputs_weight(model: TransformerBridge) -> list[Float[Tensor, "head d_head d_model"]]:
+    """Every layer's ``W_O`` ([head, d_head, d_model]), detached."""
+    with torch.no_grad():
+        return [
+            model.blocks[layer].attn.W_O.detach().float() for layer in range(model.cfg.n_layers)
+        ]
+
+
+#: ``add(group, live)`` -> the tensor to add to the group's input (``[batch, pos, head, d_model]``
+#: for Q/K/V groups, ``[batch, pos, d_model]`` otherwise), or None; ``live`` holds the writers'
+#: outputs so far in this forward (``[batch, pos, d_model]`` each, in :attr:`Graph.writers` order).
+Adder = Callable[[ReaderGroup, list[Tensor]], Tensor | None]
+
+
+def run(
+    model: TransformerBridge,
+    graph: Graph,
+    tokens: Int[Tensor, "batch pos"],
+    *,
+    add: Adder | None = None,
+    embed: Callable[[Tensor], Tensor] | None = None,
+    w_o: Sequence[Tensor] | None = None,
+) -> tuple[Float[Tensor, "batch pos vocab"], list[Tensor]]:
+    """One forward with the writers recorded and ``add`` applied at every reader group;
+    ``embed`` replaces the token embedding (for integrated gradients). Call inside
+    :func:`graph_hooks_on`. Returns the logits and the writers' outputs (float32)."""
+    w_o = head_outputs_weight(model) if w_o is None else w_o
+    live: list[Tensor] = []
+
+    def on_embed(x: Tensor, hook: Any) -> Tensor:
+        x = embed(x) if embed is not None else x
+        live.append(x.float())
+        return x
+
+    def on_z(z: Tensor, hook: Any, layer: int) -> None:
+        writes = torch.einsum("bphd,hde->hbpe", z.float(), w_o[layer].to(z.device))
+        live.extend(writes.unbind(0))
+
+    def on_mlp(x: Tensor, hook: Any) -> None:
+        live.append(x.float())
+
+    def on_reader(x: Tensor, hook: Any, group: ReaderGroup) -> Tensor:
+        delta = add(group, live[: group.n_writers]) if add is not None else None
+        return x if delta is None else x + delta.to(x.dtype)
+
+    hooks: list[tuple[str, Callable[..., Any]]] = [("hook_embed", on_embed)]
+    for layer in range(graph.n_layers):
+        hooks.append((f"blocks.{layer}.attn.hook_z", _bind(on_z, layer=layer)))
+        if graph.has_mlp:
+            hooks.append((f"blocks.{layer}.hook_mlp_out", on_mlp))
+    hooks += [(g.hook, _bind(on_reader, group=g)) for g in graph.groups]
+    device = next(model.parameters()).device
+    with model.hooks(fwd_hooks=hooks):
+        logits = model(tokens.to(device))
+    if len(live) != len(graph.writers):
+        raise RuntimeError(f"recorded {len(live)} writers of {len(graph.writers)}")
+    return logits, live
+
+
+def _bind(fn: Callable[..., Any], **kw: Any) -> Callable[..., Any]:
+    def hook(x: Tensor, hook: Any) -> Any:
+        return fn(x, hook, **kw)
+
+    return hook
+
+
+def writer_outputs(
+    model: TransformerBridge, graph: Graph, tokens: Int[Tensor, "batch pos"]
+) -> Float[Tensor, "writer batch pos d_model"]:
+    """Every writer's output on ``tokens`` (no intervention)."""
+    with torch.no_grad(), graph_hooks_on(model, graph):
+        _, live = run(model, graph, tokens)
+    return torch.stack(live)
+
+
+def ablation_adder(
+    drops: Bool[Tensor, "replica writer reader"] | Bool[Tensor, "replica writer reader pos"],
+    replacement: Float[Tensor, "writer rows pos d_model"],
+) -> Adder:
+    """Replace every dropped edge's writer output by ``replacement`` in its reader's input alone.
+    The forward's rows are ``replicas`` copies of the prompts, replica ``i`` dropping
+    ``drops[i]`` (per position when it has a position axis); ``replacement`` holds the rows."""
+    n = drops.shape[0]
+
+    def add(group: ReaderGroup, live: list[Tensor]) -> Tensor | None:
+        w = group.n_writers
+        d = drops[:, :w][:, :, list(group.readers)]
+        if not bool(d.any()):
+            return None
+        diff = replacement[:w].to(live[0].device) - torch.stack(live)  # [w, rows, pos, d]
+        rows, pos, dm = diff.shape[1:]
+        diff = diff.view(w, n, rows // n, pos, dm)
+        d = d.to(diff.dtype).to(diff.device)
+        if group.per_head:
+            spec = "wnbpd,nwh->nbphd" if d.ndim == 3 else "wnbpd,nwhp->nbphd"
+            return torch.einsum(spec, diff, d).reshape(rows, pos, -1, dm)
+        d = d[:, :, 0]
+        spec = "wnbpd,nw->nbpd" if d.ndim == 2 else "wnbpd,nwp->nbpd"
+        return torch.einsum(spec, diff, d).reshape(rows, pos, dm)
+
+    return add

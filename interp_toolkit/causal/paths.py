@@ -1,0 +1,205 @@
+"""The route by path: which input of each induction head carries its induction, and from where.
+
+For every induction head B and every head A in an earlier layer, TransformerLens's
+``get_act_patch_direct_path`` resamples A's write into B's query, key or value input alone from
+the corrupt prompts (A's clean-minus-corrupt output subtracted from that one input; every other
+reader still sees A's clean output), and the task's metric is read per prompt. Each input is
+also resampled from every earlier head at once, and B's whole output (every edge out of B) is
+resampled (the exact edge ablation of :mod:`.graph`). B's effect is the share of the task's
+clean-corrupt gap its resampled output removes; input and path effects are shares of B's effect
+(a model with three induction heads splits the gap three ways), each with a bootstrap interval
+over prompts (:mod:`.stats`); the route is decided by :func:`~interp_toolkit.causal.routes.head_route`
+against a control: a role-less earlier head, the one whose weights compose most with B (the
+control most likely to look like a feeder).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+import torch
+from torch import Tensor
+from transformer_lens import TransformerBridge
+from transformer_lens.patching import get_act_patch_direct_path
+
+from interp_toolkit.causal.attribution import _chunks, ablated_metrics, task_runs
+from interp_toolkit.causal.fork import install_fork
+from interp_toolkit.causal.graph import Edge, Graph, Node, graph_of
+from interp_toolkit.causal.routes import (
+    INPUTS,
+    Estimate,
+    HeadRoute,
+    ModelRoute,
+    PathEffect,
+    head_route,
+    model_route_name,
+)
+from interp_toolkit.causal.shares import gap, removed_share, resamples
+from interp_toolkit.causal.tasks import Task
+from interp_toolkit.heads.registry import NO_ROLE, HeadId
+from interp_toolkit.stats.thresholds import THRESHOLDS, Thresholds
+from interp_toolkit.weights.composition import composition_baseline, composition_scores
+
+
+def direct_path_effects(
+    model: TransformerBridge,
+    task: Task,
+    sources: Sequence[HeadId],
+    targets: Sequence[HeadId],
+    *,
+    batch_size: int = 64,
+) -> dict[tuple[HeadId, HeadId, str], Tensor]:
+    """Per prompt: the task's metric on the clean prompts with ``source``'s write into
+    ``target``'s input resampled from the corrupt prompts, by TL's ``get_act_patch_direct_path``
+    (its clean/corrupt roles swapped: it runs the clean prompts and adds corrupt - clean).
+    Keyed ``(source, target, input)`` for every source before each target."""
+    install_fork(model)
+    n_layers, n_heads = int(model.cfg.n_layers), int(model.cfg.n_heads)
+    device = next(model.parameters()).device
+    out: dict[tuple[HeadId, HeadId, str], list[Tensor]] = {}
+    for rows in _chunks(task.n_prompts, batch_size):
+        part = task.rows(rows)
+        clean, corrupt = part.clean.to(device), part.corrupt.to(device)
+        names = lambda n: n.endswith("attn.hook_z")  # noqa: E731
+        with torch.no_grad():
+            _, clean_cache = model.run_with_cache(clean, names_filter=names)
+            _, corrupt_cache = model.run_with_cache(corrupt, names_filter=names)
+        for src in sources:
+            wanted = [t for t in targets if t.layer > src.layer]
+            if not wanted:
+                continue
+            dsts = [
+                HeadId(dl, dh) for dl in range(src.layer + 1, n_layers) for dh in range(n_heads)
+            ]
+            for c in INPUTS:
+                calls: list[Tensor] = []
+
+                def metric(
+                    logits: Tensor, calls: list[Tensor] = calls, part: Task = part
+                ) -> Tensor:
+                    value = part.metric(logits).float()
+                    calls.append(value.detach().cpu())
+                    return value.mean()
+
+                with torch.no_grad():
+                    means = get_act_patch_direct_path(
+                        model, clean, corrupt_cache, clean_cache, metric, *src, c, verbose=False
+                    )
+                if len(calls) != len(dsts):  # TL calls the metric once per later head, in order
+                    raise RuntimeError(f"direct path patching gave {len(calls)} of {len(dsts)}")
+                for dst, value in zip(dsts, calls, strict=True):
+                    if abs(float(value.mean()) - float(means[dst])) > 1e-4 * (
+                        1 + abs(float(means[dst]))
+                    ):
+                        raise RuntimeError("direct path patching visited the heads out of order")
+                    if dst in wanted:
+                        out.setdefault((src, dst, c), []).append(value)
+    return {k: torch.cat(v) for k, v in out.items()}
+
+
+def input_drop(graph: Graph, target: HeadId, input: str) -> Tensor:
+    """``[writer, reader]``: every head of an earlier layer into ``target``'s ``input``."""
+    drop = torch.zeros_like(graph.allowed)
+    reader = graph.readers.index(Node(input, target.layer, target.head))
+    for w, node in enumerate(graph.writers):
+        if node.kind == "head" and node.layer < target.layer:
+            drop[w, reader] = True
+    return drop
+
+
+def control_head(
+    target: HeadId, roles: Sequence[Sequence[str]], composition: dict[str, Tensor]
+) -> HeadId | None:
+    """The role-less head before ``target`` whose largest composition score into it is the
+    highest (None when every earlier head has a role)."""
+    candidates = [
+        HeadId(layer, h)
+        for layer in range(target.layer)
+        for h, role in enumerate(roles[layer])
+        if role == NO_ROLE
+    ]
+    if not candidates:
+        return None
+    return max(candidates, key=lambda a: max(float(composition[c][(*a, *target)]) for c in INPUTS))
+
+
+def path_drop(graph: Graph, source: HeadId, target: HeadId, input: str) -> Tensor:
+    """``[writer, reader]``: the one edge ``source -> target``'s ``input``."""
+    return graph.mask([Edge(Node("head", *source), Node(input, *target))])
+
+
+def route_by_path(
+    model: TransformerBridge,
+    task: Task,
+    heads: Sequence[HeadId],
+    roles: Sequence[Sequence[str]],
+    *,
+    via: Literal["batched", "tl"] = "batched",
+    batch_size: int = 64,
+    seed: int = 0,
+    t: Thresholds = THRESHOLDS,
+) -> ModelRoute:
+    """The route of each of ``heads`` (the induction heads) on ``task`` (the induction task),
+    with ``roles`` (``HeadReport.roles``) naming the role-less heads a control is drawn from.
+
+    ``via="tl"`` measures each path with TL's ``get_act_patch_direct_path``, which runs one
+    forward per (source, every later head); ``"batched"`` (the default) resamples the same single
+    edges (:func:`~.attribution.ablated_metrics`, equal to TL's: tested) for the induction heads
+    only, many edges per forward."""
+    task.check(model)
+    graph = graph_of(model)
+    runs = task_runs(model, task, batch_size=batch_size, graph=graph)
+    idx = resamples(task.n_prompts, seed=seed)
+    task_gap = gap(runs.clean, runs.corrupt, idx)
+    targets = [HeadId(*h) for h in heads]
+    deep = [h for h in targets if h.layer > 0]
+    sources = [
+        HeadId(layer, h)
+        for layer in range(max((t_.layer for t_ in deep), default=0))
+        for h in range(graph.n_heads)
+    ]
+    with torch.no_grad():
+        comp = {c: composition_scores(model, c) for c in INPUTS} if deep else {}
+        base = round(composition_baseline(model), 4) if deep else None
+    patched = {}
+    if via == "tl":
+        patched = direct_path_effects(model, task, sources, deep, batch_size=batch_size)
+    routes: list[HeadRoute] = []
+    for target in targets:
+        if target.layer == 0:
+            routes.append(head_route(target, Estimate(0.0, 0.0, 0.0), {}, (), None, t))
+            continue
+        out_drop = torch.zeros_like(graph.allowed)
+        w = graph.writers.index(Node("head", target.layer, target.head))
+        out_drop[w] = graph.allowed[w]
+        earlier = [s for s in sources if s.layer < target.layer]
+        keys = [(s, c) for s in earlier for c in INPUTS]
+        drops = [out_drop, *(input_drop(graph, target, c) for c in INPUTS)]
+        if via == "batched":
+            drops += [path_drop(graph, s, target, c) for s, c in keys]
+        values = ablated_metrics(model, task, drops, runs, batch_size=batch_size, graph=graph)
+        alone = values[0]
+        effect = removed_share(runs.clean, runs.corrupt, alone[None], idx)[0]
+        inputs = dict(zip(INPUTS, removed_share(runs.clean, alone, values[1:4], idx), strict=True))
+        if via == "batched":
+            stacked = values[4:]
+        else:
+            stacked = torch.stack([patched[(s, target, c)] for s, c in keys])
+        shares = removed_share(runs.clean, alone, stacked, idx)
+        paths = [
+            PathEffect(s, target, c, share, round(float(comp[c][(*s, *target)]), 4))
+            for (s, c), share in zip(keys, shares, strict=True)
+        ]
+        control = control_head(target, roles, comp)
+        routes.append(head_route(target, effect, inputs, paths, control, t))
+    return ModelRoute(
+        task=task.name,
+        n_prompts=task.n_prompts,
+        clean=round(float(runs.clean.mean()), 4),
+        corrupt=round(float(runs.corrupt.mean()), 4),
+        gap=task_gap,
+        composition_baseline=base,
+        heads=tuple(routes),
+        name=model_route_name(routes, task_gap, t),
+    )

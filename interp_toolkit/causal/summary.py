@@ -1,0 +1,118 @@
+"""A model's induction circuit as the study page shows it: EAP-IG's circuit, EAP's beside it, where
+they disagree, and whether the route by path's edges are in the circuit."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from transformer_lens import TransformerBridge
+
+from interp_toolkit.causal.attribution import attribute
+from interp_toolkit.causal.circuit import Circuit, discover_circuit
+from interp_toolkit.causal.compare import Disagreement, disagreement
+from interp_toolkit.causal.graph import graph_of
+from interp_toolkit.causal.routes import ModelRoute, RouteName
+from interp_toolkit.causal.tasks import Task
+from interp_toolkit.stats.thresholds import THRESHOLDS
+
+#: EAP-IG's default number of interpolation steps (Hanna et al. 2024 use 5 to 30).
+IG_STEPS = 5
+
+
+@dataclass(frozen=True)
+class CircuitSummary:
+    """``circuit``: the EAP-IG circuit; ``eap``: plain EAP's on the same task; ``route_edges``:
+    each induction head's feeder -> its carrying input, whether the circuit holds it, and whether
+    the circuit holds that head at all (a head with a small share can be pruned whole)."""
+
+    run: str
+    n_layers: int
+    n_heads: int
+    circuit: Circuit
+    eap: Circuit
+    disagreement: Disagreement | None  # None when the model does not do the task
+    route_edges: tuple[tuple[str, bool, bool], ...]
+    seconds: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run": self.run,
+            "ig": self.circuit.to_dict(n_ranked=50),
+            "eap": self.eap.to_dict(n_ranked=50),
+            "disagreement": None if self.disagreement is None else self.disagreement.to_dict(),
+            "route_edges": [
+                {"edge": e, "in_circuit": inside, "head_in_circuit": head}
+                for e, inside, head in self.route_edges
+            ],
+            "seconds": round(self.seconds, 2),
+        }
+
+
+def route_edges(route: ModelRoute) -> list[tuple[str, str, str]]:
+    """(source, target, input) of every induction head's feeder into each carrying input."""
+    return [
+        (str(h.feeder), str(h.head), c)
+        for h in route.heads
+        if h.feeder is not None
+        for c in h.carrying
+    ]
+
+
+def summarise_circuits(
+    name: str,
+    model: TransformerBridge,
+    task: Task,
+    route: ModelRoute,
+    *,
+    ig_steps: int = IG_STEPS,
+    batch_size: int = 32,
+) -> CircuitSummary:
+    """Discover the circuit with EAP-IG and with EAP; compare them; check the route's edges.
+    Nothing is attributed when the route found the model not doing the task (same task)."""
+    t0 = time.perf_counter()
+    if route.name == RouteName.NO_TASK:
+        reason = (
+            f"the model does not do the {task.name} task: its clean-corrupt gap is {route.gap} "
+            f"(a circuit needs >= {THRESHOLDS.min_gap:g} with an interval above 0)"
+        )
+
+        def empty(method: str) -> Circuit:
+            return Circuit(
+                task.name, method, task.n_prompts, route.clean, route.corrupt, route.gap, [],
+                len(graph_of(model).edges), THRESHOLDS.recovers, reason=reason,
+            )  # fmt: skip
+
+        n_layers, n_heads = int(model.cfg.n_layers), int(model.cfg.n_heads)
+        seconds = time.perf_counter() - t0
+        ig_name = f"EAP-IG ({ig_steps} steps)"
+        return CircuitSummary(
+            name, n_layers, n_heads, empty(ig_name), empty("EAP"), None, (), seconds
+        )
+    ig = discover_circuit(model, task, ig_steps=ig_steps, batch_size=batch_size)
+    eap_scores = attribute(model, task, ig_steps=1, batch_size=batch_size)
+    # EAP's smallest top-k set, for comparison (not pruned: it is not the circuit shown)
+    eap = discover_circuit(model, task, scores=eap_scores, batch_size=batch_size, prune_max=0)
+    k = ig.top_k or len(ig.edges) or 10
+    diff = disagreement(
+        [(e.edge, e.score) for e in eap.ranked],
+        [(e.edge, e.score) for e in ig.ranked],
+        k,
+        ("EAP", ig.method),
+    )
+    kept = {e.edge.key() for e in ig.edges}
+    heads = {e.edge.source.label for e in ig.edges}
+    checked = tuple(
+        (f"{s} -> {t} ({c})", (s, t, c) in kept, t in heads) for s, t, c in route_edges(route)
+    )
+    return CircuitSummary(
+        run=name,
+        n_layers=int(model.cfg.n_layers),
+        n_heads=int(model.cfg.n_heads),
+        circuit=ig,
+        eap=eap,
+        disagreement=diff,
+        route_edges=checked,
+        seconds=time.perf_counter() - t0,
+    )

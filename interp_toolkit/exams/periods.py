@@ -1,0 +1,239 @@
+"""Two-repeat exams at every period and token kind: does the model copy the token after the
+earlier occurrence, wherever the pattern sits and whatever the distance? (The prompts:
+:mod:`interp_toolkit.exams.prompts`; single prompts: :mod:`interp_toolkit.exams.single`;
+the pass rule and verdicts: :mod:`interp_toolkit.exams.verdict`.)
+
+A prompt passes when the target's rank (:func:`~.exam.target_rank`, ties fail) is 0; the prompts
+of all exams run together in a few batched passes of prompts of similar length
+(:data:`TOKENS_PER_PASS`), and a TransformerBridge unembeds the query positions only. Chance is measured, not assumed: :func:`exam_with_chance` sits
+the same prompts on an untrained model of the same architecture, and :func:`with_chance` pairs an
+exam with any other model's (the study's 1-layer model), with an exact one-sided McNemar test on
+the shared prompts.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import torch
+from jaxtyping import Int
+
+from interp_toolkit.exams.prompts import ExamPrompts, exam_plan
+from interp_toolkit.exams.single import target_rank
+from interp_toolkit.stats.intervals import Interval, mcnemar_greater, wilson
+from interp_toolkit.text.codecs import Codec
+
+#: The test behind every "above chance": paired, on the same prompts.
+CHANCE_TEST = "exact one-sided McNemar test on the same prompts"
+
+
+class _Stop(Exception):
+    """Ends a forward pass at the unembedding's input."""
+
+
+def query_logits(
+    model: torch.nn.Module,
+    tokens: Int[torch.Tensor, "prompt pos"],
+    query: Int[torch.Tensor, " prompt"],
+) -> torch.Tensor:
+    """The logits at each row's query position. A TransformerBridge is stopped at the
+    unembedding's input and unembeds the query positions only (at a 1,024-token vocabulary that
+    is half the cost of a 2-layer model's pass); any other model runs whole."""
+    rows = torch.arange(tokens.shape[0])
+    if "unembed.hook_in" not in getattr(model, "hook_dict", {}) or not hasattr(model, "unembed"):
+        return model(tokens)[rows.to(tokens.device), query.to(tokens.device)]
+    store: dict[str, torch.Tensor] = {}
+
+    def grab(act: torch.Tensor, hook: Any) -> None:
+        store["x"] = act[rows.to(act.device), query.to(act.device)]
+        raise _Stop
+
+    try:
+        with model.hooks(fwd_hooks=[("unembed.hook_in", grab)]):
+            model(tokens)
+    except _Stop:
+        pass
+    return model.unembed(store["x"])
+
+
+#: How many token positions one batched forward pass of the exams holds (the cpu preset: every
+#: 6,000 prompts of its 30 exams in six passes; the per-pass overhead of a small model is large).
+TOKENS_PER_PASS = 1 << 15
+
+
+def exam_ranks(
+    model: torch.nn.Module, plan: Sequence[ExamPrompts], d_vocab: int
+) -> list[list[int]]:
+    """The target's rank (:func:`~.exam.target_rank`) at each prompt's query position, for every
+    exam of ``plan``: all prompts together, sorted by query position and cut into batched passes
+    of :data:`TOKENS_PER_PASS` positions, each cut after its last query (and smaller when a
+    model's full logits would pass 64M entries)."""
+    param = next(iter(model.parameters()), None)
+    device = param.device if param is not None else torch.device("cpu")
+    width = max(p.tokens.shape[1] for p in plan)
+    tokens = torch.cat(
+        [torch.nn.functional.pad(p.tokens, (0, width - p.tokens.shape[1])) for p in plan]
+    )  # padding only ever follows a query
+    query = torch.cat([p.query for p in plan])
+    target = torch.cat([p.target for p in plan])
+    order = query.argsort(stable=True)
+    ranks = torch.empty(len(query), dtype=torch.long)
+    per = max(1, min(TOKENS_PER_PASS // width, (1 << 26) // (width * d_vocab)))
+    for lo in range(0, len(order), per):
+        rows = order[lo : lo + per]
+        length = int(query[rows].max()) + 1
+        with torch.no_grad():
+            at = query_logits(model, tokens[rows, :length].to(device), query[rows])
+        ranks[rows] = target_rank(at.float().cpu(), target[rows])
+    sizes = [p.tokens.shape[0] for p in plan]
+    return [[int(r) for r in part] for part in ranks.split(sizes)]
+
+
+@dataclass(frozen=True)
+class Chance:
+    """Another model's pass count on the same prompts (an untrained model of the same
+    architecture, or the study's 1-layer model), and the p-value of the examined model passing
+    more often (:data:`CHANCE_TEST`)."""
+
+    model: str
+    passes: int
+    n_prompts: int
+    p_value: float
+
+    @property
+    def pass_rate(self) -> float:
+        return self.passes / self.n_prompts
+
+    def to_dict(self) -> dict[str, Any]:
+        iv = wilson(self.passes, self.n_prompts)
+        return {
+            "model": self.model,
+            "passes": self.passes,
+            "n_prompts": self.n_prompts,
+            "pass_rate": self.pass_rate,
+            "wilson95": [iv.low, iv.high],
+            "p_value": self.p_value,
+            "test": CHANCE_TEST,
+        }
+
+
+@dataclass(frozen=True)
+class PeriodExam:
+    """One model's exam at one period and token kind: ``passes`` of ``n_prompts`` prompts had
+    rank 0; ``ranks`` per prompt; ``offsets``: the (smallest, largest) prefix used; ``digest``:
+    the prompts' (:meth:`ExamPrompts.digest`); ``chance``: other models on the same prompts."""
+
+    period: int
+    kind: str
+    n_prompts: int
+    passes: int
+    median_rank: float
+    offsets: tuple[int, int] = (0, 0)
+    ranks: tuple[int, ...] = ()
+    digest: str = ""
+    chance: tuple[Chance, ...] = ()
+
+    @property
+    def pass_rate(self) -> float:
+        return self.passes / self.n_prompts
+
+    @property
+    def interval(self) -> Interval:
+        """The Wilson 95% interval of the pass rate."""
+        return wilson(self.passes, self.n_prompts)
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.kind, self.period)
+
+    def to_dict(self) -> dict[str, Any]:
+        iv = self.interval
+        return {
+            "period": self.period,
+            "kind": self.kind,
+            "n_prompts": self.n_prompts,
+            "passes": self.passes,
+            "pass_rate": self.pass_rate,
+            "wilson95": [iv.low, iv.high],
+            "median_rank": self.median_rank,
+            "offsets": {"min": self.offsets[0], "max": self.offsets[1]},
+            "chance": [c.to_dict() for c in self.chance],
+        }
+
+
+def sit_exams(
+    model: torch.nn.Module, plan: Sequence[ExamPrompts], d_vocab: int
+) -> list[PeriodExam]:
+    """``model``'s result on each exam of ``plan`` (:func:`~.exam_prompts.exam_plan`)."""
+    out = []
+    for prompts, ranks in zip(plan, exam_ranks(model, plan, d_vocab), strict=True):
+        out.append(
+            PeriodExam(
+                period=prompts.period,
+                kind=prompts.kind,
+                n_prompts=len(ranks),
+                passes=sum(r == 0 for r in ranks),
+                median_rank=float(statistics.median(ranks)),
+                offsets=(int(prompts.offsets.min()), int(prompts.offsets.max())),
+                ranks=tuple(ranks),
+                digest=prompts.digest(),
+            )
+        )
+    return out
+
+
+def exam_by_period(model: torch.nn.Module, codec: Codec, **options: Any) -> list[PeriodExam]:
+    """Two-repeat exams of every kind at every period (default: 2 .. :func:`~.exam_prompts.max_exam_period` of
+    the kind, or ``max_period`` if smaller): ``options`` are :func:`exam_plan`'s (``periods``,
+    ``kinds``, ``n_prompts`` = 200, ``seed``, ``prepend_bos``, ``max_offset`` = 64,
+    ``max_period``). ``model`` needs ``cfg.n_ctx`` and ``model(tokens) -> logits [batch, pos,
+    vocab]``."""
+    plan = exam_plan(codec, int(model.cfg.n_ctx), **options)
+    return sit_exams(model, plan, int(codec.d_vocab))
+
+
+def with_chance(
+    exams: Sequence[PeriodExam], reference: Sequence[PeriodExam], name: str
+) -> list[PeriodExam]:
+    """``exams`` with ``reference`` (another model's exams) added as a chance level wherever the
+    two sat the same prompts (same kind, period and prompt digest); the others are unchanged."""
+    by_key: Mapping[tuple[str, int], PeriodExam] = {r.key: r for r in reference}
+    out = []
+    for e in exams:
+        r = by_key.get(e.key)
+        if r is None or r.digest != e.digest or len(r.ranks) != len(e.ranks) or not e.ranks:
+            out.append(e)
+            continue
+        p = mcnemar_greater([x == 0 for x in e.ranks], [x == 0 for x in r.ranks])
+        chance = Chance(name, r.passes, r.n_prompts, p)
+        out.append(replace(e, chance=(*(c for c in e.chance if c.model != name), chance)))
+    return out
+
+
+def untrained_name(model: torch.nn.Module) -> str:
+    cfg = model.cfg
+    return f"untrained {int(cfg.n_layers)}-layer model (same architecture)"
+
+
+def exam_with_chance(
+    model: torch.nn.Module, codec: Codec, *, model_cfg: Any = None, **options: Any
+) -> list[PeriodExam]:
+    """:func:`exam_by_period` (``options``) on ``model``, with the same prompts on an untrained
+    model of its architecture (seeded, :func:`~.untrained.untrained_models`) as its chance level;
+    without one (an architecture that cannot be rebuilt), no chance level."""
+    from interp_toolkit.heads.untrained import untrained_models
+
+    plan = exam_plan(codec, int(model.cfg.n_ctx), **options)
+    exams = sit_exams(model, plan, int(codec.d_vocab))
+    maker = untrained_models(model, model_cfg=model_cfg, n_models=1)  # type: ignore[arg-type]
+    if maker is None:
+        return exams
+    twin = maker.make(maker.seeds[0])
+    try:
+        reference = sit_exams(twin, plan, int(codec.d_vocab))
+    finally:
+        del twin
+    return with_chance(exams, reference, untrained_name(model))

@@ -1,0 +1,231 @@
+"""The prompts of the period exams: ``[BOS] prefix seg seg[:-1]`` -> ``seg[-1]``, of two token
+kinds, at random offsets (:mod:`interp_toolkit.exams.periods` sits them).
+
+A period-``p`` prompt is ``[BOS] prefix seg seg[:-1]`` and its target is ``seg[-1]``: ``seg`` is
+``p`` distinct tokens, ``prefix`` a random number of random tokens (the offset, uniform over
+``0..min(room, max_offset)``) that never contain a segment token, so the only way to the target
+is to find the earlier occurrence of the last prompt token and copy what followed it
+(induction), at a position that changes from prompt to prompt. Two token kinds
+(:data:`TOKEN_KINDS`): ``letters`` (single-letter tokens ``' A'``..; the target is never the
+alphabet's next letter after the token before it, so knowing the alphabet cannot pass) and
+``random`` (random ids of the model's vocabulary, :func:`~.batches.default_token_range`). The
+rows are built by :func:`~.batches.repeated_tokens`, the one builder of repeated-token batches;
+a prompt with a shorter prefix is followed by filler after its query, which a causal model never
+reads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from jaxtyping import Int
+
+from interp_toolkit.errors import UserError
+from interp_toolkit.heads.repeats import default_token_range, repeated_tokens
+from interp_toolkit.text.codecs import Codec
+
+#: The token kinds an exam draws its segments from.
+TOKEN_KINDS = ("letters", "random")
+#: Prompts per period and token kind by default (a Wilson interval at 200/200 is [0.981, 1]).
+N_PROMPTS = 200
+#: The longest random prefix by default (a toy context of 32 gives less room than this).
+MAX_OFFSET = 64
+
+#: Letters the letter exams draw from: ``' A'..' Z'`` first, ``' a'..' z'`` only for periods
+#: longer than the uppercase letters the codec keeps.
+EXAM_LETTERS = (
+    tuple(" " + chr(c) for c in range(ord("A"), ord("Z") + 1)),
+    tuple(" " + chr(c) for c in range(ord("a"), ord("z") + 1)),
+)
+
+
+@dataclass(frozen=True)
+class LetterPool:
+    """The single-letter token ids a codec keeps (never ``<unk>``), and each letter's successor.
+
+    ``upper``: ids of the kept ``' A'..' Z'``; ``ids``: those followed by the kept ``' a'..' z'``;
+    ``successor[i]``: the id of the alphabet's next letter after id ``i`` (same case), when kept.
+    """
+
+    upper: tuple[int, ...]
+    ids: tuple[int, ...]
+    successor: dict[int, int]
+
+    def for_period(self, period: int) -> tuple[int, ...]:
+        """Uppercase letters while they suffice for ``period``, else all kept letters."""
+        return self.upper if period <= len(self.upper) else self.ids
+
+
+def letter_pool(codec: Codec) -> LetterPool:
+    """The exam letters ``codec`` encodes as one kept token."""
+    by_case: list[list[int | None]] = []
+    for letters in EXAM_LETTERS:
+        row: list[int | None] = []
+        for letter in letters:
+            ids = codec.encode(letter)
+            row.append(int(ids[0]) if len(ids) == 1 and not codec.contains_unk(ids) else None)
+        by_case.append(row)
+    successor = {
+        a: b
+        for row in by_case
+        for a, b in zip(row[:-1], row[1:], strict=True)
+        if a is not None and b is not None
+    }
+    upper = tuple(i for i in by_case[0] if i is not None)
+    return LetterPool(upper, upper + tuple(i for i in by_case[1] if i is not None), successor)
+
+
+def max_exam_period(
+    codec: Codec, n_ctx: int, kind: str = "letters", *, prepend_bos: bool = True
+) -> int:
+    """The longest period of ``kind`` whose prompt (``2*period - 1`` tokens, + BOS) fits ``n_ctx``
+    at offset 0; letters are also capped by the letters the codec keeps (52 at most: GPT-2's
+    1,024-token context is capped by the letters, not by the context)."""
+    fit = (n_ctx - int(prepend_bos) + 1) // 2
+    if kind == "letters":
+        return min(fit, len(letter_pool(codec).ids))
+    low, high = default_token_range(codec)
+    return min(fit, high - low - 1)
+
+
+@dataclass(frozen=True)
+class ExamPrompts:
+    """The prompts of one period and kind: ``tokens[i, :query[i] + 1]`` is prompt ``i`` (what
+    follows the query is filler no causal model reads), ``target[i]`` its answer and
+    ``offsets[i]`` how many random tokens precede the pattern."""
+
+    kind: str
+    period: int
+    tokens: Int[torch.Tensor, "prompt pos"]
+    query: Int[torch.Tensor, " prompt"]
+    target: Int[torch.Tensor, " prompt"]
+    offsets: Int[torch.Tensor, " prompt"]
+
+    def digest(self) -> str:
+        """What pairing two models' exams checks: the same prompts, token for token."""
+        h = hashlib.sha1(f"{self.kind},{self.period}".encode())
+        for t in (self.tokens, self.query, self.target):
+            h.update(t.contiguous().numpy().tobytes())
+        return h.hexdigest()[:16]
+
+
+def _kind_seed(seed: int, kind: str, period: int) -> int:
+    return int(np.random.SeedSequence([seed, TOKEN_KINDS.index(kind), period]).generate_state(1)[0])
+
+
+def exam_prompts(
+    codec: Codec,
+    kind: str,
+    period: int,
+    *,
+    n_prompts: int = N_PROMPTS,
+    n_ctx: int,
+    seed: int = 0,
+    prepend_bos: bool = True,
+    max_offset: int = MAX_OFFSET,
+) -> ExamPrompts:
+    """``n_prompts`` prompts ``[BOS] prefix seg seg[:-1]`` of one kind and period; deterministic
+    in ``(seed, kind, period)``. UserError when the period does not fit."""
+    if kind not in TOKEN_KINDS:
+        raise UserError(f"token kind {kind!r} is unknown: use {' or '.join(TOKEN_KINDS)}.")
+    if n_prompts < 1:
+        raise UserError(f"n_prompts={n_prompts} cannot work: use at least 1 prompt.")
+    longest = max_exam_period(codec, n_ctx, kind, prepend_bos=prepend_bos)
+    if not 2 <= period <= longest:
+        raise UserError(
+            f"period {period} does not fit the {kind} exam of this model: use 2..{longest} "
+            f"(context {n_ctx}{' with BOS' if prepend_bos else ''})."
+        )
+    off = int(prepend_bos)
+    room = min(max(0, max_offset), n_ctx - off - (2 * period - 1))
+    low, high = default_token_range(codec)
+    pool = letter_pool(codec) if kind == "letters" else None
+    batch = repeated_tokens(
+        n_prompts,
+        period,
+        low=low,
+        high=min(high, int(codec.d_vocab)),
+        bos_id=int(codec.bos_id) if prepend_bos and codec.bos_id is not None else None,
+        prefix_max=room,
+        seed=_kind_seed(seed, kind, period),
+        segment_ids=None if pool is None else pool.for_period(period),
+    )
+    tokens = batch.tokens.clone()
+    starts = batch.starts
+    if pool is not None:  # the target is never the alphabet's next letter: swap the last two
+        for i, s in enumerate(starts.tolist()):
+            a, b = int(tokens[i, s + period - 2]), int(tokens[i, s + period - 1])
+            if pool.successor.get(a) == b:
+                for copy in (s, s + period):
+                    tokens[i, copy + period - 2], tokens[i, copy + period - 1] = b, a
+    rows = torch.arange(n_prompts)
+    return ExamPrompts(
+        kind=kind,
+        period=period,
+        tokens=tokens[:, :-1].contiguous(),  # the last column is only ever filler or a target
+        query=starts + 2 * period - 2,
+        target=tokens[rows, starts + period - 1],
+        offsets=starts - off,
+    )
+
+
+def _periods(
+    codec: Codec, n_ctx: int, kind: str, periods: Sequence[int] | None, bos: bool, cap: int | None
+) -> list[int]:
+    longest = max_exam_period(codec, n_ctx, kind, prepend_bos=bos)
+    if periods is None:
+        longest = longest if cap is None else min(longest, cap)
+        if longest < 2:
+            raise UserError(f"no period fits the {kind} exam of this model (context {n_ctx}).")
+        return list(range(2, longest + 1))
+    bad = [p for p in periods if not 2 <= p <= longest]
+    if bad:
+        raise UserError(
+            f"period(s) {', '.join(map(str, bad))} do not fit the {kind} exam of this model: use "
+            f"2..{longest} (context {n_ctx}{' with BOS' if bos else ''})."
+        )
+    return [int(p) for p in periods]
+
+
+def exam_plan(
+    codec: Codec,
+    n_ctx: int,
+    *,
+    periods: Sequence[int] | None = None,
+    kinds: Sequence[str] = TOKEN_KINDS,
+    n_prompts: int = N_PROMPTS,
+    seed: int = 0,
+    prepend_bos: bool = True,
+    max_offset: int = MAX_OFFSET,
+    max_period: int | None = None,
+) -> list[ExamPrompts]:
+    """The prompts of every exam :func:`exam_by_period` sits (same arguments), kind by kind;
+    by default a kind the vocabulary cannot make (no letters) is left out."""
+    for kind in kinds:
+        if kind not in TOKEN_KINDS:
+            raise UserError(f"token kind {kind!r} is unknown: use {' or '.join(TOKEN_KINDS)}.")
+    if n_prompts < 1:
+        raise UserError(f"n_prompts={n_prompts} cannot work: use at least 1 prompt.")
+    fits = [
+        k
+        for k in kinds
+        if periods is not None or max_exam_period(codec, n_ctx, k, prepend_bos=prepend_bos) >= 2
+    ]
+    return [
+        exam_prompts(
+            codec,
+            k,
+            p,
+            n_prompts=n_prompts,
+            n_ctx=n_ctx,
+            seed=seed,
+            prepend_bos=prepend_bos,
+            max_offset=max_offset,
+        )
+        for k in fits or kinds
+        for p in _periods(codec, n_ctx, k, periods, prepend_bos, max_period)
+    ]

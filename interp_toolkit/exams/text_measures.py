@@ -1,0 +1,247 @@
+"""Induction measured on held-out text: the in-context-learning score, the loss on a repeated
+passage, and the best head score on natural text (what training logs beside the synthetic probe).
+
+- **In-context-learning score** (Olsson et al. 2022): the loss on late tokens minus the loss on
+  early tokens of a held-out window. Olsson et al. take token 500 minus token 50 of a 512-token
+  context; :func:`icl_positions` scales both to the context the model has (token 50/512 and
+  500/512 of it) and averages a band of ``max(1, n/16)`` tokens around each, so a short context
+  is not read off one noisy position. Negative: later tokens are predicted better (the model
+  uses its context). The interval is over windows (:func:`~.intervals.mean_interval`).
+- **Repeated passage**: the first ``L`` tokens of a held-out window, followed by themselves. The
+  same tokens are predicted twice; the **drop** is the mean loss on the first copy minus the loss
+  on the second (tokens 1..L-1 of each copy, paired). A 1-layer model also copies in context
+  (a token seen earlier is likelier again) and so shows a drop without induction: read the drop
+  against the 1-layer model's and an untrained model's.
+- **Induction on text**: every head's induction score read at each token's previous occurrence
+  (:mod:`~interp_toolkit.heads.text_scorer`), and the best head in layers >= 1 (any layer for
+  a 1-layer model).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from jaxtyping import Float, Int
+from transformer_lens import TransformerBridge
+
+from interp_toolkit.errors import UserError
+from interp_toolkit.heads.scorer import RowScores
+from interp_toolkit.heads.text_scorer import text_row_scores, text_scores_from_rows
+from interp_toolkit.stats.intervals import Interval, mean_interval
+
+#: Olsson et al.'s positions: token 50 and token 500 of a 512-token context.
+OLSSON_EARLY, OLSSON_LATE, OLSSON_CTX = 50, 500, 512
+
+
+def token_losses(
+    logits: Float[torch.Tensor, "batch pos vocab"], tokens: Int[torch.Tensor, "batch pos"]
+) -> Float[torch.Tensor, "batch pred"]:
+    """Next-token loss (nats): ``[:, t]`` is the loss on token ``t + 1``, predicted at ``t``."""
+    logp = logits[:, :-1].float().log_softmax(-1)
+    target = tokens[:, 1:].to(logp.device)
+    return -logp.gather(-1, target[..., None])[..., 0].cpu()
+
+
+def icl_positions(n_tokens: int) -> tuple[tuple[int, int], tuple[int, int]]:
+    """``(early, late)`` token-index ranges ``[a, b)`` for windows of ``n_tokens`` tokens: bands
+    of ``max(1, n/16)`` tokens ending at Olsson et al.'s 50/512 and 500/512 of the window."""
+    if n_tokens < 4:
+        raise UserError(f"windows of {n_tokens} tokens are too short for an in-context score.")
+    width = max(1, n_tokens // 16)
+    early_end = max(2, round(OLSSON_EARLY / OLSSON_CTX * n_tokens) + 1)
+    late_end = min(n_tokens, round(OLSSON_LATE / OLSSON_CTX * n_tokens) + 1)
+    early = (max(1, early_end - width), early_end)
+    late = (max(early_end, late_end - width), late_end)
+    return early, late
+
+
+@dataclass(frozen=True)
+class IclScore:
+    """The in-context-learning score on ``n_windows`` held-out windows of ``n_tokens`` tokens:
+    mean loss on tokens ``late`` minus on tokens ``early`` (``[a, b)``), per window."""
+
+    n_tokens: int
+    early: tuple[int, int]
+    late: tuple[int, int]
+    early_loss: float
+    late_loss: float
+    score: Interval
+
+    def positions(self) -> str:
+        """The positions in words, e.g. 'tokens 30-31 minus tokens 2-3 of 32-token windows'."""
+        (a, b), (c, d) = self.early, self.late
+        return (
+            f"mean loss on tokens {c}-{d - 1} minus tokens {a}-{b - 1} of {self.n_tokens}-token "
+            f"windows (Olsson et al.: token {OLSSON_LATE} minus token {OLSSON_EARLY} of "
+            f"{OLSSON_CTX})"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "score": self.score.to_dict(),
+            "early_tokens": list(self.early),
+            "late_tokens": list(self.late),
+            "early_loss": self.early_loss,
+            "late_loss": self.late_loss,
+            "n_tokens": self.n_tokens,
+            "positions": self.positions(),
+        }
+
+
+def icl_from_losses(losses: Float[torch.Tensor, "batch pred"]) -> IclScore:
+    """The in-context score from per-token losses (:func:`token_losses`)."""
+    n_tokens = int(losses.shape[1]) + 1
+    early, late = icl_positions(n_tokens)
+    e = losses[:, early[0] - 1 : early[1] - 1].double().mean(1)
+    lt = losses[:, late[0] - 1 : late[1] - 1].double().mean(1)
+    return IclScore(
+        n_tokens=n_tokens,
+        early=early,
+        late=late,
+        early_loss=float(e.mean()),
+        late_loss=float(lt.mean()),
+        score=mean_interval((lt - e).tolist()),
+    )
+
+
+@dataclass(frozen=True)
+class PassageLoss:
+    """Loss on a held-out passage of ``length`` tokens and on its repeat (tokens 1..L-1 of each
+    copy, nats) over ``drop.n`` windows; ``drop``: first minus second copy, per window."""
+
+    length: int
+    first: float
+    second: float
+    drop: Interval
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "length": self.length,
+            "first_copy_loss": self.first,
+            "second_copy_loss": self.second,
+            "drop": self.drop.to_dict(),
+        }
+
+
+def passage_tokens(
+    windows: Int[torch.Tensor, "batch pos"], length: int
+) -> Int[torch.Tensor, "batch twice"]:
+    """Each window's first ``length`` tokens, twice."""
+    if not 2 <= length <= windows.shape[1]:
+        raise UserError(f"a passage of {length} tokens does not fit windows of {windows.shape[1]}.")
+    w = windows[:, :length]
+    return torch.cat([w, w], dim=1)
+
+
+def passage_from_losses(losses: Float[torch.Tensor, "batch pred"], length: int) -> PassageLoss:
+    """:class:`PassageLoss` from the per-token losses of :func:`passage_tokens` rows."""
+    first = losses[:, : length - 1].double().mean(1)  # tokens 1..L-1 of the first copy
+    second = losses[:, length : 2 * length - 1].double().mean(1)  # the same tokens, again
+    return PassageLoss(
+        length=length,
+        first=float(first.mean()),
+        second=float(second.mean()),
+        drop=mean_interval((first - second).tolist()),
+    )
+
+
+def repeated_passage(
+    model: TransformerBridge, windows: Int[torch.Tensor, "batch pos"], length: int | None = None
+) -> PassageLoss:
+    """The repeated-passage loss of ``model`` on held-out ``windows`` (default length: half the
+    context)."""
+    n_ctx = int(model.cfg.n_ctx)
+    length = length or min(n_ctx // 2, int(windows.shape[1]))
+    toks = passage_tokens(windows, length)
+    device = next(model.parameters()).device
+    with torch.no_grad():
+        logits = model(toks.to(device))
+    return passage_from_losses(token_losses(logits, toks), length)
+
+
+def best_layer_min(n_layers: int) -> int:
+    """Induction needs an earlier layer: layers >= 1, any layer for a 1-layer model."""
+    return 1 if n_layers > 1 else 0
+
+
+@dataclass(frozen=True)
+class TextInduction:
+    """Induction on held-out text: the in-context score and the held-out loss of the same
+    windows, the repeated-passage loss, and every head's induction score on the windows."""
+
+    icl: IclScore
+    val_loss: float
+    passage: PassageLoss
+    induction: Float[torch.Tensor, "layer head"]  # NaN when no token of the windows repeats
+    queries: int  # how many tokens the induction score read
+
+    def best(self) -> tuple[str, float]:
+        """The best induction score on text in layers >= 1 (any layer for 1 layer) and its head."""
+        layer_min = best_layer_min(int(self.induction.shape[0]))
+        grid = self.induction[layer_min:].nan_to_num(float("-inf"))
+        flat = int(grid.argmax())
+        layer, head = divmod(flat, int(grid.shape[1]))
+        return f"{layer + layer_min}.{head}", float(grid.reshape(-1)[flat])
+
+    def metrics(self) -> dict[str, Any]:
+        """What metrics.jsonl logs (rounded)."""
+        head, best = self.best()
+        ci = self.icl.score
+        return {
+            "icl_score": round(ci.estimate, 5),
+            "icl_ci": [round(ci.low, 5), round(ci.high, 5)],
+            "icl_tokens": [*self.icl.early, *self.icl.late, self.icl.n_tokens],
+            "text_windows": self.icl.score.n,
+            "passage_drop": round(self.passage.drop.estimate, 5),
+            "passage_ci": [round(self.passage.drop.low, 5), round(self.passage.drop.high, 5)],
+            "passage_loss": [round(self.passage.first, 5), round(self.passage.second, 5)],
+            "passage_rows": self.passage.drop.n,
+            "passage_tokens": self.passage.length,
+            "text_induction": [[round(float(v), 4) for v in row] for row in self.induction],
+            "text_induction_best": round(best, 4) if best > float("-inf") else None,
+            "text_induction_head": head if best > float("-inf") else None,
+        }
+
+
+def text_induction(
+    model: TransformerBridge,
+    windows: Int[torch.Tensor, "batch pos"],
+    *,
+    passage_rows: int = 16,
+    val_rows: int | None = None,
+    has_bos: bool = False,
+) -> TextInduction:
+    """All three measures on held-out ``windows`` (as the model was trained on them: no BOS by
+    default): forward passes over the windows (head scores and per-token losses together, about
+    256 MiB of logits at a time), one over the first ``passage_rows`` windows' repeated
+    passages. ``val_loss``: the mean loss on the first ``val_rows`` windows (default all)."""
+    if len(windows) < 2:
+        raise UserError("the in-context score needs at least 2 held-out windows.")
+    n, length = windows.shape
+    chunk = max(1, (1 << 26) // max(1, length * int(model.cfg.d_vocab)))
+    parts: list[dict[str, RowScores]] = []
+    losses = []
+    for lo in range(0, n, chunk):
+        w = windows[lo : lo + chunk]
+        rows, logits = text_row_scores(model, w, has_bos=has_bos)
+        losses.append(token_losses(logits, w))
+        parts.append(rows)
+        del logits
+    loss = torch.cat(losses)
+    scores = text_scores_from_rows(
+        {
+            k: RowScores(
+                torch.cat([p[k].sums for p in parts]), torch.cat([p[k].counts for p in parts])
+            )
+            for k in parts[0]
+        }
+    )
+    return TextInduction(
+        icl=icl_from_losses(loss),
+        val_loss=float(loss[: val_rows or n].double().mean()),
+        passage=repeated_passage(model, windows[:passage_rows]),
+        induction=scores.induction,
+        queries=scores.queries["induction"],
+    )

@@ -1,0 +1,1 @@
+"""Safe files: the one output writer, what an output path is, locks."""

@@ -1,0 +1,180 @@
+"""What an output path is, before anything is written to it (:func:`output_target`,
+:func:`check_output`), and writing in place to what must not be renamed over: standard output,
+a character device, a FIFO, a socket. The writer that uses them is :mod:`interp_toolkit.files.io`.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from interp_toolkit.errors import UserError
+
+#: The output path that means standard output.
+STDOUT = "-"
+
+
+@dataclass(frozen=True)
+class OutputTarget:
+    """Where the bytes for an output path go: ``kind`` ``stdout``, ``file`` (written atomically
+    at ``path``, the symlink-resolved target) or ``stream`` (``path`` opened and written in
+    place: a character device, a FIFO, a socket, or this process's stdout/stderr as ``fd``)."""
+
+    kind: Literal["stdout", "file", "stream"]
+    path: Path
+    fd: int | None = None
+
+
+def output_target(
+    path: str | os.PathLike[str], what: str = "output", example: str = "out.json"
+) -> OutputTarget:
+    """What ``path`` is, for writing (see the module doc); a UserError naming ``what`` (e.g.
+    ``--json``) for a path nothing may be written to (a folder: suggesting ``example`` in it).
+    Nothing is created."""
+    if path is None or not isinstance(path, (str, os.PathLike)):
+        raise UserError(f"{what} must be a path, got {type(path).__name__}: give a file name.")
+    if os.fspath(path) == STDOUT:
+        return OutputTarget("stdout", Path(STDOUT), 1)
+    p = Path(path)
+    if not os.fspath(path):
+        raise UserError(f"{what} is an empty path: give a file name.")
+    try:
+        st = os.stat(p)
+    except FileNotFoundError:  # a new file (perhaps through a dangling symlink)
+        return OutputTarget("file", Path(os.path.realpath(p)))
+    except OSError as exc:
+        raise _path_problem(exc, p, what) from None
+    mode = st.st_mode
+    if stat.S_ISDIR(mode):
+        raise UserError(f"{what} {p} is a folder: give a file name such as {p / example}.")
+    for fd in (1, 2):  # /dev/stdout, /proc/self/fd/1, or a path the shell redirected to
+        try:
+            out = os.fstat(fd)
+        except OSError:
+            continue
+        if (out.st_dev, out.st_ino) == (st.st_dev, st.st_ino) and not stat.S_ISCHR(mode):
+            return OutputTarget("stream", p, fd)
+    if stat.S_ISREG(mode):
+        return OutputTarget("file", Path(os.path.realpath(p)))
+    if stat.S_ISCHR(mode) or stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
+        return OutputTarget("stream", p)
+    kind = "a block device (a disk)" if stat.S_ISBLK(mode) else "not a file"
+    raise UserError(f"{what} {p} is {kind}: writing there would destroy it; give a file name.")
+
+
+def _path_problem(exc: OSError, p: Path, what: str) -> Exception:
+    if exc.errno == errno.ELOOP:
+        return UserError(
+            f"{what} {p} is a symlink loop (its links point at each other): fix or remove the "
+            "link, or give another path."
+        )
+    if exc.errno == errno.ENAMETOOLONG:
+        longest = max((len(os.fsencode(part)) for part in p.parts), default=0)
+        return UserError(
+            f"{what}: the path is too long ({len(os.fsencode(p))} bytes, its longest name "
+            f"{longest}; the file system allows {_limit('PC_NAME_MAX', 255)} per name and "
+            f"{_limit('PC_PATH_MAX', 4096)} in all): give a shorter name."
+        )
+    if exc.errno == errno.ENOTDIR:
+        return UserError(f"{what} {p}: a part of the path is a file, not a folder: fix the path.")
+    if exc.filename is None:
+        exc.filename = str(p)
+    return exc
+
+
+def _limit(name: str, default: int) -> int:
+    try:
+        return int(os.pathconf("/", name))
+    except (OSError, ValueError):
+        return default
+
+
+def check_output(
+    path: str | os.PathLike[str], what: str = "output", example: str = "out.json"
+) -> OutputTarget:
+    """:func:`output_target`, and for a file: its folder (or the nearest existing one above it,
+    which the write would create folders in) must be writable, and so must an existing file.
+    Checked before any work; creates nothing."""
+    target = output_target(path, what, example)
+    if target.kind != "file":
+        return target
+    folder = target.path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise UserError(f"{what} {path}: {folder} is a file, not a folder: fix the path.")
+    try:
+        tempfile.NamedTemporaryFile(dir=folder, prefix=".probe.").close()
+    except OSError as exc:
+        raise UserError(
+            f"{what} {path}: cannot write in {folder} ({exc.strerror}): choose a folder you can "
+            "write to."
+        ) from None
+    if target.path.exists() and not os.access(target.path, os.W_OK):
+        raise UserError(
+            f"{what} {path}: the file exists and is read-only for you: choose another name or "
+            f"make it writable (chmod u+w {target.path})."
+        )
+    return target
+
+
+def write_stream(target: OutputTarget, data: bytes) -> None:
+    """Write ``data`` in place: to an fd of ours, a device, a FIFO or a socket."""
+    if target.fd is not None:
+        stream = sys.stdout if target.fd == 1 else sys.stderr
+        stream.flush()
+        buffer = getattr(stream, "buffer", None)
+        if buffer is None:
+            stream.write(data.decode("utf-8", errors="replace"))
+        else:
+            buffer.write(data)
+        stream.flush()
+        return
+    try:
+        if stat.S_ISSOCK(os.stat(target.path).st_mode):
+            _send(target.path, data)
+            return
+        fd = _open_stream(target.path)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        exc.filename = str(target.path)
+        raise
+
+
+def _open_stream(path: Path) -> int:
+    """An fd writing into the device or FIFO ``path``: a FIFO without a reader is waited for
+    (as the shell does; Ctrl-C stops the wait)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno != errno.ENXIO:
+            raise
+        print(f"waiting for a reader of {path} (Ctrl-C stops) ...", file=sys.stderr, flush=True)
+        return os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+    os.set_blocking(fd, True)
+    return fd
+
+
+def _send(path: Path, data: bytes) -> None:
+    import socket
+
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        try:
+            sock.connect(os.fspath(path))
+        except OSError as exc:
+            raise UserError(
+                f"{path} is a socket nobody listens on as a stream ({exc.strerror}): give a "
+                "file, a FIFO or - for standard output."
+            ) from None
+        sock.sendall(data)

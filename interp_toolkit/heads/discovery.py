@@ -1,0 +1,385 @@
+"""Head discovery: score every head on repeated random tokens, test each (head, score) for
+specificity against the head itself, assign roles.
+
+The scores and their definitions are the registry's (:mod:`~interp_toolkit.heads.registry`); the
+scorer is :func:`~interp_toolkit.heads.scorer.row_pairs` and the specificity test, τ and
+p-values are :mod:`~interp_toolkit.heads.specificity`. A head's role is decided by
+:data:`~.heads.DEFAULT_DECIDERS` (or :func:`~.heads.deciders`): the first role whose deciding
+score passes :func:`~.heads.passes` (its specificity test rejects AND it reaches the registry's
+effect-size floor). With ``n_untrained``, every score is also tested against untrained models of
+the same architecture (:mod:`~interp_toolkit.heads.nulls`): a second, named test
+(``vs_untrained``) that decides nothing. ``head_scores``, ``HeadScores`` and ``SCORE_KINDS`` are
+importable from here too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from jaxtyping import Bool
+from torch import Tensor
+from transformer_lens import TransformerBridge
+
+from interp_toolkit.errors import UserError
+from interp_toolkit.heads import nulls
+from interp_toolkit.heads.registry import (
+    DEFAULT_DECIDERS,
+    DEFAULT_FLOORS,
+    NO_ROLE,
+    ROLES,
+    SCORE_KINDS,
+    SCORES,
+    HeadId,
+    deciders,
+    passes,
+    role_rule,
+    top_head,
+)
+from interp_toolkit.heads.repeats import RepeatedTokens, default_layout, probe_batch
+from interp_toolkit.heads.scorer import HeadScores, head_scores
+from interp_toolkit.heads.specificity import (
+    SpecificityTests,
+    bh_reach,
+    comparisons_of,
+    draws_for,
+    specificity_tests,
+)
+from interp_toolkit.heads.untrained import untrained_models
+from interp_toolkit.models.build import AttnOnlyConfig
+from interp_toolkit.stats import significance, thresholds
+from interp_toolkit.text.codecs import Codec
+
+__all__ = [
+    "SCORE_KINDS",
+    "HeadReport",
+    "HeadScores",
+    "classify",
+    "discover_heads",
+    "head_scores",
+]
+
+
+@dataclass
+class HeadReport:
+    """Every head's scores (with 95% intervals), and per (head, score) its specificity test's
+    p-value, τ and deciding comparison, whether it is significant, and the role decided from them.
+
+    ``decides``: role -> deciding score. ``floors``: the registry's effect-size floors.
+    ``test``: how the tests were run (:func:`describe_tests`). ``vs_untrained``: the optional
+    second test against untrained models (None when not run); it decides nothing.
+    """
+
+    scores: HeadScores
+    tests: SpecificityTests
+    significant: dict[str, Bool[Tensor, "layer head"]]
+    roles: list[list[str]]
+    intervals: dict[str, Tensor] = field(default_factory=dict)
+    decides: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_DECIDERS))
+    floors: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_FLOORS))
+    alpha: float = thresholds.ALPHA
+    fdr: bool = False
+    probe: dict[str, Any] = field(default_factory=dict)
+    test: dict[str, Any] = field(default_factory=dict)
+    vs_untrained: nulls.NullTests | None = None
+
+    def heads_with_role(self, role: str) -> list[HeadId]:
+        if role not in ROLES:
+            raise KeyError(f"unknown role {role!r}; roles are {ROLES}")
+        return [
+            HeadId(layer, head)
+            for layer, row in enumerate(self.roles)
+            for head, r in enumerate(row)
+            if r == role
+        ]
+
+    def has_role(self, head: tuple[int, int], role: str) -> bool:
+        return self.roles[head[0]][head[1]] == role
+
+    def strongest(self, role: str) -> HeadId | None:
+        """The head labelled ``role`` with the highest score of the kind that decides the role."""
+        return top_head(self.scores.get(self.decides[role]), among=self.heads_with_role(role))
+
+    def passes(self, kind: str) -> Bool[Tensor, "layer head"]:
+        """Where the head's ``kind`` score passes the role rule (:func:`~.heads.passes`)."""
+        effect = self.tests.repeat_effect(kind)
+        return passes(kind, self.scores.get(kind), self.significant[kind], effect)
+
+    def significance(self) -> str:
+        """When a score is significant, in words: ``p <= 0.05`` or ``BH at FDR 0.05``."""
+        return f"BH at FDR {self.alpha:g}" if self.fdr else f"p <= {self.alpha:g}"
+
+    def rule(self) -> str:
+        return role_rule(self.decides, self.significance())
+
+    def role_reason(self, head: tuple[int, int]) -> dict[str, Any] | None:
+        """What decided a head's role: the deciding score, its value and floor, the test, its
+        p-value and the comparison that gave it (None for a head with no role)."""
+        role = self.roles[head[0]][head[1]]
+        if role == NO_ROLE:
+            return None
+        kind = self.decides[role]
+        return {
+            "score": kind,
+            "value": float(self.scores.get(kind)[head]),
+            "repeat_effect": _at(self.tests.repeat_effect(kind), head),
+            "floor": float(self.floors[kind]),
+            "test": "specificity",
+            "p_value": float(self.tests.p_value[kind][head]),
+            "decided_by": self.tests.decided_by[kind][head[0]][head[1]],
+            "significance": self.significance(),
+        }
+
+    def head_dict(self, layer: int, head: int) -> dict[str, Any]:
+        """One head's entry of heads.json."""
+        at, t = (layer, head), self.tests
+        out: dict[str, Any] = {
+            "head": str(HeadId(layer, head)),
+            "layer": layer,
+            "index": head,
+            "scores": {k: float(self.scores.get(k)[at]) for k in SCORE_KINDS},
+            "interval": {k: [float(x) for x in self.intervals[k][at]] for k in self.intervals},
+            "tau": {k: float(t.tau[k][at]) for k in SCORE_KINDS},
+            "p_value": {k: float(t.p_value[k][at]) for k in SCORE_KINDS},
+            "decided_by": {k: t.decided_by[k][layer][head] for k in SCORE_KINDS},
+            "comparisons": {
+                k: {name: float(p[at]) for name, p in t.comparisons[k].items()} for k in SCORE_KINDS
+            },
+            "repeat_effect": {
+                k: _at(t.repeat_effect(k), at)
+                for k in SCORE_KINDS
+                if t.repeat_effect(k) is not None
+            },
+            "significant": {k: bool(self.significant[k][at]) for k in SCORE_KINDS},
+            "passes": {k: bool(self.passes(k)[at]) for k in SCORE_KINDS},
+            "role": self.roles[layer][head],
+            "role_reason": self.role_reason(at),
+        }
+        if self.vs_untrained is not None:
+            u = self.vs_untrained
+            out["vs_untrained"] = {
+                "p_value": {k: float(u.p_value[k][at]) for k in u.p_value},
+                "tau": {k: float(u.tau[k][at]) for k in u.tau},
+            }
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        n_layers, n_heads = self.scores.n_layers, self.scores.n_heads
+        return {
+            "probe": self.probe,
+            "test": self.test,
+            "effect_size_floor": {k: float(v) for k, v in self.floors.items()},
+            "decides": dict(self.decides),
+            "rule": self.rule(),
+            "heads": [self.head_dict(ly, h) for ly in range(n_layers) for h in range(n_heads)],
+            "roles": {role: [str(h) for h in self.heads_with_role(role)] for role in ROLES[:-1]},
+        }
+
+
+def _at(values: Tensor | None, head: tuple[int, int]) -> float | None:
+    return None if values is None else float(values[head])
+
+
+def describe_tests(
+    tests: SpecificityTests,
+    alpha: float,
+    fdr: bool,
+    n_heads: int,
+    untrained: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """JSON-safe account of the tests: the comparisons per score, the number of draws and the
+    smallest attainable p, α or the FDR, whether Benjamini-Hochberg can reject a lone effect
+    (``warnings`` says when it cannot), and the expected number of false positives."""
+    m = tests.n_tests
+    reach = bh_reach(tests.n_draws, m, alpha)
+    warnings = []
+    if reach is None:
+        warnings.append(
+            f"no test can be significant: the smallest attainable p, {tests.smallest_p:.3g}, is "
+            f"above alpha {alpha:g}; use more draws (at least {draws_for(m, alpha)})"
+        )
+    elif fdr and reach > 1:
+        warnings.append(
+            f"Benjamini-Hochberg over {m} tests cannot reject fewer than {reach} at once: the "
+            f"smallest attainable p, {tests.smallest_p:.3g}, is above alpha/m = {alpha / m:.3g}; "
+            f"use at least {draws_for(m, alpha)} draws"
+        )
+    return {
+        "name": "specificity",
+        "comparisons": {k: list(named) for k, named in tests.comparisons.items()},
+        "statistic": "per comparison, a one-sided paired sign-flip test over rows of the "
+        "per-row difference (the score's key minus the rival key on the queries both exist, or "
+        "the probe minus a no-repeat control); p = the largest over the comparisons "
+        "(intersection-union test)",
+        "n_draws": tests.n_draws,
+        "smallest_p": tests.smallest_p,
+        "quantile": tests.quantile,
+        "tau": f"the {tests.quantile:g} quantile of the deciding comparison's null, in score units",
+        "p_value": "(1 + #{draw >= observed}) / (1 + N), per comparison; max over comparisons",
+        "alpha": alpha,
+        "correction": "benjamini-hochberg over heads x scores" if fdr else "none (p <= alpha)",
+        "n_tests": m,
+        "bh_min_rejections": reach,
+        "warnings": warnings,
+        "expected_false_positives": {
+            "per_score": significance.expected_false_positives(n_heads, alpha),
+            "all_scores": significance.expected_false_positives(m, alpha),
+        },
+        "interval": "95%, rows as independent units (ratio estimator, normal approximation)",
+        "untrained": untrained,
+    }
+
+
+def classify(
+    scores: HeadScores,
+    significant: Mapping[str, Bool[Tensor, "layer head"]],
+    decides: Mapping[str, str] | None = None,
+    repeat_effects: Mapping[str, Tensor | None] | None = None,
+) -> list[list[str]]:
+    """Per head, the first role of ``decides`` (role -> score, in precedence order) whose score
+    passes the role rule (:func:`~.heads.passes`; ``repeat_effects``: per score, the score minus
+    the head's score on a no-repeat control, where there is one); ``"none"`` otherwise."""
+    decides = decides or DEFAULT_DECIDERS
+    effects = repeat_effects or {}
+    ok = {
+        role: passes(kind, scores.get(kind), significant[kind], effects.get(kind))
+        for role, kind in decides.items()
+    }
+    return [
+        [
+            next((role for role, o in ok.items() if bool(o[layer, head])), NO_ROLE)
+            for head in range(scores.n_heads)
+        ]
+        for layer in range(scores.n_layers)
+    ]
+
+
+def discovery_probe(
+    model: TransformerBridge,
+    codec: Codec,
+    *,
+    n_seqs: int = 64,
+    period: int | None = None,
+    seed: int = 0,
+    n_repeats: int = 2,
+    prefix_max: int | None = None,
+    token_range: tuple[int, int] | None = None,
+) -> RepeatedTokens:
+    """The discovery probe: ``[BOS] prefix seg x n_repeats filler`` rows that fit the model.
+
+    ``period``/``prefix_max`` default to :func:`default_layout` of the model's context; the token
+    range defaults to :func:`default_token_range` of the codec. Rows start with the codec's BOS id.
+    """
+    n_ctx = int(model.cfg.n_ctx)
+    bos_id = codec.bos_id
+    auto_period, auto_prefix = default_layout(
+        n_ctx, n_repeats=n_repeats, has_bos=bos_id is not None
+    )
+    prefix_max = auto_prefix if prefix_max is None else prefix_max
+    if period is None:
+        period = min(auto_period, (n_ctx - int(bos_id is not None) - prefix_max) // n_repeats)
+    need = int(bos_id is not None) + prefix_max + n_repeats * period
+    if need > n_ctx:
+        raise UserError(
+            f"period {period} x {n_repeats} repeats (+{prefix_max} prefix) needs {need} tokens but the "
+            f"model's context is {n_ctx}: use --period {max(2, (n_ctx - 1 - prefix_max) // n_repeats)} or less."
+        )
+    return probe_batch(
+        codec,
+        int(model.cfg.d_vocab),
+        n_seqs,
+        period,
+        n_repeats=n_repeats,
+        prefix_max=prefix_max,
+        seed=seed,
+        token_range=token_range,
+    )
+
+
+def discover_heads(
+    model: TransformerBridge,
+    codec: Codec,
+    *,
+    n_seqs: int = 64,
+    period: int | None = None,
+    seed: int = 0,
+    alpha: float = thresholds.ALPHA,
+    fdr: bool = False,
+    induction_score: str = "vw",
+    n_draws: int | None = None,
+    n_untrained: int | None = None,
+    untrained_rows: int | None = None,
+    quantile: float = thresholds.QUANTILE,
+    n_repeats: int = 2,
+    prefix_max: int | None = None,
+    token_range: tuple[int, int] | None = None,
+    model_cfg: AttnOnlyConfig | None = None,
+    batch_size: int | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> HeadReport:
+    """Score every head on :func:`discovery_probe`, run each (head, score)'s specificity test
+    (:mod:`~.specificity`) and assign roles (``induction_score``: ``"vw"``, the seed's
+    value-weighted score, or ``"plain"`` decides the induction role; ``fdr``: Benjamini-Hochberg
+    over heads x scores at ``alpha`` instead of ``p <= alpha``).
+
+    ``n_draws``: sign-flip draws (default :func:`~.specificity.draws_for` the report's number of
+    tests, so BH can reject a lone effect). ``n_untrained``: also run the second test, against
+    that many untrained models of the same architecture on the probe's first ``untrained_rows``
+    rows (:func:`~.untrained.untrained_models`; ``model_cfg``: a toy run's config); off by
+    default, and it decides nothing.
+    """
+    decides = deciders(induction_score)
+    significance.check_alpha(alpha)
+    for name, value in (
+        ("n_untrained", n_untrained),
+        ("untrained_rows", untrained_rows),
+        ("n_draws", n_draws),
+    ):
+        if value is not None and value < 1:
+            raise UserError(f"{name}={value} cannot work: use 1 or more.")
+    say = progress or (lambda _msg: None)
+    batch = discovery_probe(
+        model,
+        codec,
+        n_seqs=n_seqs,
+        period=period,
+        seed=seed,
+        n_repeats=n_repeats,
+        prefix_max=prefix_max,
+        token_range=token_range,
+    )
+    observed, comparisons = comparisons_of(
+        model, batch, seed=seed, batch_size=batch_size, progress=say
+    )
+    n_heads = int(model.cfg.n_layers) * int(model.cfg.n_heads)
+    draws = n_draws or draws_for(n_heads * len(SCORES), alpha)
+    say(f"sign-flip tests ({draws} draws)")
+    tests = specificity_tests(comparisons, draws, seed=seed, quantile=quantile)
+    significant = tests.significant(alpha, fdr)
+    scores = HeadScores({k: r.mean().float() for k, r in observed.items()})
+    second, untrained_info = None, None
+    if n_untrained is not None:
+        untrained = untrained_models(
+            model, model_cfg=model_cfg, n_models=n_untrained, rows=untrained_rows
+        )
+        second, untrained_info = nulls.untrained_tests(
+            model, batch, observed, untrained, seed=seed, batch_size=batch_size, progress=say
+        )
+    probe = batch.describe()
+    probe["definitions"] = {s.name: s.definition for s in SCORES}
+    return HeadReport(
+        scores=scores,
+        tests=tests,
+        significant=significant,
+        roles=classify(
+            scores, significant, decides, {k: tests.repeat_effect(k) for k in SCORE_KINDS}
+        ),
+        intervals={k: r.interval().float() for k, r in observed.items()},
+        decides=decides,
+        alpha=alpha,
+        fdr=fdr,
+        probe=probe,
+        test=describe_tests(tests, alpha, fdr, n_heads, untrained_info),
+        vs_untrained=second,
+    )

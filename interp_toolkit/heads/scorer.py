@@ -1,0 +1,337 @@
+"""The generic head scorer: every registry score of every head, in one forward pass.
+
+Each :class:`~interp_toolkit.heads.registry.Score` names a :class:`~interp_toolkit.heads.registry.Stripe`
+(which queries, which key); :func:`row_scores` reduces each layer's attention pattern to the sum
+of every stripe over each row's queries (:class:`RowScores`: per-row sums and query counts), and
+:func:`head_scores` is their mean over the batch. :func:`row_pairs` also reduces, for every score
+and each of its rival keys (``Score.rivals``), both stripes over the queries where both keys exist
+(:class:`RowPair`: what the specificity test of :mod:`~interp_toolkit.heads.specificity`
+compares), in the same pass. The forward pass hooks
+only ``hook_v`` and ``hook_pattern`` (a names filter); each layer's pattern is reduced as soon as
+both hooks of that layer have fired and is then dropped, and the pass stops after the last layer,
+so the unembedding is never computed. Rows go through in chunks (~256 MiB of patterns each).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from jaxtyping import Float, Int
+from transformer_lens import TransformerBridge
+from transformer_lens.hook_points import HookPoint
+
+from interp_toolkit.errors import UserError
+from interp_toolkit.heads.registry import RIVAL_WIDTH, SCORE_KINDS, SCORES, Stripe, score
+from interp_toolkit.heads.repeats import RepeatedTokens
+from interp_toolkit.runtime import validate
+from interp_toolkit.runtime.devices import rows_per_chunk
+
+Hooks = Sequence[tuple[Any, Callable[..., Any]]]
+
+
+@dataclass(frozen=True)
+class RowScores:
+    """One score on a batch, kept per row: the score is ``sums.sum(0) / counts.sum()``."""
+
+    sums: Float[torch.Tensor, "row layer head"]
+    counts: Float[torch.Tensor, " row"]
+
+    def mean(self) -> Float[torch.Tensor, "layer head"]:
+        """The score of every head on these rows (float64)."""
+        return self.sums.sum(0) / self.counts.sum().clamp_min(1.0)
+
+    def first(self, n: int) -> RowScores:
+        """The same score on the first ``n`` rows."""
+        return RowScores(self.sums[:n], self.counts[:n])
+
+    def interval(self, z: float = 1.96) -> Float[torch.Tensor, "layer head 2"]:
+        """A 95% interval (``z`` = 1.96) of every head's score, the rows as independent units:
+        the ratio estimate ``Σ sums / Σ counts`` +- z standard errors (linearised, with the
+        ``R / (R - 1)`` small-sample factor), clipped to [0, 1]."""
+        theta = self.mean()
+        n = self.sums.shape[0]
+        total = self.counts.sum().clamp_min(1.0)
+        resid = self.sums - theta[None] * self.counts[:, None, None]
+        var = (resid**2).sum(0) / total**2 * (n / max(1, n - 1))
+        half = z * var.sqrt()
+        return torch.stack([(theta - half).clamp(0, 1), (theta + half).clamp(0, 1)], -1)
+
+
+@dataclass(frozen=True)
+class RowPair:
+    """A score's stripe and one rival's, summed per row over the queries where both keys exist
+    (a rival key after the query, or on BOS, drops that query from the pair)."""
+
+    target: Float[torch.Tensor, "row layer head"]
+    rival: Float[torch.Tensor, "row layer head"]
+    counts: Float[torch.Tensor, " row"]
+
+
+@dataclass
+class HeadScores:
+    """Every head's scores: ``values[name]`` is a ``[layer, head]`` tensor (float32, CPU) for each
+    registry score, also readable as an attribute (``scores.induction``). ``queries[name]``: how
+    many (row, query) pairs the score averaged (0: the score is undefined on this input, NaN)."""
+
+    values: dict[str, Float[torch.Tensor, "layer head"]]
+    queries: dict[str, int] = field(default_factory=dict)
+
+    def get(self, kind: str) -> Float[torch.Tensor, "layer head"]:
+        score(kind)  # a KeyError naming the known scores
+        return self.values[kind]
+
+    def __getattr__(self, name: str) -> Float[torch.Tensor, "layer head"]:
+        values = self.__dict__.get("values", {})
+        if name in values:
+            return values[name]
+        raise AttributeError(name)
+
+    @property
+    def n_layers(self) -> int:
+        return int(next(iter(self.values.values())).shape[0])
+
+    @property
+    def n_heads(self) -> int:
+        return int(next(iter(self.values.values())).shape[1])
+
+    def to_dict(self) -> dict[str, list[list[float]]]:
+        return {k: [[float(x) for x in row] for row in self.get(k).tolist()] for k in SCORE_KINDS}
+
+
+class _Stop(Exception):
+    """Raised by the last hook to end the forward pass before the unembedding."""
+
+
+def _chunk_rows(model: TransformerBridge, seq_len: int) -> int:
+    cfg = model.cfg
+    per_row = 4 * seq_len * (cfg.n_heads * seq_len + 8 * cfg.d_model) * 2
+    return rows_per_chunk(next(model.parameters()).device, per_row)
+
+
+class _Queries:
+    """Where the queries of one chunk of rows are (shared by every stripe of every layer)."""
+
+    def __init__(self, batch: RepeatedTokens, starts: Int[torch.Tensor, " b"], seq_len: int):
+        period, n_rep = batch.period, batch.n_repeats
+        b = int(starts.shape[0])
+        self.period, self.seq_len, self.b = period, seq_len, b
+        self.first_key = 1 if batch.has_bos else 0  # relative keys never land on BOS
+        self.n_q = (n_rep - 1) * period
+        # queries of the 2nd and later repeats: [b, n_q]
+        self.repeats = starts[:, None] + period + torch.arange(self.n_q)[None, :]
+        self.rows = torch.arange(b)[:, None].expand(b, self.n_q)
+        self.ends = starts + n_rep * period  # one past the last repeated position, [b]
+
+    def counts(self, stripe: Stripe) -> Float[torch.Tensor, " b"]:
+        """How many queries the stripe reads in each row."""
+        return self.valid(stripe).sum(1).to(torch.float64)
+
+    def valid(self, stripe: Stripe) -> torch.Tensor:
+        """[b, Q] bool: the queries the stripe reads, in its query layout (``"body"``: Q = every
+        position q; ``"repeats"``: Q = the repeat queries, :attr:`repeats`)."""
+        if stripe.queries == "repeats":
+            keys = self.repeats - stripe.offset(self.period)
+            return (keys >= self.first_key) & (keys <= self.repeats)
+        q = torch.arange(self.seq_len)[None, :]
+        if stripe.column is None:
+            keep = (q - stripe.offset(self.period) >= self.first_key) & (q >= 1)
+        else:
+            keep = q >= max(1, stripe.column)
+        return keep & (q < self.ends[:, None])
+
+
+def _query_values(
+    stripe: Stripe,
+    pat: Float[torch.Tensor, "b head q k"],
+    vnorm: Float[torch.Tensor, "b k head"],
+    qs: _Queries,
+    rows_q: Callable[[], torch.Tensor],
+) -> Float[torch.Tensor, "b head Q"]:
+    """The stripe's entry at every query of its layout (:meth:`_Queries.valid`; entries outside
+    it are garbage, masked by the caller)."""
+    if stripe.queries == "body":
+        if stripe.column is not None:
+            return pat[..., :, stripe.column]  # [b, H, P]
+        d = stripe.offset(qs.period)
+        vals = pat.diagonal(offset=-d, dim1=-2, dim2=-1)  # [b, H, P-d], at q = i + d
+        return torch.nn.functional.pad(vals, (d, 0))
+    rq = rows_q()  # [b, n_q, H, P]
+    keys = (qs.repeats.to(pat.device) - stripe.offset(qs.period)).clamp(0, qs.seq_len - 1)
+    keys = keys[:, :, None, None].expand(qs.b, qs.n_q, pat.shape[1], 1)
+    if not stripe.value_weighted:
+        return rq.gather(-1, keys)[..., 0].transpose(1, 2)
+    w = rq * vnorm.permute(0, 2, 1)[:, None, :, :]  # [b, n_q, H, P]
+    total = w.sum(-1).clamp_min(1e-30)
+    return (w.gather(-1, keys)[..., 0] / total).transpose(1, 2)
+
+
+#: One per-row sum the pass computes: the stripe summed, over the queries where every stripe of
+#: the tuple has its key (a score: itself; one side of a pair: the score's stripe and the rival's).
+_Sum = tuple[Stripe, tuple[Stripe, ...]]
+
+
+def _reduce_chunk(
+    model: TransformerBridge,
+    toks: Int[torch.Tensor, "b pos"],
+    qs: _Queries,
+    plan: Mapping[Hashable, _Sum],
+    sums: dict[Hashable, torch.Tensor],
+    fwd_hooks: Hooks,
+) -> None:
+    """Run one chunk of rows, writing every planned per-row, per-head sum into ``sums``
+    (``[row, layer, head]`` views of this chunk's rows)."""
+    n_layers = int(model.cfg.n_layers)
+    device = next(model.parameters()).device
+    pending: dict[int, dict[str, torch.Tensor]] = {}
+    done: set[int] = set()
+    masks = {
+        key: torch.stack([qs.valid(s) for s in within]).all(0).to(device)
+        for key, (_, within) in plan.items()
+    }
+
+    def finish(layer: int) -> None:
+        item = pending.pop(layer)
+        pat = item["pattern"].detach().float()  # [b, H, P, P]
+        vnorm = item["v"].detach().float().norm(dim=-1)  # [b, P, H]
+        cache: dict[Any, torch.Tensor] = {}
+
+        def rows_q() -> torch.Tensor:  # the rows of the repeat queries, gathered once per layer
+            if "rows" not in cache:
+                cache["rows"] = pat[qs.rows.to(pat.device), :, qs.repeats.to(pat.device)]
+            return cache["rows"]
+
+        for key, (stripe, _) in plan.items():
+            if stripe not in cache:
+                cache[stripe] = _query_values(stripe, pat, vnorm, qs, rows_q)
+            total = (cache[stripe] * masks[key][:, None, :]).sum(-1)
+            sums[key][:, layer] = total.detach().to("cpu", torch.float64)
+        done.add(layer)
+        if len(done) == n_layers:
+            raise _Stop
+
+    def on_act(act: torch.Tensor, hook: HookPoint) -> None:
+        layer = hook.layer()
+        key = "pattern" if hook.name.endswith("hook_pattern") else "v"
+        pending.setdefault(layer, {})[key] = act
+        if len(pending[layer]) == 2:
+            finish(layer)
+
+    hooks = list(fwd_hooks) + [(lambda n: n.endswith(("attn.hook_pattern", "attn.hook_v")), on_act)]
+    try:
+        with torch.no_grad(), model.hooks(fwd_hooks=hooks):
+            model(toks.to(device))
+    except _Stop:
+        pass
+    if len(done) != n_layers:  # pragma: no cover - a model whose hooks never fired
+        raise RuntimeError(f"only layers {sorted(done)} reported hook_pattern/hook_v")
+
+
+def _reduce(
+    model: TransformerBridge,
+    batch: RepeatedTokens,
+    plan: Mapping[Hashable, _Sum],
+    batch_size: int | None,
+    fwd_hooks: Hooks,
+) -> tuple[dict[Hashable, torch.Tensor], dict[Hashable, torch.Tensor]]:
+    """Every planned sum ``[row, layer, head]`` and its query count ``[row]``, chunk by chunk."""
+    cfg = model.cfg
+    seq_len = batch.seq_len
+    if seq_len > int(cfg.n_ctx):
+        raise UserError(
+            f"the probe has {seq_len} tokens but the model's context is {cfg.n_ctx}: "
+            "use a shorter --period."
+        )
+    validate.in_vocab(batch.tokens, int(cfg.d_vocab), "batch.tokens")
+    first_key = int(batch.has_bos)
+    for name, (stripe, _) in plan.items():
+        d = stripe.offset(batch.period)
+        if stripe.queries == "body" and stripe.column is None and not 0 <= d < seq_len - first_key:
+            raise ValueError(f"{name}: key offset {d} does not fit a sequence of {seq_len}")
+    n_rows, n_layers, n_heads = batch.n_seqs, int(cfg.n_layers), int(cfg.n_heads)
+    sums = {k: torch.zeros(n_rows, n_layers, n_heads, dtype=torch.float64) for k in plan}
+    counts = {k: torch.zeros(n_rows, dtype=torch.float64) for k in plan}
+    rows = batch_size or _chunk_rows(model, seq_len)
+    for lo in range(0, n_rows, rows):
+        chunk = slice(lo, lo + rows)
+        qs = _Queries(batch, batch.starts[chunk], seq_len)
+        views = {k: v[chunk] for k, v in sums.items()}
+        _reduce_chunk(model, batch.tokens[chunk], qs, plan, views, fwd_hooks)
+        for key, (_, within) in plan.items():
+            counts[key][chunk] = torch.stack([qs.valid(s) for s in within]).all(0).sum(1).double()
+    return sums, counts
+
+
+def row_scores(
+    model: TransformerBridge,
+    batch: RepeatedTokens,
+    *,
+    batch_size: int | None = None,
+    fwd_hooks: Hooks = (),
+    stripes: Mapping[str, Stripe] | None = None,
+) -> dict[str, RowScores]:
+    """Every registry score of every head on each row of ``batch`` (definitions:
+    :data:`~.heads.SCORES`): per-row stripe sums ``[row, layer, head]`` and query counts.
+
+    ``fwd_hooks`` run alongside (e.g. ablations). ``stripes`` replaces the stripe of the scores it
+    names (e.g. a control stripe at another lag)."""
+    found, _ = row_pairs(
+        model, batch, batch_size=batch_size, fwd_hooks=fwd_hooks, stripes=stripes, rivals=False
+    )
+    return found
+
+
+def row_pairs(
+    model: TransformerBridge,
+    batch: RepeatedTokens,
+    *,
+    batch_size: int | None = None,
+    fwd_hooks: Hooks = (),
+    stripes: Mapping[str, Stripe] | None = None,
+    rivals: bool = True,
+) -> tuple[dict[str, RowScores], dict[str, dict[str, RowPair]]]:
+    """:func:`row_scores` and, in the same pass, for every score and each of its rival keys
+    (``Score.rivals``, named by :meth:`~.heads.Stripe.key_name`), the :class:`RowPair` of the
+    score's stripe and the rival's on the queries where both keys exist."""
+    plan_scores = {s.name: s.stripe for s in SCORES} | dict(stripes or {})
+    plan: dict[Hashable, _Sum] = {k: (st, (st,)) for k, st in plan_scores.items()}
+    if rivals:
+        for s in SCORES:
+            st = plan_scores[s.name]
+            for rival in st.neighbours(RIVAL_WIDTH):
+                plan[(s.name, rival, "t")] = (st, (st, rival))
+                plan[(s.name, rival, "r")] = (rival, (st, rival))
+    sums, counts = _reduce(model, batch, plan, batch_size, fwd_hooks)
+    scores = {k: RowScores(sums[k], counts[k]) for k in plan_scores}
+    pairs: dict[str, dict[str, RowPair]] = {}
+    if rivals:
+        for s in SCORES:
+            st = plan_scores[s.name]
+            pairs[s.name] = {
+                rival.key_name(): RowPair(
+                    sums[(s.name, rival, "t")],
+                    sums[(s.name, rival, "r")],
+                    counts[(s.name, rival, "t")],
+                )
+                for rival in st.neighbours(RIVAL_WIDTH)
+            }
+    return scores, pairs
+
+
+def head_scores(
+    model: TransformerBridge,
+    batch: RepeatedTokens,
+    *,
+    batch_size: int | None = None,
+    fwd_hooks: Hooks = (),
+    stripes: Mapping[str, Stripe] | None = None,
+) -> HeadScores:
+    """Every registry score of every head on ``batch``: the batch mean of :func:`row_scores`
+    (same arguments)."""
+    rows = row_scores(model, batch, batch_size=batch_size, fwd_hooks=fwd_hooks, stripes=stripes)
+    return HeadScores(
+        {k: r.mean().float() for k, r in rows.items()},
+        queries={k: int(r.counts.sum()) for k, r in rows.items()},
+    )

@@ -1,0 +1,163 @@
+"""Head scores on any text: the registry's stripes read at each token's previous occurrence.
+
+TransformerLens's ``detect_head`` scores any prompt; so does this. On text without an exact
+periodic repeat, a query ``q`` *repeats* when its token occurred before (at or after the first
+non-BOS position); ``prev(q)`` is its latest earlier occurrence and ``d(q) = q - prev(q)`` plays
+the role of the period. A :class:`~.heads.Stripe` with ``periods`` and ``lag`` then reads the key
+``k = q - lag - periods·d(q)``:
+
+- induction (``periods=1, lag=-1``): ``k = prev(q) + 1``, the position right after the previous
+  occurrence (TransformerLens's induction detection pattern, restricted to the latest
+  occurrence, and to occurrences at least :data:`MIN_DISTANCE` back);
+- duplicate-token (``periods=1, lag=0``): ``k = prev(q)`` (the same queries);
+- previous-token (``lag=1``, every query ``q >= 1`` whose key is not BOS): ``k = q - 1``;
+- a column stripe (first-token): ``k = column`` for every ``q >= max(1, column)``.
+
+Each score is the mean over the (row, query) pairs it reads; a score with no pair to read (e.g.
+induction on text in which no token occurs twice) is **NaN**, and
+:attr:`~.stripes.HeadScores.queries` says how many pairs each score read. On a clean periodic
+prompt (``[BOS] seg seg``) these are the stripes of the period rule
+(:mod:`~interp_toolkit.heads.scorer`), which ``scores_on`` keeps for such prompts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import torch
+from jaxtyping import Float, Int
+from transformer_lens import TransformerBridge
+from transformer_lens.hook_points import HookPoint
+
+from interp_toolkit.errors import UserError
+from interp_toolkit.heads.registry import SCORES, Stripe
+from interp_toolkit.heads.scorer import HeadScores, RowScores
+from interp_toolkit.runtime import validate
+
+
+def previous_occurrence(
+    tokens: Int[torch.Tensor, "batch pos"], *, first: int = 0
+) -> Int[torch.Tensor, "batch pos"]:
+    """For each position ``q``, the latest ``j`` with ``first <= j < q`` and
+    ``tokens[j] == tokens[q]``; -1 where there is none (and at positions before ``first``)."""
+    n = tokens.shape[1]
+    pos = torch.arange(n, device=tokens.device)
+    same = tokens[:, :, None] == tokens[:, None, :]  # [b, q, k]
+    earlier = (pos[None, :] < pos[:, None]) & (pos[None, :] >= first)  # [q, k]
+    idx = torch.where(same & earlier, pos, -1).amax(-1)
+    idx[:, : max(0, first)] = -1
+    return idx
+
+
+#: A repeated token is read only when its previous occurrence is at least this far back: at
+#: distance 1 the induction key is the query itself, at 2 the token before it, so a current- or
+#: previous-token head would score as an induction head on natural text (where such close
+#: repeats are common: indentation, punctuation).
+MIN_DISTANCE = 3
+
+
+def stripe_keys(
+    stripe: Stripe,
+    prev: Int[torch.Tensor, "batch pos"],
+    *,
+    first_key: int,
+    min_distance: int = MIN_DISTANCE,
+) -> Int[torch.Tensor, "batch pos"]:
+    """The key each query reads for ``stripe`` (see the module docstring); -1 where the query is
+    not read. Stripes that read repeats skip queries whose previous occurrence is closer than
+    ``min_distance``."""
+    b, n = prev.shape
+    q = torch.arange(n, device=prev.device).expand(b, n)
+    if stripe.column is not None:
+        key = torch.full_like(q, stripe.column)
+        return torch.where(q >= max(1, stripe.column), key, -1)
+    dist = q - prev
+    key = q - stripe.lag - stripe.periods * dist
+    ok = (key >= 0) & (key <= q)
+    if stripe.periods or stripe.queries == "repeats":
+        ok &= (prev >= 0) & (dist >= min_distance)
+    if stripe.queries == "body":
+        ok &= (q >= 1) & (key >= first_key)
+    return torch.where(ok, key, -1)
+
+
+def _reduce(
+    stripe: Stripe,
+    keys: Int[torch.Tensor, "b pos"],
+    pat: Float[torch.Tensor, "b head q k"],
+    vnorm: Float[torch.Tensor, "b k head"],
+) -> Float[torch.Tensor, "b head"]:
+    """Per row and head, the sum of the stripe's entries over the queries it reads."""
+    rows, qs = (keys >= 0).nonzero(as_tuple=True)
+    ks = keys[rows, qs]
+    out = torch.zeros(pat.shape[0], pat.shape[1], dtype=torch.float64, device=pat.device)
+    if rows.numel() == 0:
+        return out
+    vals = pat[rows, :, qs, ks]  # [n, H]
+    if stripe.value_weighted:
+        w = pat[rows, :, qs, :] * vnorm[rows].transpose(1, 2)  # [n, H, P]
+        vals = (w.gather(-1, ks[:, None, None].expand(-1, w.shape[1], 1))[..., 0]) / w.sum(
+            -1
+        ).clamp_min(1e-30)
+    return out.index_add_(0, rows, vals.to(torch.float64))
+
+
+def text_row_scores(
+    model: TransformerBridge,
+    tokens: Int[torch.Tensor, "batch pos"],
+    *,
+    has_bos: bool,
+    stripes: Mapping[str, Stripe] | None = None,
+) -> tuple[dict[str, RowScores], Float[torch.Tensor, "batch pos vocab"]]:
+    """Every registry score of every head on each row of ``tokens`` read as text (per-row sums
+    and query counts), and the logits of the same forward pass. ``has_bos``: the rows start with
+    BOS (never a key of a relative stripe, never an occurrence)."""
+    cfg = model.cfg
+    validate.in_vocab(tokens, int(cfg.d_vocab), "tokens")
+    if tokens.shape[1] > int(cfg.n_ctx):
+        raise UserError(
+            f"the text has {tokens.shape[1]} tokens but the model's context is {cfg.n_ctx}: "
+            "shorten it."
+        )
+    plan = dict(stripes) if stripes is not None else {s.name: s.stripe for s in SCORES}
+    device = next(model.parameters()).device
+    first = int(has_bos)
+    prev = previous_occurrence(tokens.cpu(), first=first)
+    keys = {k: stripe_keys(s, prev, first_key=first).to(device) for k, s in plan.items()}
+    n_rows, n_layers = tokens.shape[0], int(cfg.n_layers)
+    sums = {k: torch.zeros(n_rows, n_layers, int(cfg.n_heads), dtype=torch.float64) for k in plan}
+    pending: dict[int, dict[str, torch.Tensor]] = {}
+
+    def on_act(act: torch.Tensor, hook: HookPoint) -> None:
+        layer = hook.layer()
+        kind = "pattern" if hook.name.endswith("hook_pattern") else "v"
+        pending.setdefault(layer, {})[kind] = act.detach()
+        if len(pending[layer]) == 2:
+            item = pending.pop(layer)
+            pat, vnorm = item["pattern"].float(), item["v"].float().norm(dim=-1)
+            for name, stripe in plan.items():
+                sums[name][:, layer] = _reduce(stripe, keys[name], pat, vnorm).cpu()
+
+    hooks = [(lambda n: n.endswith(("attn.hook_pattern", "attn.hook_v")), on_act)]
+    with torch.no_grad(), model.hooks(fwd_hooks=hooks):
+        logits = model(tokens.to(device))
+    counts = {k: (v >= 0).sum(1).to(torch.float64).cpu() for k, v in keys.items()}
+    return {k: RowScores(sums[k], counts[k]) for k in plan}, logits
+
+
+def text_scores_from_rows(rows: Mapping[str, RowScores]) -> HeadScores:
+    """The batch mean of each score (NaN where it read no query), with its query counts."""
+    values = {}
+    for name, r in rows.items():
+        n = float(r.counts.sum())
+        mean = r.sums.sum(0) / n if n > 0 else torch.full(r.sums.shape[1:], float("nan"))
+        values[name] = mean.float()
+    return HeadScores(values, queries={k: int(r.counts.sum()) for k, r in rows.items()})
+
+
+def text_head_scores(
+    model: TransformerBridge, tokens: Int[torch.Tensor, "batch pos"], *, has_bos: bool
+) -> HeadScores:
+    """Every registry score of every head on any text (see the module docstring)."""
+    rows, _ = text_row_scores(model, tokens, has_bos=has_bos)
+    return text_scores_from_rows(rows)

@@ -1,0 +1,242 @@
+"""Small transformers built with TransformerLens 4.x (``TransformerBridge.boot_native``).
+
+One config dataclass (:class:`AttnOnlyConfig`) describes the architecture; :func:`build_model` turns
+it into a ``TransformerBridge``. By default: attention only, no LayerNorm, learned absolute
+positions (or rotary, or shortformer: learned positions that enter only queries and keys), exactly
+what the seed study trains. With ``mlp=True`` each block also has
+an MLP (``d_mlp`` neurons, ``act_fn``), and ``normalization="LN"`` adds TransformerLens's pre-norm
+LayerNorms (before attention, before the MLP, and before the unembedding): the "model kind" a
+run folder records in config.json (``mlp``, ``normalization``; folders written before these
+fields existed load as attention-only, no norm).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import torch
+from transformer_lens import TransformerBridge, TransformerBridgeConfig
+
+from interp_toolkit.errors import UserError
+from interp_toolkit.text.codecs import CompactVocab, GPT2Codec
+from interp_toolkit.text.tl_tokenizer import attach_tokenizer
+
+Positional = Literal["standard", "rotary", "shortformer"]
+POSITIONALS = ("standard", "rotary", "shortformer")
+Normalization = Literal["LN"]
+ACT_FNS = ("gelu", "relu")
+
+
+@dataclass(frozen=True)
+class AttnOnlyConfig:
+    """Architecture of an attention-only transformer.
+
+    ``embed_init_std``: when set, token and positional embeddings are re-drawn N(0, std²) after
+    TransformerLens's own init (its default, N(0, 0.8/√d_model), keeps attention near-uniform for
+    a long time and delays induction heads; see README "The CPU recipe").
+
+    ``mlp``: add an MLP to every block (``d_mlp`` neurons, default 4 * d_model; ``act_fn`` "gelu"
+    (exact, erf) or "relu"). ``normalization``: None (no norm) or "LN" (pre-norm LayerNorm).
+    """
+
+    n_layers: int
+    d_model: int
+    n_heads: int
+    d_head: int
+    n_ctx: int
+    d_vocab: int
+    positional: Positional = "standard"
+    embed_init_std: float | None = 1.0
+    seed: int = 0
+    mlp: bool = False
+    d_mlp: int | None = None
+    act_fn: str = "gelu"
+    normalization: Normalization | None = None
+
+    @property
+    def mlp_width(self) -> int:
+        """Neurons per MLP (0 for an attention-only model)."""
+        return (self.d_mlp or 4 * self.d_model) if self.mlp else 0
+
+    def validate(self) -> None:
+        for name in ("n_layers", "d_model", "n_heads", "d_head", "n_ctx", "d_vocab"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise UserError(f"{name}={value!r} cannot work: it must be a positive integer.")
+        if self.n_ctx < 4:
+            raise UserError(f"n_ctx={self.n_ctx} cannot work: use a context of at least 4 tokens.")
+        if self.n_heads * self.d_head != self.d_model:
+            raise UserError(
+                f"d_model={self.d_model} cannot work with {self.n_heads} heads of {self.d_head}: "
+                f"make d_model = n_heads * d_head ({self.n_heads * self.d_head})."
+            )
+        if self.positional not in POSITIONALS:
+            raise UserError(
+                f"positional={self.positional!r} is not supported: use "
+                f"{', '.join(map(repr, POSITIONALS))}."
+            )
+        if self.positional == "rotary" and self.d_head % 2:
+            raise UserError(f"rotary positions need an even d_head, got {self.d_head}.")
+        if self.d_mlp is not None and (not isinstance(self.d_mlp, int) or self.d_mlp < 1):
+            raise UserError(f"d_mlp={self.d_mlp!r} cannot work: it must be a positive integer.")
+        if self.act_fn not in ACT_FNS:
+            raise UserError(f"act_fn={self.act_fn!r} is not supported: use {' or '.join(ACT_FNS)}.")
+        if self.normalization not in (None, "LN"):
+            raise UserError(
+                f"normalization={self.normalization!r} is not supported: use 'LN' or none."
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> AttnOnlyConfig:
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+    def replace(self, **changes: Any) -> AttnOnlyConfig:
+        return dataclasses.replace(self, **changes)
+
+
+def tl_config(cfg: AttnOnlyConfig) -> TransformerBridgeConfig:
+    """The ``TransformerBridgeConfig`` for ``cfg``."""
+    return TransformerBridgeConfig(
+        d_model=cfg.d_model,
+        d_head=cfg.d_head,
+        n_heads=cfg.n_heads,
+        n_layers=cfg.n_layers,
+        n_ctx=cfg.n_ctx,
+        d_vocab=cfg.d_vocab,
+        attn_only=not cfg.mlp,
+        d_mlp=cfg.mlp_width or 4 * cfg.d_model,
+        act_fn=cfg.act_fn,
+        normalization_type=cfg.normalization,
+        # shortformer: TL's learned positions, re-routed by install_shortformer
+        positional_embedding_type="rotary" if cfg.positional == "rotary" else "standard",
+        seed=cfg.seed,
+        init_mode="gpt2",
+        default_prepend_bos=False,
+    )
+
+
+def build_model(
+    cfg: AttnOnlyConfig,
+    device: str | torch.device = "cpu",
+    codec: CompactVocab | GPT2Codec | None = None,
+) -> TransformerBridge:
+    """A freshly initialised ``TransformerBridge`` (eval mode, deterministic in ``cfg.seed``).
+
+    With ``codec`` the model carries its tokenizer (:func:`~interp_toolkit.text.tl_tokenizer.attach_tokenizer`:
+    ``to_tokens``, ``generate``, ``detect_head``... work); without one it takes token ids only.
+    """
+    cfg.validate()
+    model = TransformerBridge.boot_native(tl_config(cfg), device=device, dtype=torch.float32)
+    _draw_embeddings(model, cfg)
+    if cfg.positional == "shortformer":
+        install_shortformer(model)
+    if codec is not None:
+        attach_tokenizer(model, codec)
+    return model.eval()
+
+
+def reinitialise(model: TransformerBridge, cfg: AttnOnlyConfig) -> TransformerBridge:
+    """Draw every weight of ``model`` (built by :func:`build_model` with ``cfg``'s architecture)
+    again, in place, exactly as ``build_model(cfg)`` draws them for ``cfg.seed``: a fresh model
+    without booting a new bridge (what the untrained null models of analysis/ reuse)."""
+    from transformer_lens.model_bridge.sources.native import initialize_native_model
+
+    initialize_native_model(model.original_model, model.cfg, seed=cfg.seed)
+    _draw_embeddings(model, cfg)
+    return model
+
+
+def _draw_embeddings(model: TransformerBridge, cfg: AttnOnlyConfig) -> None:
+    if cfg.embed_init_std is None:
+        return
+    gen = torch.Generator().manual_seed(cfg.seed + 1_000_003)
+    with torch.no_grad():
+        for param in embedding_parameters(model):
+            param.copy_(torch.randn(param.shape, generator=gen) * cfg.embed_init_std)
+
+
+def embedding_parameters(model: TransformerBridge) -> list[torch.nn.Parameter]:
+    """Token (and learned positional) embedding weights of a native model, as live parameters."""
+    params = [model.embed.original_component.weight]
+    if hasattr(model, "pos_embed"):
+        params.append(model.pos_embed.original_component.weight)
+    return params
+
+
+def n_params(model: TransformerBridge) -> int:
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+# Shortformer positions (Press et al. 2021; Olsson et al. 2022's small models; TransformerLens's
+# HookedTransformer "shortformer"): the learned position embedding is added to the input of every
+# layer's query and key projections, and never to the residual stream, so values (and whatever a
+# head moves) carry no position. TL 4.3's native model offers only "standard" and "rotary", so a
+# shortformer model is TL's standard model with two kinds of permanent torch hooks:
+#
+# - on ``hook_pos_embed`` (``pos_embed.hook_out``): the residual gets zeros instead of W_pos;
+# - on each layer's ``attn.q.hook_out`` and ``attn.k.hook_out`` (``hook_q``/``hook_k``): the
+#   projection's output gains ``W_pos[:seq] @ W^T``, which makes it ``W (x + W_pos) + b``.
+#
+# The q/k hooks sit on the projections' *outputs* because every path TL has fires them: the
+# plain forward, the fused-attention training step (training/sdpa.py calls the same projection
+# modules), and the per-head fork of ``use_split_qkv_input`` (which skips the projections' input
+# hooks). They are raw torch hooks, registered first, so TL's ``reset_hooks`` (even
+# ``including_permanent=True``) leaves them, and a user's hook on hook_q/hook_k/hook_pos_embed
+# sees the queries, keys and residual input the model really uses. The hooks hold no closure:
+# each hook point carries a plain attribute naming its embedding and projection, which
+# ``copy.deepcopy`` maps to the copy's own modules. Positions are 0..seq-1 (no position_ids).
+
+
+@dataclass(frozen=True)
+class _QKPositions:
+    """What one q/k projection's output hook adds: ``positions.weight[:seq] @ projection.weight^T``."""
+
+    positions: torch.nn.Embedding
+    projection: torch.nn.Linear
+
+
+def _zero_positions(_module: torch.nn.Module, _inputs: Any, output: torch.Tensor) -> torch.Tensor:
+    return torch.zeros_like(output)
+
+
+def _add_positions(module: torch.nn.Module, _inputs: Any, output: torch.Tensor) -> torch.Tensor:
+    src: _QKPositions = module.__dict__["_shortformer"]
+    seq = output.shape[1]
+    pos = torch.nn.functional.linear(src.positions.weight[:seq], src.projection.weight)
+    return output + pos.reshape((1, seq, *output.shape[2:])).to(output.dtype)
+
+
+def install_shortformer(model: TransformerBridge) -> None:
+    """Make ``model`` (a native bridge with learned positions) a shortformer model, in place (see
+    the comment above). Done by :func:`build_model` for ``positional="shortformer"``."""
+    if is_shortformer(model):
+        return
+    pos_point = model.pos_embed.hook_out
+    pos_point.__dict__["_shortformer"] = True
+    pos_point.register_forward_hook(_zero_positions, prepend=True)
+    embedding = model.pos_embed.original_component
+    for block in model.blocks:
+        for name in ("q", "k"):
+            linear = getattr(block.attn, name)
+            point = linear.hook_out
+            point.__dict__["_shortformer"] = _QKPositions(embedding, linear.original_component)
+            point.register_forward_hook(_add_positions, prepend=True)
+
+
+def is_shortformer(model: TransformerBridge) -> bool:
+    """Whether ``model`` carries shortformer positions (:func:`install_shortformer`)."""
+    pos = getattr(model, "pos_embed", None)
+    return pos is not None and "_shortformer" in pos.hook_out.__dict__
+
+
+def positional_kind(model: TransformerBridge) -> str:
+    """``model``'s positional scheme: "shortformer", or TL's ``positional_embedding_type``."""
+    if is_shortformer(model):
+        return "shortformer"
+    return str(getattr(model.cfg, "positional_embedding_type", None) or "standard")

@@ -1,0 +1,309 @@
+"""Run folders: what training writes and everything else reads. :class:`RunPaths` names every file.
+
+::
+
+    RUN/
+      config.json          format version, model config, training and data settings (JSON-safe)
+      model.safetensors    weights (no pickle); written when training ends
+      vocab.json           the codec (compact vocabulary or full GPT-2)
+      metrics.jsonl        one line per logged step (see interp_toolkit.training.metrics)
+      checkpoints/         latest resumable state: step_N.safetensors, step_N.optimizer.pt and
+                           state.json (written last: it names the step N whose files are whole)
+      .lock                held while a training writes the folder (interp_toolkit.files.io.folder_lock)
+      snapshots/           step_N.safetensors, for training-dynamics analysis
+      samples.json heads.json exam.json circuits.json report.html   analysis outputs
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformer_lens import TransformerBridge
+
+from interp_toolkit.runtime.devices import resolve_device
+from interp_toolkit.errors import UserError
+from interp_toolkit.files.io import LOCK_NAME, check_readable, read_json, write_bytes, write_json
+from interp_toolkit.models.build import AttnOnlyConfig, build_model
+from interp_toolkit.text.codecs import CompactVocab, GPT2Codec, load_codec, save_codec
+
+FORMAT_VERSION = 1
+_SNAPSHOT = re.compile(r"step_(\d+)\.safetensors$")
+
+
+@dataclass(frozen=True)
+class RunPaths:
+    """The files of the run folder ``root``: the one place their names are written."""
+
+    root: Path
+
+    config = property(lambda self: self.root / "config.json")
+    weights = property(lambda self: self.root / "model.safetensors")
+    vocab = property(lambda self: self.root / "vocab.json")
+    metrics = property(lambda self: self.root / "metrics.jsonl")
+    checkpoints = property(lambda self: self.root / "checkpoints")
+    checkpoint_state = property(lambda self: self.checkpoints / "state.json")  # written last
+    lock = property(lambda self: self.root / LOCK_NAME)
+    snapshots = property(lambda self: self.root / "snapshots")
+    samples = property(lambda self: self.root / "samples.json")
+    heads = property(lambda self: self.root / "heads.json")
+    exam = property(lambda self: self.root / "exam.json")
+    circuits = property(lambda self: self.root / "circuits.json")
+    report = property(lambda self: self.root / "report.html")
+
+    def checkpoint_weights(self, step: int) -> Path:
+        return self.checkpoints / f"step_{step}.safetensors"
+
+    def checkpoint_optimizer(self, step: int) -> Path:
+        return self.checkpoints / f"step_{step}.optimizer.pt"
+
+    def snapshot(self, step: int) -> Path:
+        return self.snapshots / f"step_{step}.safetensors"
+
+    def known(self) -> tuple[Path, ...]:
+        """Every file or folder a run folder may hold (what ``train --restart`` may remove)."""
+        names = ("config", "weights", "vocab", "metrics", "checkpoints", "snapshots", "samples")
+        names += ("heads", "exam", "circuits", "report", "lock")
+        return tuple(getattr(self, n) for n in names)
+
+    def snapshot_steps(self) -> list[int]:
+        if not self.snapshots.is_dir():
+            return []
+        found = (_SNAPSHOT.search(p.name) for p in self.snapshots.iterdir())
+        return sorted(int(m.group(1)) for m in found if m)
+
+
+@dataclass
+class Run:
+    """A trained (or training) model with its vocabulary and settings."""
+
+    path: Path
+    model: TransformerBridge
+    codec: CompactVocab | GPT2Codec
+    model_cfg: AttnOnlyConfig
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    @property
+    def paths(self) -> RunPaths:
+        return RunPaths(self.path)
+
+    def metrics(self) -> list[dict[str, Any]]:
+        return read_metrics(self.path)
+
+
+def save_weights(model: TransformerBridge, path: Path) -> None:
+    """The weights as CPU tensors in safetensors (loadable on any device), written atomically (bytes
+    first, so a full disk is an OSError)."""
+    from safetensors.torch import save
+
+    state = {k: v.detach().to("cpu", copy=True).contiguous() for k, v in model.state_dict().items()}
+    write_bytes(path, save(state))
+
+
+def read_weights(path: Path, fix: str = "restore it, or retrain the run.") -> dict[str, Any]:
+    """The tensors of a safetensors file; an unreadable or damaged file is a UserError."""
+    from safetensors.torch import load_file
+
+    check_readable(path)
+    try:
+        return load_file(str(path))
+    except Exception as exc:  # safetensors raises several types for corrupt headers/data
+        raise UserError(f"weights file {path} is damaged ({type(exc).__name__}): {fix}") from None
+
+
+def apply_weights(model: TransformerBridge, state: dict[str, Any], path: Path) -> None:
+    """Load ``state`` (read from ``path``) into ``model``, strictly."""
+    try:
+        model.load_state_dict(state, strict=True)
+    except RuntimeError as exc:
+        first = str(exc).strip().splitlines()[0]
+        raise UserError(
+            f"weights file {path} does not match its config.json ({first}): retrain the run."
+        ) from None
+
+
+def load_weights(model: TransformerBridge, path: Path) -> None:
+    """Load safetensors weights into ``model`` (strict); damaged files raise UserError."""
+    apply_weights(model, read_weights(path), path)
+
+
+def init_run(
+    path: str | Path,
+    codec: CompactVocab | GPT2Codec,
+    model_cfg: AttnOnlyConfig,
+    settings: dict[str, Any] | None = None,
+) -> RunPaths:
+    """Start a run folder: vocab.json and config.json (each atomically); weights come later."""
+    paths = RunPaths(Path(path))
+    paths.root.mkdir(parents=True, exist_ok=True)
+    save_codec(codec, paths.vocab)
+    write_config(paths, model_cfg, settings or {})
+    return paths
+
+
+def write_config(paths: RunPaths, model_cfg: AttnOnlyConfig, settings: dict[str, Any]) -> None:
+    """config.json: the format version, the model config and the training settings."""
+    write_json(
+        paths.config,
+        {"format_version": FORMAT_VERSION, "model": model_cfg.to_dict(), "settings": settings},
+    )
+
+
+def save_run(
+    path: str | Path,
+    model: TransformerBridge,
+    codec: CompactVocab | GPT2Codec,
+    model_cfg: AttnOnlyConfig,
+    settings: dict[str, Any] | None = None,
+) -> Path:
+    """Write config.json, vocab.json and model.safetensors (each atomically)."""
+    paths = init_run(path, codec, model_cfg, settings)
+    save_weights(model, paths.weights)
+    return paths.root
+
+
+def read_config(path: str | Path) -> dict[str, Any]:
+    paths = RunPaths(Path(path))
+    train = f"`interp-toolkit train --out {path}`"
+    if paths.root.exists() and not paths.root.is_dir():
+        raise UserError(
+            f"{path} is a file, not a run folder: give a run folder (train one with {train})."
+        )
+    if not paths.root.is_dir():
+        raise UserError(f"run folder {path} does not exist: train one with {train}.")
+    if not paths.config.is_file():
+        raise UserError(
+            f"{path} is not a run folder (no {paths.config.name}): train one with {train}."
+        )
+    fix = f"restore it, or train the run again with `interp-toolkit train --restart --out {path}`."
+    data = read_json(paths.config, "run config", fix)
+    version = data.get("format_version") if isinstance(data, dict) else None
+    if version != FORMAT_VERSION:
+        raise UserError(
+            f"{path} was written by another version of interp-toolkit (format {version!r}, "
+            f"this one reads {FORMAT_VERSION}): retrain it with this version."
+        )
+    if not isinstance(data.get("model"), dict) or not isinstance(data.get("settings", {}), dict):
+        raise UserError(f'run config {paths.config} is damaged (no "model" section): {fix}')
+    return data
+
+
+def load_run(
+    path: str | Path, device: str | torch.device = "auto", weights: str | Path | None = None
+) -> Run:
+    """Load a run folder onto ``device`` (``auto``: a GPU when present); ``weights`` overrides the
+    weights file (e.g. a training snapshot)."""
+    paths = RunPaths(Path(path))
+    data = read_config(paths.root)
+    model_cfg = model_config(data, paths.config)
+    weights_path = Path(weights) if weights is not None else paths.weights
+    if not weights_path.is_file():
+        raise UserError(
+            f"{path} has no trained model ({weights_path.name} missing): "
+            f"finish training with `interp-toolkit train --resume --out {path}`."
+        )
+    codec = read_codec(paths)
+    if codec.d_vocab != model_cfg.d_vocab:
+        raise UserError(
+            f"{path}: vocab.json has {codec.d_vocab} tokens but the model expects "
+            f"{model_cfg.d_vocab}: retrain the run."
+        )
+    model = build_model(model_cfg, device=resolve_device(device), codec=codec)
+    fix = "restore it, or retrain the run."
+    if weights is None and paths.checkpoint_state.is_file():
+        fix = f"rewrite it from the run's last checkpoint with `interp-toolkit train --resume --out {path}`."
+    apply_weights(model, read_weights(weights_path, fix), weights_path)
+    return Run(
+        path=paths.root,
+        model=model.eval(),
+        codec=codec,
+        model_cfg=model_cfg,
+        settings=data.get("settings", {}),
+    )
+
+
+def model_config(data: dict[str, Any], where: Path) -> AttnOnlyConfig:
+    """The model config of a run's config.json (``data``, read from ``where``)."""
+    try:
+        return AttnOnlyConfig.from_dict(data["model"])
+    except TypeError as exc:
+        raise UserError(
+            f"run config {where} is damaged ({exc}): restore it, or train the run again."
+        ) from None
+
+
+def read_codec(paths: RunPaths) -> CompactVocab | GPT2Codec:
+    """The run's vocabulary (vocab.json); a missing or damaged file is a UserError."""
+    fix = f"restore it, or train the run again with `interp-toolkit train --restart --out {paths.root}`."
+    if not paths.vocab.is_file():
+        raise UserError(f"{paths.root} has no {paths.vocab.name}: {fix}")
+    return load_codec(paths.vocab, fix)
+
+
+def read_metrics(path: str | Path) -> list[dict[str, Any]]:
+    """The metrics.jsonl lines of a run folder (damaged lines are skipped: an unfinished last
+    line after a kill; :func:`metrics_damage` names them)."""
+    return _metrics_lines(path)[0]
+
+
+def metrics_damage(path: str | Path) -> str | None:
+    """A sentence naming the lines of RUN/metrics.jsonl that are not whole JSON records (and the
+    last step the good ones reach), or None when every line is whole."""
+    rows, bad, total = _metrics_lines(path)
+    if not bad:
+        return None
+    file = RunPaths(Path(path)).metrics
+    where = (
+        f"its last line ({bad[0]} of {total}) is cut off (a write stopped half-way, e.g. kill -9)"
+        if bad == [total]
+        else f"{len(bad)} of its {total} lines are not JSON records (line {', '.join(map(str, bad[:5]))}"
+        + (" ..." if len(bad) > 5 else "")
+        + ")"
+    )
+    steps = [r["step"] for r in rows if isinstance(r, dict) and isinstance(r.get("step"), int)]
+    reach = f"what it shows stops at step {max(steps)}" if steps else "no step is readable"
+    return f"{file}: {where}; {reach}."
+
+
+def _metrics_lines(path: str | Path) -> tuple[list[dict[str, Any]], list[int], int]:
+    file = RunPaths(Path(path)).metrics
+    if not file.is_file():
+        return [], [], 0
+    rows, bad = [], []
+    lines = file.read_text(encoding="utf-8", errors="replace").splitlines()
+    for number, line in enumerate(lines, 1):
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            row = None
+        if isinstance(row, dict):
+            rows.append(row)
+        elif line.strip():
+            bad.append(number)
+    return rows, bad, len(lines)
+
+
+def read_samples(path: str | Path) -> list[dict[str, str]]:
+    """``RUN/samples.json`` (a list of {"prompt", "text"}), or [] when absent or unreadable."""
+    file = RunPaths(Path(path)).samples
+    if not file.is_file():
+        return []
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except json.JSONDecodeError:
+        return []
+    if not isinstance(data, list):
+        return []
+    return [
+        {"prompt": str(d.get("prompt", "")), "text": str(d.get("text", ""))}
+        for d in data
+        if isinstance(d, dict)
+    ]

@@ -1,0 +1,184 @@
+"""Which GPT-2 a spec names, and where its files are: hub names, the Hugging Face cache, folders.
+
+What a spec can be (:func:`is_gpt2_spec`):
+
+- a hub name: ``gpt2``, ``gpt2-medium``, ``gpt2-large``, ``gpt2-xl``, ``distilgpt2`` (or the
+  ``openai-community/…`` / ``distilbert/…`` ids). It is read from the Hugging Face cache
+  (``HF_HOME`` / ``HF_HUB_CACHE``) when it is there. Without a cached copy it is downloaded only
+  when the Hub can be reached; offline the user gets one line saying how to supply the weights,
+  not a 20-second retry loop and a traceback.
+- a folder written by ``transformers`` ``save_pretrained`` (``config.json`` with ``model_type``
+  ``gpt2`` plus weights). Our own run folders also hold a ``config.json``; they carry
+  ``format_version`` and are not GPT-2 specs.
+
+Nothing here imports torch or TransformerLens.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from interp_toolkit.errors import UserError
+from interp_toolkit.files.io import hub_offline
+
+# Hub names and the repository ids they may be cached under (new id first, legacy id second).
+HUB_NAMES: dict[str, tuple[str, ...]] = {
+    "gpt2": ("openai-community/gpt2", "gpt2"),
+    "gpt2-medium": ("openai-community/gpt2-medium", "gpt2-medium"),
+    "gpt2-large": ("openai-community/gpt2-large", "gpt2-large"),
+    "gpt2-xl": ("openai-community/gpt2-xl", "gpt2-xl"),
+    "distilgpt2": ("distilbert/distilgpt2", "distilgpt2"),
+}
+_REPO_TO_NAME = {repo.lower(): name for name, repos in HUB_NAMES.items() for repo in repos}
+WEIGHT_FILES = (
+    "model.safetensors",
+    "model.safetensors.index.json",
+    "pytorch_model.bin",
+    "pytorch_model.bin.index.json",
+)
+_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+
+def _known_names() -> str:
+    return ", ".join(HUB_NAMES)
+
+
+def _supply_hint(name: str) -> str:
+    return (
+        f'download it where there is a network (python -c "from transformers import '
+        f"AutoModelForCausalLM as M, AutoTokenizer as T; "
+        f"M.from_pretrained('{name}').save_pretrained('{name}-local'); "
+        f"T.from_pretrained('{name}').save_pretrained('{name}-local')\"), copy the folder here "
+        f"and pass its path instead of '{name}', or point HF_HOME at a Hugging Face cache that "
+        f"holds it"
+    )
+
+
+# --------------------------------------------------------------------------- spec resolution
+
+
+def read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+
+
+def _is_hf_folder(path: Path) -> bool:
+    """A folder whose config.json is a Hugging Face config, not one of our run folders."""
+    if not path.is_dir():
+        return False
+    cfg = path / "config.json"
+    if not cfg.is_file():
+        # An HF-style folder that lost its config.json is still meant as a model folder.
+        return any((path / f).is_file() for f in WEIGHT_FILES)
+    data = read_json(cfg)
+    if not isinstance(data, dict):
+        # Unreadable config.json: HF-only files say it was meant as an HF folder.
+        hf_only = (
+            "tokenizer_config.json",
+            "generation_config.json",
+            "merges.txt",
+            *WEIGHT_FILES[1:],
+        )
+        return any((path / f).is_file() for f in hf_only)
+    return "format_version" not in data
+
+
+def _looks_like_model_name(spec: str) -> bool:
+    s = spec.lower()
+    return (
+        s in HUB_NAMES
+        or s in _REPO_TO_NAME
+        or s.startswith(("gpt", "distilgpt", "openai-community/"))
+    )
+
+
+def is_gpt2_spec(spec: str | os.PathLike[str]) -> bool:
+    """True for a GPT-2 hub name (or a name that looks like one) or a Hugging Face model folder.
+
+    Run folders (``config.json`` with ``format_version``) are not GPT-2 specs. A name that
+    looks like a GPT-2 name but is unknown is claimed too, so :func:`load_target` can say
+    which names exist instead of "no such run folder".
+    """
+    path = Path(spec)
+    if path.exists():
+        return _is_hf_folder(path)
+    s = str(spec)
+    if _looks_like_model_name(s):
+        return True
+    return bool(_REPO_ID.match(s)) and _cached_snapshot(s) is not None
+
+
+# --------------------------------------------------------------------------- hub cache
+
+
+def _cached_snapshot(repo_id: str) -> Path | None:
+    """The local snapshot folder of ``repo_id`` in the HF cache, or None; never touches the network."""
+    try:
+        from huggingface_hub import snapshot_download
+
+        folder = snapshot_download(repo_id, local_files_only=True, cache_dir=_hub_cache_dir())
+    except Exception:  # LocalEntryNotFoundError, bad repo id, unreadable cache…
+        return None
+    folder = Path(folder)
+    return folder if (folder / "config.json").is_file() else None
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a spec's weights come from: a local folder or (online only) a hub id to download."""
+
+    label: str
+    folder: Path | None = None
+    hub_id: str | None = None
+
+
+def resolve(spec: str | os.PathLike[str]) -> Source:
+    """Turn a spec into a :class:`Source`, or raise a one-line :class:`UserError`."""
+    path = Path(spec)
+    if path.exists():
+        if not path.is_dir():
+            raise UserError(
+                f"{path} is a file, not a model folder: pass a folder saved with "
+                "transformers save_pretrained (config.json + model.safetensors)."
+            )
+        return Source(label=path.resolve().name, folder=path)
+    s = str(spec)
+    name = s.lower()
+    if name in HUB_NAMES or name in _REPO_TO_NAME:
+        name = _REPO_TO_NAME.get(name, name)
+        for repo in HUB_NAMES[name]:
+            snap = _cached_snapshot(repo)
+            if snap is not None:
+                return Source(label=name, folder=snap)
+        if hub_offline():
+            raise UserError(
+                f"the weights of '{name}' are not in the Hugging Face cache "
+                f"({_hub_cache_dir()}) and the Hub cannot be reached: {_supply_hint(name)}."
+            )
+        return Source(label=name, hub_id=HUB_NAMES[name][0])
+    if _REPO_ID.match(s):
+        snap = _cached_snapshot(s)
+        if snap is not None:
+            return Source(label=s.split("/")[-1], folder=snap)
+    raise UserError(
+        f"unknown model '{s}': use a GPT-2 name ({_known_names()}) or the path of a folder "
+        "saved with transformers save_pretrained."
+    )
+
+
+def _hub_cache_dir() -> str:
+    """The HF hub cache, read from the environment now (huggingface_hub reads it at import)."""
+    if os.environ.get("HF_HUB_CACHE"):
+        return os.environ["HF_HUB_CACHE"]
+    if os.environ.get("HF_HOME"):
+        return str(Path(os.environ["HF_HOME"]) / "hub")
+    from huggingface_hub import constants
+
+    return str(constants.HF_HUB_CACHE)

@@ -1,0 +1,131 @@
+"""One SAE from a model, start to end: train (or resume) at a hook, evaluate, read every latent,
+and write the SAE folder's data files (:func:`run_sae`). Pages are written by
+:func:`interp_toolkit.reports.features.write_pages`; ``interp-toolkit sae`` and
+:func:`interp_toolkit.api.sae` do both."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import Tensor
+from transformer_lens import TransformerBridge
+
+from interp_toolkit.files.io import write_bytes, write_json
+from interp_toolkit.saes.activations import (
+    TokenSource,
+    check_hook,
+    hook_width,
+    token_source,
+)
+from interp_toolkit.saes.config import SAEConfig, SAEPaths, SAETrainConfig, check_shape
+from interp_toolkit.saes.evaluate import SAEMetrics, evaluate_sae
+from interp_toolkit.saes.features import LatentFeatures, labeller, latent_features
+from interp_toolkit.saes.sae import SparseAutoencoder
+from interp_toolkit.saes.train import TrainedSAE, train_sae
+from interp_toolkit.text.codecs import Codec
+
+#: Held-out tokens read by the evaluation (three forward passes each) and by the feature data
+#: (one pass; more, so that a latent for one token or one previous token fills its top 20).
+EVAL_TOKENS, FEATURE_TOKENS = 16_384, 65_536
+
+
+@dataclass
+class SAEResult:
+    """A trained SAE with its metrics and per-latent data, and what it was measured on."""
+
+    sae: SparseAutoencoder
+    paths: SAEPaths
+    trained: TrainedSAE
+    metrics: SAEMetrics
+    features: LatentFeatures
+    heldout: Tensor
+    source: TokenSource
+
+
+def default_folder(target_source: object, hook: str, arch: str, expansion: int, k: int) -> Path:
+    """``RUN/saes/<hook>-<arch>-x<expansion>[-k<k>]`` for a run folder."""
+    from interp_toolkit.runs.folder import Run
+
+    if not isinstance(target_source, Run):
+        from interp_toolkit.errors import UserError
+
+        raise UserError("an SAE of this model needs a folder to live in: give --out FOLDER.")
+    name = f"{hook}-{arch}-x{expansion}" + (f"-k{k}" if arch != "relu" else "")
+    return target_source.path / "saes" / name
+
+
+def sae_config(
+    model: TransformerBridge,
+    hook: str,
+    *,
+    arch: str,
+    expansion: int,
+    k: int,
+    model_name: str,
+    source: TokenSource,
+) -> SAEConfig:
+    check_hook(model, hook)
+    check_shape(arch, k, expansion)
+    d_in = hook_width(model, hook)
+    return SAEConfig(
+        d_in=d_in,
+        d_sae=d_in * expansion,
+        arch=arch,
+        k=k if arch != "relu" else 0,
+        hook_name=hook,
+        model_name=model_name,
+        context_size=source.seq_len,
+        dataset_path=source.corpus,
+    )
+
+
+def run_sae(
+    model: TransformerBridge,
+    codec: Codec,
+    target_source: object,
+    hook: str,
+    out: str | Path,
+    *,
+    model_name: str = "",
+    arch: str = "topk",
+    expansion: int = 8,
+    k: int = 32,
+    tokens: int = 400_000,
+    seed: int = 0,
+    resume: bool = False,
+    progress: bool = True,
+    train: SAETrainConfig | None = None,
+) -> SAEResult:
+    """Train (``resume``: continue) an SAE at ``hook`` into ``out``, then evaluate it and read its
+    latents on held-out rows; writes cfg.json, sae_weights.safetensors, evals.json and
+    sparsity.safetensors (SAELens's names)."""
+    check_hook(model, hook)
+    check_shape(arch, k, expansion)
+    tcfg = train or SAETrainConfig(tokens=tokens, seed=seed)
+    seq = min(int(model.cfg.n_ctx), 128)
+    rows = -(-tcfg.batch * tcfg.batches_per_block // seq)
+    source = token_source(
+        codec, int(model.cfg.n_ctx), target_source, rows_per_block=rows, seed=seed
+    )
+    cfg = sae_config(
+        model, hook, arch=arch, expansion=expansion, k=k, model_name=model_name, source=source
+    )
+    trained = train_sae(model, source, cfg, tcfg, out, resume=resume, progress=progress)
+    sae = trained.sae.to(next(model.parameters()).device)
+    heldout = source.heldout_rows(max(16, FEATURE_TOKENS // source.seq_len))
+    n_eval = max(16, EVAL_TOKENS // source.seq_len)
+    metrics = evaluate_sae(model, sae, heldout[:n_eval], progress=progress)
+    feats = latent_features(model, sae, heldout, labeller(codec))
+    paths = trained.paths or SAEPaths(Path(out))
+    write_json(paths.evals, metrics.to_dict())
+    write_bytes(paths.sparsity, _sparsity(metrics))
+    return SAEResult(sae, paths, trained, metrics, feats, heldout, source)
+
+
+def _sparsity(metrics: SAEMetrics) -> bytes:
+    """SAELens's sparsity.safetensors: ``sparsity`` = log10(feature density + 1e-10)."""
+    from safetensors.torch import save
+
+    return save({"sparsity": torch.log10(metrics.feature_density.float() + 1e-10).contiguous()})

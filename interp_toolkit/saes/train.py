@@ -1,0 +1,305 @@
+"""Training an SAE on activations streamed from the model (:func:`train_sae`), top to bottom.
+
+The batch of step ``s`` is a function of the seed and ``s``: block ``s // batches_per_block``
+(rows of :class:`~.activations.TokenSource`, run through the model to the hook), permuted by a
+generator seeded with (seed, block), slice ``s % batches_per_block``. So a resumed SAE sees
+exactly the batches an uninterrupted one would, and only one block of activations is ever held.
+
+- Inputs are scaled so that their mean norm is ``sqrt(d_in)`` (SAELens's
+  ``normalize_activations="expected_average_only_in"``; the factor is measured on block 0), so one
+  learning rate serves every hook; the saved SAE has the factor folded in and reads raw
+  activations (:meth:`~.sae.SparseAutoencoder.fold_input_scale`; cfg.json says ``"none"``).
+- Loss: squared error summed over ``d_in``, averaged over the batch (SAELens's ``mse_loss``);
+  plus, for ``relu``, ``l1 * sum(f)`` (decoder rows have unit norm, so SAELens's ``f * |W_dec|``
+  is ``f``); for ``topk``/``batchtopk``, the aux-k loss of Gao et al. 2024 as SAELens computes it
+  (:func:`aux_k_loss`) on latents that did not fire in the last ``dead_window()`` activations.
+- Adam (betas 0.9, 0.999), gradients clipped at norm 1 (as SAELens), the learning rate constant
+  then decayed linearly to 0 over the last 20% of steps; decoder rows back to unit norm after
+  every step (the gradient along each row removed first).
+- Checkpoints every ``checkpoint_every`` steps and at the end (``checkpoints/step_N.*`` then
+  ``state.json``, which commits them); ``resume=True`` continues from the last one.
+"""
+
+from __future__ import annotations
+
+import io
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+from transformer_lens import TransformerBridge
+
+from interp_toolkit.errors import UserError
+from interp_toolkit.files.io import folder_lock, read_json, write_bytes, write_json
+from interp_toolkit.runtime.progress import progress_bar
+from interp_toolkit.saes.activations import TokenSource, block_activations
+from interp_toolkit.saes.config import SAEConfig, SAEPaths, SAETrainConfig
+from interp_toolkit.saes.sae import SparseAutoencoder, save_sae
+
+DECAY_FRACTION = 0.2
+
+
+def aux_k_loss(
+    sae: SparseAutoencoder, x: Tensor, x_hat: Tensor, pre: Tensor, dead: Tensor, coef: float
+) -> Tensor:
+    """Gao et al.'s auxiliary loss, as SAELens's ``calculate_topk_aux_loss``: the ``k_aux =
+    d_in // 2`` largest pre-activations among dead latents reconstruct the residual ``x - x_hat``
+    (no bias); scaled by ``min(n_dead / k_aux, 1)``."""
+    n_dead = int(dead.sum())
+    if n_dead == 0 or coef == 0:
+        return x.new_zeros(())
+    k_aux = x.shape[-1] // 2
+    scale = min(n_dead / k_aux, 1.0)
+    k_aux = min(k_aux, n_dead)
+    residual = (x - x_hat).detach()
+    masked = torch.where(dead[None], pre, -torch.inf)
+    top = masked.topk(k_aux, dim=-1, sorted=False)
+    acts = torch.zeros_like(pre).scatter(-1, top.indices, top.values)
+    return coef * scale * (acts @ sae.W_dec - residual).pow(2).sum(-1).mean()
+
+
+def sae_loss(
+    sae: SparseAutoencoder, x: Tensor, dead: Tensor, tcfg: SAETrainConfig
+) -> tuple[Tensor, dict[str, float], Tensor]:
+    """(total loss, its parts, the activations) of one batch (module docstring)."""
+    pre = sae.pre(x)
+    f = sae.activate(pre, train=True)
+    x_hat = sae.decode(f)
+    mse = (x_hat - x).pow(2).sum(-1).mean()
+    if sae.cfg.arch == "relu":
+        extra = tcfg.l1 * f.sum(-1).mean()
+        name = "l1"
+    else:
+        extra = aux_k_loss(sae, x, x_hat, pre, dead, tcfg.aux_k)
+        name = "aux_k"
+    return mse + extra, {"mse": float(mse.detach()), name: float(extra.detach())}, f
+
+
+@dataclass
+class TrainedSAE:
+    """A trained SAE, where it was saved, and how training went."""
+
+    sae: SparseAutoencoder
+    paths: SAEPaths | None
+    steps: int
+    tokens: int
+    elapsed_s: float
+    scale: float
+    dead_in_training: int  # latents that did not fire in the last dead_window() activations
+    resumed_from: int | None
+    last: dict[str, float]
+
+
+def _lr(step: int, steps: int, lr: float) -> float:
+    start = int(steps * (1 - DECAY_FRACTION))
+    return lr if step < start else lr * (steps - step) / max(1, steps - start)
+
+
+def _recorded(cfg: SAEConfig, tcfg: SAETrainConfig) -> dict[str, Any]:
+    train = tcfg.to_dict()
+    train.pop("tokens")
+    return {"sae": cfg.to_saelens(), "train": train}
+
+
+def _load_checkpoint(paths: SAEPaths, cfg: SAEConfig, tcfg: SAETrainConfig) -> dict[str, Any]:
+    from safetensors.torch import load_file
+
+    fix = "train it again without --resume (choose another --out, or remove the folder)."
+    state = read_json(paths.state, "SAE checkpoint state", fix)
+    want = _recorded(cfg, tcfg)
+    diffs = [k for k in ("sae", "train") if state.get("config", {}).get(k) != want[k]]
+    if diffs:
+        raise UserError(
+            f"{paths.root} holds an SAE trained with other settings ({', '.join(diffs)}): resume "
+            "it with the settings it was started with, or choose another --out."
+        )
+    step = int(state["step"])
+    try:
+        tensors = load_file(str(paths.checkpoint_weights(step)))
+        opt = torch.load(
+            io.BytesIO(paths.checkpoint_optimizer(step).read_bytes()), weights_only=True
+        )
+    except Exception as exc:  # a missing or damaged checkpoint file
+        raise UserError(
+            f"the SAE checkpoint of step {step} in {paths.checkpoints} is damaged "
+            f"({type(exc).__name__}): {fix}"
+        ) from None
+    return {"state": state, "tensors": tensors, "optimizer": opt}
+
+
+def _save_checkpoint(
+    paths: SAEPaths,
+    sae: SparseAutoencoder,
+    opt: torch.optim.Optimizer,
+    since_fired: Tensor,
+    info: dict[str, Any],
+) -> None:
+    from safetensors.torch import save
+
+    step = int(info["step"])
+    old = read_json(paths.state, "state", "") if paths.state.is_file() else {}
+    tensors = sae.state() | {"since_fired": since_fired.cpu().contiguous()}
+    write_bytes(paths.checkpoint_weights(step), save(tensors))
+    buf = io.BytesIO()
+    torch.save(opt.state_dict(), buf)
+    write_bytes(paths.checkpoint_optimizer(step), buf.getvalue())
+    write_json(paths.state, info)  # commits the checkpoint
+    prev = old.get("step") if isinstance(old, dict) else None
+    if prev is not None and int(prev) != step:
+        paths.checkpoint_weights(int(prev)).unlink(missing_ok=True)
+        paths.checkpoint_optimizer(int(prev)).unlink(missing_ok=True)
+
+
+#: Block ``b`` of training activations (raw, ``[n, d_in]``), a pure function of ``b``.
+Blocks = Callable[[int], Tensor]
+
+
+def train_sae(
+    model: TransformerBridge,
+    source: TokenSource,
+    cfg: SAEConfig,
+    tcfg: SAETrainConfig,
+    out: str | Path,
+    *,
+    resume: bool = False,
+    progress: bool = True,
+) -> TrainedSAE:
+    """Train an SAE at ``cfg.hook_name`` on ``source`` into the folder ``out`` (module docstring).
+
+    A folder that already holds an SAE (or an interrupted one) is refused unless ``resume``."""
+    tcfg.validate()
+    paths = SAEPaths(Path(out))
+    if not resume and (paths.cfg.exists() or paths.state.exists()):
+        raise UserError(
+            f"{paths.root} already holds an SAE: continue it with --resume, or choose another --out."
+        )
+    if resume and not paths.state.is_file():
+        raise UserError(f"{paths.root} holds no SAE checkpoint to resume: drop --resume.")
+    paths.root.mkdir(parents=True, exist_ok=True)
+    paths.checkpoints.mkdir(exist_ok=True)
+
+    def blocks(b: int) -> Tensor:
+        return block_activations(model, source, cfg.hook_name, b)
+
+    with folder_lock(paths.root, "SAE folder"):
+        trained = fit_sae(blocks, cfg, tcfg, paths, resume=resume, progress=progress)
+    extra = {"training": tcfg.to_dict(), "input_scale": trained.scale, "steps": trained.steps}
+    extra |= {"tokens_trained": trained.tokens, "setting": source.setting}
+    save_sae(paths.root, trained.sae, extra)
+    return trained
+
+
+def fit_sae(
+    blocks: Blocks,
+    cfg: SAEConfig,
+    tcfg: SAETrainConfig,
+    paths: SAEPaths | None = None,
+    *,
+    resume: bool = False,
+    progress: bool = False,
+) -> TrainedSAE:
+    """The training loop over ``blocks`` (checkpoints in ``paths`` when given); returns the SAE
+    with the input scale folded in (it reads raw activations)."""
+    tcfg.validate()
+    torch.manual_seed(tcfg.seed)
+    sae = SparseAutoencoder(cfg, seed=tcfg.seed)
+    opt = torch.optim.Adam(sae.parameters(), lr=tcfg.lr, betas=(0.9, 0.999))
+    since_fired = torch.zeros(cfg.d_sae, dtype=torch.long)
+    start, elapsed, resumed_from = 0, 0.0, None
+    block_id, block = -1, torch.zeros(0)
+    if resume and paths is not None:
+        ck = _load_checkpoint(paths, cfg, tcfg)
+        sae.load(ck["tensors"], paths.checkpoints)
+        opt.load_state_dict(ck["optimizer"])
+        since_fired = ck["tensors"]["since_fired"].long()
+        start = resumed_from = int(ck["state"]["step"])
+        elapsed, scale = float(ck["state"]["elapsed_s"]), float(ck["state"]["scale"])
+    else:
+        acts0 = blocks(0)
+        scale = float(cfg.d_in**0.5 / acts0.norm(dim=-1).mean().clamp_min(1e-12))
+        block_id, block = 0, acts0 * scale
+        with torch.no_grad():
+            sae.b_dec.copy_(block.mean(0))  # a stand-in for Gao et al.'s geometric median
+    steps, window, bpb = tcfg.steps, tcfg.dead_window(), tcfg.batches_per_block
+    last: dict[str, float] = {}
+
+    def info(step: int, spent: float) -> dict[str, Any]:
+        return {
+            "step": step,
+            "tokens": step * tcfg.batch,
+            "elapsed_s": round(spent, 3),
+            "scale": scale,
+            "config": _recorded(cfg, tcfg),
+        }
+
+    def checkpoint(step: int) -> None:
+        if paths is not None:
+            spent = elapsed + time.perf_counter() - t0
+            _save_checkpoint(paths, sae, opt, since_fired, info(step, spent))
+
+    bar = progress_bar(total=steps, initial=start, enabled=progress, desc="SAE", unit="step")
+    t0 = time.perf_counter()
+    done, perm_id, perm = start, -1, torch.zeros(0, dtype=torch.long)
+    try:
+        for step in range(start, steps):
+            b, j = divmod(step, bpb)
+            if b != block_id:
+                block_id, block = b, blocks(b) * scale
+            if b != perm_id:
+                gen = torch.Generator().manual_seed(tcfg.seed * 1_000_003 + b)
+                perm_id, perm = b, torch.randperm(len(block), generator=gen)
+            x = block[perm[j * tcfg.batch : (j + 1) * tcfg.batch]]
+            if len(x) < tcfg.batch:
+                raise UserError(
+                    f"a block of {len(block)} activations is short of {bpb} batches of "
+                    f"{tcfg.batch}: use a smaller batch."
+                )
+            for g in opt.param_groups:
+                g["lr"] = _lr(step, steps, tcfg.lr)
+            loss, last, f = sae_loss(sae, x, since_fired >= window, tcfg)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            sae.remove_parallel_grad()
+            torch.nn.utils.clip_grad_norm_(sae.parameters(), 1.0)
+            opt.step()
+            sae.normalize_decoder()
+            with torch.no_grad():
+                since_fired += len(x)
+                since_fired[(f > 0).any(0)] = 0
+                if cfg.arch == "batchtopk":
+                    sae.update_threshold(f, tcfg.threshold_lr)
+                last["l0"] = float((f > 0).sum(-1).float().mean())
+            done = step + 1
+            bar.update(1)
+            if step % 10 == 0:
+                dead = int((since_fired >= window).sum())
+                bar.set_postfix(
+                    loss=f"{float(loss.detach()):.3g}", l0=f"{last['l0']:.1f}", dead=dead
+                )
+            if done % tcfg.checkpoint_every == 0 and done < steps:
+                checkpoint(done)
+    except KeyboardInterrupt:
+        checkpoint(done)
+        raise
+    finally:
+        bar.close()
+    checkpoint(steps)
+    elapsed += time.perf_counter() - t0
+    final = SparseAutoencoder(cfg)
+    final.load(sae.state(), Path("(training)"))
+    final.fold_input_scale(scale)
+    return TrainedSAE(
+        sae=final.eval(),
+        paths=paths,
+        steps=steps,
+        tokens=steps * tcfg.batch,
+        elapsed_s=elapsed,
+        scale=scale,
+        dead_in_training=int((since_fired >= window).sum()),
+        resumed_from=resumed_from,
+        last=last,
+    )

@@ -1,0 +1,1 @@
+"""Statistics shared by every test: intervals, null distributions, p-values, the thresholds."""

@@ -1,0 +1,90 @@
+"""Intervals and paired tests for the exams and the text measures: one place for each formula.
+
+- :func:`wilson`: the Wilson score interval of a pass rate (k passes in n trials), the interval
+  the exams' pass rule reads (:func:`~interp_toolkit.exams.verdict.passes_rule`).
+- :func:`mean_interval`: a normal interval of a mean over independent units (held-out windows).
+- :func:`mcnemar_greater`: the exact one-sided McNemar test that one model passes more prompts
+  than another on the same prompts (a paired test: the prompts are shared).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+#: The two-sided 95% normal quantile.
+Z95 = 1.959963984540054
+
+
+@dataclass(frozen=True)
+class Interval:
+    """An estimate and its 95% interval ``[low, high]`` over ``n`` units; ``method`` names it."""
+
+    estimate: float
+    low: float
+    high: float
+    n: int
+    method: str
+
+    def to_dict(self) -> dict[str, float | int | str]:
+        return {
+            "estimate": self.estimate,
+            "low": self.low,
+            "high": self.high,
+            "n": self.n,
+            "method": self.method,
+        }
+
+    def __str__(self) -> str:
+        return f"{self.estimate:.3f} [{self.low:.3f}, {self.high:.3f}]"
+
+
+def wilson(k: int, n: int, z: float = Z95) -> Interval:
+    """The Wilson score interval of ``k`` successes in ``n`` trials (95% by default).
+
+    Unlike the normal interval it stays inside [0, 1] and is not degenerate at 0/n or n/n:
+    200/200 gives [0.981, 1]."""
+    if n < 1 or not 0 <= k <= n:
+        raise ValueError(f"wilson needs 0 <= k <= n and n >= 1, got k={k}, n={n}")
+    p = k / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    # at k = 0 or k = n the bound is exactly 0 or 1 (rounding would leave 1e-17)
+    low = 0.0 if k == 0 else max(0.0, centre - half)
+    high = 1.0 if k == n else min(1.0, centre + half)
+    return Interval(p, low, high, n, "Wilson 95%")
+
+
+def mean_interval(values: Sequence[float], z: float = Z95) -> Interval:
+    """The mean of ``values`` (one per independent unit) and its normal 95% interval,
+    mean ± z·sd/√n (sd with n − 1); a single value has an interval of zero width."""
+    n = len(values)
+    if n < 1:
+        raise ValueError("mean_interval needs at least one value")
+    mean = math.fsum(values) / n
+    if n == 1:
+        return Interval(mean, mean, mean, 1, "normal 95% over 1 unit")
+    var = math.fsum((v - mean) ** 2 for v in values) / (n - 1)
+    half = z * math.sqrt(var / n)
+    return Interval(mean, mean - half, mean + half, n, f"normal 95% over {n} units")
+
+
+def binomial_tail(k: int, n: int, p: float = 0.5) -> float:
+    """P(X >= k) for X ~ Binomial(n, p)."""
+    if k <= 0:
+        return 1.0
+    return math.fsum(math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(k, n + 1))
+
+
+def mcnemar_greater(a: Sequence[bool], b: Sequence[bool]) -> float:
+    """One-sided exact McNemar p-value that ``a`` passes more often than ``b`` on the same
+    prompts (``a[i]``, ``b[i]``: prompt ``i`` passed). Only the discordant prompts count: with
+    ``x`` prompts only ``a`` passed and ``y`` only ``b`` passed, p = P(X >= x), X ~ Bin(x + y, 1/2);
+    1.0 when none is discordant."""
+    if len(a) != len(b):
+        raise ValueError(f"paired outcomes need the same prompts: {len(a)} vs {len(b)}")
+    x = sum(1 for u, v in zip(a, b, strict=True) if u and not v)
+    y = sum(1 for u, v in zip(a, b, strict=True) if v and not u)
+    return binomial_tail(x, x + y) if x + y else 1.0

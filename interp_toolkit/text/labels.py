@@ -1,0 +1,30 @@
+"""Token labels a person can read: whitespace made visible, one label per model id."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from torch import Tensor
+
+from interp_toolkit.text.codecs import ENDOFTEXT, UNK, Codec
+
+SPACE = "·"
+NEWLINE = "↵"
+TAB = "→"
+
+
+def visible_token(token: str) -> str:
+    """A token label with its whitespace made visible: ``' the'`` -> ``'·the'``, ``'\\n'`` -> ``'↵'``."""
+    if token in (UNK, ENDOFTEXT):
+        return token
+    if token == "":
+        return "∅"
+    return token.replace(" ", SPACE).replace("\n", NEWLINE).replace("\t", TAB).replace("\r", "␍")
+
+
+def token_labels(codec: Codec | None, tokens: Sequence[int] | Tensor) -> list[str]:
+    """Decoded tokens of ``tokens`` (model ids) with spaces visible; ``<unk>`` stays ``<unk>``."""
+    ids = tokens.tolist() if isinstance(tokens, Tensor) else [int(t) for t in tokens]
+    if codec is None:
+        return [str(i) for i in ids]
+    return [visible_token(s) for s in codec.str_tokens(ids)]

@@ -1,0 +1,139 @@
+"""A TransformerLens tokenizer for our codecs, so text works on every model as on TL's own.
+
+:class:`CodecTokenizer` is a ``transformers`` ``PreTrainedTokenizer`` (the Python backend) that
+encodes with the codec itself: GPT-2 BPE first (tiktoken), then the compact id map, so its ids
+are the codec's ids by construction. Its token strings are GPT-2's byte-level strings (``Ġthe``,
+as GPT-2's own tokenizer shows them) plus ``<unk>`` for a compact vocabulary; decoding joins the
+tokens' bytes, so text split inside a multi-byte character round-trips.
+
+:func:`attach_tokenizer` puts it on a ``TransformerBridge`` the way TL's boot does for its
+pretrained models: ``to_tokens`` puts BOS (``<|endoftext|>``) first, and ``to_str_tokens``,
+``to_string``, ``generate``, ``utilities.test_prompt`` and ``head_detector.detect_head`` work.
+
+Two choices TL's boot would otherwise make for us:
+
+- TL re-loads a tokenizer by ``name_or_path`` unless it already adds BOS (``KeyError
+  'name_or_path'`` for in-memory ones); ours is built with ``add_bos_token=True`` and a
+  ``name_or_path`` label, so TL keeps it as it is.
+- Like GPT-2's tokenizer, a literal ``<|endoftext|>`` (or ``<unk>``) in the text is that special
+  token; the codec's ``encode`` reads it as ordinary text. Everywhere else the ids are equal.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from typing import Any
+
+from transformer_lens import TransformerBridge
+from transformers import PreTrainedTokenizer
+
+from interp_toolkit.text.codecs import (
+    ENDOFTEXT,
+    UNK,
+    CompactVocab,
+    GPT2Codec,
+    gpt2_bpe_files,
+    gpt2_encoding,
+)
+
+
+@lru_cache(maxsize=1)
+def gpt2_token_strings() -> tuple[str, ...]:
+    """GPT-2's byte-level token strings, indexed by GPT-2 id (``encoder.json`` inverted)."""
+    encoder_json, _ = gpt2_bpe_files()
+    encoder: dict[str, int] = json.loads(encoder_json.read_text(encoding="utf-8"))
+    strings = [""] * len(encoder)
+    for text, gpt2_id in encoder.items():
+        strings[gpt2_id] = text
+    return tuple(strings)
+
+
+class CodecTokenizer(PreTrainedTokenizer):
+    """A ``transformers`` tokenizer whose ids are exactly a codec's ids (see the module docstring).
+
+    BOS = EOS = padding = ``<|endoftext|>``; ``<unk>`` is the unknown token of a compact
+    vocabulary (the full GPT-2 vocabulary has none). ``tokenizer("text")`` prepends BOS, as TL
+    expects of a tokenizer with ``add_bos_token=True``.
+    """
+
+    def __init__(self, codec: CompactVocab | GPT2Codec) -> None:
+        self.codec = codec
+        enc = gpt2_encoding()
+        strings = gpt2_token_strings()
+        if isinstance(codec, CompactVocab):
+            gpt2_ids = codec.gpt2_ids.tolist()
+            label = f"interp-toolkit/compact-{codec.d_vocab}"
+        else:
+            gpt2_ids = list(range(codec.d_vocab))
+            label = "interp-toolkit/gpt2-bpe"
+        self._strings = [strings[g] for g in gpt2_ids]
+        self._bytes = [enc.decode_single_token_bytes(g) for g in gpt2_ids]
+        if codec.unk_id is not None:
+            self._strings.append(UNK)
+            self._bytes.append(UNK.encode())
+        self._ids = {s: i for i, s in enumerate(self._strings)}
+        super().__init__(
+            name_or_path=label,
+            bos_token=ENDOFTEXT,
+            eos_token=ENDOFTEXT,
+            pad_token=ENDOFTEXT,
+            unk_token=UNK if codec.unk_id is not None else None,
+            add_bos_token=True,
+            special_tokens_pattern="bos",
+            clean_up_tokenization_spaces=False,
+        )
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self._strings)
+
+    def get_vocab(self) -> dict[str, int]:
+        return dict(self._ids)
+
+    def _tokenize(self, text: str, **kwargs: Any) -> list[str]:
+        return [self._strings[i] for i in self.codec.encode(text)]
+
+    def _convert_token_to_id(self, token: str) -> int:
+        unk = self.codec.unk_id
+        if token in self._ids:
+            return self._ids[token]
+        if unk is None:
+            raise KeyError(f"{token!r} is not a GPT-2 token")
+        return unk
+
+    def _convert_id_to_token(self, index: int) -> str:
+        return self._strings[index]
+
+    def convert_tokens_to_string(self, tokens: list[str]) -> str:
+        data = b"".join(self._bytes[self._ids[t]] for t in tokens)
+        return data.decode("utf-8", errors="replace")
+
+
+def make_tokenizer(codec: CompactVocab | GPT2Codec) -> CodecTokenizer:
+    """The TransformerLens-ready tokenizer of ``codec`` (offline; ids equal ``codec.encode``)."""
+    return CodecTokenizer(codec)
+
+
+def attach_tokenizer(
+    model: TransformerBridge, codec: CompactVocab | GPT2Codec
+) -> TransformerBridge:
+    """Give ``model`` the tokenizer of ``codec``; returns ``model`` (its forward is unchanged).
+
+    Sets what TL's boot sets for a pretrained model: ``model.tokenizer``,
+    ``cfg.tokenizer_prepends_bos`` (the tokenizer adds BOS itself) and
+    ``cfg.default_prepend_bos=True``, so ``to_tokens("x")`` is ``[[bos_id, ...]]`` and
+    ``to_tokens("x", prepend_bos=False)`` has no BOS. ``cfg.d_vocab`` must already equal the
+    codec's size (TL re-derives it from the tokenizer's vocabulary and gets the same number).
+    """
+    d_vocab = int(model.cfg.d_vocab)
+    if d_vocab != codec.d_vocab:
+        raise ValueError(
+            f"the model has d_vocab={d_vocab} but the codec has {codec.d_vocab} tokens: "
+            "attach the codec the model was trained with"
+        )
+    model.tokenizer = make_tokenizer(codec)
+    model.cfg.tokenizer_prepends_bos = True
+    model.cfg.tokenizer_appends_eos = False
+    model.cfg.default_prepend_bos = True
+    return model

@@ -1,0 +1,160 @@
+"""Named recipes: architecture + data + training, for 1, 2, 3 and 8 layers at two scales.
+
+- ``seed``: the seed study's recipe (d_model 768, 12 heads of 64, n_ctx 128, full GPT-2 vocabulary,
+  lr 3e-4, batch 32, plain text). Meant for a GPU; the seed trained on OpenWebText
+  (``--corpus hf:Skylion007/openwebtext``); offline it falls back to the embedded corpus.
+- ``cpu``: what grows induction heads on a 2-core CPU in minutes (see README "The CPU recipe"):
+  a compact vocabulary, a short context, and 90% of every batch made of repeated-span windows.
+- ``text``: the natural-text recipe (docs/recipes.md): plain stdlib text only (no synthetic
+  windows), shortformer positions, a 256-id compact vocabulary, context 64, lr 6e-3 after a
+  short warmup. The best recipe found on a 2-core CPU; it grows a weak layer-1 induction head that
+  does not reach the role rule (0.095 against 0.4 after 12,000 steps, docs/recipes.md §2).
+
+Either preset with ``mlp=True`` (``train --mlp``): the same recipe (data, optimiser, steps, seed)
+on a model with an MLP in every block (d_mlp = 4 * d_model, GELU) and pre-norm LayerNorm, the
+GPT-2 block; so an MLP run differs from its attention-only twin in the architecture alone.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+
+from interp_toolkit.errors import UserError
+from interp_toolkit.models.build import AttnOnlyConfig
+from interp_toolkit.runs.folder import RunPaths, read_config
+from interp_toolkit.text.stream import DataConfig
+from interp_toolkit.training import TrainSettings
+from interp_toolkit.training.settings import recorded_configs
+
+LAYER_CHOICES = (1, 2, 3, 8)
+
+
+@dataclass(frozen=True)
+class Preset:
+    name: str
+    model: AttnOnlyConfig
+    data: DataConfig
+    train: TrainSettings
+
+    def validate(self) -> None:
+        for cfg in (self.model, self.data, self.train):
+            cfg.validate()
+
+
+def _seed(n_layers: int) -> Preset:
+    return Preset(
+        name="seed",
+        model=AttnOnlyConfig(
+            n_layers=n_layers, d_model=768, n_heads=12, d_head=64, n_ctx=128, d_vocab=50257
+        ),
+        data=DataConfig(corpus="stdlib", vocab_size=None, repeat_fraction=0.0),
+        train=TrainSettings(
+            steps=20_000,
+            batch_size=32,
+            lr=3e-4,
+            log_every=50,
+            score_every=500,
+            checkpoint_every=1000,
+        ),
+    )
+
+
+def _cpu(n_layers: int) -> Preset:
+    return Preset(
+        name="cpu",
+        model=AttnOnlyConfig(
+            n_layers=n_layers, d_model=128, n_heads=4, d_head=32, n_ctx=32, d_vocab=1024
+        ),
+        data=DataConfig(corpus="stdlib", vocab_size=1024, repeat_fraction=0.9),
+        train=TrainSettings(
+            steps=1500,
+            batch_size=128,
+            lr=3e-3,
+            log_every=10,
+            score_every=50,
+            checkpoint_every=250,
+            threads=2,
+        ),
+    )
+
+
+def _text(n_layers: int) -> Preset:
+    """Every setting is measured in docs/recipes.md (the table of tries)."""
+    return Preset(
+        name="text",
+        model=AttnOnlyConfig(
+            n_layers=n_layers,
+            d_model=128,
+            n_heads=4,
+            d_head=32,
+            n_ctx=64,
+            d_vocab=256,
+            positional="shortformer",
+        ),
+        data=DataConfig(corpus="stdlib", vocab_size=256, repeat_fraction=0.0),
+        train=TrainSettings(
+            steps=TEXT_STEPS,
+            batch_size=64,
+            lr=6e-3,
+            warmup_steps=200,
+            log_every=50,
+            score_every=250,
+            checkpoint_every=1000,
+            threads=1,
+        ),
+    )
+
+
+#: The text preset's budget: the longest run measured to its end here (12,000 steps, 49M tokens,
+#: 23 minutes beside its 1-layer control, docs/recipes.md §2 and §4); no early stop
+#: (``stop_score`` None).
+TEXT_STEPS = 12_000
+PRESETS = {"cpu": _cpu, "seed": _seed, "text": _text}
+
+
+def with_mlp(preset: Preset) -> Preset:
+    """``preset`` on the GPT-2 block: an MLP of 4 * d_model GELU neurons and LayerNorm. GELU as
+    in GPT-2 (so toy and GPT-2 neurons read alike), and it has no dead units: ReLU neurons that
+    stop firing early at the cpu preset's lr 3e-3 would never recover."""
+    d = preset.model.d_model
+    model = preset.model.replace(mlp=True, d_mlp=4 * d, act_fn="gelu", normalization="LN")
+    return dataclasses.replace(preset, model=model)
+
+
+def get_preset(name: str, n_layers: int, *, mlp: bool = False) -> Preset:
+    if name not in PRESETS:
+        raise UserError(f"unknown preset {name!r}: use one of {', '.join(PRESETS)}.")
+    if n_layers not in LAYER_CHOICES:
+        raise UserError(
+            f"--layers {n_layers} is not offered: use one of {', '.join(map(str, LAYER_CHOICES))}."
+        )
+    preset = PRESETS[name](n_layers)
+    return with_mlp(preset) if mlp else preset
+
+
+def with_overrides(preset: Preset, **changes: object) -> Preset:
+    """Replace fields by name across model/data/train (``None`` values are ignored). A name
+    several configs have is replaced in each: ``seed`` sets the model's init and the data order."""
+    parts = {"model": preset.model, "data": preset.data, "train": preset.train}
+    updates: dict[str, dict[str, object]] = {name: {} for name in parts}
+    for key, value in changes.items():
+        if value is None:
+            continue
+        owners = [n for n, cfg in parts.items() if key in {f.name for f in dataclasses.fields(cfg)}]
+        if not owners:
+            raise KeyError(key)
+        for name in owners:
+            updates[name][key] = value
+    return dataclasses.replace(
+        preset, **{n: dataclasses.replace(cfg, **updates[n]) for n, cfg in parts.items()}
+    )
+
+
+def recorded_preset(run: str | Path) -> Preset:
+    """The preset a run folder was trained with, as its config.json records it (what
+    ``train --resume`` starts from)."""
+    config = read_config(run)
+    model, data, train = recorded_configs(config, RunPaths(Path(run)).config)
+    return Preset(config["settings"].get("preset") or "custom", model, data, train)

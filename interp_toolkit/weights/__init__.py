@@ -1,0 +1,1 @@
+"""Weight circuits: factored QK/OV circuits, composition scores, full-vocabulary self-ranks."""
