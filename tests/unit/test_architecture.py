@@ -81,7 +81,12 @@ def test_cycle_finder_finds_a_cycle():
 
 #: The top level: the package, the notebook API, the CLI entry and the errors; everything else is
 #: in a folder named for its question (docs/architecture.md).
-TOP_LEVEL = {"interp_toolkit", "interp_toolkit.__main__", "interp_toolkit.api", "interp_toolkit.errors"}
+TOP_LEVEL = {
+    "interp_toolkit",
+    "interp_toolkit.__main__",
+    "interp_toolkit.api",
+    "interp_toolkit.errors",
+}
 
 #: The story's order: a folder may import folders of a lower or equal rank, never a higher one.
 RANKS = {
