@@ -27,7 +27,7 @@ from jaxtyping import Int
 from transformer_lens import TransformerBridge
 
 from interp_toolkit.errors import UserError
-from interp_toolkit.exams.single import BUILTIN_EXAMS, ExamResult, run_exam
+from interp_toolkit.exams.single import ExamResult, exams_for, run_exam
 from interp_toolkit.heads.discover import Discovery
 from interp_toolkit.heads.patterns import HeadSpec
 from interp_toolkit.heads.repeats import prompt_probe
@@ -36,7 +36,7 @@ from interp_toolkit.heads.text_scorer import text_head_scores
 from interp_toolkit.runs.folder import Run, RunPaths, load_run, read_config
 from interp_toolkit.runs.targets import Target, load_target
 from interp_toolkit.runtime.validate import path_arg, token_ids
-from interp_toolkit.text.codecs import GPT2_VOCAB_SIZE, CompactVocab, GPT2Codec
+from interp_toolkit.text.codecs import GPT2_VOCAB_SIZE, Codec, GPT2Codec
 from interp_toolkit.text.tl_tokenizer import CodecTokenizer
 from interp_toolkit.views.attention import LayerViews
 
@@ -117,7 +117,7 @@ def train(
     return result.run
 
 
-def _parts(model: ModelLike) -> tuple[TransformerBridge, CompactVocab | GPT2Codec]:
+def _parts(model: ModelLike) -> tuple[TransformerBridge, Codec]:
     """The bridge and its codec, from a model or what :func:`load`/:func:`train` returned."""
     if isinstance(model, (Target, Run)):
         return model.model, model.codec
@@ -217,7 +217,7 @@ def exam(
     ``prob``, ``passed`` and the ``top_k`` next tokens."""
     bridge, codec = _parts(model)
     if prompt is None:
-        exams = [(e.prompt, e.target, e.name) for e in BUILTIN_EXAMS]
+        exams = [(e.prompt, e.target, e.name) for e in exams_for(codec)]
     elif target is None:
         raise UserError("exam(model, prompt) needs target=, the expected next token, e.g. ' F'.")
     else:

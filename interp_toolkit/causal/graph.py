@@ -32,6 +32,7 @@ from torch import Tensor
 from transformer_lens import TransformerBridge
 
 from interp_toolkit.causal.fork import qkv_fork
+from interp_toolkit.heads.registry import HeadId
 
 QKV = ("q", "k", "v")
 
@@ -50,7 +51,7 @@ class Node:
         if self.kind in ("embed", "logits"):
             return self.kind
         if self.head >= 0:
-            return f"{self.layer}.{self.head}"
+            return str(HeadId(self.layer, self.head))
         return f"mlp{self.layer}"
 
 

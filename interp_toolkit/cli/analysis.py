@@ -254,11 +254,11 @@ def exam(
         raise UserError(f"--top-k {top_k} cannot work: use 1 or more.")
     check_out_file(json_out, "--json")
     setup_torch()
-    from interp_toolkit.exams.single import BUILTIN_EXAMS, Exam, run_exam
+    from interp_toolkit.exams.single import Exam, exams_for, run_exam
     from interp_toolkit.runs.targets import load_target
 
-    exams = BUILTIN_EXAMS if prompt is None else (Exam("custom", prompt, target_text or ""),)
     tgt = load_target(target, device, for_weights=False)
+    exams = exams_for(tgt.codec) if prompt is None else (Exam("custom", prompt, target_text or ""),)
     results = [
         run_exam(tgt.model, tgt.codec, e.prompt, e.target, top_k, not no_bos, name=e.name)
         for e in exams

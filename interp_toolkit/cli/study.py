@@ -18,10 +18,14 @@ def reproduce_cmd(
     preset: str = typer.Option(
         "cpu",
         "--preset",
-        help="cpu (the curriculum: minutes on a CPU), text (natural text only) or seed (GPU scale).",
+        help="cpu (the curriculum: minutes on a CPU), text (natural text read as bytes), "
+        "text-bpe, seed (GPU scale), or all (natural text's 1 and 2 layers beside the "
+        "curriculum's depths, one page).",
     ),
-    layers: str = typer.Option(
-        "1,2,3,8", "--layers", help="Comma-separated layer counts from 1,2,3,8."
+    layers: str | None = typer.Option(
+        None,
+        "--layers",
+        help="Comma-separated layer counts from 1,2,3,8 (default: each setting's own).",
     ),
     seed: int = typer.Option(0, "--seed", help="Seed for init, data and analysis."),
     steps: int | None = typer.Option(
@@ -45,14 +49,15 @@ def reproduce_cmd(
     ),
     device: str = device_option(),
 ) -> None:
-    """Train 1, 2, 3 and 8 layers and write the side-by-side study report (DIR/index.html)."""
+    """Train 1, 2, 3 and 8 layers (or both settings, --preset all) and write the side-by-side
+    study report (DIR/index.html)."""
     from interp_toolkit.study.reproduce import StudyConfig, parse_layers, reproduce, summary_lines
 
     check_device(device)
     cfg = StudyConfig(
         out=out,
-        preset=preset,
-        layers=parse_layers(layers),
+        preset=None if preset == "all" else preset,
+        layers=None if layers is None else parse_layers(layers),
         seed=seed,
         steps=steps,
         corpus=corpus,
@@ -93,7 +98,7 @@ def sweep_cmd(
         out=out,
         param=over,
         values=vals,
-        preset=preset,
+        preset=None if preset == "all" else preset,
         layers=layers,
         steps=steps,
         seed=seed,

@@ -104,15 +104,7 @@ def train_cmd(
     }
     if seed is not None:
         changes["seed"] = seed
-    if d_model is not None:
-        if d_model % p.model.n_heads:
-            raise UserError(
-                f"--d-model {d_model} cannot work with {p.model.n_heads} heads: use a multiple of {p.model.n_heads}."
-            )
-        changes["d_model"] = d_model
-        changes["d_head"] = d_model // p.model.n_heads
-        if p.model.mlp:
-            changes["d_mlp"] = 4 * d_model
+    changes["d_model"] = d_model  # d_head (and d_mlp) follow in with_overrides, as in the API
     p = with_overrides(p, **changes)
     result = train_model(
         out,

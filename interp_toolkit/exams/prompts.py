@@ -61,12 +61,15 @@ class LetterPool:
 
 
 def letter_pool(codec: Codec) -> LetterPool:
-    """The exam letters ``codec`` encodes as one kept token."""
+    """The exam letters ``codec`` encodes as one kept token: ``' A'``.. (BPE), or ``'A'``.. where
+    a letter with its space is two tokens (bytes)."""
     by_case: list[list[int | None]] = []
     for letters in EXAM_LETTERS:
         row: list[int | None] = []
         for letter in letters:
             ids = codec.encode(letter)
+            if len(ids) != 1:  # a byte codec: ' A' is two tokens, 'A' is one
+                ids = codec.encode(letter.strip())
             row.append(int(ids[0]) if len(ids) == 1 and not codec.contains_unk(ids) else None)
         by_case.append(row)
     successor = {
@@ -173,6 +176,21 @@ def exam_prompts(
     )
 
 
+#: Every period up to this one is examined by default; beyond it, every ``SPARSE_STEP``-th (a
+#: byte model's context of 256 fits periods up to 94: 93 exams of each kind would cost minutes).
+DENSE_PERIODS = 16
+SPARSE_STEP = 8
+
+
+def default_periods(longest: int) -> list[int]:
+    """The periods examined by default: 2..16, then 24, 32, ... up to ``longest`` (and
+    ``longest`` itself)."""
+    dense = list(range(2, min(longest, DENSE_PERIODS) + 1))
+    sparse = list(range(DENSE_PERIODS + SPARSE_STEP, longest + 1, SPARSE_STEP))
+    tail = [longest] if longest > DENSE_PERIODS and longest not in sparse else []
+    return dense + sparse + tail
+
+
 def _periods(
     codec: Codec, n_ctx: int, kind: str, periods: Sequence[int] | None, bos: bool, cap: int | None
 ) -> list[int]:
@@ -181,7 +199,7 @@ def _periods(
         longest = longest if cap is None else min(longest, cap)
         if longest < 2:
             raise UserError(f"no period fits the {kind} exam of this model (context {n_ctx}).")
-        return list(range(2, longest + 1))
+        return default_periods(longest)
     bad = [p for p in periods if not 2 <= p <= longest]
     if bad:
         raise UserError(

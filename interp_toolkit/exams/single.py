@@ -30,12 +30,26 @@ BUILTIN_EXAMS: tuple[Exam, ...] = (
     Exam("ABCD", "A B C D A B C D A B C D A B C D A B C", " D"),
 )
 
+#: The seed's two exams written for a byte model, where each letter is one token: without
+#: spaces (the letters alone), and with them (the target is the letter after the last space).
+BYTE_EXAMS: tuple[Exam, ...] = (
+    Exam("ABCXDEF", "ABCXDEFABCXDEFABCXDE", "F"),
+    Exam("ABCD", "ABCDABCDABCDABCDABC", "D"),
+    Exam("ABCXDEF-spaced", "A B C X D E F A B C X D E F A B C X D E ", "F"),
+    Exam("ABCD-spaced", "A B C D A B C D A B C D A B C D A B C ", "D"),
+)
 
-def get_exam(name: str) -> Exam:
-    for exam in BUILTIN_EXAMS:
+
+def exams_for(codec: Codec | None) -> tuple[Exam, ...]:
+    """The seed's exams in the form ``codec`` reads them: one token per letter either way."""
+    return BYTE_EXAMS if codec is not None and codec.store == "bytes" else BUILTIN_EXAMS
+
+
+def get_exam(name: str, codec: Codec | None = None) -> Exam:
+    for exam in exams_for(codec):
         if exam.name.lower() == name.lower():
             return exam
-    names = ", ".join(e.name for e in BUILTIN_EXAMS)
+    names = ", ".join(e.name for e in exams_for(codec))
     raise UserError(f"no built-in exam named {name!r}: choose one of {names}.")
 
 

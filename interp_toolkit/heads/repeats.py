@@ -21,7 +21,7 @@ import torch
 from jaxtyping import Int
 
 from interp_toolkit.errors import UserError
-from interp_toolkit.text.codecs import Codec
+from interp_toolkit.text.codecs import PRINTABLE, Codec
 
 #: GPT-2 ids used for random tokens: skips the ~1000 most frequent merges (bytes, common words)
 #: and the rare tail above 20000 (TL's ``induction_loss`` uses 100..20000; Olsson et al. exclude
@@ -81,8 +81,11 @@ def default_token_range(codec: Codec) -> tuple[int, int]:
     """The default ``[low, high)`` id range for random tokens of a codec.
 
     Compact vocabularies: every id below ``<unk>`` (``[0, unk_id)``; the BOS id is skipped by
-    :func:`repeated_tokens` itself). GPT-2 (no ``<unk>``): :data:`GPT2_TOKEN_RANGE`.
+    :func:`repeated_tokens` itself). GPT-2 (no ``<unk>``): :data:`GPT2_TOKEN_RANGE`. Bytes: the
+    printable ASCII bytes (:data:`~interp_toolkit.text.codecs.PRINTABLE`), what text is made of.
     """
+    if codec.store == "bytes":
+        return PRINTABLE
     if codec.unk_id is not None:
         return 0, int(codec.unk_id)
     d_vocab = int(codec.d_vocab)

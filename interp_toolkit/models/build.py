@@ -20,7 +20,7 @@ import torch
 from transformer_lens import TransformerBridge, TransformerBridgeConfig
 
 from interp_toolkit.errors import UserError
-from interp_toolkit.text.codecs import CompactVocab, GPT2Codec
+from interp_toolkit.text.codecs import Codec
 from interp_toolkit.text.tl_tokenizer import attach_tokenizer
 
 Positional = Literal["standard", "rotary", "shortformer"]
@@ -124,7 +124,7 @@ def tl_config(cfg: AttnOnlyConfig) -> TransformerBridgeConfig:
 def build_model(
     cfg: AttnOnlyConfig,
     device: str | torch.device = "cpu",
-    codec: CompactVocab | GPT2Codec | None = None,
+    codec: Codec | None = None,
 ) -> TransformerBridge:
     """A freshly initialised ``TransformerBridge`` (eval mode, deterministic in ``cfg.seed``).
 

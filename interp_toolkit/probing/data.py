@@ -41,7 +41,7 @@ def heldout_windows(
     the held-out split of ``corpus``, chosen by a permutation seeded with ``seed``, in corpus order."""
     if n_windows < 1 or seq_len < 2:
         raise UserError(f"need at least 1 window of 2+ tokens (got {n_windows} x {seq_len}).")
-    split = tokenize_corpus(corpus, val_fraction, progress=False)
+    split = tokenize_corpus(corpus, val_fraction, progress=False, store=codec.store)
     wins = windows(split.val_ids, codec, seq_len)
     if len(wins) == 0:
         raise UserError(

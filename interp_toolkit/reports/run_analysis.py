@@ -25,7 +25,7 @@ from interp_toolkit.causal.ablation import head_impact
 from interp_toolkit.causal.routes import ModelRoute
 from interp_toolkit.errors import UserError
 from interp_toolkit.exams.periods import PeriodExam, exam_with_chance
-from interp_toolkit.exams.single import BUILTIN_EXAMS, Exam, ExamResult, run_exam
+from interp_toolkit.exams.single import Exam, ExamResult, exams_for, run_exam
 from interp_toolkit.heads.discovery import HeadReport, discover_heads
 from interp_toolkit.heads.induction import strongest_induction_head
 from interp_toolkit.heads.patterns import attention_patterns
@@ -223,7 +223,7 @@ def analyse_run(
     if head_report is None:
         head_report = discover_heads(model, codec, seed=seed, model_cfg=run.model_cfg)
     outcomes = []
-    for exam in BUILTIN_EXAMS if exams is None else exams:
+    for exam in exams_for(codec) if exams is None else exams:
         try:
             outcomes.append(
                 ExamOutcome(exam, run_exam(model, codec, exam.prompt, exam.target, name=exam.name))

@@ -25,6 +25,7 @@ from typing import Any
 import torch
 from transformer_lens import TransformerBridge
 
+from interp_toolkit.text.codecs import Codec
 from interp_toolkit.runtime.devices import resolve_device
 from interp_toolkit.errors import UserError
 from interp_toolkit.files.io import LOCK_NAME, check_readable, read_json, write_bytes, write_json
@@ -83,7 +84,7 @@ class Run:
 
     path: Path
     model: TransformerBridge
-    codec: CompactVocab | GPT2Codec
+    codec: Codec
     model_cfg: AttnOnlyConfig
     settings: dict[str, Any] = field(default_factory=dict)
 
@@ -137,7 +138,7 @@ def load_weights(model: TransformerBridge, path: Path) -> None:
 
 def init_run(
     path: str | Path,
-    codec: CompactVocab | GPT2Codec,
+    codec: Codec,
     model_cfg: AttnOnlyConfig,
     settings: dict[str, Any] | None = None,
 ) -> RunPaths:
@@ -160,7 +161,7 @@ def write_config(paths: RunPaths, model_cfg: AttnOnlyConfig, settings: dict[str,
 def save_run(
     path: str | Path,
     model: TransformerBridge,
-    codec: CompactVocab | GPT2Codec,
+    codec: Codec,
     model_cfg: AttnOnlyConfig,
     settings: dict[str, Any] | None = None,
 ) -> Path:
@@ -240,7 +241,7 @@ def model_config(data: dict[str, Any], where: Path) -> AttnOnlyConfig:
         ) from None
 
 
-def read_codec(paths: RunPaths) -> CompactVocab | GPT2Codec:
+def read_codec(paths: RunPaths) -> Codec:
     """The run's vocabulary (vocab.json); a missing or damaged file is a UserError."""
     fix = f"restore it, or train the run again with `interp-toolkit train --restart --out {paths.root}`."
     if not paths.vocab.is_file():

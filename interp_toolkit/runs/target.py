@@ -7,6 +7,7 @@ from pathlib import Path
 
 from transformer_lens import TransformerBridge
 
+from interp_toolkit.text.codecs import Codec
 from interp_toolkit.models.build import AttnOnlyConfig
 from interp_toolkit.runs.folder import Run
 from interp_toolkit.text.codecs import CompactVocab, GPT2Codec
@@ -20,7 +21,7 @@ class Target:
     name: str
     kind: str
     model: TransformerBridge
-    codec: CompactVocab | GPT2Codec
+    codec: Codec
     source: Run | Path | str | None = None
 
     @property

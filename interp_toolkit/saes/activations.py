@@ -97,7 +97,11 @@ def token_source(
     repeat = float(data.get("repeat_fraction", 0.0))
     seq = min(int(n_ctx), MAX_SEQ)
     split = tokenize_corpus(
-        corpus, float(data.get("val_fraction", 0.02)), data.get("max_tokens"), progress=False
+        corpus,
+        float(data.get("val_fraction", 0.02)),
+        data.get("max_tokens"),
+        progress=False,
+        store=codec.store,
     )
     train_w, val_w = windows(split.train_ids, codec, seq), windows(split.val_ids, codec, seq)
     if len(val_w) == 0 or (len(train_w) == 0 and repeat < 1.0):

@@ -15,13 +15,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from interp_toolkit.runtime.devices import resolve_device
 from interp_toolkit.errors import UserError
 from interp_toolkit.files.io import LOCK_NAME, check_writable_dir, folder_lock, write_json
-from interp_toolkit.training.presets import Preset
 from interp_toolkit.runs.folder import Run, RunPaths, load_run, read_config
+from interp_toolkit.runtime.devices import resolve_device
 from interp_toolkit.training import train_model
 from interp_toolkit.training.checkpoints import read_progress
+from interp_toolkit.training.presets import Preset
 from interp_toolkit.training.settings import config_differences, recorded_configs
 
 #: A study (or sweep) folder: this marker, ``index.html`` and one run folder per model.

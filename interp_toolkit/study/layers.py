@@ -20,17 +20,9 @@ import torch
 from transformer_lens import TransformerBridge
 
 from interp_toolkit.heads.registry import HeadId
-from interp_toolkit.units.neurons import analyse_neurons, untrained_twin
+from interp_toolkit.models.build import AttnOnlyConfig
 from interp_toolkit.probing.data import neuron_windows
 from interp_toolkit.probing.probes import probe
-from interp_toolkit.reports.run_analysis import RunSummary
-from interp_toolkit.units.reading import ContextFacts, RuleCount, unit_concepts
-from interp_toolkit.saes.activations import hook_width, token_source
-from interp_toolkit.saes.config import SAEConfig, SAEPaths, SAETrainConfig
-from interp_toolkit.saes.features import top_latent_activations
-from interp_toolkit.saes.sae import SparseAutoencoder, load_sae
-from interp_toolkit.saes.train import train_sae
-from interp_toolkit.models.build import AttnOnlyConfig
 from interp_toolkit.reports.layer_findings import (
     PROBE_DATA,
     PROBE_FEATURE,
@@ -38,8 +30,16 @@ from interp_toolkit.reports.layer_findings import (
     NeuronMeasurement,
     ProbeMeasurement,
 )
+from interp_toolkit.reports.run_analysis import RunSummary
 from interp_toolkit.runs.folder import Run
+from interp_toolkit.saes.activations import hook_width, token_source
+from interp_toolkit.saes.config import SAEConfig, SAEPaths, SAETrainConfig
+from interp_toolkit.saes.features import top_latent_activations
+from interp_toolkit.saes.sae import SparseAutoencoder, load_sae
+from interp_toolkit.saes.train import train_sae
 from interp_toolkit.text.codecs import Codec
+from interp_toolkit.units.neurons import analyse_neurons, untrained_twin
+from interp_toolkit.units.reading import ContextFacts, RuleCount, unit_concepts
 
 #: The depths ``reproduce --mlp`` trains an MLP twin of (when the study has them).
 MLP_LAYERS = (1, 2)

@@ -1,8 +1,11 @@
-"""The study in one call: train 1, 2, 3 and 8 layers (the seed's four depths), then examine them.
+"""The study in one call: both settings (natural text, the curriculum), every depth, examined.
 
-:func:`reproduce` trains each model on the embedded corpus with the preset's documented recipe,
-each 2+-layer model only until its induction score has stayed past the floor for
-``StudyConfig.after_induction`` steps, and the 1-layer control as long as the longest of them.
+:func:`reproduce` trains each model on the embedded corpus with its preset's documented recipe:
+by default the natural-text pair (``text``: 1 and 2 layers on plain text read as bytes, each the
+preset's fixed number of steps) beside the curriculum's four depths (``cpu``: 1, 2, 3 and 8
+layers, each 2+-layer model only until its induction score has stayed past the floor for
+``StudyConfig.after_induction`` steps, and the 1-layer control as long as the longest of them).
+``preset`` picks one setting alone.
 With ``mlp``, the 1- and 2-layer models get MLP twins (the same recipe on the GPT-2 block). It
 writes samples, exam results, the head table (every head's scores tested against their own null
 models), circuits, impact curves and a report per run, and finally ``DIR/index.html``: the depths
@@ -28,13 +31,9 @@ import torch
 
 from interp_toolkit.causal import study_task
 from interp_toolkit.causal.summary import CircuitSummary, summarise_circuits
-from interp_toolkit.weights.circuits import copying_table
-from interp_toolkit.stats.thresholds import THRESHOLDS
-from interp_toolkit.reports.run_analysis import RunAnalysis, RunSummary, analyse_run
-from interp_toolkit.runtime.devices import resolve_device
 from interp_toolkit.errors import UserError
 from interp_toolkit.files.io import write_json, write_text
-from interp_toolkit.training.presets import LAYER_CHOICES, Preset, get_preset, with_overrides
+from interp_toolkit.models.sampling import sample
 from interp_toolkit.reports.circuit_report import circuit_section, circuit_sentence, route_section
 from interp_toolkit.reports.findings import (
     DepthMeasurement,
@@ -50,10 +49,12 @@ from interp_toolkit.reports.layer_findings import (
     probe_sentence,
 )
 from interp_toolkit.reports.layers_report import mlp_section, probes_section
+from interp_toolkit.reports.run_analysis import RunAnalysis, RunSummary, analyse_run
 from interp_toolkit.reports.run_report import run_report_html
-from interp_toolkit.reports.study_report import depth_section, render_comparison
+from interp_toolkit.reports.study_report import comparison_sections, depth_section
 from interp_toolkit.runs.folder import Run, read_metrics
-from interp_toolkit.models.sampling import sample
+from interp_toolkit.runtime.devices import resolve_device
+from interp_toolkit.stats.thresholds import THRESHOLDS
 from interp_toolkit.study.folder import (
     INDEX,
     STUDY_MARKER,
@@ -73,6 +74,9 @@ from interp_toolkit.study.layers import (
     measure_probe,
     run_name,
 )
+from interp_toolkit.training.presets import LAYER_CHOICES, Preset, get_preset, with_overrides
+from interp_toolkit.views.page import Section, render_report, text
+from interp_toolkit.weights.circuits import copying_table
 
 SAMPLE_PROMPTS = ("def ", "import os\n", "class ", "    return ")
 #: What study.json keeps of each run's summary.
@@ -95,8 +99,10 @@ class StudyConfig:
     """What ``interp-toolkit reproduce`` runs."""
 
     out: Path = Path("study")
-    preset: str = "cpu"
-    layers: tuple[int, ...] = LAYER_CHOICES
+    # None: both settings (SETTINGS), natural text first (`reproduce --preset all`); the default
+    # stays the curriculum until the byte recipe grows induction for every seed (docs/recipes.md)
+    preset: str | None = "cpu"
+    layers: tuple[int, ...] | None = None  # None: each setting's own depths (SETTINGS)
     seed: int = 0
     steps: int | None = None  # train exactly this many steps (default: stop after induction)
     after_induction: int = 200  # steps a 2+-layer model trains once induction has formed
@@ -108,6 +114,18 @@ class StudyConfig:
     sample_tokens: int = 40
     device: str = "auto"
     mlp: bool = False  # also train MLP twins of the 1- and 2-layer models
+
+
+#: The study's settings when no preset is named: the natural-text pair first (the seed's own
+#: setting), then the curriculum's four depths.
+SETTINGS: tuple[tuple[str, tuple[int, ...]], ...] = (("text", (1, 2)), ("cpu", LAYER_CHOICES))
+
+
+def study_settings(cfg: StudyConfig) -> list[tuple[str, tuple[int, ...]]]:
+    """``(preset, layers)`` of every setting the study trains, in the page's order."""
+    if cfg.preset is None:
+        return [(name, cfg.layers or layers) for name, layers in SETTINGS]
+    return [(cfg.preset, cfg.layers or LAYER_CHOICES)]
 
 
 @dataclass
@@ -126,21 +144,31 @@ class StudyResult:
 
 @dataclass(frozen=True)
 class StudyRun:
-    """One model of a study: its depth, and whether it is an MLP twin."""
+    """One model of a study: its preset, its depth, and whether it is an MLP twin."""
 
     name: str
     n_layers: int
     mlp: bool = False
+    preset: str = "cpu"
 
 
 def study_runs(cfg: StudyConfig) -> list[StudyRun]:
-    """The attention-only depths asked for, then (``--mlp``) the MLP twins of those in
-    :data:`~.study_layers.MLP_LAYERS`."""
-    runs = [StudyRun(run_name(cfg.preset, n), n) for n in sorted(cfg.layers)]
-    if cfg.mlp:
-        twins = [n for n in MLP_LAYERS if n in cfg.layers]
-        runs += [StudyRun(run_name(cfg.preset, n, True), n, True) for n in twins]
+    """Per setting: the attention-only depths asked for, then (``--mlp``) the MLP twins of
+    those in :data:`~.study_layers.MLP_LAYERS`."""
+    runs = []
+    for preset, layers in study_settings(cfg):
+        runs += [StudyRun(run_name(preset, n), n, preset=preset) for n in sorted(layers)]
+        if cfg.mlp:
+            twins = [n for n in MLP_LAYERS if n in layers]
+            runs += [StudyRun(run_name(preset, n, True), n, True, preset) for n in twins]
     return runs
+
+
+def stops_on_induction(preset: str) -> bool:
+    """Whether a study trains this preset's 2+-layer models only until induction has formed
+    (the curriculum), or every depth for the preset's fixed number of steps (natural text:
+    the 1-layer control then trains as long from the start, beside it)."""
+    return not preset.startswith("text")
 
 
 def depth_preset(cfg: StudyConfig, run: StudyRun, control_steps: int | None = None) -> Preset:
@@ -149,13 +177,15 @@ def depth_preset(cfg: StudyConfig, run: StudyRun, control_steps: int | None = No
     ``after_induction`` steps after its induction score passes the floor, and a 1-layer control
     trains ``control_steps`` (the longest deeper run of its kind)."""
     preset = with_overrides(
-        get_preset(cfg.preset, run.n_layers, mlp=run.mlp),
+        get_preset(run.preset, run.n_layers, mlp=run.mlp),
         seed=cfg.seed,
         corpus=cfg.corpus,
         threads=cfg.threads,
     )
     if cfg.steps is not None:
         return with_overrides(preset, steps=cfg.steps)
+    if not stops_on_induction(run.preset):
+        return preset
     if run.n_layers > 1:
         return with_overrides(
             preset, stop_score=THRESHOLDS.induction, stop_after=cfg.after_induction
@@ -165,8 +195,8 @@ def depth_preset(cfg: StudyConfig, run: StudyRun, control_steps: int | None = No
 
 def control_steps(out: Path, runs: Sequence[StudyRun], control: StudyRun) -> int | None:
     """How long a 1-layer control trains: as long as the longest deeper run of its kind
-    (attention-only or MLP), else of any kind (None: the preset's steps)."""
-    deeper = [r for r in runs if r.n_layers > 1]
+    (attention-only or MLP) in its setting, else of any kind (None: the preset's steps)."""
+    deeper = [r for r in runs if r.n_layers > 1 and r.preset == control.preset]
     for pool in ([r for r in deeper if r.mlp == control.mlp], deeper):
         steps = [rows[-1]["step"] for r in pool if (rows := read_metrics(out / r.name))]
         if steps:
@@ -215,15 +245,17 @@ def analyse_and_report(run: Run, cfg: StudyConfig) -> tuple[RunSummary, RunAnaly
 
 
 def reproduce(cfg: StudyConfig) -> StudyResult:
-    for n in cfg.layers:
+    settings = study_settings(cfg)
+    for n in {n for _, layers in settings for n in layers}:
         if n not in LAYER_CHOICES:
             raise UserError(
                 f"--layers {n} is not offered: use some of {', '.join(map(str, LAYER_CHOICES))}."
             )
-    get_preset(cfg.preset, cfg.layers[0])  # unknown preset -> UserError before any work
+    for preset, layers in settings:
+        get_preset(preset, layers[0])  # unknown preset -> UserError before any work
     if cfg.workers < 1 or cfg.threads < 1:
         raise UserError(f"--workers {cfg.workers} / threads {cfg.threads}: use 1 or more.")
-    if cfg.mlp and not set(MLP_LAYERS) & set(cfg.layers):
+    if cfg.mlp and not set(MLP_LAYERS) & {n for _, layers in settings for n in layers}:
         raise UserError(
             f"--mlp trains MLP twins of the {' and '.join(map(str, MLP_LAYERS))}-layer models: "
             "include one of them in --layers."
@@ -234,8 +266,11 @@ def reproduce(cfg: StudyConfig) -> StudyResult:
     runs = study_runs(cfg)
     # what each model trains with (a 1-layer control's length is settled later)
     planned_runs(out, {r.name: depth_preset(cfg, r) for r in runs})
-    marker = {"preset": cfg.preset, "layers": sorted(cfg.layers), "seed": cfg.seed}
-    marker |= {"mlp": [r.n_layers for r in runs if r.mlp]}
+    if len(settings) == 1:
+        marker: dict[str, Any] = {"preset": settings[0][0], "layers": sorted(settings[0][1])}
+    else:
+        marker = {"presets": {name: sorted(layers) for name, layers in settings}}
+    marker |= {"seed": cfg.seed, "mlp": sorted({r.n_layers for r in runs if r.mlp})}
     with study_folder(out, marker):
         return _reproduce(cfg, out, runs, marker)
 
@@ -287,8 +322,12 @@ def _train_and_measure(
     long as the longest deeper run of its kind (:func:`control_steps`), while the other runs are
     analysed."""
     known = sorted(
-        (r for r in runs if r.n_layers > 1 or cfg.steps is not None),
-        key=lambda r: (not r.mlp, -r.n_layers),
+        (
+            r
+            for r in runs
+            if r.n_layers > 1 or cfg.steps is not None or not stops_on_induction(r.preset)
+        ),
+        key=lambda r: (stops_on_induction(r.preset), not r.mlp, -r.n_layers),
     )
     train_runs([(out / r.name, depth_preset(cfg, r)) for r in known], cfg.workers, cfg.device)
     controls = [r for r in runs if r not in known]
@@ -304,68 +343,133 @@ def _train_and_measure(
     return measured | {r.name: measure(r) for r in controls}
 
 
-def _reproduce(
-    cfg: StudyConfig, out: Path, runs: Sequence[StudyRun], marker: dict[str, Any]
-) -> StudyResult:
-    t0 = time.perf_counter()
-    by_name = _train_and_measure(cfg, out, runs)  # every run trained and measured once
+@dataclass
+class SettingBlock:
+    """One setting's part of the study: its findings, page sections and study.json block."""
+
+    preset: str
+    findings: list[str]
+    sections: list[Section]
+    summaries: list[RunSummary]
+    json: dict[str, Any]
+    circuits: list[CircuitSummary]
+    depths: list[DepthMeasurement]
+    mlp_depths: list[DepthMeasurement]
+    probes: list[ProbeMeasurement]
+    neurons: list[NeuronMeasurement]
+    subtitle: str
+
+
+def _setting_block(
+    cfg: StudyConfig, out: Path, runs: Sequence[StudyRun], by_name: dict[str, RunMeasurements]
+) -> SettingBlock:
+    """What one setting's runs measured, as findings, page sections and its study.json part."""
     measured = [by_name[r.name] for r in runs]  # in the runs' order
     summaries = [m.summary for m in measured]
     depths = {r.name: m.depth for r, m in zip(runs, measured, strict=True)}
     circuits = [m.circuit for m in measured if m.circuit is not None]
     probes = [m.probe for m in measured if m.probe]
     neurons = [m.neurons for m in measured if m.neurons]
-    mix = measured[-1].data_mix
     attn = [depths[r.name] for r in runs if not r.mlp]
     twin = {d.n_layers: d for d in attn}
     pairs = [(depths[r.name], twin.get(r.n_layers)) for r in runs if r.mlp]
     findings = study_findings(attn) + mlp_findings(pairs, [])
     curves = {s.name: read_metrics(out / s.name) for s in summaries}
-    extra = [depth_section(attn, curves=curves)]
+    sections = comparison_sections(summaries, finding=findings)
+    sections.append(depth_section(attn, curves=curves))
     if pairs:
         block = block_phrase(depth_preset(cfg, next(r for r in runs if r.mlp)).model)
-        extra.append(mlp_section(pairs, neurons, curves=curves, block=block))
+        sections.append(mlp_section(pairs, neurons, curves=curves, block=block))
     if probes:
-        extra.append(probes_section(probes))
-    extra.append(route_section([(d.name, d.route) for d in depths.values()]))
+        sections.append(probes_section(probes))
+    sections.append(route_section([(d.name, d.route) for d in depths.values()]))
     if circuits:
-        extra.append(circuit_section(circuits))
-    elapsed = time.perf_counter() - t0
+        sections.append(circuit_section(circuits))
     twins = f"; MLP twins of {', '.join(str(m.n_layers) for m, _ in pairs)}" if pairs else ""
-    html = render_comparison(
-        summaries,
-        title="Induction heads at every depth",
-        subtitle=f"preset {cfg.preset}, seed {cfg.seed}, layers "
-        f"{', '.join(str(d.n_layers) for d in attn)}{twins}; this run took "
-        f"{elapsed / 60:.1f} min. {mix}",
-        finding=findings,
-        extra=extra,
+    preset = runs[0].preset
+    subtitle = (
+        f"preset {preset}, seed {cfg.seed}, layers "
+        f"{', '.join(str(d.n_layers) for d in attn)}{twins}. {measured[-1].data_mix}"
     )
+    data = {
+        "runs": [{k: s.to_dict()[k] for k in STUDY_JSON_FIELDS} for s in summaries],
+        "depths": [d.to_dict() for d in attn],
+        "mlp_depths": [m.to_dict() for m, _ in pairs],
+        "probes": [p.to_dict() for p in probes],
+        "neurons": [n.to_dict() for n in neurons],
+    }
+    return SettingBlock(
+        preset, findings, sections, summaries, data, circuits, attn,
+        [m for m, _ in pairs], probes, neurons, subtitle,
+    )  # fmt: skip
+
+
+def _labelled(block: SettingBlock) -> list[Section]:
+    """A setting's sections with its name in every title, its subtitle under the first."""
+    name = setting_title(block.preset)
+    out = [dataclasses.replace(s, title=f"{name}: {s.title}", anchor=None) for s in block.sections]
+    out[0] = dataclasses.replace(out[0], intro=block.subtitle)
+    return out
+
+
+def setting_title(preset: str) -> str:
+    """How the page names a setting: ``Natural text (bytes)``, ``Curriculum``."""
+    return {
+        "text": "Natural text (bytes)",
+        "text-bpe": "Natural text (BPE)",
+        "cpu": "Curriculum",
+    }.get(preset, f"Preset {preset}")
+
+
+def _reproduce(
+    cfg: StudyConfig, out: Path, runs: Sequence[StudyRun], marker: dict[str, Any]
+) -> StudyResult:
+    t0 = time.perf_counter()
+    by_name = _train_and_measure(cfg, out, runs)  # every run trained and measured once
+    presets = list(dict.fromkeys(r.preset for r in runs))
+    blocks = [
+        _setting_block(cfg, out, [r for r in runs if r.preset == p], by_name) for p in presets
+    ]
+    elapsed = time.perf_counter() - t0
+    took = f"this run took {elapsed / 60:.1f} min"
+    if len(blocks) == 1:
+        (only,) = blocks
+        html = render_report(
+            only.sections,
+            title="Induction heads at every depth",
+            subtitle=f"{only.subtitle.replace('. ', f'; {took}. ', 1)}",
+        )
+        body: dict[str, Any] = dict(only.json)
+    else:
+        lead = Section(
+            "Findings",
+            [
+                "".join(text(f"{setting_title(b.preset)}: {x}", "p", "finding") for x in b.findings)
+                for b in blocks
+            ],
+        )
+        html = render_report(
+            [lead, *(s for b in blocks for s in _labelled(b))],
+            title="Induction heads from natural text and from the curriculum",
+            subtitle=f"{' · '.join(setting_title(b.preset) for b in blocks)}; seed {cfg.seed}; {took}.",
+        )
+        body = {
+            "settings": [{"preset": b.preset, "findings": b.findings, **b.json} for b in blocks]
+        }
     index = write_text(out / INDEX, html)
-    write_json(
-        out / STUDY_MARKER,
-        {
-            **marker,
-            "status": "done",
-            "elapsed_s": round(elapsed, 1),
-            "thresholds": dataclasses.asdict(THRESHOLDS),
-            "runs": [{k: s.to_dict()[k] for k in STUDY_JSON_FIELDS} for s in summaries],
-            "depths": [d.to_dict() for d in attn],
-            "mlp_depths": [m.to_dict() for m, _ in pairs],
-            "probes": [p.to_dict() for p in probes],
-            "neurons": [n.to_dict() for n in neurons],
-        },
-    )
+    thresholds = dataclasses.asdict(THRESHOLDS)
+    done = {"status": "done", "elapsed_s": round(elapsed, 1), "thresholds": thresholds}
+    write_json(out / STUDY_MARKER, {**marker, **done, **body})
     return StudyResult(
         out=out,
         index=index,
-        summaries=summaries,
-        circuits=circuits,
-        depths=attn,
-        mlp_depths=[m for m, _ in pairs],
-        probes=probes,
-        neurons=neurons,
-        findings=findings,
+        summaries=[s for b in blocks for s in b.summaries],
+        circuits=[c for b in blocks for c in b.circuits],
+        depths=[d for b in blocks for d in b.depths],
+        mlp_depths=[d for b in blocks for d in b.mlp_depths],
+        probes=[x for b in blocks for x in b.probes],
+        neurons=[x for b in blocks for x in b.neurons],
+        findings=[f for b in blocks for f in b.findings],
         elapsed_s=elapsed,
     )
 

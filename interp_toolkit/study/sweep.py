@@ -10,11 +10,10 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from interp_toolkit.heads.dynamics import trajectory
-from interp_toolkit.heads.registry import SCORE
 from interp_toolkit.errors import UserError
 from interp_toolkit.files.io import write_json, write_text
-from interp_toolkit.training.presets import Preset, get_preset, with_overrides
+from interp_toolkit.heads.dynamics import trajectory
+from interp_toolkit.heads.registry import SCORE
 from interp_toolkit.runs.folder import read_metrics
 from interp_toolkit.study.folder import (
     INDEX,
@@ -24,6 +23,7 @@ from interp_toolkit.study.folder import (
     study_folder,
     train_or_reuse,
 )
+from interp_toolkit.training.presets import Preset, get_preset, with_overrides
 from interp_toolkit.views.page import Section, render_report, table
 
 #: settings ``sweep`` can vary -> whether their values are integers

@@ -9,6 +9,11 @@ A model's token ids go through a *codec*:
 - :class:`CompactVocab` — the K-1 most frequent GPT-2 ids of a corpus plus ``<unk>``, so a CPU
   model has ``d_vocab = K``. It is saved beside the model (``vocab.json``) and used by every
   encode/decode, so a compact model never sees a GPT-2 id directly.
+- :class:`ByteCodec` — text as its UTF-8 bytes: 256 ids, lossless, nothing unknown (the natural-
+  text preset). Byte 0 (NUL, which text does not contain) doubles as BOS and document separator.
+
+Every codec says what its token store holds (``store``: GPT-2 ids, or bytes) and maps those ids
+to model ids (:meth:`Codec.from_store`), so corpora are tokenized once per store kind.
 """
 
 from __future__ import annotations
@@ -95,10 +100,12 @@ class Codec(Protocol):
     """What models and analysis need from a vocabulary."""
 
     kind: str
+    store: str  # what the token store holds for it: "gpt2" (GPT-2 ids) or "bytes"
     d_vocab: int
     bos_id: int
     unk_id: int | None
 
+    def from_store(self, ids: np.ndarray) -> np.ndarray: ...
     def encode(self, text: str) -> list[int]: ...
     def decode(self, ids: Iterable[int]) -> str: ...
     def str_tokens(self, ids: Iterable[int]) -> list[str]: ...
@@ -111,9 +118,13 @@ class GPT2Codec:
     """The full GPT-2 vocabulary: model ids are GPT-2 ids."""
 
     kind = "gpt2"
+    store = "gpt2"
     d_vocab = GPT2_VOCAB_SIZE
     bos_id = EOT_ID
     unk_id = None
+
+    def from_store(self, ids: np.ndarray) -> np.ndarray:
+        return self.from_gpt2(ids)
 
     def encode(self, text: str) -> list[int]:
         return gpt2_encoding().encode_ordinary(text)
@@ -143,6 +154,7 @@ class CompactVocab:
     """
 
     kind = "compact"
+    store = "gpt2"
 
     def __init__(self, gpt2_ids: Sequence[int]) -> None:
         ids = [int(i) for i in gpt2_ids]
@@ -180,6 +192,9 @@ class CompactVocab:
     def from_gpt2(self, gpt2_ids: np.ndarray) -> np.ndarray:
         return self._lookup[np.asarray(gpt2_ids, dtype=np.int64)]
 
+    def from_store(self, ids: np.ndarray) -> np.ndarray:
+        return self.from_gpt2(ids)
+
     def to_gpt2(self, ids: Iterable[int]) -> list[int]:
         """GPT-2 ids of model ids; ``<unk>`` has none and becomes -1."""
         return [int(self.gpt2_ids[i]) if i != self.unk_id else -1 for i in map(int, ids)]
@@ -214,24 +229,83 @@ class CompactVocab:
         return self.d_vocab
 
 
-def codec_from_dict(d: dict[str, Any]) -> GPT2Codec | CompactVocab:
+#: What a byte codec's random tokens are drawn from (probes, exams): the printable ASCII bytes,
+#: the ones text is made of (a byte never seen in training has an untrained embedding).
+PRINTABLE = (32, 127)
+
+
+class ByteCodec:
+    """Text as its UTF-8 bytes: model id = byte value, ``d_vocab = 256``, lossless, no ``<unk>``.
+
+    Byte 0 (NUL) is BOS and separates documents in the token store; text has no NUL, and one
+    that does still round-trips. A token's label is its character for printable ASCII, and
+    ``<0xNN>`` for other bytes (a byte of a multi-byte character, a control byte); ``decode``
+    joins the bytes first, so a character split over several tokens comes back whole.
+    """
+
+    kind = "bytes"
+    store = "bytes"
+    d_vocab = 256
+    bos_id = 0
+    unk_id = None
+
+    def encode(self, text: str) -> list[int]:
+        return list(text.encode("utf-8"))
+
+    def decode(self, ids: Iterable[int]) -> str:
+        return bytes(int(i) for i in ids).decode("utf-8", errors="replace")
+
+    def str_tokens(self, ids: Iterable[int]) -> list[str]:
+        return [byte_label(int(i)) for i in ids]
+
+    def from_store(self, ids: np.ndarray) -> np.ndarray:
+        return np.asarray(ids, dtype=np.int64)
+
+    def from_gpt2(self, gpt2_ids: np.ndarray) -> np.ndarray:
+        enc = gpt2_encoding()
+        return np.asarray(
+            [b for g in np.asarray(gpt2_ids).tolist() for b in enc.decode_single_token_bytes(g)],
+            dtype=np.int64,
+        )
+
+    def contains_unk(self, ids: Iterable[int]) -> bool:
+        return False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind}
+
+
+def byte_label(byte: int) -> str:
+    """A byte's token label: BOS for 0, the character for printable ASCII and whitespace,
+    ``<0xNN>`` otherwise."""
+    if byte == ByteCodec.bos_id:
+        return ENDOFTEXT
+    if 32 <= byte < 127 or byte in (9, 10, 13):
+        return chr(byte)
+    return f"<0x{byte:02X}>"
+
+
+AnyCodec = GPT2Codec | CompactVocab | ByteCodec
+
+
+def codec_from_dict(d: dict[str, Any]) -> AnyCodec:
     kind = d.get("kind")
     if kind == "gpt2":
         return GPT2Codec()
+    if kind == "bytes":
+        return ByteCodec()
     if kind == "compact":
         return CompactVocab(d["gpt2_ids"])
     raise ValueError(f"unknown vocabulary kind {kind!r}")
 
 
-def save_codec(codec: GPT2Codec | CompactVocab, path: Path) -> None:
+def save_codec(codec: Codec, path: Path) -> None:
     from interp_toolkit.files.io import write_text
 
     write_text(path, json.dumps(codec.to_dict()))
 
 
-def load_codec(
-    path: Path, fix: str = "restore it, or retrain the run."
-) -> GPT2Codec | CompactVocab:
+def load_codec(path: Path, fix: str = "restore it, or retrain the run.") -> AnyCodec:
     """The codec saved in ``path``; a damaged file is a UserError naming it and the ``fix``."""
     from interp_toolkit.files.io import read_json
 

@@ -34,7 +34,7 @@ import torch
 from jaxtyping import Int
 
 from interp_toolkit.errors import UserError
-from interp_toolkit.text.codecs import CompactVocab, GPT2Codec
+from interp_toolkit.text.codecs import Codec
 
 FORMAT = 1
 SEGMENTS = ("train", "val")
@@ -226,7 +226,7 @@ class TokenWindows:
     1 gives a ``(windows, n_ctx)`` tensor.
     """
 
-    def __init__(self, ids: np.ndarray, codec: CompactVocab | GPT2Codec, n_ctx: int) -> None:
+    def __init__(self, ids: np.ndarray, codec: Codec, n_ctx: int) -> None:
         self.ids = np.asarray(ids)  # a plain view of a memmap: faster to slice, still not loaded
         self.codec, self.n_ctx = codec, n_ctx
         self.shape = (len(ids) // n_ctx, n_ctx)
@@ -241,9 +241,9 @@ class TokenWindows:
             if step != 1:
                 raise ValueError("TokenWindows slices take step 1")
             rows = self.ids[start * n : max(start, stop) * n]
-            return torch.from_numpy(self.codec.from_gpt2(rows).reshape(-1, n))
+            return torch.from_numpy(self.codec.from_store(rows).reshape(-1, n))
         i = operator.index(index)
         i += len(self) if i < 0 else 0
         if not 0 <= i < len(self):
             raise IndexError(f"window {index} out of range for {len(self)} windows")
-        return torch.from_numpy(self.codec.from_gpt2(self.ids[i * n : (i + 1) * n]))
+        return torch.from_numpy(self.codec.from_store(self.ids[i * n : (i + 1) * n]))

@@ -49,6 +49,8 @@ from interp_toolkit.runtime.progress import progress_bar
 from interp_toolkit.text.codecs import (
     EOT_ID,
     GPT2_VOCAB_SIZE,
+    ByteCodec,
+    Codec,
     CompactVocab,
     GPT2Codec,
     encode_batch,
@@ -69,14 +71,17 @@ from interp_toolkit.text.store import (
 class DataConfig:
     """Where training text comes from and how windows are made.
 
-    ``vocab_size``: compact vocabulary size K (the corpus's K-1 most frequent GPT-2 ids + ``<unk>``);
-    ``None`` keeps the full GPT-2 vocabulary. ``repeat_fraction``: share of each batch made of
+    ``codec``: ``"bpe"`` (GPT-2 BPE) or ``"bytes"`` (:class:`~interp_toolkit.text.codecs.ByteCodec`:
+    256 ids, nothing unknown; ``vocab_size`` must then be None). ``vocab_size``: compact
+    vocabulary size K (the corpus's K-1 most frequent GPT-2 ids + ``<unk>``); ``None`` keeps the
+    full GPT-2 vocabulary. ``repeat_fraction``: share of each batch made of
     repeated-span windows (0 = plain text). Spans are ``span_min``..``span_max`` tokens
     (``span_max`` defaults to n_ctx // 2, the longest span that occurs twice in a context) and
     repeat from a random offset to the window's end.
     """
 
     corpus: str = "stdlib"
+    codec: str = "bpe"
     vocab_size: int | None = 1024
     repeat_fraction: float = 0.5
     span_min: int = 2
@@ -85,6 +90,13 @@ class DataConfig:
     max_tokens: int | None = None
 
     def validate(self) -> None:
+        if self.codec not in CODECS:
+            raise UserError(f"codec={self.codec!r} is unknown: use {' or '.join(CODECS)}.")
+        if self.codec == "bytes" and self.vocab_size is not None:
+            raise UserError(
+                f"vocab_size={self.vocab_size} does not apply to the byte codec (always 256 ids): "
+                "leave it unset."
+            )
         if self.vocab_size is not None and not 3 <= self.vocab_size <= 50257:
             raise UserError(
                 f"vocab_size={self.vocab_size} cannot work: use 3..50257, or none for full GPT-2."
@@ -95,6 +107,11 @@ class DataConfig:
             raise UserError(f"span_min={self.span_min} must be at least 2.")
         if not 0.0 < self.val_fraction < 0.5:
             raise UserError(f"val_fraction={self.val_fraction} must be in (0, 0.5).")
+
+    @property
+    def store(self) -> str:
+        """What the token store holds for this codec: ``"bytes"`` or ``"gpt2"`` (GPT-2 ids)."""
+        return "bytes" if self.codec == "bytes" else "gpt2"
 
     @property
     def setting(self) -> str:
@@ -114,6 +131,9 @@ class DataConfig:
         return self.span_min, span_max
 
 
+#: The codecs a run can train with (:attr:`DataConfig.codec`).
+CODECS = ("bpe", "bytes")
+
 #: The two training settings a verdict can be measured in (:attr:`DataConfig.setting`).
 NATURAL_TEXT = "natural text"
 CURRICULUM = "curriculum"
@@ -132,8 +152,9 @@ def is_validation(name: str, val_fraction: float) -> bool:
 
 @dataclass
 class TokenizedCorpus:
-    """GPT-2 ids of a corpus, memory-mapped from the token store: the training and held-out sets
-    (documents joined with ``<|endoftext|>``)."""
+    """A corpus's ids, memory-mapped from the token store: the training and held-out sets, GPT-2
+    ids (documents joined with ``<|endoftext|>``) or bytes (``store="bytes"``, documents joined
+    with byte 0)."""
 
     corpus: str
     train_ids: np.ndarray
@@ -157,30 +178,38 @@ def tokenize_corpus(
     val_fraction: float = 0.02,
     max_tokens: int | None = None,
     progress: bool = True,
+    *,
+    store: str = "gpt2",
 ) -> TokenizedCorpus:
-    """GPT-2 ids of a corpus, split into training and held-out sets (see module doc).
+    """A corpus's ids, split into training and held-out sets (see module doc): GPT-2 ids, or
+    its UTF-8 bytes with ``store="bytes"`` (what a codec's ``store`` names).
 
     The first call tokenizes the corpus into the token store (with a progress bar unless
     ``progress=False``); later calls memory-map it. ``max_tokens`` keeps the first training ids.
     """
     source = corpus_source(corpus, max_tokens)
     root = cache_dir() / "tokens"
-    name = f"{_slug(source.label)}-{source.key(FORMAT, 'gpt2', val_fraction)}"
-    store = open_store(root / name)
-    if store is None:
-        meta = {"source": source.identity, "path": str(source.path) if source.path else None}
-        store = build_store(
+    if store not in ("gpt2", "bytes"):
+        raise ValueError(f"unknown token store kind {store!r}")
+    name = f"{_slug(source.label)}-{source.key(FORMAT, store, val_fraction)}"
+    found = open_store(root / name)
+    if found is None:
+        # a byte store is its own source: building one never prunes the GPT-2 store of the
+        # same corpus (build_store removes other entries of the same source), nor the reverse
+        identity = source.identity if store == "gpt2" else f"{store}:{source.identity}"
+        meta = {"source": identity, "path": str(source.path) if source.path else None}
+        found = build_store(
             root,
             name,
             meta,
-            token_dtype(GPT2_VOCAB_SIZE),
-            lambda writer: _tokenize_into(writer, source, val_fraction, progress),
+            token_dtype(GPT2_VOCAB_SIZE if store == "gpt2" else 256),
+            lambda writer: _tokenize_into(writer, source, val_fraction, progress, store),
         )
     return TokenizedCorpus(
         corpus,
-        store.segment("train")[:max_tokens],
-        store.segment("val"),
-        int(store.meta["documents"]),
+        found.segment("train")[:max_tokens],
+        found.segment("val"),
+        int(found.meta["documents"]),
     )
 
 
@@ -189,7 +218,7 @@ def _slug(label: str) -> str:
 
 
 def _tokenize_into(
-    writer: StoreWriter, source: CorpusSource, val_fraction: float, progress: bool
+    writer: StoreWriter, source: CorpusSource, val_fraction: float, progress: bool, store: str
 ) -> dict[str, Any]:
     """Tokenize the source's documents batch by batch into the writer; apply the split rule."""
     total, docs = source.read()
@@ -200,9 +229,12 @@ def _tokenize_into(
     )
     with bar:
         for batch in _batches(d for d in bar if d.text.strip()):
-            ids = encode_batch([d.text for d in batch], num_threads=threads)
+            if store == "bytes":
+                ids = [list(d.text.encode("utf-8")) for d in batch]
+            else:
+                ids = encode_batch([d.text for d in batch], num_threads=threads)
             for doc, toks in zip(batch, ids, strict=True):
-                toks.append(EOT_ID)
+                toks.append(EOT_ID if store == "gpt2" else ByteCodec.bos_id)
                 writer.append("val" if is_validation(doc.name, val_fraction) else "train", toks)
             n_docs += len(batch)
             bar.set_postfix_str(f"{sum(writer.sizes.values()):,} tokens", refresh=False)
@@ -228,14 +260,18 @@ def _batches(docs: Iterator[Document], max_chars: int = 1 << 23) -> Iterator[lis
         yield batch
 
 
-def build_codec(corpus: TokenizedCorpus, vocab_size: int | None) -> CompactVocab | GPT2Codec:
+def build_codec(corpus: TokenizedCorpus, vocab_size: int | None, codec: str = "bpe") -> Codec:
+    """The codec a run trains with: bytes, the full GPT-2 vocabulary, or a compact one built
+    from the corpus's GPT-2 id counts."""
+    if codec == "bytes":
+        return ByteCodec()
     if vocab_size is None or vocab_size >= 50257:
         return GPT2Codec()
     return CompactVocab.from_counts(corpus.gpt2_counts(), vocab_size)
 
 
-def windows(ids: np.ndarray, codec: CompactVocab | GPT2Codec, n_ctx: int) -> TokenWindows:
-    """Non-overlapping windows of ``n_ctx`` model ids over GPT-2 ids, read when indexed."""
+def windows(ids: np.ndarray, codec: Codec, n_ctx: int) -> TokenWindows:
+    """Non-overlapping windows of ``n_ctx`` model ids over a store's ids, read when indexed."""
     return TokenWindows(ids, codec, n_ctx)
 
 

@@ -31,8 +31,9 @@ from transformers import PreTrainedTokenizer
 from interp_toolkit.text.codecs import (
     ENDOFTEXT,
     UNK,
+    ByteCodec,
+    Codec,
     CompactVocab,
-    GPT2Codec,
     gpt2_bpe_files,
     gpt2_encoding,
 )
@@ -49,6 +50,18 @@ def gpt2_token_strings() -> tuple[str, ...]:
     return tuple(strings)
 
 
+@lru_cache(maxsize=1)
+def byte_token_strings() -> list[str]:
+    """One distinct token string per byte: GPT-2's byte-level alphabet (``Ġ`` for a space, as
+    GPT-2's own tokenizer shows its single-byte tokens), ``<|endoftext|>`` for byte 0 (BOS)."""
+    strings = gpt2_token_strings()
+    enc = gpt2_encoding()
+    by_byte = {enc.decode_single_token_bytes(g): s for g, s in enumerate(strings) if s}
+    out = [by_byte[bytes([b])] for b in range(256)]
+    out[ByteCodec.bos_id] = ENDOFTEXT
+    return out
+
+
 class CodecTokenizer(PreTrainedTokenizer):
     """A ``transformers`` tokenizer whose ids are exactly a codec's ids (see the module docstring).
 
@@ -57,8 +70,23 @@ class CodecTokenizer(PreTrainedTokenizer):
     expects of a tokenizer with ``add_bos_token=True``.
     """
 
-    def __init__(self, codec: CompactVocab | GPT2Codec) -> None:
+    def __init__(self, codec: Codec) -> None:
         self.codec = codec
+        if isinstance(codec, ByteCodec):
+            # BOS reads as <|endoftext|>, as GPT-2's does; every other id is its byte.
+            self._strings = byte_token_strings()
+            self._bytes = [ENDOFTEXT.encode(), *(bytes([b]) for b in range(1, 256))]
+            self._ids = {s: i for i, s in enumerate(self._strings)}
+            super().__init__(
+                name_or_path="interp-toolkit/bytes",
+                bos_token=ENDOFTEXT,
+                eos_token=ENDOFTEXT,
+                pad_token=ENDOFTEXT,
+                add_bos_token=True,
+                special_tokens_pattern="bos",
+                clean_up_tokenization_spaces=False,
+            )
+            return
         enc = gpt2_encoding()
         strings = gpt2_token_strings()
         if isinstance(codec, CompactVocab):
@@ -110,14 +138,12 @@ class CodecTokenizer(PreTrainedTokenizer):
         return data.decode("utf-8", errors="replace")
 
 
-def make_tokenizer(codec: CompactVocab | GPT2Codec) -> CodecTokenizer:
+def make_tokenizer(codec: Codec) -> CodecTokenizer:
     """The TransformerLens-ready tokenizer of ``codec`` (offline; ids equal ``codec.encode``)."""
     return CodecTokenizer(codec)
 
 
-def attach_tokenizer(
-    model: TransformerBridge, codec: CompactVocab | GPT2Codec
-) -> TransformerBridge:
+def attach_tokenizer(model: TransformerBridge, codec: Codec) -> TransformerBridge:
     """Give ``model`` the tokenizer of ``codec``; returns ``model`` (its forward is unchanged).
 
     Sets what TL's boot sets for a pretrained model: ``model.tokenizer``,

@@ -40,6 +40,10 @@ class TrainSettings:
     stop_score: float | None = None
     stop_after: int | None = None
     precision: str = "fp32"  # a devices.PRECISIONS name: fp32, tf32 (CUDA only) or bf16
+    #: Flush denormal floats to zero on the CPU (``torch.set_flush_denormal``, process-wide):
+    #: small attention-only models on text drift into denormals and then run >2x slower in
+    #: float32 (measured on the byte preset, docs/recipes.md §1).
+    flush_denormal: bool = False
 
     def validate(self) -> None:
         for name in ("steps", "batch_size", "log_every", "score_every", "checkpoint_every"):

@@ -116,6 +116,8 @@ def train_model(
             )
         if train_cfg.threads:
             torch.set_num_threads(train_cfg.threads)
+        if train_cfg.flush_denormal and dev.type == "cpu":
+            torch.set_flush_denormal(True)
 
         # 2. Data: the corpus (rank 0 tokenizes first), the codec (saved with the run), training
         #    windows of n_ctx + 1 tokens (the model reads n_ctx and every position, the last one
@@ -124,10 +126,18 @@ def train_model(
         corpus = rank0_first(
             cluster,
             lambda: tokenize_corpus(
-                data_cfg.corpus, data_cfg.val_fraction, data_cfg.max_tokens, progress
+                data_cfg.corpus,
+                data_cfg.val_fraction,
+                data_cfg.max_tokens,
+                progress,
+                store=data_cfg.store,
             ),
         )
-        codec = read_codec(paths) if begin.resumed else build_codec(corpus, data_cfg.vocab_size)
+        codec = (
+            read_codec(paths)
+            if begin.resumed
+            else build_codec(corpus, data_cfg.vocab_size, data_cfg.codec)
+        )
         model_cfg = model_cfg.replace(d_vocab=codec.d_vocab)
         train_windows = windows(corpus.train_ids, codec, model_cfg.n_ctx + 1)
         val_windows = windows(corpus.val_ids, codec, model_cfg.n_ctx)

@@ -1,7 +1,7 @@
 """The layout's rules, checked on the source: one folder per question and no loose module at the
 top; folders import only folders below them in the story (text -> models -> runs -> statistics ->
 heads -> ... -> study -> cli); no import cycle anywhere in interp_toolkit (imports at module level
-and inside functions both count); no module over 400 lines; views/ never reaches for a model."""
+and inside functions both count); no module over 500 lines; views/ never reaches for a model."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import ast
 from pathlib import Path
 
 PKG = Path(__file__).resolve().parents[2] / "interp_toolkit"
-MAX_LINES = 400
+MAX_LINES = 500  # a family lives in one file by meaning (the layout issue raised it from 400)
 
 
 def _modules() -> dict[str, Path]:

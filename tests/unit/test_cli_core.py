@@ -34,7 +34,7 @@ def tiny_run(tmp_path, tiny_cfg):
         (["--preset", "gpu"], "unknown preset 'gpu'"),
         (["--layers", "5"], "--layers 5 is not offered"),
         (["--n-ctx", "2"], "n_ctx=2 cannot work"),
-        (["--d-model", "130"], "--d-model 130 cannot work"),
+        (["--d-model", "130"], "d_model=130 cannot work with 4 heads"),
         (["--corpus", "/no/such/corpus"], "existing path"),
         (["--corpus", "hf:Skylion007/openwebtext"], "offline"),
     ],

@@ -154,3 +154,30 @@ def test_controls_train_in_workers_while_the_block_runs(tmp_path, monkeypatch):
     with study_folder.training(jobs, workers=2, device="cuda"):
         events.append(("block",))
     assert events == [("here", "a"), ("here", "b"), ("block",)]
+
+
+def test_both_settings_train_the_text_pair_first_and_each_control_follows_its_own(tmp_path):
+    """`reproduce --preset all`: the natural-text pair (fixed length, both known from the start)
+    beside the curriculum's depths; a curriculum control follows only curriculum runs."""
+    import json
+
+    from interp_toolkit.study.reproduce import (
+        control_steps,
+        depth_preset,
+        study_runs,
+        study_settings,
+    )
+
+    cfg = StudyConfig(out=tmp_path, preset=None)
+    assert study_settings(cfg) == [("text", (1, 2)), ("cpu", (1, 2, 3, 8))]
+    runs = study_runs(cfg)
+    assert [r.name for r in runs] == ["text-1l", "text-2l", "cpu-1l", "cpu-2l", "cpu-3l", "cpu-8l"]
+    text1, text2, cpu1 = runs[0], runs[1], runs[2]
+    assert depth_preset(cfg, text1).train.steps == depth_preset(cfg, text2).train.steps
+    assert depth_preset(cfg, text2).train.stop_score is None  # natural text: fixed length
+    assert depth_preset(cfg, runs[3]).train.stop_score == 0.4  # curriculum: stop rule
+    assert depth_preset(cfg, text1).data.codec == "bytes"
+    (tmp_path / "text-2l").mkdir()
+    (tmp_path / "text-2l" / "metrics.jsonl").write_text(json.dumps({"step": 9000}) + "\n")
+    assert control_steps(tmp_path, runs, cpu1) is None  # the text run is not its kind
+    assert study_settings(StudyConfig(out=tmp_path)) == [("cpu", (1, 2, 3, 8))]

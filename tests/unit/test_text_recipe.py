@@ -1,4 +1,5 @@
-"""The natural-text recipe: the ``text`` preset's settings and ``train --repeat-fraction``."""
+"""The natural-text recipes: the ``text`` preset (bytes), the ``text-bpe`` preset, and
+``train --repeat-fraction``."""
 
 import pytest
 
@@ -43,17 +44,22 @@ def test_the_repeat_fraction_reaches_the_data_config(monkeypatch, tmp_path):
 def test_the_text_preset_is_plain_text_with_shortformer_positions(layers):
     from interp_toolkit.training.presets import get_preset
 
-    p = get_preset("text", layers)
-    p.validate()
-    assert p.name == "text" and p.model.n_layers == layers
-    assert p.data.repeat_fraction == 0.0 and p.data.setting == "natural text"
-    assert p.data.corpus == "stdlib"
-    assert p.model.positional == "shortformer" and p.model.embed_init_std == 1.0
-    assert p.model.d_vocab == p.data.vocab_size
-    # every depth trains the same recipe: only the depth differs
-    base = get_preset("text", 2)
-    assert p.data == base.data and p.train == base.train
-    assert p.model.replace(n_layers=2) == base.model
+    for name in ("text", "text-bpe"):
+        p = get_preset(name, layers)
+        p.validate()
+        assert p.name == name and p.model.n_layers == layers
+        assert p.data.repeat_fraction == 0.0 and p.data.setting == "natural text"
+        assert p.data.corpus == "stdlib"
+        assert p.model.positional == "shortformer" and p.model.embed_init_std == 1.0
+        # every depth trains the same recipe: only the depth differs
+        base = get_preset(name, 2)
+        assert p.data == base.data and p.train == base.train
+        assert p.model.replace(n_layers=2) == base.model
+    bpe, byte = get_preset("text-bpe", layers), get_preset("text", layers)
+    assert bpe.model.d_vocab == bpe.data.vocab_size == 256 and bpe.data.codec == "bpe"
+    assert (byte.data.codec, byte.data.vocab_size, byte.model.d_vocab) == ("bytes", None, 256)
+    assert (byte.model.n_ctx, byte.train.batch_size, byte.train.precision) == (256, 4, "fp32")
+    assert byte.train.flush_denormal and not bpe.train.flush_denormal
 
 
 def test_the_cpu_and_seed_presets_are_unchanged():
@@ -81,7 +87,7 @@ def test_a_text_run_records_its_recipe(tmp_path):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("def f(x):\n    return x + 1\n" * 400)
     p = with_overrides(
-        get_preset("text", 2),
+        get_preset("text-bpe", 2),
         corpus=str(corpus),
         steps=3,
         batch_size=4,
@@ -93,7 +99,7 @@ def test_a_text_run_records_its_recipe(tmp_path):
         tmp_path / "run", p.model, p.data, p.train, preset=p.name, progress=False, device="cpu"
     )
     config = read_config(tmp_path / "run")
-    assert config["settings"]["preset"] == "text"
+    assert config["settings"]["preset"] == "text-bpe"
     assert config["settings"]["data"]["repeat_fraction"] == 0.0
     assert config["model"]["positional"] == "shortformer"
     assert is_shortformer(load_run(tmp_path / "run", device="cpu").model)

@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _common import print_table, write_result  # noqa: E402
 from _flops import now, set_clock  # noqa: E402
 

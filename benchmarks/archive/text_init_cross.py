@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from interp_toolkit.heads.repeats import default_probe  # noqa: E402
 from interp_toolkit.heads.scorer import head_scores  # noqa: E402
@@ -36,7 +36,7 @@ from interp_toolkit.training.presets import get_preset, with_overrides  # noqa: 
 from interp_toolkit.training.trainer import _stream  # noqa: E402
 
 STEPS, LOG_DIR = 1000, ROOT / "benchmarks" / "results" / "text_tries"
-TRIES = ROOT / "benchmarks" / "text_tries.py"
+TRIES = ROOT / "benchmarks" / "archive" / "text_tries.py"
 NAMES = {"A": "XA_tk_engine_L_init", "B": "XB_tries_engine_tk_init"}
 # toolkit state-dict key -> text_tries.py key
 KEYS = {"embed.weight": "E", "pos_embed.weight": "P", "unembed.weight": "U.weight"}
