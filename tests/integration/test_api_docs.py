@@ -19,4 +19,4 @@ def test_api_reference_builds(tmp_path):
     for name in ("load", "train", "scores_on", "discover", "exam", "view"):
         assert f'id="{name}"' in top, name
     assert "exist_ok" in top  # docstrings, not only names
-    assert (out / "interp_toolkit" / "analysis" / "heads.html").is_file()
+    assert (out / "interp_toolkit" / "heads" / "registry.html").is_file()
