@@ -168,7 +168,7 @@ def stops_on_induction(preset: str) -> bool:
     """Whether a study trains this preset's 2+-layer models only until induction has formed
     (the curriculum), or every depth for the preset's fixed number of steps (natural text:
     the 1-layer control then trains as long from the start, beside it)."""
-    return not preset.startswith("text")
+    return get_preset(preset, 2).stops_on_induction
 
 
 def depth_preset(cfg: StudyConfig, run: StudyRun, control_steps: int | None = None) -> Preset:

@@ -62,6 +62,28 @@ def byte_token_strings() -> list[str]:
     return out
 
 
+def _token_table(codec: Codec) -> tuple[list[str], list[bytes], str]:
+    """Each model id's token string and bytes, and the tokenizer's label."""
+    if isinstance(codec, ByteCodec):
+        # BOS reads as <|endoftext|>, as GPT-2's does; every other id is its byte.
+        table = [ENDOFTEXT.encode(), *(bytes([b]) for b in range(1, 256))]
+        return byte_token_strings(), table, "interp-toolkit/bytes"
+    enc = gpt2_encoding()
+    strings = gpt2_token_strings()
+    if isinstance(codec, CompactVocab):
+        gpt2_ids = codec.gpt2_ids.tolist()
+        label = f"interp-toolkit/compact-{codec.d_vocab}"
+    else:
+        gpt2_ids = list(range(codec.d_vocab))
+        label = "interp-toolkit/gpt2-bpe"
+    names = [strings[g] for g in gpt2_ids]
+    table = [enc.decode_single_token_bytes(g) for g in gpt2_ids]
+    if codec.unk_id is not None:
+        names.append(UNK)
+        table.append(UNK.encode())
+    return names, table, label
+
+
 class CodecTokenizer(PreTrainedTokenizer):
     """A ``transformers`` tokenizer whose ids are exactly a codec's ids (see the module docstring).
 
@@ -72,34 +94,7 @@ class CodecTokenizer(PreTrainedTokenizer):
 
     def __init__(self, codec: Codec) -> None:
         self.codec = codec
-        if isinstance(codec, ByteCodec):
-            # BOS reads as <|endoftext|>, as GPT-2's does; every other id is its byte.
-            self._strings = byte_token_strings()
-            self._bytes = [ENDOFTEXT.encode(), *(bytes([b]) for b in range(1, 256))]
-            self._ids = {s: i for i, s in enumerate(self._strings)}
-            super().__init__(
-                name_or_path="interp-toolkit/bytes",
-                bos_token=ENDOFTEXT,
-                eos_token=ENDOFTEXT,
-                pad_token=ENDOFTEXT,
-                add_bos_token=True,
-                special_tokens_pattern="bos",
-                clean_up_tokenization_spaces=False,
-            )
-            return
-        enc = gpt2_encoding()
-        strings = gpt2_token_strings()
-        if isinstance(codec, CompactVocab):
-            gpt2_ids = codec.gpt2_ids.tolist()
-            label = f"interp-toolkit/compact-{codec.d_vocab}"
-        else:
-            gpt2_ids = list(range(codec.d_vocab))
-            label = "interp-toolkit/gpt2-bpe"
-        self._strings = [strings[g] for g in gpt2_ids]
-        self._bytes = [enc.decode_single_token_bytes(g) for g in gpt2_ids]
-        if codec.unk_id is not None:
-            self._strings.append(UNK)
-            self._bytes.append(UNK.encode())
+        self._strings, self._bytes, label = _token_table(codec)
         self._ids = {s: i for i, s in enumerate(self._strings)}
         super().__init__(
             name_or_path=label,

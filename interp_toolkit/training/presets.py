@@ -40,6 +40,9 @@ class Preset:
     model: AttnOnlyConfig
     data: DataConfig
     train: TrainSettings
+    #: Whether a study trains this recipe's 2+-layer models only until induction has formed (then
+    #: its 1-layer control as long), or every depth its fixed number of steps, side by side.
+    stops_on_induction: bool = True
 
     def validate(self) -> None:
         for cfg in (self.model, self.data, self.train):
@@ -87,6 +90,7 @@ def _text(n_layers: int) -> Preset:
     """Natural text read as bytes (docs/recipes.md §1: the settings screened, over seeds)."""
     return Preset(
         name="text",
+        stops_on_induction=False,
         model=AttnOnlyConfig(
             n_layers=n_layers,
             d_model=128,
@@ -122,6 +126,7 @@ def _text_bpe(n_layers: int) -> Preset:
     the induction role in 12,000 steps (docs/recipes.md §2); kept to measure against."""
     return Preset(
         name="text-bpe",
+        stops_on_induction=False,
         model=AttnOnlyConfig(
             n_layers=n_layers,
             d_model=128,
