@@ -84,7 +84,7 @@ def run_study(out: Path, args: argparse.Namespace, mlp: bool) -> tuple[dict, lis
     wall, cpu = time.perf_counter() - t0, cpu_seconds() - cpu0
     rows = []
     for d in [*result.depths, *result.mlp_depths]:
-        v = exam_verdict(d.exams)
+        v = exam_verdict(d.period_exams)
         rows.append(
             {
                 "run": d.name,
@@ -100,7 +100,7 @@ def run_study(out: Path, args: argparse.Namespace, mlp: bool) -> tuple[dict, lis
                 "lowest_pass": v.lowest.pass_rate,
                 "lowest_bound": round(v.lowest.interval.low, 3),
                 "val_loss": d.val_loss,
-                "exam": {f"{e.kind}-{e.period}": e.pass_rate for e in d.exams},
+                "exam": {f"{e.kind}-{e.period}": e.pass_rate for e in d.period_exams},
             }
         )
     total = {

@@ -40,7 +40,7 @@ def main() -> None:
     for seed in seeds:
         cfg = StudyConfig(out=root / f"seed-{seed}", layers=(1, 2), seed=seed, threads=args.threads)
         for d in reproduce(cfg).depths:
-            v = exam_verdict(d.exams)
+            v = exam_verdict(d.period_exams)
             rows.append(
                 {
                     "seed": seed,
@@ -55,7 +55,7 @@ def main() -> None:
                     "all_pass": v.all_pass,
                     "above_untrained": f"{sum(len(x) for x in v.above.values())}/{v.n_exams}",
                     "lowest_pass": v.lowest.pass_rate,
-                    "exam": {f"{e.kind}-{e.period}": e.pass_rate for e in d.exams},
+                    "exam": {f"{e.kind}-{e.period}": e.pass_rate for e in d.period_exams},
                 }
             )
             print_table(rows[-1:], [k for k in rows[-1] if k != "exam"])

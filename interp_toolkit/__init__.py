@@ -22,13 +22,19 @@ package imports none of its modules itself, since every module imports it).
 from __future__ import annotations
 
 import warnings
-from importlib import import_module, metadata
+from importlib import import_module
 from typing import Any
 
-try:
-    __version__: str = metadata.version("interp-toolkit")
-except metadata.PackageNotFoundError:  # a source tree that was never installed
-    __version__ = "0+unknown"
+
+def _version() -> str:
+    """The installed version, read on first use (importlib.metadata costs ~50 ms at start-up)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("interp-toolkit")
+    except metadata.PackageNotFoundError:  # a source tree that was never installed
+        return "0+unknown"
+
 
 __all__ = [
     "UserError",
@@ -52,6 +58,9 @@ _LAZY = {name: "interp_toolkit.api" for name in __all__[2:]} | {
 
 
 def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        globals()[name] = value = _version()
+        return value
     if name in _LAZY:
         value = getattr(import_module(_LAZY[name]), name)
         globals()[name] = value

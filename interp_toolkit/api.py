@@ -17,16 +17,17 @@ tensor) are read as given. Bad input raises :class:`~interp_toolkit.errors.UserE
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 from jaxtyping import Int
 from transformer_lens import TransformerBridge
 
-from interp_toolkit.errors import UserError
+from interp_toolkit.errors import UnknownTokensWarning, UserError
 from interp_toolkit.exams.single import ExamResult, exams_for, run_exam
 from interp_toolkit.heads.discover import Discovery
 from interp_toolkit.heads.patterns import HeadSpec
@@ -35,10 +36,13 @@ from interp_toolkit.heads.scorer import HeadScores, head_scores
 from interp_toolkit.heads.text_scorer import text_head_scores
 from interp_toolkit.runs.folder import Run, RunPaths, load_run, read_config
 from interp_toolkit.runs.targets import Target, load_target
+from interp_toolkit.runtime import validate
 from interp_toolkit.runtime.validate import path_arg, token_ids
-from interp_toolkit.text.codecs import GPT2_VOCAB_SIZE, Codec, GPT2Codec
+from interp_toolkit.text.codecs import GPT2_VOCAB_SIZE, Codec, GPT2Codec, unknown_notice
 from interp_toolkit.text.tl_tokenizer import CodecTokenizer
-from interp_toolkit.views.attention import LayerViews
+
+if TYPE_CHECKING:  # circuitsvis (~0.5 s to import) only when a view is drawn
+    from interp_toolkit.views.attention import LayerViews
 
 __all__ = ["discover", "exam", "load", "sae", "scores_on", "train", "view"]
 
@@ -85,6 +89,8 @@ def train(
     out = path_arg(out, "out")
     if exist_ok not in ("load", "resume", "error"):
         raise UserError(f"exist_ok={exist_ok!r} is not one of 'load', 'resume', 'error'.")
+    if isinstance(overrides.get("corpus"), os.PathLike):
+        overrides["corpus"] = os.fspath(overrides["corpus"])  # recorded in config.json as text
     try:
         p = with_overrides(get_preset(preset, layers), **overrides)
     except KeyError as exc:
@@ -92,6 +98,7 @@ def train(
             f"train() has no setting {exc.args[0]!r}: use a field of the preset's model, data or "
             "training settings (steps, seed, d_model, n_ctx, corpus, ...)."
         ) from None
+    p.validate()  # every setting's type and range, before any folder exists
     paths = RunPaths(Path(out))
     held = exist_ok != "error" and paths.config.is_file()
     if held and exist_ok == "load" and paths.weights.is_file():
@@ -137,10 +144,11 @@ def _as_tokens(model: TransformerBridge, prompt: Prompt) -> Int[torch.Tensor, "b
     if isinstance(prompt, str):
         if not prompt.strip():
             raise UserError("the prompt is empty: give some text or token ids.")
-        prompt = model.to_tokens(prompt).cpu()
+        prompt = model.to_tokens(prompt, truncate=False).cpu()  # too long: refused, not cut
     cfg = model.cfg
+    # the CLI's own check and line ("prompt has N tokens but the model's context is ...")
     return token_ids(
-        prompt, d_vocab=int(cfg.d_vocab), n_ctx=int(cfg.n_ctx), batch=True, name="the prompt"
+        prompt, d_vocab=int(cfg.d_vocab), n_ctx=int(cfg.n_ctx), batch=True, name="prompt"
     )
 
 
@@ -160,17 +168,28 @@ def scores_on(model: ModelLike, prompt: Prompt, period: int | None = None) -> He
     Definitions: :data:`interp_toolkit.heads.registry.SCORES`.
     """
     bridge, codec = _parts(model)
-    if period is not None and period < 2:
-        raise UserError(f"period={period} cannot work: a repeated span has 2 or more tokens.")
+    period = validate.count(period, "period", 2, optional=True)  # a span repeats: 2 or more
     tokens = _as_tokens(bridge, prompt)
+    _warn_unknown(codec, tokens)
+    unk = codec.unk_id
     if period is not None:
-        return head_scores(bridge, prompt_probe(tokens, bos_id=codec.bos_id, period=period))
+        probe = prompt_probe(tokens, bos_id=codec.bos_id, period=period, unk_id=unk)
+        return head_scores(bridge, probe)
     try:
-        probe = prompt_probe(tokens, bos_id=codec.bos_id)
+        probe = prompt_probe(tokens, bos_id=codec.bos_id, unk_id=unk)
     except UserError:  # no exact periodic repeat: read it as text
         has_bos = codec.bos_id is not None and bool((tokens[:, 0] == codec.bos_id).all())
-        return text_head_scores(bridge, tokens, has_bos=has_bos)
+        return text_head_scores(bridge, tokens, has_bos=has_bos, unk_id=unk)
     return head_scores(bridge, probe)
+
+
+def _warn_unknown(codec: Codec, tokens: Int[torch.Tensor, "batch pos"]) -> None:
+    """An :class:`~interp_toolkit.errors.UnknownTokensWarning` when much of the prompt is
+    ``<unk>`` (:func:`~interp_toolkit.text.codecs.unknown_notice`; a leading BOS not counted)."""
+    text = tokens[:, 1:] if bool((tokens[:, 0] == codec.bos_id).all()) else tokens
+    notice = unknown_notice(codec, text.flatten().tolist())
+    if notice is not None:
+        warnings.warn(notice, UnknownTokensWarning, stacklevel=3)
 
 
 def view(
@@ -190,6 +209,7 @@ def view(
     tokens = _as_tokens(bridge, prompt)
     if tokens.shape[0] != 1:
         raise UserError(f"view() draws one prompt, not a batch of {tokens.shape[0]}.")
+    _warn_unknown(codec, tokens)
     return attention_view(bridge, tokens[0], codec=codec, layer=layer, heads=heads)
 
 
@@ -216,6 +236,11 @@ def exam(
     ``prompt``? Without a prompt, the built-in exams. Each result has ``rank`` (0 = top),
     ``prob``, ``passed`` and the ``top_k`` next tokens."""
     bridge, codec = _parts(model)
+    top_k = validate.count(top_k, "top_k")
+    if prompt is not None:
+        validate.text(prompt, "prompt", "' A B C D A B C'")
+    if target is not None:
+        validate.text(target, "target", "' D'")
     if prompt is None:
         exams = [(e.prompt, e.target, e.name) for e in exams_for(codec)]
     elif target is None:
@@ -237,6 +262,8 @@ def sae(model: ModelLike, hook: str, out: str | os.PathLike[str], **options: Any
     from interp_toolkit.saes.pipeline import run_sae
 
     bridge, codec = _parts(model)
+    out = path_arg(out, "out", "sae/l1-z")
+    validate.text(hook, "hook", '"blocks.1.attn.hook_z"')
     source = model.source if isinstance(model, Target) else model
     result = run_sae(bridge, codec, source, hook, out, **options)
     write_pages(result, bridge, codec, title=f"SAE: {hook}")

@@ -7,8 +7,11 @@ from __future__ import annotations
 import signal
 
 
-class UserError(Exception):
-    """Bad input from the user. The message names the problem and the fix, on one line."""
+class UserError(ValueError, TypeError):
+    """Bad input from the user. The message names the problem and the fix, on one line.
+
+    A ``ValueError`` and a ``TypeError`` too, so code that catches either for a bad argument
+    (``except ValueError``) still catches it."""
 
     exit_code = 2
 
@@ -17,9 +20,21 @@ class UserError(Exception):
 
 
 class Interrupted(KeyboardInterrupt):
-    """Ctrl-C (SIGINT) or SIGTERM, with what was kept and how to go on. A ``KeyboardInterrupt``,
-    so code that stops on Ctrl-C stops on it; the CLI prints the message and exits 128 + signal."""
+    """Ctrl-C (SIGINT), SIGTERM or SIGHUP, with what was kept and how to go on (an empty message:
+    the CLI says which files were written). A ``KeyboardInterrupt``, so code that stops on Ctrl-C
+    stops on it; the CLI prints the message and exits 128 + signal."""
 
     def __init__(self, message: str, signum: int = signal.SIGINT) -> None:
         super().__init__(" ".join(message.split()))
+        self.signum = int(signum)
         self.exit_code = 128 + int(signum)
+
+
+def signal_of(interrupt: BaseException) -> str:
+    """The name of the signal behind an interrupt (``SIGINT`` for a plain ``KeyboardInterrupt``)."""
+    return signal.Signals(getattr(interrupt, "signum", signal.SIGINT)).name
+
+
+class UnknownTokensWarning(UserWarning):
+    """A result on text the model's vocabulary could not read in large part (many ``<unk>``):
+    the message says the vocabulary and the share unknown."""

@@ -176,6 +176,32 @@ def control_model(kind: str = "k"):
     return model
 
 
+#: The gain of head 1.1's OV in :func:`chain_model`.
+CHAIN_GAIN = 4.0
+
+
+def chain_model():
+    """:func:`k_composition_model` plus a head 1.1 that writes nothing on any one run but hurts
+    when its value inputs come from different runs (for pruning and the curve's search).
+
+    1.1 attends like 1.0 (its query reads ``TOK``, its key reads 0.0's ``MID``: K-composition);
+    its value is ``2 * OUT - TOK`` at the attended key, where ``OUT`` holds 0.1's write (half the
+    key's token id), so it is 0 whenever 0.1's write and the token come from the same run; its
+    OV writes that value to ``OUT`` with gain ``CHAIN_GAIN``. With its value edge from the
+    embedding clean and the one from 0.1 corrupt (or 0.1's own value edge corrupt), the value is
+    ``e(fresh) - e(right)``: 1.1 lowers the right token by ``CHAIN_GAIN``, below the corrupt
+    run. With both clean, or both corrupt, or 1.1's output edge corrupt, it changes nothing."""
+    model = k_composition_model()
+    with torch.no_grad():
+        h = _Head(model, 1, 1)
+        _induction_query_key(h)
+        for i in range(BLOCK):
+            h.v[i, OUT + i] = 2.0
+            h.v[i, TOK + i] = -1.0
+            h.o[OUT + i, i] = CHAIN_GAIN
+    return model
+
+
 #: The value norm of BOS for head 1.1 of :func:`stripes_model` (every other token's is 1).
 BOS_VALUE_NORM = 3.0
 

@@ -1,18 +1,30 @@
 """Circuit discovery: rank every edge by attribution, then find the smallest set that does the task.
 
+Everything that chooses the circuit reads the **selection** prompts (the task given); the circuit
+is then scored on **held-out** prompts of the same task drawn with another seed
+(:meth:`~.tasks.Task.heldout`, or ``heldout=``), with a 95% percentile bootstrap interval over
+those prompts.
+
 1. :func:`~.attribution.attribute` ranks every edge (EAP, or EAP-IG with ``ig_steps > 1``).
 2. The **faithfulness curve**: the top-k edges alone, every other edge fed its corrupt-run
    value, for k along a grid (1..10, then x1.5 steps to every edge); the share of the task's
    clean-corrupt gap each recovers (:func:`~.attribution.faithfulness`).
-3. The smallest k on the curve recovering ``Thresholds.recovers`` (80%), narrowed by bisection
-   between it and the grid point before it.
-4. **Pruning** (exact, up to ``prune_max`` edges): from the weakest up, edges of the top-k set
-   are dropped when the rest still recovers 80% (a block of weak edges at once while that holds,
-   halving the block when it does not, down to single edges). Attribution is a linear estimate: at a saturated
-   softmax both the key that selects a token and the value that carries it read near-zero
-   gradients at the corrupt point (an AND gate), so a necessary edge can rank among the
-   zero-scored ones; the curve then needs a larger k and pruning removes what the estimate
-   over-ranked. The hand-built circuits of the tests show both cases.
+3. The **smallest k** recovering ``Thresholds.recovers`` (80%), found by a scan in order
+   (:func:`smallest_k`), not by bisection: the curve need not be monotone (an edge can hurt
+   until its partner joins). Every k below the first passing grid point is evaluated (batched,
+   stopping at the first pass), so the k is the smallest of all; that costs one evaluation per
+   off-grid k below it (bisection: about log2 of the bracket). Above ``scan_max`` only the
+   bracket after the last failing grid point is scanned.
+4. **Pruning to a fixed point** (exact, up to ``prune_max`` edges): from the weakest up, edges of
+   the top-k set are dropped when the rest still recovers 80% on the selection prompts (a block of
+   weak edges at once while that holds, halving the block when it does not, down to single
+   edges); then every single-edge removal is tried again, side by side, the weakest passing edge
+   dropped, until no edge can go. One pass is not enough: an edge whose removal hurt while a
+   stronger edge it feeds was in becomes dead once that edge is pruned. Attribution is a linear
+   estimate: at a saturated softmax both the key that selects a token and the value that carries
+   it read near-zero gradients at the corrupt point (an AND gate), so a necessary edge can rank
+   among the zero-scored ones; the curve then needs a larger k and pruning removes what the
+   estimate over-ranked. The hand-built circuits of the tests show both cases.
 
 No circuit is reported when the model does not do the task (gap below ``Thresholds.min_gap``).
 """
@@ -36,11 +48,15 @@ from interp_toolkit.causal.attribution import (
 )
 from interp_toolkit.causal.graph import Edge, graph_of
 from interp_toolkit.causal.routes import Estimate, does_task
-from interp_toolkit.causal.shares import gap, resamples
+from interp_toolkit.causal.shares import gap, removed_share, resamples
 from interp_toolkit.causal.tasks import Task
 from interp_toolkit.stats.thresholds import THRESHOLDS, Thresholds
 
 PRUNE_MAX = 256
+#: The smallest k is searched over every k below the first passing grid point up to this k.
+SCAN_MAX = 256
+#: Circuits evaluated side by side in one call while scanning.
+SCAN_CHUNK = 32
 
 
 @dataclass(frozen=True)
@@ -81,6 +97,15 @@ class Circuit:
     faithfulness: float | None = None
     pruned: bool = False
     reason: str = ""
+    #: Off-grid k evaluated by the scan; single-edge removal rounds of the fixed point.
+    scanned: int = 0
+    prune_rounds: int = 0
+    #: The circuit on held-out prompts (another seed): its share of their gap, with a 95%
+    #: percentile bootstrap interval over them, their gap and how many there are.
+    heldout: Estimate | None = None
+    heldout_gap: Estimate | None = None
+    heldout_prompts: int = 0
+    heldout_seed: int | None = None
 
     def to_dict(self, n_ranked: int | None = None) -> dict[str, Any]:
         ranked = self.ranked if n_ranked is None else self.ranked[:n_ranked]
@@ -101,6 +126,15 @@ class Circuit:
                 "top_k": self.top_k,
                 "pruned": self.pruned,
                 "reason": self.reason,
+                "faithfulness_on": "selection prompts (the ones that ranked and chose the edges)",
+                "heldout_faithfulness": None if self.heldout is None else vars(self.heldout),
+                "heldout_gap": None if self.heldout_gap is None else vars(self.heldout_gap),
+                "heldout_prompts": self.heldout_prompts,
+                "heldout_seed": self.heldout_seed,
+                "heldout_interval": "95% percentile bootstrap over the held-out prompts",
+                "search": "scan in k order (smallest passing k), no bisection",
+                "scanned": self.scanned,
+                "prune_rounds": self.prune_rounds,
             },
         }
 
@@ -136,18 +170,22 @@ def discover_circuit(
     model: TransformerBridge,
     task: Task,
     *,
+    heldout: Task | None = None,
     ig_steps: int = 5,
     per_position: bool = False,
     batch_size: int = 16,
     prune_max: int = PRUNE_MAX,
+    scan_max: int = SCAN_MAX,
     seed: int = 0,
     t: Thresholds = THRESHOLDS,
     scores: EdgeScores | None = None,
     fixed_k: int | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> Circuit:
-    """Rank, curve, choose and prune (module docstring). ``scores``: reuse an attribution;
-    ``fixed_k``: take the top ``fixed_k`` edges as the circuit (no search, no pruning)."""
+    """Rank, curve, choose and prune on ``task`` (the selection prompts), then score the circuit
+    on ``heldout`` (default: :meth:`~.tasks.Task.heldout`, the same task drawn with another seed;
+    none when the task cannot redraw itself). ``scores``: reuse an attribution; ``fixed_k``: take
+    the top ``fixed_k`` edges as the circuit (no search, no pruning). Module docstring."""
     say = progress or (lambda _msg: None)
     runs = task_runs(model, task, batch_size=batch_size)
     task_gap = gap(runs.clean, runs.corrupt, resamples(task.n_prompts, seed=seed))
@@ -181,52 +219,107 @@ def discover_circuit(
         keeps = [_keep(model, edges, n_pos) for edges in sets]
         return _recovered(model, task, keeps, runs, batch_size)
 
-    def recovered(k: int) -> float:
-        if k not in cache:
-            cache[k] = recovered_all([ranked[:k]])[0]
-        return cache[k]
+    def recovered_ks(ks: list[int]) -> list[float]:
+        values = recovered_all([ranked[:k] for k in ks])
+        cache.update(zip(ks, values, strict=True))
+        return values
 
     grid = curve_grid(len(ranked))
     say(f"faithfulness curve ({len(grid)} points)")
-    cache.update(zip(grid, recovered_all([ranked[:k] for k in grid]), strict=True))
-    passing = [k for k in grid if cache[k] >= t.recovers]
-    k_ok = passing[0] if passing else None
-    before = max((k for k in grid if k_ok is not None and k < k_ok), default=0)
+    recovered_ks(grid)
+    curve = dict(cache)
     if fixed_k is not None:
         found.top_k = min(fixed_k, len(ranked))
         found.edges = list(ranked[: found.top_k])
-        found.faithfulness = recovered(found.top_k)
-        found.curve = sorted(cache.items())
-        return found
-    if k_ok is None:
-        found.curve = sorted(cache.items())
-        found.reason = f"no top-k set recovers {t.recovers:.0%} of the gap, not even every edge"
-        return found
-    lo, hi = before, k_ok  # recovered(lo) < target <= recovered(hi)
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if recovered(mid) >= t.recovers else (mid, hi)
-    found.top_k = hi
-    kept = list(ranked[:hi])
-    faith = recovered(hi)
-    if hi <= prune_max:
-        say(f"pruning {hi} edges")
-        kept, faith = _prune(kept, faith, recovered_all, t.recovers)
-        found.pruned = True
-    found.edges = kept
-    found.faithfulness = faith
+        if found.top_k not in cache:
+            recovered_ks([found.top_k])
+        found.faithfulness = cache[found.top_k]
+    else:
+        k, found.scanned = smallest_k(curve, recovered_ks, t.recovers, scan_max=scan_max)
+        if k is None:
+            found.curve = sorted(cache.items())
+            found.reason = f"no top-k set recovers {t.recovers:.0%} of the gap, not even every edge"
+            return found
+        found.top_k = k
+        kept, faith = list(ranked[:k]), cache[k]
+        if k <= prune_max:
+            say(f"pruning {k} edges")
+            kept, faith, found.prune_rounds = prune(kept, faith, recovered_all, t.recovers)
+            found.pruned = True
+        found.edges, found.faithfulness = kept, faith
     found.curve = sorted(cache.items())
+    heldout = heldout if heldout is not None else task.heldout()
+    if heldout is not None and found.edges:
+        say(f"held-out faithfulness ({heldout.n_prompts} prompts)")
+        _score_heldout(model, heldout, found, n_pos, batch_size, seed)
     return found
 
 
-def _prune(
+def smallest_k(
+    curve: dict[int, float],
+    evaluate: Callable[[list[int]], list[float]],
+    target: float,
+    *,
+    scan_max: int = SCAN_MAX,
+    chunk: int = SCAN_CHUNK,
+) -> tuple[int | None, int]:
+    """The smallest k whose top-k set recovers ``target``, and how many off-grid k were evaluated.
+
+    ``curve``: the grid's values (k -> faithfulness); ``evaluate(ks)``: the values of more k, side
+    by side. No monotonicity is assumed: every k below the first passing grid point is read in
+    order (``chunk`` at a time, stopping at the chunk holding the first pass). When that grid point
+    is above ``scan_max``, only the k after the last grid point below it are scanned. None when no
+    grid point passes (off-grid k above the last failing point are then not searched)."""
+    grid = sorted(curve)
+    passing = [k for k in grid if curve[k] >= target]
+    if not passing:
+        return None, 0
+    k_ok = passing[0]
+    start = 1 if k_ok <= scan_max else max((k for k in grid if k < k_ok), default=0) + 1
+    values, scanned = dict(curve), 0
+    for k in range(start, k_ok + 1):
+        if k not in values:
+            ks = [j for j in range(k, k_ok) if j not in values][:chunk]
+            values.update(zip(ks, evaluate(ks), strict=True))
+            scanned += len(ks)
+        if values[k] >= target:
+            return k, scanned
+    raise AssertionError("unreachable: k_ok passes")  # pragma: no cover
+
+
+def prune(
+    kept: list[CircuitEdge],
+    faith: float,
+    recovered_all: Callable[[list[list[CircuitEdge]]], list[float]],
+    target: float,
+) -> tuple[list[CircuitEdge], float, int]:
+    """Prune to a fixed point: the block pass of :func:`_prune_pass`, then rounds that try every
+    single-edge removal side by side and drop the weakest edge whose removal keeps ``target``,
+    until none can go. Returns the circuit, its faithfulness and the number of rounds (the last
+    one the check that nothing more can go)."""
+    kept, faith = _prune_pass(kept, faith, recovered_all, target)
+    rounds = 0
+    while len(kept) > 1:
+        rounds += 1
+        order = sorted(kept, key=lambda e: abs(e.score))
+        trials = [[e for e in kept if e is not drop] for drop in order]
+        values = recovered_all(trials)
+        passing = [i for i, v in enumerate(values) if v >= target]
+        if not passing:
+            break
+        kept, faith = trials[passing[0]], values[passing[0]]
+    return kept, faith, rounds
+
+
+def _prune_pass(
     kept: list[CircuitEdge],
     faith: float,
     recovered_all: Callable[[list[list[CircuitEdge]]], list[float]],
     target: float,
 ) -> tuple[list[CircuitEdge], float]:
-    """Drop edges, weakest first, while the rest recovers ``target``: a block at a time, the
-    block doubling after a success and halving after a failure, down to single edges."""
+    """One pass, weakest first, dropping edges while the rest recovers ``target``: a block at a
+    time, the block doubling after a success and halving after a failure, down to single edges.
+    Each edge is tried once, so an edge kept early can be dead by the end (see :func:`prune`)."""
     order = sorted(kept, key=lambda e: abs(e.score))
     i, block = 0, max(1, len(order) // 4)
     while i < len(order):
@@ -240,6 +333,29 @@ def _prune(
         else:
             i += 1
     return kept, faith
+
+
+def _score_heldout(
+    model: TransformerBridge, heldout: Task, found: Circuit, n_pos: int, batch_size: int, seed: int
+) -> None:
+    """The circuit's share of the held-out prompts' gap, with a percentile bootstrap interval
+    over those prompts (clean, corrupt and circuit resampled together)."""
+    heldout.check(model)
+    if found.edges[0].position is not None and heldout.clean.shape[1] != n_pos:
+        return  # a per-position circuit names positions of prompts this long
+    runs = task_runs(model, heldout, batch_size=batch_size)
+    graph = graph_of(model)
+    keep = _keep(model, found.edges, heldout.clean.shape[1])
+    drop = (graph.allowed if keep.ndim == 2 else graph.allowed[..., None].expand_as(keep)) & ~keep
+    patched = ablated_metrics(model, heldout, [drop], runs, batch_size=batch_size, graph=graph)
+    idx = resamples(heldout.n_prompts, seed=seed + 1)
+    removed = removed_share(runs.clean, runs.corrupt, patched, idx)[0]
+    found.heldout = Estimate(
+        round(1 - removed.value, 4), round(1 - removed.high, 4), round(1 - removed.low, 4)
+    )
+    found.heldout_gap = gap(runs.clean, runs.corrupt, idx)
+    found.heldout_prompts = heldout.n_prompts
+    found.heldout_seed = heldout.seed
 
 
 def _recovered(

@@ -22,13 +22,18 @@ Built in (:data:`TASKS`; ``make_task(name, model, codec)``):
 
 Your own task: ``Task(name, clean, corrupt, metric)`` with any callable metric that maps logits
 ``[batch, pos, vocab]`` to ``[batch]`` and has ``rows(index)`` (:class:`Metric`).
+
+**Held-out prompts.** The built-in tasks carry their ``seed`` and ``remake(n_prompts, seed)``;
+:meth:`Task.heldout` draws the same task with seed ``seed + HELDOUT_SEED_OFFSET``, the prompts
+circuit discovery scores its circuit on after choosing it on these
+(:func:`~.circuit.discover_circuit`). A task built by hand has none unless it sets both.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
 import torch
@@ -43,6 +48,8 @@ from interp_toolkit.text.codecs import Codec
 
 MetricKind = Literal["logit_diff", "logprob"]
 METRIC_KINDS: tuple[str, ...] = ("logit_diff", "logprob")
+#: The held-out prompts of a task drawn with seed ``seed + HELDOUT_SEED_OFFSET``.
+HELDOUT_SEED_OFFSET = 1_000
 
 
 @runtime_checkable
@@ -93,6 +100,10 @@ class Task:
     corrupt: Tensor  # [batch, pos] like ``clean`` (checked in __post_init__, with a clear error)
     metric: Metric
     description: str = ""
+    #: The seed the prompts were drawn with, and ``remake(n_prompts, seed)``: the same task on
+    #: prompts drawn with another seed (the held-out set of :func:`~.circuit.discover_circuit`).
+    seed: int | None = field(default=None, compare=False)
+    remake: Callable[[int, int], Task] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.clean.shape != self.corrupt.shape or self.clean.ndim != 2:
@@ -112,6 +123,13 @@ class Task:
             corrupt=self.corrupt[index],
             metric=self.metric.rows(index),
         )
+
+    def heldout(self, n_prompts: int | None = None) -> Task | None:
+        """The same task on ``n_prompts`` (default: as many) prompts drawn with another seed
+        (``seed + HELDOUT_SEED_OFFSET``); None when the task cannot redraw its prompts."""
+        if self.remake is None or self.seed is None:
+            return None
+        return self.remake(n_prompts or self.n_prompts, self.seed + HELDOUT_SEED_OFFSET)
 
     def check(self, model: TransformerBridge) -> Task:
         """This task, if its tokens fit ``model`` (a one-line UserError otherwise)."""
@@ -164,6 +182,10 @@ def induction_task(
         )
         scored[i, start + period : start + 2 * period - 1] = True
     right = torch.roll(clean, -1, dims=1)
+
+    def remake(n: int, s: int) -> Task:
+        return induction_task(codec, n_ctx, n_prompts=n, seed=s, metric=metric)
+
     return Task(
         name="induction",
         clean=clean,
@@ -171,6 +193,8 @@ def induction_task(
         metric=TokenMetric(scored, right, None, metric),
         description=f"repeated random tokens (period {period}) vs the same layout without the "
         f"first repeat; metric: {metric_phrase(metric)} of the repeated token on the second repeat",
+        seed=seed,
+        remake=remake,
     )
 
 
@@ -344,4 +368,9 @@ def make_task(
         raise UserError(f"task {name!r} is unknown: use one of {', '.join(TASKS)}.")
     if n_prompts < 2:
         raise UserError(f"{n_prompts} prompts cannot give an interval: use 2 or more.")
-    return TASKS[name](model, codec, n_prompts, seed).check(model)
+
+    def remake(n: int, s: int) -> Task:
+        return TASKS[name](model, codec, n, s).check(model)
+
+    made = TASKS[name](model, codec, n_prompts, seed).check(model)
+    return dataclasses.replace(made, seed=seed, remake=remake)

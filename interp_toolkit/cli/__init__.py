@@ -21,6 +21,9 @@ from interp_toolkit.cli import (  # noqa: F401  (registers commands)
 )
 from interp_toolkit.cli.app import app
 from interp_toolkit.cli.boundary import run
+from interp_toolkit.cli.help import tidy
+
+tidy(app)
 
 __all__ = ["app", "main"]
 

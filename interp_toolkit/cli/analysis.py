@@ -7,7 +7,7 @@ are checked before any work starts and written atomically afterwards.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -23,7 +23,9 @@ from interp_toolkit.cli.app import (
     wrote,
 )
 from interp_toolkit.errors import UserError
-from interp_toolkit.text.codecs import Codec
+
+if TYPE_CHECKING:  # numpy, which the codecs import, is not needed for --help
+    from interp_toolkit.text.codecs import Codec
 
 
 def _fmt(x: float | None, digits: int = 3) -> str:
@@ -108,14 +110,13 @@ def heads(
     check_out_file(json_out, "--json")
     check_out_file(csv_out, "--csv")
     setup_torch()
-    from rich.console import Console
-
     from interp_toolkit.files.io import write_text
     from interp_toolkit.heads.discover import discover
     from interp_toolkit.runs.targets import load_target
+    from interp_toolkit.runtime.progress import status
 
     tgt = load_target(target, device, for_weights=False)
-    with Console(stderr=True).status("heads: scoring the probe") as status:
+    with status("heads", "scoring the probe") as shown:
         found = discover(
             tgt.model,
             tgt.codec,
@@ -129,7 +130,7 @@ def heads(
             n_untrained=n_untrained,
             untrained_rows=untrained_rows,
             model_cfg=tgt.model_cfg,
-            progress=lambda msg: status.update(f"heads: {msg}"),
+            progress=shown.update,
         )
     data = {"target": tgt.name, **found.to_dict()}
     emit(data, _print_heads, json_out)

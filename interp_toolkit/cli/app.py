@@ -63,21 +63,39 @@ def check_device(spec: str) -> None:
     resolve_device(spec)
 
 
-def check_out_file(path: Path | None, flag: str, example: str = "out.json") -> None:
+def check_out_file(
+    path: Path | None, flag: str, example: str = "out.json", owns: tuple[Path, ...] = ()
+) -> None:
     """An output file option, checked before any work (:func:`interp_toolkit.files.io.check_output`:
-    a folder, a symlink loop, a name too long, an unwritable folder are one line; ``-`` is
-    standard output, a device or FIFO is written in place); two options of one command may not
-    write to the same place."""
+    a folder, a symlink loop, a name too long, an unwritable folder, a socket nobody listens on
+    are one line; ``-`` is standard output, a device or FIFO is written in place); two options
+    of one command may not write to the same place, and none inside what the command reads (a
+    run folder: :func:`check_not_an_input`) but what it ``owns`` there."""
     if path is None:
         return
     from interp_toolkit.cli.boundary import claim_output
+    from interp_toolkit.cli.given import raw_value
     from interp_toolkit.files.io import check_output
 
-    target = check_output(path, flag, example)
+    raw = raw_value(flag)  # `newdir/` keeps its slash: typer's Path drops it
+    target = check_output(raw if raw is not None and Path(raw) == path else path, flag, example)
     if target.kind == "stdout" or target.fd == 1:
         claim_output("stdout", flag)
     elif target.kind == "file":
+        check_not_an_input(path, flag, example, owns)
         claim_output(str(target.path), flag)
+
+
+def check_not_an_input(
+    path: Path, flag: str, example: str = "out.json", owns: tuple[Path, ...] = ()
+) -> None:
+    """An output may not land in a run folder (or model folder) the command reads: the weights,
+    config or checkpoints would be written over (symlinks followed); ``owns`` are the exceptions
+    (``report``'s RUN/report.html)."""
+    from interp_toolkit.cli.given import reads
+    from interp_toolkit.files.paths import inside_inputs
+
+    inside_inputs(path, flag, reads(), owns, example)
 
 
 def wrote(path: Path) -> None:
@@ -90,10 +108,20 @@ def wrote(path: Path) -> None:
 
 def console() -> Console:
     """The console tables print on: the terminal's width, or unlimited when output is piped (a
-    table is never cut at 80 columns)."""
+    table is never cut at 80 columns). A table's title prints as its own line first, never
+    wrapped to the table's width (a long title over a narrow table read as a column)."""
     from rich.console import Console
+    from rich.table import Table
 
-    return Console(width=None if sys.stdout.isatty() else 100_000)
+    class TitledConsole(Console):
+        def print(self, *objects: Any, **kwargs: Any) -> None:
+            for obj in objects:
+                if isinstance(obj, Table) and obj.title:
+                    super().print(obj.title, highlight=False, soft_wrap=True)
+                    obj.title = None
+            super().print(*objects, **kwargs)
+
+    return TitledConsole(width=None if sys.stdout.isatty() else 100_000)
 
 
 def setup_torch() -> None:

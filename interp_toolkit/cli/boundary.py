@@ -5,7 +5,9 @@
   exit 2. That includes an option given twice (refused: which one was meant?), an option out of
   its range (:data:`OPTION_RULES`, checked before the command runs) and a path that is a symlink
   loop or too long;
-- Ctrl-C or SIGTERM: one line (what was kept and how to go on), exit 128 + signal (130 for Ctrl-C);
+- Ctrl-C, SIGTERM or SIGHUP (each raises an interrupt, :mod:`interp_toolkit.runtime.signals`, so
+  every "save on Ctrl-C" path runs): one line saying what was kept and how to go on (the command's
+  own, or the files it wrote whole before it stopped), exit 128 + signal (130, 143, 129);
 - a full disk (or ``/dev/full``), a read-only file system, a permission problem, the reader of
   a FIFO or socket output closing it, or memory running out: one line naming the file, exit 1
   (standard output closed early, as by ``| head``, exits 1 quietly, as click does);
@@ -28,44 +30,47 @@ import tempfile
 import time
 import traceback
 from collections.abc import Callable
-from functools import partial
 from typing import Any, NoReturn
 
 from typer._click.core import Context
 from typer.core import TyperGroup
 
-from interp_toolkit.errors import UserError
+from interp_toolkit.cli.given import check_target, count, note_arguments, note_reads, workers
+from interp_toolkit.errors import UserError, signal_of
 from interp_toolkit.runtime import validate
+from interp_toolkit.runtime.signals import stop_signals
 
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 NO_ACCESS = (errno.EACCES, errno.EPERM, errno.EROFS)
 BAD_PATH = (errno.ELOOP, errno.ENAMETOOLONG)
+TOO_BIG = (errno.EFBIG,)  # past the file-size limit (`ulimit -f`)
 
 #: The range each number option needs, by parameter name, for every command (``None``, an option
 #: left out, and text values are never checked: ``circuits --head 1.2`` is text, ``view --head``
-#: numbers). :data:`COMMAND_RULES` overrides a name for one command.
+#: numbers). :data:`COMMAND_RULES` overrides a name for one command. Counts stop at
+#: :data:`~.given.COUNT_MAX`; ``--workers`` at the machine's CPU cores.
 OPTION_RULES: dict[str, Callable[[Any, str], Any]] = {
     "seed": validate.seed,
     "temperature": validate.temperature,
-    "tokens": partial(validate.count, least=0),
-    "steps": validate.count,
-    "top_k": validate.count,
-    "top": validate.count,
-    "show": validate.count,
-    "n_seqs": validate.count,
-    "n_prompts": validate.count,
-    "n_untrained": validate.count,
-    "untrained_rows": validate.count,
-    "workers": validate.count,
-    "seq_len": partial(validate.count, least=2),
-    "period": partial(validate.count, least=2),
-    "layer": partial(validate.count, least=0),
-    "head": partial(validate.count, least=0),
-    "neuron": partial(validate.count, least=0),
+    "tokens": count(least=0),
+    "steps": count(),
+    "top_k": count(),
+    "top": count(),
+    "show": count(),
+    "n_seqs": count(),
+    "n_prompts": count(),
+    "n_untrained": count(),
+    "untrained_rows": count(),
+    "workers": workers,
+    "seq_len": count(least=2),
+    "period": count(least=2),
+    "layer": count(least=0),
+    "head": count(least=0),
+    "neuron": count(least=0),
 }
 COMMAND_RULES: dict[tuple[str, str], Callable[[Any, str], Any]] = {
-    ("probe", "n_seqs"): partial(validate.count, least=2),  # rows are split into train and test
-    ("probe", "seq_len"): partial(validate.count, least=5),
+    ("probe", "n_seqs"): count(least=2),  # rows are split into train and test
+    ("probe", "seq_len"): count(least=5),
 }
 
 
@@ -144,6 +149,8 @@ class CheckedContext(Context):
         if callback is getattr(self.command, "callback", None):
             _claimed.clear()
             kwargs = check_options(self.command, kwargs)
+            note_reads(kwargs)
+            check_target(kwargs.get("target"))
         return super().invoke(callback, *args, **kwargs)
 
 
@@ -152,7 +159,8 @@ class _Stopped(Exception):
 
     def __init__(self, interrupt: KeyboardInterrupt) -> None:
         super().__init__(str(interrupt))
-        self.exit_code = int(getattr(interrupt, "exit_code", 130))
+        self.signal = signal_of(interrupt)
+        self.exit_code = _code_of(interrupt)
 
 
 class _PipeClosed(Exception):
@@ -169,8 +177,13 @@ class BoundaryGroup(TyperGroup):
         name, command, rest = super().resolve_command(ctx, args)
         if command is not None:
             refuse_repeated_options(command, rest)
+            note_arguments(command, ctx, name, rest)
             command.context_class = CheckedContext
+            _flag_without_type(command.get_help_option(ctx))
         return name, command, rest
+
+    def get_help_option(self, ctx: Any) -> Any:
+        return _flag_without_type(super().get_help_option(ctx))
 
     def invoke(self, ctx: Any) -> Any:
         try:
@@ -183,27 +196,41 @@ class BoundaryGroup(TyperGroup):
             raise _PipeClosed(exc) from None
 
 
+def _flag_without_type(option: Any) -> Any:
+    """``--help`` is a flag: no ``<bool>`` type beside it in the help (see :mod:`.help`)."""
+    if option is not None and option.metavar is None:
+        option.metavar = ""
+    return option
+
+
 def run(app: Any, argv: list[str] | None) -> None:
     """Run the typer ``app`` on ``argv``; return on success, else exit with the boundary's code."""
+    if sys.stdout is None:  # started with `>&-`: nothing could print a result
+        _fail(
+            "error: standard output is closed (started with >&-): give it somewhere to go, "
+            "e.g. >/dev/null or > out.txt.",
+            1,
+        )
+    from interp_toolkit.files.io import WRITTEN
+
+    before = len(WRITTEN)
     try:
-        code = app(args=argv, standalone_mode=False)
+        with stop_signals():
+            code = app(args=argv, standalone_mode=False)
     except UserError as exc:
         _fail(f"error: {exc}", UserError.exit_code)
     except _Stopped as exc:
-        _fail(
-            f"interrupted: {exc or 'nothing half-written (files are written whole or not at all).'}",
-            exc.exit_code,
-        )
+        _fail(_interrupt_line(exc, [str(p) for p in WRITTEN[before:]]), exc.exit_code)
     except _PipeClosed as exc:
         _fail(f"error: {_os_problem(exc.error)}", 1)
-    except KeyboardInterrupt:  # while typer parsed the command line
-        _fail("interrupted.", 130)
+    except KeyboardInterrupt as exc:  # while typer parsed the command line
+        _fail(f"interrupted ({signal_of(exc)}): nothing was written.", _code_of(exc))
     except SystemExit:
         raise
     except OSError as exc:
         if exc.errno in BAD_PATH:
             _fail(f"error: {_os_problem(exc)}", 2)
-        if exc.errno in (*DISK_FULL, *NO_ACCESS):
+        if exc.errno in (*DISK_FULL, *NO_ACCESS, *TOO_BIG):
             _fail(f"error: {_os_problem(exc)}", 1)
         _crash(exc, argv)
     except Exception as exc:
@@ -217,9 +244,27 @@ def run(app: Any, argv: list[str] | None) -> None:
             _usage(exc)
         _crash(exc, argv)
     if code == 130:  # typer's own Ctrl-C handling returns the code
-        _fail("interrupted.", 130)
+        _fail("interrupted (SIGINT): nothing was written.", 130)
     if isinstance(code, int) and code:
         sys.exit(code)
+
+
+def _code_of(interrupt: BaseException) -> int:
+    return int(getattr(interrupt, "exit_code", 130))
+
+
+def _interrupt_line(exc: _Stopped, written: list[str]) -> str:
+    """The command's own line (what it kept, how to go on), or the files it wrote whole."""
+    if str(exc):
+        return f"interrupted: {exc}"
+    if not written:
+        return f"interrupted ({exc.signal}): nothing was written; run the command again to finish."
+    names = list(dict.fromkeys(written))
+    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    return (
+        f"interrupted ({exc.signal}): wrote {shown} (each whole) before it stopped; the rest "
+        "was not written: run the command again to finish."
+    )
 
 
 def _out_of_memory(exc: BaseException) -> bool:
@@ -259,6 +304,11 @@ def _os_problem(exc: OSError) -> str:
         )
     if exc.errno == errno.EROFS:
         return f"the file system is read-only{where}: choose a folder you can write to."
+    if exc.errno in TOO_BIG:
+        return (
+            f"{exc.filename or 'a file'} would pass this process's file-size limit "
+            f"({_size_limit()}, set by ulimit -f): raise it (ulimit -f unlimited) or write less."
+        )
     if exc.errno == errno.EPIPE:
         return f"the reader closed its end before all was written{where}: nothing more was sent."
     if exc.errno == errno.ELOOP:
@@ -266,6 +316,13 @@ def _os_problem(exc: OSError) -> str:
     if exc.errno == errno.ENAMETOOLONG:
         return f"a path too long for the file system{where}: give a shorter name."
     return f"permission denied{where}: choose a path you may use, or ask its owner for access."
+
+
+def _size_limit() -> str:
+    import resource
+
+    soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    return "no limit" if soft == resource.RLIM_INFINITY else f"{soft} bytes"
 
 
 def _is_device(path: Any) -> bool:

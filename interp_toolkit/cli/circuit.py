@@ -17,6 +17,7 @@ from interp_toolkit.cli.app import (
     device_option,
     emit,
     setup_torch,
+    wrote,
 )
 from interp_toolkit.errors import UserError
 
@@ -62,15 +63,14 @@ def circuit(
     check_out_file(json_out, "--json", "circuit.json")
     check_out_file(out, "--out", "circuit.html")
     setup_torch()
-    from rich.console import Console
-
     from interp_toolkit.causal.circuit import discover_circuit
     from interp_toolkit.causal.tasks import make_task
     from interp_toolkit.runs.targets import load_target
+    from interp_toolkit.runtime.progress import status
 
     tgt = load_target(target, device, for_weights=False)
     made = make_task(task, tgt.model, tgt.codec, n_prompts=n_prompts, seed=seed)
-    with Console(stderr=True).status("circuit: scoring edges") as status:
+    with status("circuit", "scoring edges") as shown:
         found = discover_circuit(
             tgt.model,
             made,
@@ -78,7 +78,7 @@ def circuit(
             per_position=per_position,
             seed=seed,
             fixed_k=edges,
-            progress=lambda msg: status.update(f"circuit: {msg}"),
+            progress=shown.update,
         )
     n_listed = 2000 if per_position else None
     data = {"target": tgt.name, **found.to_dict(n_ranked=n_listed)}
@@ -93,7 +93,7 @@ def circuit(
         write_text(out, page)
     emit(data, _print_circuit, json_out)
     if out is not None:
-        typer.echo(f"wrote {out}", err=json_out == Path("-"))
+        wrote(out)
 
 
 def _print_circuit(data: dict[str, Any]) -> None:

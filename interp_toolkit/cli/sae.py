@@ -13,12 +13,14 @@ from interp_toolkit.cli.app import (
     TARGET_HELP,
     app,
     check_device,
+    check_not_an_input,
     check_out_file,
     console,
     device_option,
     emit,
     setup_torch,
 )
+from interp_toolkit.cli.boundary import stdout_claimed
 from interp_toolkit.errors import UserError
 
 
@@ -52,7 +54,8 @@ def sae_cmd(
     from interp_toolkit.saes.config import check_shape, hook_layer
 
     check_shape(arch, k, expansion)
-    hook_layer(hook)
+    layer = hook_layer(hook)
+    hook = ".".join(["blocks", str(layer), *hook.split(".")[2:]])  # blocks.01. is blocks.1.
     check_out_file(json_out, "--json", "sae.json")
     from interp_toolkit.runs.hub import is_gpt2_spec
 
@@ -63,6 +66,7 @@ def sae_cmd(
 
         if out.exists() and not out.is_dir():
             raise UserError(f"--out {out} is a file: give a folder for the SAE.")
+        check_not_an_input(out, "--out", "sae-folder", owns=(Path(target) / "saes",))
         check_writable_dir(out if out.is_dir() else out.parent, "--out folder")
     check_device(device)
     setup_torch()
@@ -71,23 +75,28 @@ def sae_cmd(
     from interp_toolkit.saes.pipeline import default_folder, run_sae
 
     tgt = load_target(target, device, for_weights=False)
+    check_latents(tgt.model, hook, arch, expansion, k)
     folder = out or default_folder(tgt.source, hook, arch, expansion, k)
-    result = run_sae(
-        tgt.model,
-        tgt.codec,
-        tgt.source,
-        hook,
-        folder,
-        model_name=tgt.name,
-        arch=arch,
-        expansion=expansion,
-        k=k,
-        tokens=tokens,
-        seed=seed,
-        resume=resume,
-        progress=not quiet,
-    )
-    report = write_pages(result, tgt.model, tgt.codec, show=show, title=f"SAE: {tgt.name} {hook}")
+    try:
+        result = run_sae(
+            tgt.model,
+            tgt.codec,
+            tgt.source,
+            hook,
+            folder,
+            model_name=tgt.name,
+            arch=arch,
+            expansion=expansion,
+            k=k,
+            tokens=tokens,
+            seed=seed,
+            resume=resume,
+            progress=not quiet,
+        )
+        title = f"SAE: {tgt.name} {hook}"
+        report = write_pages(result, tgt.model, tgt.codec, show=show, title=title)
+    except KeyboardInterrupt as exc:
+        raise stopped_sae(exc, Path(folder)) from None
     data = {
         "target": tgt.name,
         "hook": hook,
@@ -103,7 +112,53 @@ def sae_cmd(
         "monosemantic": report["monosemantic"],
     }
     emit(data, _print_sae, json_out)
-    typer.echo(f"wrote {result.paths.root} (cfg.json, sae_weights.safetensors, index.html)")
+    typer.echo(
+        f"wrote {result.paths.root} (cfg.json, sae_weights.safetensors, index.html)",
+        err=stdout_claimed(),
+    )
+
+
+def stopped_sae(exc: KeyboardInterrupt, folder: Path) -> KeyboardInterrupt:
+    """An interrupt of ``sae`` with what was kept in ``folder`` and how to go on (the training
+    loop names its own checkpoint)."""
+    from interp_toolkit.errors import Interrupted, signal_of
+    from interp_toolkit.saes.config import SAEPaths
+
+    if str(exc):
+        return exc
+    by, signum = signal_of(exc), getattr(exc, "signum", 2)
+    paths = SAEPaths(folder)
+    if paths.cfg.is_file():
+        return Interrupted(
+            f"stopped by {by} after training: the SAE is saved in {folder} (cfg.json, "
+            "sae_weights.safetensors); its evaluation and pages were not finished: run the same "
+            "command with --resume to write them.",
+            signum,
+        )
+    if paths.state.is_file():
+        return Interrupted(
+            f"stopped by {by}: the SAE's last checkpoint is in {paths.checkpoints}; continue "
+            "with the same command and --resume.",
+            signum,
+        )
+    return Interrupted(
+        f"stopped by {by} before the SAE's first step: nothing new was saved in {folder}; run "
+        "the same command again.",
+        signum,
+    )
+
+
+def check_latents(model: Any, hook: str, arch: str, expansion: int, k: int) -> None:
+    """``--k`` active latents of at most the SAE's ``expansion`` x the hook's width."""
+    from interp_toolkit.saes.activations import check_hook, hook_width
+
+    check_hook(model, hook)
+    latents = expansion * hook_width(model, hook)
+    if arch != "relu" and k > latents:
+        raise UserError(
+            f"--k {k} cannot work: this SAE has {latents} latents ({expansion} x {hook}'s "
+            f"width {latents // expansion}); use --k 1 to {latents}, or a larger --expansion."
+        )
 
 
 def _print_sae(data: dict[str, Any]) -> None:

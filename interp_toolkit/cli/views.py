@@ -38,8 +38,12 @@ def view(
     from interp_toolkit.files.io import write_text
     from interp_toolkit.reports.attention import attention_page, attention_view
     from interp_toolkit.runs.targets import load_target
+    from interp_toolkit.text.codecs import unknown_notice
 
     tgt = load_target(target, device, for_weights=False)
+    notice = unknown_notice(tgt.codec, tgt.codec.encode(prompt))
+    if notice is not None:
+        typer.echo(f"note: {notice}", err=True)
     views = attention_view(
         tgt.model, prompt, codec=tgt.codec, layer=layer, heads=head or None, prepend_bos=not no_bos
     )
@@ -58,10 +62,10 @@ def report(
 ) -> None:
     """Write RUN/report.html: config, loss, samples, exam, head table, plots and attention views.
     A damaged metrics.jsonl (a line cut off by a kill) is named on standard error."""
-    from interp_toolkit.runs.folder import metrics_damage, read_config
+    from interp_toolkit.runs.folder import RunPaths, metrics_damage, read_config
 
     check_device(device)
-    check_out_file(out, "--out", "report.html")
+    check_out_file(out, "--out", "report.html", owns=(RunPaths(run).report,))
     read_config(run)  # fail fast on a folder that is not a run
     damage = metrics_damage(run)
     if damage:

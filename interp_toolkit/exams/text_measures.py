@@ -212,11 +212,13 @@ def text_induction(
     passage_rows: int = 16,
     val_rows: int | None = None,
     has_bos: bool = False,
+    unk_id: int | None = None,
 ) -> TextInduction:
     """All three measures on held-out ``windows`` (as the model was trained on them: no BOS by
     default): forward passes over the windows (head scores and per-token losses together, about
     256 MiB of logits at a time), one over the first ``passage_rows`` windows' repeated
-    passages. ``val_loss``: the mean loss on the first ``val_rows`` windows (default all)."""
+    passages. ``val_loss``: the mean loss on the first ``val_rows`` windows (default all).
+    ``unk_id``: the vocabulary's ``<unk>``, never read as a repeat."""
     if len(windows) < 2:
         raise UserError("the in-context score needs at least 2 held-out windows.")
     n, length = windows.shape
@@ -225,7 +227,7 @@ def text_induction(
     losses = []
     for lo in range(0, n, chunk):
         w = windows[lo : lo + chunk]
-        rows, logits = text_row_scores(model, w, has_bos=has_bos)
+        rows, logits = text_row_scores(model, w, has_bos=has_bos, unk_id=unk_id)
         losses.append(token_losses(logits, w))
         parts.append(rows)
         del logits

@@ -107,6 +107,11 @@ def _fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
+#: Every path written whole by this process, in order (the CLI's interrupt line names those of
+#: the command that was stopped).
+WRITTEN: list[Path] = []
+
+
 def write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
     """Write ``data`` to ``path`` (see the module doc: atomically, or in place for a stream)."""
     target = output_target(path)
@@ -115,6 +120,7 @@ def write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
             tmp.write_bytes(data)
     else:
         write_stream(target, data)
+    WRITTEN.append(Path(path))
     return Path(path)
 
 
@@ -133,11 +139,13 @@ def write_with(path: str | os.PathLike[str], writer: Callable[[Path], None]) -> 
     if target.kind == "file":
         with atomic_path(target.path) as tmp:
             writer(tmp)
+        WRITTEN.append(Path(path))
         return Path(path)
     with tempfile.TemporaryDirectory(prefix="interp-toolkit-") as folder:
         tmp = Path(folder) / "out"
         writer(tmp)
         write_stream(target, tmp.read_bytes())
+    WRITTEN.append(Path(path))
     return Path(path)
 
 
@@ -170,6 +178,11 @@ def check_writable_dir(path: str | os.PathLike[str], what: str = "output folder"
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise UserError(f"{what} {path} is not writable (it is a file): choose a folder.")
+    if path.is_symlink() and not path.exists():
+        raise UserError(
+            f"{what} {path} is a symlink to {os.readlink(path)}, which does not exist: create "
+            "that folder first, or give another path."
+        )
     try:
         path.mkdir(parents=True, exist_ok=True)
         probe = tempfile.NamedTemporaryFile(dir=path, prefix=".probe.", delete=True)
@@ -193,7 +206,13 @@ def folder_lock(folder: str | os.PathLike[str], what: str = "folder") -> Iterato
 
     path = Path(folder) / LOCK_NAME
     while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, file_mode())
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, file_mode())
+        except IsADirectoryError:
+            raise UserError(
+                f"{path} is a folder, not the lock file of the {what}: move it away (or rmdir "
+                "it if empty) and run the command again."
+            ) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
@@ -227,7 +246,7 @@ def _read_pid(path: Path) -> str | None:
         text = path.read_text(encoding="utf-8").strip()
     except OSError:
         return None
-    return text if text.isdigit() else None
+    return text if text.isascii() and text.isdigit() else None
 
 
 def hub_offline(*flags: str, timeout: float = 3.0) -> bool:

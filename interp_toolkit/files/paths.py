@@ -10,9 +10,10 @@ import os
 import stat
 import sys
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from interp_toolkit.errors import UserError
 
@@ -47,6 +48,11 @@ def output_target(
     try:
         st = os.stat(p)
     except FileNotFoundError:  # a new file (perhaps through a dangling symlink)
+        if os.fspath(path).endswith("/"):  # a file named `newdir` is not what `newdir/` meant
+            raise UserError(
+                f"{what} {os.fspath(path)} ends with a slash, so it names a folder, and {p} does "
+                f"not exist: give a file name such as {p / example}."
+            ) from None
         return OutputTarget("file", Path(os.path.realpath(p)))
     except OSError as exc:
         raise _path_problem(exc, p, what) from None
@@ -102,6 +108,11 @@ def check_output(
     which the write would create folders in) must be writable, and so must an existing file.
     Checked before any work; creates nothing."""
     target = output_target(path, what, example)
+    if target.kind == "stream" and target.fd is None and _is_socket(target.path):
+        earlier = _held.pop(os.fspath(target.path), None)
+        if earlier is not None:
+            earlier.close()
+        _held[os.fspath(target.path)] = _connect(target.path, what)  # proven now, written later
     if target.kind != "file":
         return target
     folder = target.path.parent
@@ -166,15 +177,63 @@ def _open_stream(path: Path) -> int:
     return fd
 
 
-def _send(path: Path, data: bytes) -> None:
+def inside_inputs(
+    target: str | os.PathLike[str],
+    what: str,
+    inputs: Iterable[str | os.PathLike[str]],
+    owns: Iterable[str | os.PathLike[str]] = (),
+    example: str = "out.json",
+) -> None:
+    """A UserError when ``target`` (symlinks followed) is, or lies inside, one of ``inputs``
+    (the run folders and files a command reads: writing there could destroy a run's weights,
+    config or checkpoints), unless it is, or lies inside, one of ``owns`` (what the command
+    itself writes there, e.g. ``RUN/report.html``)."""
+
+    def within(path: Path, place: str | os.PathLike[str]) -> bool:
+        base = Path(os.path.realpath(place))
+        return path == base or base in path.parents
+
+    real = Path(os.path.realpath(target))
+    if any(within(real, own) for own in owns):
+        return
+    via = "" if real == Path(os.path.abspath(target)) else f" (a link to {real})"
+    for spec in inputs:
+        if os.fspath(spec) and os.path.exists(spec) and within(real, spec):
+            kind = "a folder" if os.path.isdir(spec) else "a file"
+            raise UserError(
+                f"{what} {os.fspath(target)}{via} is inside {os.fspath(spec)}, {kind} this "
+                f"command reads: writing there could destroy its files; write elsewhere, e.g. "
+                f"{example}."
+            )
+
+
+#: Unix sockets :func:`check_output` connected to, kept open for the write (a listener that
+#: takes one connection gets the data on it, not an empty probe).
+_held: dict[str, Any] = {}
+
+
+def _is_socket(path: Path) -> bool:
+    try:
+        return stat.S_ISSOCK(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _connect(path: Path, what: str = "") -> Any:
     import socket
 
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        try:
-            sock.connect(os.fspath(path))
-        except OSError as exc:
-            raise UserError(
-                f"{path} is a socket nobody listens on as a stream ({exc.strerror}): give a "
-                "file, a FIFO or - for standard output."
-            ) from None
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(os.fspath(path))
+    except OSError as exc:
+        sock.close()
+        raise UserError(
+            f"{what + ' ' if what else ''}{path} is a socket nobody listens on as a stream "
+            f"({exc.strerror}): give a file, a FIFO or - for standard output."
+        ) from None
+    return sock
+
+
+def _send(path: Path, data: bytes) -> None:
+    with _held.pop(os.fspath(path), None) or _connect(path) as sock:
         sock.sendall(data)

@@ -48,6 +48,7 @@ from interp_toolkit.heads.specificity import (
 )
 from interp_toolkit.heads.untrained import untrained_models
 from interp_toolkit.models.build import AttnOnlyConfig
+from interp_toolkit.runtime import validate
 from interp_toolkit.stats import significance, thresholds
 from interp_toolkit.text.codecs import Codec
 
@@ -331,13 +332,19 @@ def discover_heads(
     """
     decides = deciders(induction_score)
     significance.check_alpha(alpha)
+    validate.count(n_seqs, "n_seqs")  # the command line's rules and lines, for API callers too
+    validate.count(period, "period", 2, optional=True)
+    validate.seed(seed)
+    validate.flag(fdr, "fdr")
+    validate.count(n_repeats, "n_repeats", 2)
+    validate.count(prefix_max, "prefix_max", 0, optional=True)
+    validate.count(batch_size, "batch_size", optional=True)
     for name, value in (
         ("n_untrained", n_untrained),
         ("untrained_rows", untrained_rows),
         ("n_draws", n_draws),
     ):
-        if value is not None and value < 1:
-            raise UserError(f"{name}={value} cannot work: use 1 or more.")
+        validate.count(value, name, optional=True)
     say = progress or (lambda _msg: None)
     batch = discovery_probe(
         model,

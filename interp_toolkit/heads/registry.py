@@ -51,7 +51,8 @@ class HeadId(NamedTuple):
     def parse(cls, text: str) -> HeadId:
         """``"1.4"`` -> ``HeadId(1, 4)``; anything else is a one-line :class:`UserError`."""
         parts = str(text).strip().split(".")
-        if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
+        # ASCII digits only: "².0" passes str.isdigit, and int() refuses it (or reads "١" as 1)
+        if len(parts) != 2 or not all(p.strip().isascii() and p.strip().isdigit() for p in parts):
             raise UserError(f"head {text!r} is not of the form L.H: write layer.head, e.g. 1.4.")
         return cls(int(parts[0]), int(parts[1]))
 

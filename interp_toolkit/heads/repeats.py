@@ -260,12 +260,16 @@ def default_probe(codec: Codec, n_ctx: int, *, n_seqs: int = 32, seed: int = 0) 
     return probe_batch(codec, codec.d_vocab, n_seqs, period, prefix_max=prefix_max, seed=seed)
 
 
-def _longest_repeat(row: list[int], period: int, first: int) -> tuple[int, int]:
+def _longest_repeat(
+    row: list[int], period: int, first: int, unk_id: int | None = None
+) -> tuple[int, int]:
     """(length, first query) of the longest stretch of queries ``q >= first + period`` with
-    ``row[q] == row[q - period]``; (0, 0) when there is none."""
+    ``row[q] == row[q - period]`` (``<unk>`` never matches, not even itself); (0, 0) when there
+    is none."""
     best, best_q, run = (0, 0), 0, 0
     for q in range(first + period, len(row)):
-        run = run + 1 if row[q] == row[q - period] else 0
+        same = row[q] == row[q - period] and row[q] != unk_id
+        run = run + 1 if same else 0
         if run == 1:
             best_q = q
         if run > best[0]:
@@ -274,7 +278,11 @@ def _longest_repeat(row: list[int], period: int, first: int) -> tuple[int, int]:
 
 
 def prompt_probe(
-    tokens: Int[torch.Tensor, "batch pos"], *, bos_id: int | None, period: int | None = None
+    tokens: Int[torch.Tensor, "batch pos"],
+    *,
+    bos_id: int | None,
+    period: int | None = None,
+    unk_id: int | None = None,
 ) -> RepeatedTokens:
     """A probe from your own tokens: where each row repeats, found from the tokens themselves.
 
@@ -283,6 +291,8 @@ def prompt_probe(
     stretch (the shortest on a tie); every row must then agree. The repeats start one period
     before the stretch; trailing tokens that do not complete a repeat are read as filler. Rows
     start with BOS when their first token is ``bos_id``. UserError when a row does not repeat.
+    ``unk_id``: the vocabulary's ``<unk>``, never a match (a run of ``<unk>`` is not a span
+    followed by itself: it is text the vocabulary could not read).
     """
     rows = [[int(t) for t in row] for row in tokens.tolist()]
     has_bos = bos_id is not None and all(r[0] == bos_id for r in rows)
@@ -293,7 +303,7 @@ def prompt_probe(
         best: tuple[int, int, int] | None = None
         best_len = 0
         for p in tries:
-            length, q0 = _longest_repeat(row, p, first) if p >= 2 else (0, 0)
+            length, q0 = _longest_repeat(row, p, first, unk_id) if p >= 2 else (0, 0)
             if length >= p and length > best_len:
                 best, best_len = (p, q0 - p, 1 + length // p), length
         if best is None:

@@ -15,7 +15,8 @@ the role of the period. A :class:`~.heads.Stripe` with ``periods`` and ``lag`` t
 
 Each score is the mean over the (row, query) pairs it reads; a score with no pair to read (e.g.
 induction on text in which no token occurs twice) is **NaN**, and
-:attr:`~.stripes.HeadScores.queries` says how many pairs each score read. On a clean periodic
+:attr:`~.stripes.HeadScores.queries` says how many pairs each score read. ``<unk>`` never repeats: a run of
+words the vocabulary cannot read is not a span followed by itself. On a clean periodic
 prompt (``[BOS] seg seg``) these are the stripes of the period rule
 (:mod:`~interp_toolkit.heads.scorer`), which ``scores_on`` keeps for such prompts.
 """
@@ -36,13 +37,17 @@ from interp_toolkit.runtime import validate
 
 
 def previous_occurrence(
-    tokens: Int[torch.Tensor, "batch pos"], *, first: int = 0
+    tokens: Int[torch.Tensor, "batch pos"], *, first: int = 0, unk_id: int | None = None
 ) -> Int[torch.Tensor, "batch pos"]:
     """For each position ``q``, the latest ``j`` with ``first <= j < q`` and
-    ``tokens[j] == tokens[q]``; -1 where there is none (and at positions before ``first``)."""
+    ``tokens[j] == tokens[q]``; -1 where there is none (and at positions before ``first``).
+    ``<unk>`` (``unk_id``) has no occurrence: many different words share that id, so one
+    ``<unk>`` after another is not a repeat."""
     n = tokens.shape[1]
     pos = torch.arange(n, device=tokens.device)
     same = tokens[:, :, None] == tokens[:, None, :]  # [b, q, k]
+    if unk_id is not None:
+        same &= (tokens != unk_id)[:, :, None]
     earlier = (pos[None, :] < pos[:, None]) & (pos[None, :] >= first)  # [q, k]
     idx = torch.where(same & earlier, pos, -1).amax(-1)
     idx[:, : max(0, first)] = -1
@@ -108,10 +113,12 @@ def text_row_scores(
     *,
     has_bos: bool,
     stripes: Mapping[str, Stripe] | None = None,
+    unk_id: int | None = None,
 ) -> tuple[dict[str, RowScores], Float[torch.Tensor, "batch pos vocab"]]:
     """Every registry score of every head on each row of ``tokens`` read as text (per-row sums
     and query counts), and the logits of the same forward pass. ``has_bos``: the rows start with
-    BOS (never a key of a relative stripe, never an occurrence)."""
+    BOS (never a key of a relative stripe, never an occurrence). ``unk_id``: the vocabulary's
+    ``<unk>``, never a repeat (:func:`previous_occurrence`)."""
     cfg = model.cfg
     validate.in_vocab(tokens, int(cfg.d_vocab), "tokens")
     if tokens.shape[1] > int(cfg.n_ctx):
@@ -122,7 +129,7 @@ def text_row_scores(
     plan = dict(stripes) if stripes is not None else {s.name: s.stripe for s in SCORES}
     device = next(model.parameters()).device
     first = int(has_bos)
-    prev = previous_occurrence(tokens.cpu(), first=first)
+    prev = previous_occurrence(tokens.cpu(), first=first, unk_id=unk_id)
     keys = {k: stripe_keys(s, prev, first_key=first).to(device) for k, s in plan.items()}
     n_rows, n_layers = tokens.shape[0], int(cfg.n_layers)
     sums = {k: torch.zeros(n_rows, n_layers, int(cfg.n_heads), dtype=torch.float64) for k in plan}
@@ -156,8 +163,12 @@ def text_scores_from_rows(rows: Mapping[str, RowScores]) -> HeadScores:
 
 
 def text_head_scores(
-    model: TransformerBridge, tokens: Int[torch.Tensor, "batch pos"], *, has_bos: bool
+    model: TransformerBridge,
+    tokens: Int[torch.Tensor, "batch pos"],
+    *,
+    has_bos: bool,
+    unk_id: int | None = None,
 ) -> HeadScores:
     """Every registry score of every head on any text (see the module docstring)."""
-    rows, _ = text_row_scores(model, tokens, has_bos=has_bos)
+    rows, _ = text_row_scores(model, tokens, has_bos=has_bos, unk_id=unk_id)
     return text_scores_from_rows(rows)

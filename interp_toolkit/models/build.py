@@ -20,6 +20,7 @@ import torch
 from transformer_lens import TransformerBridge, TransformerBridgeConfig
 
 from interp_toolkit.errors import UserError
+from interp_toolkit.runtime import validate
 from interp_toolkit.text.codecs import Codec
 from interp_toolkit.text.tl_tokenizer import attach_tokenizer
 
@@ -63,8 +64,11 @@ class AttnOnlyConfig:
     def validate(self) -> None:
         for name in ("n_layers", "d_model", "n_heads", "d_head", "n_ctx", "d_vocab"):
             value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
+            if not validate.is_whole(value) or value < 1:
                 raise UserError(f"{name}={value!r} cannot work: it must be a positive integer.")
+        validate.number(self.embed_init_std, "embed_init_std", above=0, optional=True)
+        validate.seed(self.seed)
+        validate.flag(self.mlp, "mlp")
         if self.n_ctx < 4:
             raise UserError(f"n_ctx={self.n_ctx} cannot work: use a context of at least 4 tokens.")
         if self.n_heads * self.d_head != self.d_model:
@@ -72,16 +76,16 @@ class AttnOnlyConfig:
                 f"d_model={self.d_model} cannot work with {self.n_heads} heads of {self.d_head}: "
                 f"make d_model = n_heads * d_head ({self.n_heads * self.d_head})."
             )
-        if self.positional not in POSITIONALS:
+        if not isinstance(self.positional, str) or self.positional not in POSITIONALS:
             raise UserError(
                 f"positional={self.positional!r} is not supported: use "
                 f"{', '.join(map(repr, POSITIONALS))}."
             )
         if self.positional == "rotary" and self.d_head % 2:
             raise UserError(f"rotary positions need an even d_head, got {self.d_head}.")
-        if self.d_mlp is not None and (not isinstance(self.d_mlp, int) or self.d_mlp < 1):
+        if self.d_mlp is not None and (not validate.is_whole(self.d_mlp) or self.d_mlp < 1):
             raise UserError(f"d_mlp={self.d_mlp!r} cannot work: it must be a positive integer.")
-        if self.act_fn not in ACT_FNS:
+        if not isinstance(self.act_fn, str) or self.act_fn not in ACT_FNS:
             raise UserError(f"act_fn={self.act_fn!r} is not supported: use {' or '.join(ACT_FNS)}.")
         if self.normalization not in (None, "LN"):
             raise UserError(

@@ -208,13 +208,23 @@ def control_labels(
     n_values: int,
     seed: int,
 ) -> Int[torch.Tensor, "n pos"]:
-    """The control task (Hewitt & Liang 2019): ``g(inputs)``, where ``g`` maps each of the
-    ``n_values`` values of the feature's input to a label drawn from the empirical distribution
-    of the probed training labels (-1 kept where not probed). A probe can learn it only by
-    memorising the input's values: it has the feature's input and label distribution but none of
-    its structure."""
+    """The control task (Hewitt & Liang 2019) with the task's labels: ``g(inputs)``, where ``g``
+    maps each of the ``n_values`` values of the feature's input to one of the task's labels (-1
+    kept where not probed). The values that occur at probed positions are shuffled; the first
+    ones get every label of the task once each (in random order), so the control uses as many
+    labels as the task; every other value gets a label drawn from the empirical distribution of
+    the probed training labels. A probe can learn it only by memorising the input's values: it
+    has the feature's input, its label set and (drawn) its label distribution, but none of its
+    structure. When the label is the input (an identity feature) ``g`` is one-to-one: the
+    control is the task relabelled, with exactly its class count and frequencies."""
+    probed = labels >= 0
     train = labels[train_rows]
     pool = train[train >= 0]
     gen = torch.Generator().manual_seed(int(seed) + 104_729)
     g = pool[torch.randint(0, len(pool), (n_values,), generator=gen)]
+    task_labels = labels[probed].unique()
+    values = inputs[probed].unique()
+    values = values[torch.randperm(len(values), generator=gen)]
+    k = min(len(values), len(task_labels))
+    g[values[:k]] = task_labels[torch.randperm(len(task_labels), generator=gen)[:k]]
     return torch.where(labels >= 0, g[inputs], labels)

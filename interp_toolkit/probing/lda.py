@@ -85,6 +85,43 @@ def resample_weights(n_rows: int, n_boot: int, seed: int) -> Float[torch.Tensor,
     return weights
 
 
+def stratified_weights(
+    strata: Int[torch.Tensor, " unit"], n_boot: int, seed: int
+) -> Float[torch.Tensor, "boot unit"]:
+    """How often each unit is drawn in each of ``n_boot`` resamples **within its stratum**: each
+    stratum's units drawn with replacement, as many as it has (seeded). Row 0 is the sample. With
+    a class as the stratum every class keeps its number of units in every resample, so a balanced
+    accuracy is over the same classes each time (a row resample drops rare classes from the
+    resamples it misses, and the mean over the classes left then is not the sample's)."""
+    n = len(strata)
+    order = torch.argsort(strata, stable=True)
+    _, counts = torch.unique_consecutive(strata[order], return_counts=True)
+    starts = torch.cumsum(counts, 0) - counts
+    size, first = counts.repeat_interleave(counts), starts.repeat_interleave(counts)
+    gen = torch.Generator().manual_seed(int(seed) + 31_337)
+    u = torch.rand(n_boot, n, generator=gen, dtype=torch.float64)
+    offset = torch.minimum((u * size).long(), size - 1)
+    picks = order[first + offset]
+    weights = torch.zeros(n_boot + 1, n, dtype=torch.float64)
+    weights[0] = 1.0
+    weights[1:].scatter_add_(1, picks, torch.ones_like(picks, dtype=torch.float64))
+    return weights
+
+
+def class_units(
+    y: Int[torch.Tensor, " m"], row_of: Int[torch.Tensor, " m"]
+) -> tuple[Int[torch.Tensor, " m"], Int[torch.Tensor, " unit"]]:
+    """The resampling units of a stratified bootstrap: each (row, label) cell of the held-out
+    positions. Returns each position's unit and each unit's label (its stratum). A cell keeps a
+    row's positions of one label together, so positions of a row are not treated as
+    independent within a class."""
+    _, yi = torch.unique(y, return_inverse=True)
+    cells, unit_of = torch.unique(row_of * (int(yi.max()) + 1) + yi, return_inverse=True)
+    unit_label = torch.empty(len(cells), dtype=y.dtype)
+    unit_label[unit_of] = y
+    return unit_of, unit_label
+
+
 def balanced_accuracy(
     pred: Int[torch.Tensor, " m"],
     y: Int[torch.Tensor, " m"],
@@ -92,16 +129,22 @@ def balanced_accuracy(
     weights: Float[torch.Tensor, "boot row"],
 ) -> Float[torch.Tensor, " boot"]:
     """Balanced accuracy (the mean over the labels present of the share of that label's
-    positions predicted right) on the sample (entry 0) and on each bootstrap resample of its rows
-    (``weights``, :func:`resample_weights``; ``row_of``: each position's row). A predictor that
+    positions predicted right) on the sample (entry 0) and on each bootstrap resample of its
+    units (``weights``: :func:`stratified_weights` over :func:`class_units`, or
+    :func:`resample_weights` over rows; ``row_of``: each position's unit). A predictor that
     ignores its input scores ``1 / n_labels`` on average (chance)."""
     classes, yi = torch.unique(y, return_inverse=True)
-    n_rows, n_classes = weights.shape[1], len(classes)
-    cell = row_of * n_classes + yi
-    total = torch.bincount(cell, minlength=n_rows * n_classes).view(n_rows, n_classes)
-    right = torch.bincount(cell, weights=(pred == y).double(), minlength=n_rows * n_classes)
-    totals = weights @ total.double()  # [boot, class]
-    rights = weights @ right.view(n_rows, n_classes)
+    n_classes = len(classes)
+    # the (unit, label) cells that hold positions: sparse, so many units cost no dense product
+    cells, cell_of = torch.unique(row_of * n_classes + yi, return_inverse=True)
+    total = torch.bincount(cell_of, minlength=len(cells)).double()
+    right = torch.bincount(cell_of, weights=(pred == y).double(), minlength=len(cells))
+    unit, label = cells // n_classes, cells % n_classes
+    drawn = weights[:, unit]  # [boot, cell]
+    totals = torch.zeros(weights.shape[0], n_classes, dtype=torch.float64)
+    rights = torch.zeros_like(totals)
+    totals.index_add_(1, label, drawn * total)
+    rights.index_add_(1, label, drawn * right)
     present = totals > 0
     recall = torch.where(present, rights / totals.clamp_min(1.0), torch.zeros_like(totals))
     return recall.sum(1) / present.sum(1).clamp_min(1)
@@ -110,4 +153,4 @@ def balanced_accuracy(
 def interval(draws: Float[torch.Tensor, " boot"]) -> tuple[float, float]:
     """The 95% percentile interval of bootstrap draws (entry 0, the sample, left out)."""
     lo, hi = torch.quantile(draws[1:].double(), torch.tensor([0.025, 0.975], dtype=torch.float64))
-    return round(float(lo), 4), round(float(hi), 4)
+    return round(float(lo), 4) + 0.0, round(float(hi), 4) + 0.0  # + 0.0: no -0.0

@@ -24,16 +24,32 @@ shrinkage, closed form, float64). Classes never seen in training cannot be predi
 
 **Scores.** Balanced accuracy (the mean over labels of the share of each label's held-out
 positions predicted right; chance = 1 / the number of labels, whatever their frequencies) with a
-95% interval from resampling the held-out rows (1,000 bootstrap resamples, seeded); plain
-accuracy and the majority baseline beside it.
+95% percentile interval from 1,000 bootstrap resamples **stratified by label**
+(:func:`~.lda.stratified_weights`): the units are the (held-out row, label) cells, each label's
+cells drawn with replacement, as many as it has, so every label of the held-out positions is in
+every resample and the balanced accuracy is over the same labels each time. (Resampling whole
+rows, as before, left a rare label out of the resamples that missed its row; when rare labels are
+badly predicted the mean over the labels left is higher, and the point estimate fell at or below
+its own interval's lower bound.) A label seen in one cell has the same recall in every resample:
+the interval holds the variation of the labels' recalls given their held-out positions. It is
+conditional on the fitted probe: the probe is not refit inside the bootstrap, so the variation of
+the training rows is not in it. Plain accuracy and the majority baseline are beside it.
 
-**Control task** (Hewitt & Liang 2019): every value ``v`` of the feature's *input* gets a random
-control label ``g(v)`` drawn from the empirical distribution of the real training labels
-(:func:`~.probe_data.control_labels`); for prev_token the control label of ``p`` is
-``g(t[p-1])``, never a function of the current token. The same probe is fit on the control labels
-of the same rows; **selectivity** = balanced accuracy − the control's, with its interval (the two
-on the same resamples). For an identity feature (``token``, ``prev_token``...) the control is a
-random merge of the input's values, so selectivity is small whenever the input is readable.
+**Control task** (Hewitt & Liang 2019), with the task's classes: each value ``v`` of the
+feature's *input* gets a control label ``g(v)``; ``g`` maps the input values that occur onto the
+task's labels so that each label is used (a random one-to-one assignment first, then every other
+value a label drawn from the empirical distribution of the real training labels:
+:func:`~.probe_data.control_labels`). For prev_token the control label of ``p`` is ``g(t[p-1])``,
+never a function of the current token. The same probe is fit on the control labels of the same
+rows; **selectivity** = balanced accuracy − the control's, on the same resamples (stratified by
+the task's label), both over the same number of labels (``n_control_classes`` beside
+``n_test_classes``; before, ``g`` drew every value's label at random and the control had far fewer
+labels than an identity feature, so its balanced accuracy had a higher chance and selectivity
+could go negative from the count alone). For an identity feature (``token``, ``prev_token``,
+``position``: the label *is* the input) the only such control is a relabelling of the task: the
+probe does the same on both and selectivity is 0 by construction. It is informative for features
+that are a many-to-one function of their input (``in_repeat``); for identity features only the
+untrained baseline says whether the stream holds the feature.
 
 **Untrained baseline.** The same probe on an untrained model of the same architecture
 (:func:`~.untrained.untrained_models`), on the same rows, at every boundary. A feature is
@@ -73,9 +89,10 @@ from interp_toolkit.probing.data import (
 )
 from interp_toolkit.probing.lda import (
     balanced_accuracy,
+    class_units,
     fit_probe,
     interval,
-    resample_weights,
+    stratified_weights,
 )
 from interp_toolkit.stats.thresholds import THRESHOLDS
 from interp_toolkit.text.codecs import Codec
@@ -147,9 +164,11 @@ Interval = tuple[float, float]
 
 @dataclass
 class ProbeRow:
-    """One boundary: the probe's held-out balanced accuracy with its 95% interval, the control
-    task's, their difference (selectivity), the untrained model's (None when not measured), chance,
-    and plain accuracy and the majority baseline."""
+    """One boundary: the probe's held-out balanced accuracy with its 95% interval (and the mean of
+    its bootstrap draws), the control task's, their difference (selectivity), the untrained
+    model's (None when not measured), chance, and plain accuracy and the majority baseline.
+    ``n_classes``: labels seen in training; ``n_test_classes`` / ``n_control_classes``: labels of
+    the held-out positions, of the task and of the control (equal: selectivity compares them)."""
 
     boundary: str
     hook: str
@@ -168,6 +187,9 @@ class ProbeRow:
     n_train: int
     n_test: int
     n_classes: int
+    n_test_classes: int = 0
+    n_control_classes: int = 0
+    boot_mean: float | None = None
 
 
 def is_decodable(row: ProbeRow, threshold: float = THRESHOLDS.decodable) -> bool:
@@ -201,11 +223,14 @@ class ProbeResult:
             "definition": self.definition,
             "input": self.input,
             "probe": "LDA, shared covariance with Ledoit-Wolf shrinkage, closed form (float64)",
-            "score": "balanced accuracy on held-out rows, 95% interval from 1,000 bootstrap "
-            "resamples of the rows; chance = 1 / the number of labels",
-            "control": f"each value v of the input ({self.input}) gets a random label g(v) drawn "
-            "from the training labels' distribution; position p's control label is g(its input)",
-            "selectivity": "balanced accuracy - the control's (same resamples)",
+            "score": "balanced accuracy on held-out rows, 95% percentile interval from 1,000 "
+            "bootstrap resamples stratified by label ((row, label) cells drawn within each "
+            "label: every label in every resample); chance = 1 / the number of labels",
+            "control": f"each value v of the input ({self.input}) gets a label g(v): every task "
+            "label is given to one occurring value, the other values a label drawn from the "
+            "training labels' distribution; position p's control label is g(its input)",
+            "selectivity": "balanced accuracy - the control's (same resamples, the same number "
+            "of labels; 0 by construction for an identity feature)",
             "untrained": "the same probe on an untrained model of the same architecture",
             "decodable": f"lower 95% bound >= chance + {THRESHOLDS.decodable:g} x (1 - chance); "
             "beyond untrained: and above the untrained model's upper 95% bound",
@@ -266,9 +291,10 @@ def probe_layers(
     is_train = train_rows[:, None].expand_as(mask)[mask]
     row_index = torch.cumsum(test_rows.long(), 0) - 1  # each held-out row's index among them
     row_of = row_index[:, None].expand_as(mask)[mask][~is_train]
-    weights = resample_weights(int(test_rows.sum()), n_boot, seed)
     classes, counts = y[is_train].unique(return_counts=True)
     y_test, yc_test = y[~is_train], yc[~is_train]
+    unit_of, unit_label = class_units(y_test, row_of)  # resampled within the task's labels
+    weights = stratified_weights(unit_label, n_boot, seed)
     majority = float((y_test == classes[counts.argmax()]).double().mean())
     chance = 1.0 / len(y_test.unique())
 
@@ -278,11 +304,11 @@ def probe_layers(
     rows = []
     for i, b in enumerate(boundaries(model)):
         pred = predict(acts[i], y)
-        task = balanced_accuracy(pred, y_test, row_of, weights)
-        ctl = balanced_accuracy(predict(acts[i], yc), yc_test, row_of, weights)
+        task = balanced_accuracy(pred, y_test, unit_of, weights)
+        ctl = balanced_accuracy(predict(acts[i], yc), yc_test, unit_of, weights)
         untr_ci: Interval | None
         if base is not None:
-            untr = balanced_accuracy(predict(base[i], y), y_test, row_of, weights)
+            untr = balanced_accuracy(predict(base[i], y), y_test, unit_of, weights)
             untr_point: float | None = round(float(untr[0]), 4)
             untr_ci = interval(untr)
         elif isinstance(untrained, ProbeResult):
@@ -299,7 +325,7 @@ def probe_layers(
                 balanced_ci=interval(task),
                 control=round(float(ctl[0]), 4),
                 control_ci=interval(ctl),
-                selectivity=round(float(task[0] - ctl[0]), 4),
+                selectivity=round(float(task[0] - ctl[0]), 4) + 0.0,
                 selectivity_ci=interval(task - ctl),
                 untrained=untr_point,
                 untrained_ci=untr_ci,
@@ -309,6 +335,9 @@ def probe_layers(
                 n_train=int(is_train.sum()),
                 n_test=int((~is_train).sum()),
                 n_classes=len(classes),
+                n_test_classes=len(y_test.unique()),
+                n_control_classes=len(yc_test.unique()),
+                boot_mean=round(float(task[1:].mean()), 4),
             )
         )
     info = {"n_rows": int(tokens.shape[0]), "seq_len": int(tokens.shape[1])}

@@ -20,8 +20,7 @@ from interp_toolkit.heads.patterns import (
 )
 from interp_toolkit.text.codecs import Codec
 from interp_toolkit.text.labels import token_labels
-from interp_toolkit.views.attention import LayerViews, layer_views, layers_html
-from interp_toolkit.views.page import Section, render_report
+from interp_toolkit.views.attention import LayerViews, layer_views
 
 
 def attention_view(
@@ -56,8 +55,4 @@ def attention_page(
     views: Mapping[int, RenderedHTML], *, title: str = "Attention view", intro: str = ""
 ) -> str:
     """A standalone, offline HTML page of :func:`attention_view` (what ``interp-toolkit view`` writes)."""
-    return render_report(
-        [Section("Attention patterns", [layers_html(views)], intro=intro)],
-        title=title,
-        subtitle="Hover a head to focus it; click a token to see where it attends.",
-    )
+    return LayerViews(views).to_html(title, intro)

@@ -9,10 +9,16 @@ from collections.abc import Sequence
 from interp_toolkit.causal.circuit import Circuit
 from interp_toolkit.causal.routes import INPUTS, ModelRoute, RouteName
 from interp_toolkit.causal.summary import CircuitSummary
-from interp_toolkit.reports.findings import route_phrase, route_sentence
+from interp_toolkit.reports.findings import (
+    INPUT_WORD,
+    over_one,
+    route_phrase,
+    route_sentence,
+    share,
+)
 from interp_toolkit.stats.thresholds import THRESHOLDS, Thresholds
-from interp_toolkit.views.circuit import circuit_figure, faithfulness_curve
-from interp_toolkit.views.page import Row, Section, render_report, table, text
+from interp_toolkit.views.circuit import circuit_figure, drawn_note, faithfulness_curve
+from interp_toolkit.views.page import FOLD_AT, Row, Section, fold, render_report, table, text
 
 
 def route_rule(t: Thresholds = THRESHOLDS) -> str:
@@ -28,10 +34,16 @@ def route_rule(t: Thresholds = THRESHOLDS) -> str:
         f"{t.carries:g} and its interval lies above the control's (the role-less earlier head "
         "that composes most with the head by weights). The route is K-, Q- or V-composition when "
         "one input carries it, mixed when two do, not found when none does, no effect when the "
-        "head's own effect's interval reaches 0; a model whose gap is "
+        "head's own effect's interval reaches 0 (then no share is printed: a share of a total "
+        "near 0 is noise, and the table says no effect to route). A share above 1 (the path's "
+        "effect exceeds the head's own total) is printed with that note; a model whose gap is "
         f"below {t.min_gap:g} has no induction to route. Composition scores are ‖W_A W_B‖_F / "
         "(‖W_A‖_F ‖W_B‖_F) of the path's kind, beside the mean for random matrices."
     )
+
+
+#: What the input columns say for a head whose own effect's interval reaches 0.
+NO_EFFECT_TO_ROUTE = "no effect to route"
 
 
 def route_rows(run: str, route: ModelRoute) -> list[list[object]]:
@@ -40,20 +52,27 @@ def route_rows(run: str, route: ModelRoute) -> list[list[object]]:
         if h.name == RouteName.NO_EARLIER:
             rows.append([run, str(h.head), "—", "—", "—", "—", h.name.value, "—", "—", "—"])
             continue
+        if h.name == RouteName.NO_EFFECT:  # shares of a ~0 effect are noise: none is printed
+            none = [NO_EFFECT_TO_ROUTE] * len(INPUTS)
+            rows.append([run, str(h.head), str(h.effect), *none, h.name.value, "—", "—", "—"])
+            continue
         best = max(h.paths, key=lambda p: p.removed.value)
         ctl = h.control_effects()
-        ctl_text = "—" if ctl is None else f"{h.control}: ≤ {max(e.high for e in ctl.values()):.2f}"
+        worst = None if ctl is None else max(ctl.values(), key=lambda e: e.high)
         rows.append(
             [
                 run,
                 str(h.head),
                 str(h.effect),
-                *[str(h.inputs[c]) for c in INPUTS],
+                *[share(h.inputs[c], h) for c in INPUTS],
                 h.name.value,
                 "—" if h.feeder is None else str(h.feeder),
-                f"{best.source} ({best.input}): {best.removed}; comp {best.composition:.3f} "
+                f"{best.source} -> {h.head} ({INPUT_WORD[best.input]}) removes "
+                f"{share(best.removed, h)}; comp {best.composition:.3f} "
                 f"(random {route.composition_baseline or 0:.3f})",
-                ctl_text,
+                "—"
+                if worst is None
+                else f"{h.control} removes ≤ {worst.high:.2f}{over_one(worst, h)}",
             ]
         )
     return rows
@@ -101,15 +120,14 @@ def circuit_sentence(c: CircuitSummary, t: Thresholds = THRESHOLDS) -> str:
         f"reach ≥ {t.recovers:.0%}{', then pruned' if ig.pruned else ''})"
     )
     if c.route_edges:
-        inside = [e for e, ok, _ in c.route_edges if ok]
-        dropped = [e for e, ok, head in c.route_edges if not ok and not head]
-        missing = [e for e, ok, head in c.route_edges if not ok and head]
+        inside, dropped, missing = route_edge_lists(c)
         if inside:
-            s += f"; it holds the route's edge{'s' if len(inside) > 1 else ''} {', '.join(inside)}"
+            s += f"; it holds the route's {_edges(inside)}"
         if dropped:
-            s += f"; {', '.join(dropped)} belong{'s' if len(dropped) == 1 else ''} to heads pruned whole"
+            one = len(dropped) == 1
+            s += f"; {_edges(dropped, bare=True)} belong{'s' if one else ''} to heads pruned whole"
         if missing:
-            s += f"; it keeps the head but lacks the route's {', '.join(missing)}"
+            s += f"; it keeps the head but lacks the route's {_edges(missing)}"
     eap = c.eap
     d = c.disagreement
     if d is None:
@@ -125,25 +143,72 @@ def circuit_sentence(c: CircuitSummary, t: Thresholds = THRESHOLDS) -> str:
     )
 
 
+def route_edge_lists(c: CircuitSummary) -> tuple[list[str], list[str], list[str]]:
+    """The route's edges the circuit holds, those of heads pruned whole, and those it lacks
+    though it keeps the head."""
+    inside = [e for e, ok, _ in c.route_edges if ok]
+    dropped = [e for e, ok, head in c.route_edges if not ok and not head]
+    missing = [e for e, ok, head in c.route_edges if not ok and head]
+    return inside, dropped, missing
+
+
+def _edges(edges: Sequence[str], *, bare: bool = False) -> str:
+    """Edges in a sentence: named when few (:data:`~interp_toolkit.views.page.FOLD_AT`),
+    counted when many (the page folds the full list under the sentence)."""
+    if len(edges) > FOLD_AT:
+        return f"{len(edges)} edges"
+    word = "" if bare else f"edge{'s' if len(edges) > 1 else ''} "
+    return word + ", ".join(edges)
+
+
+#: The most edges a circuit graph draws (the largest by |score|; the rest are counted under it).
+MAX_DRAWN = 20
+
+
 def _edge_dicts(c: Circuit) -> list[dict[str, object]]:
     return [e.to_dict() for e in c.edges]
+
+
+def _finding(c: CircuitSummary, t: Thresholds) -> str:
+    """A circuit's sentence, and under it the route's edge lists it only counts, folded."""
+    out = text(circuit_sentence(c, t), "p", "finding")
+    names = (
+        "route edges in the circuit",
+        "route edges of heads pruned whole",
+        "route edges lacked",
+    )
+    for noun, edges in zip(names, route_edge_lists(c), strict=True):
+        if len(edges) > FOLD_AT:
+            out += f'<div class="note">{fold(edges, noun)}</div>'
+    return out
 
 
 def circuit_section(summaries: Sequence[CircuitSummary], t: Thresholds = THRESHOLDS) -> Section:
     """Each depth's circuit (a graph), the faithfulness curves of EAP and EAP-IG, and where the
     two rankings disagree."""
-    items: list[object] = ["".join(text(circuit_sentence(c, t), "p", "finding") for c in summaries)]
-    figs, caps = [], []
+    items: list[object] = ["".join(_finding(c, t) for c in summaries)]
+    figs, caps, capped = [], [], []
     for c in summaries:
         if c.circuit.edges:
             figs.append(
                 circuit_figure(
-                    _edge_dicts(c.circuit), n_layers=c.n_layers, n_heads=c.n_heads, title=c.run
+                    _edge_dicts(c.circuit),
+                    n_layers=c.n_layers,
+                    n_heads=c.n_heads,
+                    title=c.run,
+                    max_edges=MAX_DRAWN,
                 )
             )
             caps.append(f"{c.run}: faithfulness {c.circuit.faithfulness:.0%}")
+            n = len(c.circuit.edges)
+            if n > MAX_DRAWN:
+                capped.append(f"{c.run}: {drawn_note(MAX_DRAWN, n)}")
     if figs:
         items.append(Row(figs, caps))
+    if capped:
+        items.append(
+            text(f"Each graph draws at most {MAX_DRAWN} edges. {'; '.join(capped)}.", "p", "note")
+        )
     curves = [
         faithfulness_curve(
             {c.circuit.method: c.circuit.curve, "EAP": c.eap.curve}, target=t.recovers, title=c.run
@@ -158,14 +223,14 @@ def circuit_section(summaries: Sequence[CircuitSummary], t: Thresholds = THRESHO
             c.run,
             c.disagreement.k,
             f"{c.disagreement.spearman:.2f}",
-            "; ".join(f"{e} (EAP rank {r})" for e, r in c.disagreement.only_second) or "—",
-            "; ".join(f"{e} (IG rank {r})" for e, r in c.disagreement.only_first) or "—",
+            fold([f"{e} (EAP rank {r})" for e, r in c.disagreement.only_second], "edges"),
+            fold([f"{e} (IG rank {r})" for e, r in c.disagreement.only_first], "edges"),
         ]
         for c in summaries
         if c.disagreement is not None
     ]
     header = ["run", "top k", "rank corr.", "in EAP-IG's top k only", "in EAP's top k only"]
-    items.append(table(header, rows))
+    items.append(table(header, rows, raw=(3, 4)))
     return Section(
         "Discovered circuits",
         items,  # type: ignore[arg-type]
@@ -184,7 +249,13 @@ def circuit_page(
     items: list[object] = []
     if circuit.edges:
         items.append(
-            circuit_figure(_edge_dicts(circuit), n_layers=n_layers, n_heads=n_heads, title=target)
+            circuit_figure(
+                _edge_dicts(circuit),
+                n_layers=n_layers,
+                n_heads=n_heads,
+                title=target,
+                max_edges=MAX_DRAWN,
+            )
         )
         summary = (
             f"{circuit.method}: {len(circuit.edges)} of {circuit.total_edges} edges recover "

@@ -14,7 +14,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from interp_toolkit.causal.routes import INPUTS, HeadRoute, ModelRoute, RouteName
+from interp_toolkit.causal.routes import (
+    BY_INPUT,
+    INPUTS,
+    Estimate,
+    HeadRoute,
+    ModelRoute,
+    RouteName,
+)
 from interp_toolkit.causal.summary import CircuitSummary
 from interp_toolkit.exams.periods import PeriodExam, with_chance
 from interp_toolkit.exams.verdict import exam_verdict
@@ -42,7 +49,7 @@ class DepthMeasurement:
     train_minutes: float
     final_loss: float | None
     val_loss: float | None
-    exams: tuple[PeriodExam, ...]
+    period_exams: tuple[PeriodExam, ...]  # the two-repeat exams at every period and kind
     route: ModelRoute
     circuit: CircuitSummary | None = None
     setting: str = ""  # the training setting (natural text | curriculum), from the run's data
@@ -55,7 +62,7 @@ class DepthMeasurement:
 
     def to_dict(self) -> dict[str, Any]:
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        d["exams"] = [e.to_dict() for e in self.exams]
+        d["period_exams"] = [e.to_dict() for e in self.period_exams]
         d["route"] = self.route.to_dict()
         d["circuit"] = None if self.circuit is None else self.circuit.to_dict()
         d["heads_per_layer"] = self.heads_per_layer()
@@ -65,7 +72,7 @@ class DepthMeasurement:
 def measure_depth(
     run: Run,
     summary: RunSummary,
-    exams: Sequence[PeriodExam],
+    period_exams: Sequence[PeriodExam],
     route: ModelRoute,
     circuit: CircuitSummary | None = None,
 ) -> DepthMeasurement:
@@ -88,7 +95,7 @@ def measure_depth(
         train_minutes=round(rows[-1]["elapsed_s"] / 60, 2) if rows else 0.0,
         final_loss=summary.final_loss,
         val_loss=val[-1] if val else None,
-        exams=tuple(exams),
+        period_exams=tuple(period_exams),
         route=route,
         circuit=circuit,
         setting=_setting(run.settings),
@@ -150,14 +157,18 @@ def route_phrase(route: ModelRoute, t: Thresholds = THRESHOLDS) -> str:
     parts = []
     for h in deep:
         if h.name == RouteName.NO_EFFECT:
-            parts.append(f"{h.head}: resampling its output removes {h.effect} of the gap")
+            parts.append(
+                f"{h.head} has no effect to route (resampling its output removes {h.effect} of "
+                "the gap)"
+            )
         elif h.carrying:
-            carried = ", ".join(f"{INPUT_WORD[c]} {h.inputs[c]}" for c in h.carrying)
-            parts.append(f"{h.head}: {carried} from {h.feeder}")
+            carried = ", ".join(f"{INPUT_WORD[c]} {share(h.inputs[c], h)}" for c in h.carrying)
+            parts.append(f"{h.head} via {carried} from {h.feeder}")
         else:
             best = max(INPUTS, key=lambda c: h.inputs[c].value)
             parts.append(
-                f"{h.head}: no input carries it (largest {INPUT_WORD[best]} {h.inputs[best]})"
+                f"{h.head} has no input that carries it (largest {INPUT_WORD[best]} "
+                f"{share(h.inputs[best], h)})"
             )
     return f"route by path {route.name.value} ({'; '.join(parts)})"
 
@@ -165,11 +176,46 @@ def route_phrase(route: ModelRoute, t: Thresholds = THRESHOLDS) -> str:
 INPUT_WORD = {"q": "query", "k": "key", "v": "value"}
 
 
+def over_one(e: Estimate, h: HeadRoute) -> str:
+    """The note a share of head ``h``'s effect above 1 carries ("" up to 1)."""
+    if e.value <= 1:
+        return ""
+    return f" (share > 1: the path's effect exceeds the head's own total, {h.effect} of the gap)"
+
+
+def share(e: Estimate, h: HeadRoute) -> str:
+    """A share of head ``h``'s own effect as printed, with :func:`over_one`'s note. Not for a
+    head without effect (its shares are not printed: "no effect to route")."""
+    return f"{e}{over_one(e, h)}"
+
+
+def route_clause(h: HeadRoute) -> str:
+    """What a head's route is, as a verb phrase: 'runs on K-composition', 'runs on a mix of
+    query and key', 'has no input that carries its induction', 'has no effect to route'."""
+    if h.name in BY_INPUT.values():
+        return f"runs on {h.name.value}"
+    if h.name == RouteName.MIXED:
+        return f"runs on a mix of {' and '.join(INPUT_WORD[c] for c in h.carrying)}"
+    if h.name == RouteName.NOT_FOUND:
+        return "has no input that carries its induction (route not found)"
+    if h.name == RouteName.NO_EFFECT:
+        return "has no effect to route"
+    return f"has route {h.name.value!r}"
+
+
 def route_sentence(run: str, h: HeadRoute, baseline: float, t: Thresholds = THRESHOLDS) -> str:
-    """One induction head's route, with every number it was read from."""
-    shares = ", ".join(f"{INPUT_WORD[c]} {h.inputs[c]}" for c in INPUTS)
+    """One induction head's route, with every number it was read from. The inputs' shares of
+    the head's effect are printed only where that effect's interval lies above 0; a share above
+    1 carries its note (:func:`share`)."""
+    if h.name == RouteName.NO_EFFECT:
+        return (
+            f"{run}: induction head {h.head} has no effect to route: resampling its output from "
+            f"the corrupt prompts removes {h.effect} of the induction gap, an interval that "
+            "reaches 0, so no share of it is stated."
+        )
+    shares = ", ".join(f"{INPUT_WORD[c]} {share(h.inputs[c], h)}" for c in INPUTS)
     s = (
-        f"{run}: induction head {h.head} runs on {h.name.value}. Resampling its output from the "
+        f"{run}: induction head {h.head} {route_clause(h)}. Resampling its output from the "
         f"corrupt prompts removes {h.effect} of the induction gap; resampling every earlier "
         f"head's write into one of its inputs removes this share of that: {shares}"
     )
@@ -178,13 +224,13 @@ def route_sentence(run: str, h: HeadRoute, baseline: float, t: Thresholds = THRE
         s += "; no role-less earlier head to control with"
     else:
         worst = max(INPUTS, key=lambda c: ctl[c].high)
-        s += f"; the control, role-less head {h.control}, removes at most {ctl[worst]}"
+        s += f"; the control, role-less head {h.control}, removes at most {share(ctl[worst], h)}"
     if h.feeder is not None:
         main = max(h.carrying, key=lambda c: h.inputs[c].value)
         p = h.path(h.feeder, main)
         s += (
-            f". The strongest path is {h.feeder} -> {h.head} ({INPUT_WORD[main]}): "
-            f"{p.removed}, {main.upper()}-composition score {p.composition:.3f} "
+            f". The strongest path is {h.feeder} -> {h.head} ({INPUT_WORD[main]}), removing "
+            f"{share(p.removed, h)}, {main.upper()}-composition score {p.composition:.3f} "
             f"(random {baseline:.3f})"
         )
     return s + f". An input carries it at ≥ {t.carries:g}, above the control's interval."
@@ -196,7 +242,7 @@ def depth_sentence(m: DepthMeasurement, t: Thresholds = THRESHOLDS) -> str:
     if m.induction_heads:
         s += f"induction head{'s' if len(m.induction_heads) > 1 else ''} {', '.join(m.induction_heads)}"
     else:
-        s += f"no induction head (best {m.top_head}: {m.top_score:.2f})"
+        s += f"no induction head (best head {m.top_head} scores {m.top_score:.2f})"
     if m.induction_step is not None:
         s += (
             f"; a head's induction score first passed {t.induction:g} at step {m.induction_step} "
@@ -204,7 +250,7 @@ def depth_sentence(m: DepthMeasurement, t: Thresholds = THRESHOLDS) -> str:
         )
     else:
         s += f"; no head's induction score passed {t.induction:g} in {m.steps} steps"
-    s += f"; it {exam_phrase(m.exams, t)}"
+    s += f"; it {exam_phrase(m.period_exams, t)}"
     if m.n_layers > 1:
         s += f"; {route_phrase(m.route, t)}"
     return s + "."
@@ -220,7 +266,9 @@ def one_layer_chance(ms: Sequence[DepthMeasurement]) -> list[DepthMeasurement]:
     return [
         m
         if m.n_layers == 1
-        else dataclasses.replace(m, exams=tuple(with_chance(m.exams, one.exams, name)))
+        else dataclasses.replace(
+            m, period_exams=tuple(with_chance(m.period_exams, one.period_exams, name))
+        )
         for m in ms
     ]
 
@@ -240,19 +288,19 @@ def claim_sentence(ms: Sequence[DepthMeasurement], t: Thresholds = THRESHOLDS) -
             problems.append(
                 f"{layers_phrase(1)} has induction head(s) {', '.join(m.induction_heads)}"
             )
-        v = exam_verdict(m.exams, t)
+        v = exam_verdict(m.period_exams, t)
         if not v.none_pass:
-            problems.append(f"{layers_phrase(1)} passes {v.n_passing} of {v.n_exams} exams")
+            problems.append(f"{layers_phrase(1)} passes {v.n_passing} of {v.n_exams} period exams")
     for m in deep:
         if not m.induction_heads:
             problems.append(f"{layers_phrase(m.n_layers)} has no induction head")
-        v = exam_verdict(m.exams, t)
+        v = exam_verdict(m.period_exams, t)
         if not v.all_pass:
             w = v.lowest
             problems.append(
-                f"{layers_phrase(m.n_layers)} passes only {v.n_passing} of {v.n_exams} exams "
-                f"(lowest {pct(w.pass_rate)}, lower bound {pct(w.interval.low)}, at period "
-                f"{w.period}, {KIND_WORDS.get(w.kind, w.kind)})"
+                f"{layers_phrase(m.n_layers)} passes only {v.n_passing} of {v.n_exams} period "
+                f"exams (lowest {pct(w.pass_rate)}, lower bound {pct(w.interval.low)}, at "
+                f"period {w.period}, {KIND_WORDS.get(w.kind, w.kind)})"
             )
     settings = sorted({m.setting for m in ms if m.setting})
     where = f" ({', '.join(settings)})" if settings else ""
@@ -261,8 +309,8 @@ def claim_sentence(ms: Sequence[DepthMeasurement], t: Thresholds = THRESHOLDS) -
     names = [str(m.n_layers) for m in deep]
     depths = " and ".join(filter(None, [", ".join(names[:-1]), names[-1]]))
     each = " each" if len(deep) > 1 else ""
-    n_one = exam_verdict(one[0].exams, t).n_exams
-    n_deep = exam_verdict(deep[0].exams, t).n_exams
+    n_one = exam_verdict(one[0].period_exams, t).n_exams
+    n_deep = exam_verdict(deep[0].period_exams, t).n_exams
     return (
         f"The seed's claim holds as measured here{where}: 1 layer has no induction head and "
         f"passes none of its {n_one} period exams; {depths} layers{each} have an induction head "

@@ -244,7 +244,7 @@ def mlp_sentence(
         many = len(mlp.induction_heads) > 1
         s += f"induction head{'s' if many else ''} {', '.join(mlp.induction_heads)}"
     else:
-        s += f"no induction head (best {mlp.top_head}: {mlp.top_score:.2f})"
+        s += f"no induction head (best head {mlp.top_head} scores {mlp.top_score:.2f})"
     if twin is not None:
         s += f" (attention-only twin: {', '.join(twin.induction_heads) or 'none'})"
     if mlp.induction_step is None:
@@ -261,7 +261,7 @@ def mlp_sentence(
             s += f", {when} attention-only (step {twin.induction_step})"
         elif twin is not None:
             s += f" (attention-only: never in {twin.steps} steps)"
-    s += f"; the period exam {exam_phrase(mlp.exams, t)}"
+    s += f"; the period exam {exam_phrase(mlp.period_exams, t)}"
     if mlp.n_layers > 1:
         s += f"; {route_phrase(mlp.route, t)}"
     if twin is not None and mlp.val_loss is not None and twin.val_loss is not None:

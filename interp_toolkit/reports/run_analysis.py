@@ -90,7 +90,7 @@ class RunSummary:
     n_heads: int
     final_loss: float | None
     tokens_seen: int | None
-    exam: ExamSummary
+    prompt_exams: ExamSummary  # the single-prompt exams (the period exams: DepthMeasurement)
     heads: dict[str, list[str]]  # role -> heads with it
     has_induction_head: bool
     top_induction: TopHead
@@ -175,7 +175,7 @@ class RunAnalysis:
             n_heads=cfg.n_heads,
             final_loss=float(losses[-1]["loss"]) if losses else None,
             tokens_seen=losses[-1].get("tokens") if losses else None,
-            exam=ExamSummary(
+            prompt_exams=ExamSummary(
                 passed=bool(ran) and n_passed == len(ran),
                 n_passed=n_passed,
                 n_total=len(ran),

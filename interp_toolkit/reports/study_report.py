@@ -24,11 +24,13 @@ from interp_toolkit.views.page import Row, Section, cell, render_report, table, 
 
 
 def describe_run(summary: RunSummary) -> str:
-    """One sentence: 'L layers: passes/fails the exam (k/n); induction head … / no induction head.'"""
-    exam = summary.exam
+    """One sentence: 'L layers: passes/fails the single-prompt exams (k/n); induction head … / no
+    induction head.' (The period exams are :func:`depth_section`'s and the findings'.)"""
+    exam = summary.prompt_exams
     s = (
         f"{layers_phrase(summary.n_layers)} ({summary.name}): "
-        f"{'passes' if exam.passed else 'fails'} the exam ({exam.n_passed}/{exam.n_total})"
+        f"{'passes' if exam.passed else 'fails'} the single-prompt exams "
+        f"({exam.n_passed}/{exam.n_total})"
     )
     ind = summary.heads["induction"]
     if ind:
@@ -39,11 +41,24 @@ def describe_run(summary: RunSummary) -> str:
         top = summary.top_induction
         floor = summary.floors[top.kind]
         s += (
-            f"; no induction head (best {top.head}: {SCORE[top.kind].title} {top.score:.2f}, "
-            f"τ {top.tau:.2g}, p {top.p_value:.2g}; a head needs {summary.test} in its "
+            f"; no induction head (best head {top.head} scores {top.score:.2f} on "
+            f"{SCORE[top.kind].title}, τ {top.tau:.2g}, p {top.p_value:.2g}; a head needs "
+            f"{summary.test} in its "
             f"specificity test and ≥ the effect-size floor {floor:.2f})"
         )
     return s + "."
+
+
+#: The two kinds of exam, one name each on the page (table rows, sentences; study.json keys
+#: ``runs[].prompt_exams`` and ``depths[].period_exams``).
+PROMPT_EXAMS = "single-prompt exams"
+PERIOD_EXAMS = "period exams"
+
+
+def prompt_verdict(r: RunSummary) -> str:
+    """The single-prompt exams' cell: pass/fail (k/n passed), never a period exam's verdict."""
+    e = r.prompt_exams
+    return f"{verdict(e.passed)} ({e.n_passed}/{e.n_total} passed)"
 
 
 def _side_by_side(runs: Sequence[RunSummary]) -> Section:
@@ -54,16 +69,13 @@ def _side_by_side(runs: Sequence[RunSummary]) -> Section:
         return html.escape(", ".join(r.heads[role]) or "none")
 
     def best(t: TopHead) -> str:
-        return f"{t.head}: {t.score:.3f} (τ {t.tau:.2g}, p {t.p_value:.2g})"
+        return f"{t.head} scores {t.score:.3f} (τ {t.tau:.2g}, p {t.p_value:.2g})"
 
     rows = [
         ["run (report)", *[link(r) for r in runs]],
         ["layers", *[str(r.n_layers) for r in runs]],
         ["final loss", *[cell(r.final_loss) for r in runs]],
-        [
-            "exam",
-            *[f"{verdict(r.exam.passed)} ({r.exam.n_passed}/{r.exam.n_total})" for r in runs],
-        ],
+        [PROMPT_EXAMS, *[prompt_verdict(r) for r in runs]],
         ["induction heads", *[heads(r, "induction") for r in runs]],
         ["previous-token heads", *[heads(r, "previous-token") for r in runs]],
         ["route by path", *[html.escape(r.route["route"]) for r in runs]],
@@ -122,11 +134,11 @@ def comparison_sections(
     exam_rows = [
         [r.name, e.name, e.prompt, e.target, e.rank, e.prob, verdict(e.passed, e.error)]
         for r in runs
-        for e in r.exam.results
+        for e in r.prompt_exams.results
     ]
     if exam_rows:
-        header = ["run", "exam", "prompt", "target", "rank", "p(target)", "result"]
-        sections.append(Section("Exam results", [table(header, exam_rows, raw=(6,))]))
+        header = ["run", "single-prompt exam", "prompt", "target", "rank", "p(target)", "result"]
+        sections.append(Section("Single-prompt exam results", [table(header, exam_rows, raw=(6,))]))
     return sections
 
 
@@ -148,7 +160,7 @@ def depth_section(
         )
 
     def exam(d: DepthMeasurement) -> str:
-        v = exam_verdict(d.exams, t)
+        v = exam_verdict(d.period_exams, t)
         w = v.lowest.interval
         return (
             f"{v.n_passing}/{v.n_exams} pass (lower bound ≥ {t.exam_lower_bound:.0%}); lowest "
@@ -167,13 +179,13 @@ def depth_section(
         ["training time (min)", *[d.train_minutes for d in depths]],
         ["final training loss", *[d.final_loss for d in depths]],
         ["final held-out loss", *[d.val_loss for d in depths]],
-        ["period exam", *[exam(d) for d in depths]],
+        [PERIOD_EXAMS, *[exam(d) for d in depths]],
         *text_rows(depths, curves),
         ["route (by path)", *[d.route.name.value for d in depths]],
     ]
     by_period = [
         [e.period, e.kind, *[_rate(x) for x in exams_at(depths, e.kind, e.period)]]
-        for e in depths[0].exams
+        for e in depths[0].period_exams
     ]
     names = [d.name for d in depths]
     figs = [
@@ -186,9 +198,9 @@ def depth_section(
         [
             table(["", *names], rows),
             period_exam_plot(
-                {d.name: d.exams for d in depths},
+                {d.name: d.period_exams for d in depths},
                 lower_bound=t.exam_lower_bound,
-                title="Exam by period (Wilson 95% intervals)",
+                title="Period exams: pass rate by period (Wilson 95% intervals)",
             ),
             table(["period", "tokens", *names], by_period),
             *figs,
@@ -219,7 +231,7 @@ def text_rows(
 
 
 def exams_at(depths: Sequence[DepthMeasurement], kind: str, period: int) -> list[PeriodExam | None]:
-    return [next((e for e in d.exams if e.key == (kind, period)), None) for d in depths]
+    return [next((e for e in d.period_exams if e.key == (kind, period)), None) for d in depths]
 
 
 def _rate(e: PeriodExam | None) -> str:

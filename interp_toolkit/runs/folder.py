@@ -25,12 +25,12 @@ from typing import Any
 import torch
 from transformer_lens import TransformerBridge
 
-from interp_toolkit.text.codecs import Codec
-from interp_toolkit.runtime.devices import resolve_device
 from interp_toolkit.errors import UserError
 from interp_toolkit.files.io import LOCK_NAME, check_readable, read_json, write_bytes, write_json
 from interp_toolkit.models.build import AttnOnlyConfig, build_model
-from interp_toolkit.text.codecs import CompactVocab, GPT2Codec, load_codec, save_codec
+from interp_toolkit.runtime import validate
+from interp_toolkit.runtime.devices import resolve_device
+from interp_toolkit.text.codecs import Codec, load_codec, save_codec
 
 FORMAT_VERSION = 1
 _SNAPSHOT = re.compile(r"step_(\d+)\.safetensors$")
@@ -110,14 +110,17 @@ def save_weights(model: TransformerBridge, path: Path) -> None:
 
 
 def read_weights(path: Path, fix: str = "restore it, or retrain the run.") -> dict[str, Any]:
-    """The tensors of a safetensors file; an unreadable or damaged file is a UserError."""
+    """The tensors of a safetensors file; an unreadable or damaged file, or one holding a NaN or
+    an infinity, is a UserError."""
     from safetensors.torch import load_file
 
     check_readable(path)
     try:
-        return load_file(str(path))
+        state = load_file(str(path))
     except Exception as exc:  # safetensors raises several types for corrupt headers/data
         raise UserError(f"weights file {path} is damaged ({type(exc).__name__}): {fix}") from None
+    validate.finite_weights(state.items(), f"weights file {path}", fix)  # never analyse NaNs
+    return state
 
 
 def apply_weights(model: TransformerBridge, state: dict[str, Any], path: Path) -> None:
@@ -233,12 +236,17 @@ def load_run(
 
 def model_config(data: dict[str, Any], where: Path) -> AttnOnlyConfig:
     """The model config of a run's config.json (``data``, read from ``where``)."""
+    fix = "restore it, or train the run again."
     try:
-        return AttnOnlyConfig.from_dict(data["model"])
+        cfg = AttnOnlyConfig.from_dict(data["model"])
     except TypeError as exc:
-        raise UserError(
-            f"run config {where} is damaged ({exc}): restore it, or train the run again."
-        ) from None
+        raise UserError(f"run config {where} is damaged ({exc}): {fix}") from None
+    try:
+        cfg.validate()  # a field of the wrong type or range (e.g. "embed_init_std": "x")
+    except UserError as exc:
+        field = str(exc).split(": ")[0].rstrip(".")  # e.g. "embed_init_std='x' cannot work"
+        raise UserError(f'run config {where} is damaged ("model": {field}): {fix}') from None
+    return cfg
 
 
 def read_codec(paths: RunPaths) -> Codec:

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import logging
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -25,8 +27,9 @@ from transformer_lens import TransformerBridge
 from transformers import GPT2Tokenizer, PreTrainedTokenizerBase
 
 from interp_toolkit.errors import UserError
-from interp_toolkit.runs.target import Target
 from interp_toolkit.runs.hub import WEIGHT_FILES, Source, read_json, resolve
+from interp_toolkit.runs.target import Target
+from interp_toolkit.runtime import validate
 from interp_toolkit.text.codecs import GPT2_VOCAB_SIZE, GPT2Codec, gpt2_bpe_files
 
 HELLO_WORLD_IDS = [15496, 995]  # GPT-2 BPE of "Hello world"
@@ -71,7 +74,134 @@ def check_folder(folder: Path) -> dict[str, Any]:
             f"{GPT2_VOCAB_SIZE} BPE tokens: this toolkit reads GPT-2 models with the GPT-2 "
             "tokenizer; pass a model with vocab_size >= 50257."
         )
+    check_config(folder, cfg)
     return cfg
+
+
+# --------------------------------------------------------------------------- config against weights
+#
+# transformers loads a folder whose config names tensors the weights file lacks by drawing them
+# at random (a warning at most): ``n_layer: 5`` over the weights of one layer analyses four
+# random layers, and a file missing its attention weights analyses random heads. An analysis of
+# a model that is partly random is a silent wrong answer, so a folder is refused unless every
+# tensor its config names is in its weights with the config's shape (and no layer of the weights
+# is left out by the config). Only the files' headers are read (safetensors, sharded or not; a
+# pytorch_model.bin is mapped, not read); the config's shapes come from the model built on the
+# meta device (no memory). A file that cannot be read is left to the loader, which names it.
+
+#: config.json's sizes, each a whole number >= 1 (transformers' default where one is left out).
+SIZES = {"n_layer": 12, "n_head": 12, "n_embd": 768, "n_positions": 1024}
+#: Buffers older checkpoints saved that are not weights (the causal mask).
+_IGNORED = re.compile(r"(^|\.)h\.\d+\.(attn|crossattention)\.(bias|masked_bias)$")
+
+
+def check_config(folder: Path, cfg: dict[str, Any]) -> None:
+    """The sizes config.json gives must make a model (``n_head: 0`` used to crash)."""
+    where = folder / "config.json"
+    sizes = {name: cfg.get(name, default) for name, default in SIZES.items()}
+    for name, value in sizes.items():
+        if not validate.is_whole(value) or value < 1:
+            raise UserError(
+                f"{where}: {name}={value!r} cannot work (a whole number, 1 or more): correct it "
+                "to the model's, or save the model again with save_pretrained."
+            )
+    if sizes["n_embd"] % sizes["n_head"]:
+        raise UserError(
+            f"{where}: n_embd={sizes['n_embd']} does not split into n_head={sizes['n_head']} "
+            "heads: "
+            "correct it to the model's, or save the model again with save_pretrained."
+        )
+
+
+def check_weights(folder: Path, cfg: dict[str, Any]) -> None:
+    """Every tensor the config names is in the weights with its shape (see the module doc)."""
+    found = _file_shapes(folder)
+    if found is None:
+        return  # unreadable or absent: the loader says so
+    expected, prefix = _config_shapes(cfg)
+    found = {(k if k in expected or f"{prefix}{k}" not in expected else f"{prefix}{k}"): v
+             for k, v in found.items()}  # fmt: skip
+    missing = [k for k in expected if k not in found]
+    wrong = [f"{k} is {_dims(found[k])} there, {_dims(v)} by config.json"
+             for k, v in expected.items() if k in found and tuple(found[k]) != v]  # fmt: skip
+    extra = [k for k in found if k not in expected and not _IGNORED.search(k)]
+    if not (missing or wrong or extra):
+        return
+    fix = (
+        "correct config.json (n_layer, n_head, n_embd, n_positions, vocab_size) to the weights' "
+        "model, or save the model again with save_pretrained so both files come from one model."
+    )
+    if wrong:
+        problem = f"tensor shapes differ ({_few(wrong)})"
+    elif missing:
+        problem = (
+            f"{len(missing)} tensors config.json names are not in the weights ({_few(missing)})"
+        )
+    else:
+        problem = f"the weights hold {len(extra)} tensors config.json does not name ({_few(extra)})"
+    raise UserError(
+        f"the weights in {folder} do not match its config.json: {problem}, so part of the "
+        f"model would be random: {fix}"
+    )
+
+
+def _few(items: list[str]) -> str:
+    return ", ".join(items[:3]) + (f" and {len(items) - 3} more" if len(items) > 3 else "")
+
+
+def _dims(shape: Any) -> str:
+    return "x".join(map(str, shape)) or "a scalar"
+
+
+def _config_shapes(cfg: dict[str, Any]) -> tuple[dict[str, tuple[int, ...]], str]:
+    """The parameter shapes the config makes (tied weights once), and the base model's prefix."""
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    try:
+        config = GPT2Config.from_dict(cfg)
+        with torch.device("meta"):
+            model = GPT2LMHeadModel(config)
+    except Exception as exc:  # a config transformers cannot build a model from
+        raise UserError(
+            f"config.json cannot make a GPT-2 model ({type(exc).__name__}: {exc}): save the "
+            "model again with save_pretrained."
+        ) from None
+    shapes = {name: tuple(p.shape) for name, p in model.named_parameters()}  # tied: once
+    persistent = model.state_dict().keys()
+    shapes |= {n: tuple(b.shape) for n, b in model.named_buffers() if n in persistent}
+    return shapes, f"{model.base_model_prefix}."
+
+
+def _file_shapes(folder: Path) -> dict[str, tuple[int, ...]] | None:
+    """Tensor name -> shape of the folder's weights (the file transformers would load), or None."""
+    try:
+        if (folder / "model.safetensors").is_file():
+            return _safetensors_shapes(folder / "model.safetensors")
+        index = folder / "model.safetensors.index.json"
+        if index.is_file():
+            shards = set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values())
+            out: dict[str, tuple[int, ...]] = {}
+            for shard in sorted(shards):
+                out |= _safetensors_shapes(folder / shard)
+            return out
+        if (folder / "pytorch_model.bin").is_file():
+            import torch
+
+            state = torch.load(
+                folder / "pytorch_model.bin", map_location="cpu", mmap=True, weights_only=True
+            )
+            return {k: tuple(v.shape) for k, v in state.items()}
+    except Exception:  # damaged or unreadable: the loader names it
+        return None
+    return None
+
+
+def _safetensors_shapes(path: Path) -> dict[str, tuple[int, ...]]:
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt") as f:
+        return {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}  # noqa: SIM118
 
 
 # --------------------------------------------------------------------------- tokenizer
@@ -201,7 +331,7 @@ def load(
 def _load(src: Source, device: str, compat: bool) -> TransformerBridge:
     if src.folder is not None:
         folder = src.folder
-        check_folder(folder)
+        check_weights(folder, check_folder(folder))  # no tensor drawn at random: refused first
         where = str(folder)
         if _has_tokenizer_files(folder):
             model = _boot(str(folder), device, None)
@@ -216,6 +346,15 @@ def _load(src: Source, device: str, compat: bool) -> TransformerBridge:
             raise UserError(f"{where} is not a GPT-2 model: pass a GPT-2 name or folder.")
     check_tokenizer(model, where)
     check_attention_hooks(model, where)
+    named = {  # the names of the weights file (the bridge wraps each HF module)
+        n.replace("._original_component", ""): p for n, p in model.original_model.named_parameters()
+    }
+    validate.finite_weights(
+        named.items(),
+        f"the model in {where}",
+        "its weights are damaged: save the model again with save_pretrained, from a model "
+        "that trained without diverging.",
+    )
     if compat:
         with _quiet():
             model.enable_compatibility_mode()

@@ -7,10 +7,9 @@ from pathlib import Path
 
 from transformer_lens import TransformerBridge
 
-from interp_toolkit.text.codecs import Codec
 from interp_toolkit.models.build import AttnOnlyConfig
 from interp_toolkit.runs.folder import Run
-from interp_toolkit.text.codecs import CompactVocab, GPT2Codec
+from interp_toolkit.text.codecs import Codec
 
 
 @dataclass

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import torch
 
-from interp_toolkit.runtime.devices import resolve_device
-from interp_toolkit.runs.target import Target
 from interp_toolkit.runs.hub import is_gpt2_spec
+from interp_toolkit.runs.target import Target
+from interp_toolkit.runtime.devices import resolve_device
 
 __all__ = ["TARGET_KINDS", "Target", "TargetKind", "load_target"]
 

@@ -215,6 +215,6 @@ PRECISIONS = {
 
 def precision_named(name: str) -> Precision:
     """The :data:`PRECISIONS` entry ``name``; UserError (one line) for another name."""
-    if name not in PRECISIONS:
+    if not isinstance(name, str) or name not in PRECISIONS:
         raise UserError(f"--precision {name}: unknown: use {', '.join(PRECISIONS)}.")
     return PRECISIONS[name]

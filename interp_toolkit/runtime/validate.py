@@ -49,17 +49,86 @@ def temperature(value: Any, name: str = "temperature") -> float:
     return float(value)
 
 
-def path_arg(value: Any, name: str) -> Path:
+def number(
+    value: Any,
+    name: str,
+    *,
+    least: float | int | None = None,
+    above: float | int | None = None,
+    below: float | int | None = None,
+    optional: bool = False,
+) -> float | None:
+    """A finite real number (not a bool, a string, NaN or infinity) that is >= ``least``,
+    > ``above`` and < ``below`` (each bound when given); ``optional``: None is taken too."""
+    if value is None and optional:
+        return None
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
+    try:
+        x = float(value) if ok else math.nan
+    except OverflowError:  # an int past float's range
+        x = math.nan
+    ok = math.isfinite(x)
+    ok = ok and (least is None or x >= least) and (above is None or x > above)
+    if not ok or (below is not None and x >= below):
+        bounds = [
+            f"{op} {b:g}" for op, b in ((">=", least), (">", above), ("<", below)) if b is not None
+        ]
+        where = f" {' and '.join(bounds)}" if bounds else ""
+        raise UserError(
+            f"{name}={value!r} cannot work: use a finite number{where}"
+            f"{', or None' if optional else ''}."
+        )
+    return x
+
+
+def text(value: Any, name: str, example: str) -> str:
+    """A text argument: a non-empty ``str`` (e.g. a prompt, a target token, a name)."""
+    if not isinstance(value, str):
+        raise UserError(
+            f"{name} must be text (str), got {type(value).__name__} {value!r}: "
+            f"e.g. {name}={example}."
+        )
+    if not value:
+        raise UserError(f"{name} is empty: give some text, e.g. {name}={example}.")
+    return value
+
+
+def flag(value: Any, name: str) -> bool:
+    """A yes/no argument: True or False (not 0, 1 or "false", which read as the opposite)."""
+    if not isinstance(value, bool):
+        raise UserError(f"{name}={value!r} cannot work: use True or False.")
+    return value
+
+
+def path_arg(value: Any, name: str, example: str = "runs/cpu-2l") -> Path:
     """A path argument: a non-empty ``str`` or ``os.PathLike`` (not None, a number or ``''``,
     which would silently mean the current folder)."""
     if isinstance(value, bool) or not isinstance(value, (str, os.PathLike)):
         raise UserError(
             f"{name} must be a path (str or pathlib.Path), got {type(value).__name__} "
-            f'{value!r}: e.g. {name}="runs/cpu-2l".'
+            f'{value!r}: e.g. {name}="{example}".'
         )
     if not os.fspath(value).strip():
-        raise UserError(f'{name} is an empty path: name a folder, e.g. {name}="runs/cpu-2l".')
+        raise UserError(f'{name} is an empty path: name a folder, e.g. {name}="{example}".')
     return Path(value)
+
+
+def finite_weights(named: Iterable[tuple[str, torch.Tensor]], where: str, fix: str) -> None:
+    """Every floating tensor of ``named`` (name, tensor) must be finite: a NaN or an infinity
+    would make every score, rank and sample of the model NaN or garbage. One line naming the
+    tensors (the first three) and ``fix``."""
+    import torch
+
+    items = [(n, t) for n, t in named if t.is_floating_point() and t.numel()]
+    if not items:
+        return
+    finite = torch.stack([torch.isfinite(t).all() for _, t in items]).cpu()  # one device sync
+    bad = [n for (n, _), ok in zip(items, finite.tolist(), strict=True) if not ok]
+    if bad:
+        more = f" and {len(bad) - 3} more" if len(bad) > 3 else ""
+        raise UserError(
+            f"{where} holds NaN or infinite weights ({', '.join(bad[:3])}{more}): {fix}"
+        )
 
 
 def token_ids(
@@ -117,9 +186,12 @@ def in_vocab(ids: torch.Tensor | Iterable[int], d_vocab: int, name: str = "token
         )
 
 
-def count(value: Any, name: str, least: int = 1) -> int:
-    """A whole number, ``least`` or more (a top-k, a number of sequences...)."""
-    if not _is_int(value) or int(value) < least:
+def count(value: Any, name: str, least: int = 1, *, optional: bool = False) -> Any:
+    """A whole number, ``least`` or more (a top-k, a number of sequences...); ``optional``:
+    None is taken too (and returned)."""
+    if value is None and optional:
+        return None
+    if not _is_int(value) or int(value) < least:  # the command line's line, word for word
         raise UserError(f"{name}={value!r} cannot work: use a whole number, {least} or more.")
     return int(value)
 
@@ -152,8 +224,12 @@ def heads(pairs: Sequence[Any], n_layers: int, n_heads: int) -> list[tuple[int, 
     return out
 
 
-def _is_int(x: Any) -> bool:
-    return isinstance(x, numbers.Integral) and not isinstance(x, bool)  # numpy ints too
+def is_whole(x: Any) -> bool:
+    """An integer (numpy's too), not a bool."""
+    return isinstance(x, numbers.Integral) and not isinstance(x, bool)
+
+
+_is_int = is_whole
 
 
 def _as_tensor(value: Any, name: str) -> torch.Tensor:
@@ -161,14 +237,26 @@ def _as_tensor(value: Any, name: str) -> torch.Tensor:
     import torch
 
     if isinstance(value, torch.Tensor):
-        return value
+        if value.dtype.is_signed or value.dtype in (torch.uint8, torch.bool):
+            return value
+        value = value.cpu().numpy()  # uint16/32/64: most torch ops are not implemented for them
     if isinstance(value, str):
         raise UserError(
             f"{name} is text where token ids are taken: encode it first (codec.encode)."
         )
     try:
-        return torch.as_tensor(np.asarray(value))
-    except (TypeError, ValueError, RuntimeError):
+        arr = np.asarray(value)
+        if arr.dtype.kind == "u" and arr.dtype.itemsize > 1:  # torch has no ops for uint64
+            if arr.size and int(arr.max()) > SEED_MAX:
+                raise UserError(
+                    f"{name}: token id {int(arr.max())} is outside this model's vocabulary: "
+                    "are the ids from this model's own codec?"
+                )
+            arr = arr.astype(np.int64)
+        return torch.as_tensor(arr)
+    except (TypeError, ValueError, RuntimeError) as exc:
+        if isinstance(exc, UserError):
+            raise
         raise UserError(
             f"{name} is not token ids ({type(value).__name__}): give a list of ints or an "
             "integer tensor."

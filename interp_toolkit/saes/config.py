@@ -62,7 +62,7 @@ class SAEConfig:
     def hook_layer(self) -> int | None:
         """The block the hook reads (None for a hook outside the blocks, e.g. toy data)."""
         parts = self.hook_name.split(".")
-        ok = len(parts) >= 3 and parts[0] == "blocks" and parts[1].isdigit()
+        ok = len(parts) >= 3 and parts[0] == "blocks" and parts[1].isascii() and parts[1].isdigit()
         return int(parts[1]) if ok else None
 
     @property
@@ -128,7 +128,7 @@ class SAEConfig:
 def hook_layer(hook_name: str) -> int:
     """The block a hook name reads (``blocks.1.attn.hook_z`` -> 1)."""
     parts = hook_name.split(".")
-    if len(parts) >= 3 and parts[0] == "blocks" and parts[1].isdigit():
+    if len(parts) >= 3 and parts[0] == "blocks" and parts[1].isascii() and parts[1].isdigit():
         return int(parts[1])
     raise UserError(
         f"--hook {hook_name!r} is not a block hook: use blocks.L.attn.hook_z, "

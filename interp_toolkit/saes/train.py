@@ -17,12 +17,15 @@ exactly the batches an uninterrupted one would, and only one block of activation
   then decayed linearly to 0 over the last 20% of steps; decoder rows back to unit norm after
   every step (the gradient along each row removed first).
 - Checkpoints every ``checkpoint_every`` steps and at the end (``checkpoints/step_N.*`` then
-  ``state.json``, which commits them); ``resume=True`` continues from the last one.
+  ``state.json``, which commits them); ``resume=True`` continues from the last one. A stop signal
+  (SIGINT, SIGTERM, SIGHUP: :mod:`interp_toolkit.runtime.signals`) ends the step under way, saves
+  a checkpoint of it and raises :class:`~interp_toolkit.errors.Interrupted` saying where.
 """
 
 from __future__ import annotations
 
 import io
+import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,9 +36,10 @@ import torch
 from torch import Tensor
 from transformer_lens import TransformerBridge
 
-from interp_toolkit.errors import UserError
+from interp_toolkit.errors import Interrupted, UserError, signal_of
 from interp_toolkit.files.io import folder_lock, read_json, write_bytes, write_json
 from interp_toolkit.runtime.progress import progress_bar
+from interp_toolkit.runtime.signals import deferred, stop_signals
 from interp_toolkit.saes.activations import TokenSource, block_activations
 from interp_toolkit.saes.config import SAEConfig, SAEPaths, SAETrainConfig
 from interp_toolkit.saes.sae import SparseAutoencoder, save_sae
@@ -244,49 +248,63 @@ def fit_sae(
     bar = progress_bar(total=steps, initial=start, enabled=progress, desc="SAE", unit="step")
     t0 = time.perf_counter()
     done, perm_id, perm = start, -1, torch.zeros(0, dtype=torch.long)
-    try:
-        for step in range(start, steps):
-            b, j = divmod(step, bpb)
-            if b != block_id:
-                block_id, block = b, blocks(b) * scale
-            if b != perm_id:
-                gen = torch.Generator().manual_seed(tcfg.seed * 1_000_003 + b)
-                perm_id, perm = b, torch.randperm(len(block), generator=gen)
-            x = block[perm[j * tcfg.batch : (j + 1) * tcfg.batch]]
-            if len(x) < tcfg.batch:
-                raise UserError(
-                    f"a block of {len(block)} activations is short of {bpb} batches of "
-                    f"{tcfg.batch}: use a smaller batch."
-                )
-            for g in opt.param_groups:
-                g["lr"] = _lr(step, steps, tcfg.lr)
-            loss, last, f = sae_loss(sae, x, since_fired >= window, tcfg)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            sae.remove_parallel_grad()
-            torch.nn.utils.clip_grad_norm_(sae.parameters(), 1.0)
-            opt.step()
-            sae.normalize_decoder()
-            with torch.no_grad():
-                since_fired += len(x)
-                since_fired[(f > 0).any(0)] = 0
-                if cfg.arch == "batchtopk":
-                    sae.update_threshold(f, tcfg.threshold_lr)
-                last["l0"] = float((f > 0).sum(-1).float().mean())
-            done = step + 1
-            bar.update(1)
-            if step % 10 == 0:
-                dead = int((since_fired >= window).sum())
-                bar.set_postfix(
-                    loss=f"{float(loss.detach()):.3g}", l0=f"{last['l0']:.1f}", dead=dead
-                )
-            if done % tcfg.checkpoint_every == 0 and done < steps:
-                checkpoint(done)
-    except KeyboardInterrupt:
-        checkpoint(done)
-        raise
-    finally:
-        bar.close()
+
+    def train_step(step: int, x: Tensor) -> Tensor:
+        nonlocal last
+        for g in opt.param_groups:
+            g["lr"] = _lr(step, steps, tcfg.lr)
+        loss, last, f = sae_loss(sae, x, since_fired >= window, tcfg)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        sae.remove_parallel_grad()
+        torch.nn.utils.clip_grad_norm_(sae.parameters(), 1.0)
+        opt.step()
+        sae.normalize_decoder()
+        with torch.no_grad():
+            since_fired.add_(len(x))
+            since_fired[(f > 0).any(0)] = 0
+            if cfg.arch == "batchtopk":
+                sae.update_threshold(f, tcfg.threshold_lr)
+            last["l0"] = float((f > 0).sum(-1).float().mean())
+        return loss
+
+    with stop_signals():  # SIGTERM and SIGHUP stop as Ctrl-C does, for API callers too
+        try:
+            for step in range(start, steps):
+                b, j = divmod(step, bpb)
+                if b != block_id:
+                    block_id, block = b, blocks(b) * scale
+                if b != perm_id:
+                    gen = torch.Generator().manual_seed(tcfg.seed * 1_000_003 + b)
+                    perm_id, perm = b, torch.randperm(len(block), generator=gen)
+                x = block[perm[j * tcfg.batch : (j + 1) * tcfg.batch]]
+                if len(x) < tcfg.batch:
+                    raise UserError(
+                        f"a block of {len(block)} activations is short of {bpb} batches of "
+                        f"{tcfg.batch}: use a smaller batch."
+                    )
+                with deferred():  # a stop signal ends this step first: a checkpoint is exact
+                    loss = train_step(step, x)
+                    done = step + 1
+                bar.update(1)
+                if step % 10 == 0:
+                    dead = int((since_fired >= window).sum())
+                    bar.set_postfix(
+                        loss=f"{float(loss.detach()):.3g}", l0=f"{last['l0']:.1f}", dead=dead
+                    )
+                if done % tcfg.checkpoint_every == 0 and done < steps:
+                    checkpoint(done)
+        except KeyboardInterrupt as exc:
+            checkpoint(done)
+            if paths is None or str(exc):
+                raise
+            raise Interrupted(
+                f"stopped at step {done} of {steps} by {signal_of(exc)}: checkpoint saved in "
+                f"{paths.checkpoints}; continue with the same command and --resume.",
+                getattr(exc, "signum", signal.SIGINT),
+            ) from None
+        finally:
+            bar.close()
     checkpoint(steps)
     elapsed += time.perf_counter() - t0
     final = SparseAutoencoder(cfg)

@@ -9,6 +9,7 @@ The tests themselves live with what they test: the specificity test that decides
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Mapping
 
 import torch
@@ -56,8 +57,9 @@ def benjamini_hochberg(p: Float[Tensor, "..."], alpha: float = ALPHA) -> Bool[Te
 
 def check_alpha(alpha: float) -> float:
     """α must lie strictly between 0 and 1 (a one-line UserError otherwise)."""
-    if not 0.0 < alpha < 1.0:
-        raise UserError(f"alpha={alpha} cannot work: use a value between 0 and 1, e.g. 0.05.")
+    real = isinstance(alpha, numbers.Real) and not isinstance(alpha, bool)
+    if not real or not 0.0 < alpha < 1.0:
+        raise UserError(f"alpha={alpha!r} cannot work: use a value between 0 and 1, e.g. 0.05.")
     return alpha
 
 

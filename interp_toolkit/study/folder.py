@@ -8,6 +8,8 @@ before any work (:func:`planned_runs`), so a study never half-trains into a fold
 from __future__ import annotations
 
 import multiprocessing
+import os
+import signal
 import sys
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -15,10 +17,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from interp_toolkit.errors import UserError
+from interp_toolkit.errors import Interrupted, UserError, signal_of
 from interp_toolkit.files.io import LOCK_NAME, check_writable_dir, folder_lock, write_json
 from interp_toolkit.runs.folder import Run, RunPaths, load_run, read_config
 from interp_toolkit.runtime.devices import resolve_device
+from interp_toolkit.runtime.signals import die_with_parent, orphaned
 from interp_toolkit.training import train_model
 from interp_toolkit.training.checkpoints import read_progress
 from interp_toolkit.training.presets import Preset
@@ -49,15 +52,56 @@ def check_study_dir(out: Path) -> None:
 def study_folder(out: Path, marker: dict[str, Any]) -> Iterator[None]:
     """Hold the study folder (a second study in it is refused) and keep ``study.json`` true:
     ``running`` while the block runs, ``stopped`` with the reason if it fails (the block
-    writes ``done`` itself)."""
+    writes ``done`` itself). An interrupt (SIGINT, SIGTERM, SIGHUP) records the signal and what
+    had finished (:func:`finished_runs`), and its line says so and how to go on."""
     with folder_lock(out, "study folder"):
         write_json(out / STUDY_MARKER, {**marker, "status": "running"})
         try:
             yield
+        except KeyboardInterrupt as exc:
+            done = finished_runs(out)
+            stopped = {"status": "stopped", "signal": signal_of(exc), "reason": str(exc)}
+            write_json(out / STUDY_MARKER, {**marker, **stopped, "finished": done})
+            raise Interrupted(
+                f"stopped by {signal_of(exc)}; {_finished_phrase(done)}; {out / STUDY_MARKER} "
+                "says stopped. Run the same command again to go on: finished runs are reused, "
+                "unfinished ones resume from their checkpoints.",
+                getattr(exc, "signum", signal.SIGINT),
+            ) from None
         except BaseException as exc:
             reason = str(exc) or type(exc).__name__
             write_json(out / STUDY_MARKER, {**marker, "status": "stopped", "reason": reason})
             raise
+
+
+def finished_runs(out: Path) -> dict[str, Any]:
+    """What a study folder holds so far: runs ``trained`` (their weights written), ``analysed``
+    (their report written) and ``unfinished`` (the step of their last checkpoint)."""
+    trained, analysed, unfinished = [], [], {}
+    for path in sorted(p for p in out.iterdir() if RunPaths(p).config.is_file()):
+        paths = RunPaths(path)
+        if paths.weights.is_file():
+            trained.append(path.name)
+            if paths.report.is_file():
+                analysed.append(path.name)
+        else:
+            try:
+                progress = read_progress(paths)
+            except UserError:  # a damaged state: named when the run is resumed
+                progress = None
+            unfinished[path.name] = None if progress is None else progress.step
+    return {"trained": trained, "analysed": analysed, "unfinished": unfinished}
+
+
+def _finished_phrase(done: dict[str, Any]) -> str:
+    def names(xs: list[str]) -> str:
+        return ", ".join(xs) or "none"
+
+    cut = [f"{n} (step {s})" if s is not None else n for n, s in done["unfinished"].items()]
+    return (
+        f"trained: {names(done['trained'])}; analysed: {names(done['analysed'])}; "
+        f"unfinished: {names(cut)}"
+    )
 
 
 def is_finished(path: Path, preset: Preset) -> bool:
@@ -80,17 +124,38 @@ def is_finished(path: Path, preset: Preset) -> bool:
     return paths.weights.is_file() and recorded[2].steps == preset.train.steps
 
 
+#: The run folders this process trained (or had its workers train): a run found finished
+#: there afterwards is the one just trained, not one "found" and reused.
+TRAINED_HERE: set[Path] = set()
+
+
+def planned_steps(preset: Preset) -> str:
+    """The steps a run will take, as its stop rule applies them."""
+    t = preset.train
+    if t.stop_score is None:
+        return f"{t.steps:,} steps"
+    after = t.stop_after if t.stop_after is not None else t.score_every
+    return (
+        f"up to {t.steps:,} steps (stopping once the induction score has stayed above "
+        f"{t.stop_score:g} for {after:,} steps)"
+    )
+
+
 def train_or_reuse(path: Path, preset: Preset, device: str = "auto") -> Run:
     """The finished run ``preset`` asks for in ``path``: reused, continued from its checkpoint,
     or trained (:func:`is_finished` says which, or why not), on ``device``."""
     if is_finished(path, preset):
-        say(f"[{path.name}] finished run with the same settings found: reusing it")
+        if path.resolve() in TRAINED_HERE:
+            say(f"[{path.name}] loading the run trained above")
+        else:
+            say(f"[{path.name}] finished run with the same settings found: reusing it")
         return load_run(path, device=device)
     resume = RunPaths(path).config.is_file()
     say(
         f"[{path.name}] {'resuming' if resume else 'training'}: {preset.model.n_layers} layer(s), "
-        f"{preset.train.steps} steps, preset {preset.name}"
+        f"{planned_steps(preset)}, preset {preset.name}"
     )
+    TRAINED_HERE.add(path.resolve())
     return train_model(
         path,
         preset.model,
@@ -110,9 +175,28 @@ def planned_runs(out: Path, presets: dict[str, Preset]) -> None:
         is_finished(out / name, preset)
 
 
-def _train_quietly(path: Path, preset: Preset) -> None:
-    """A worker process's job: train (or reuse) one run on the CPU; the parent loads it later."""
-    train_or_reuse(path, preset, "cpu")
+def _train_quietly(path: Path, preset: Preset, parent: int) -> None:
+    """A worker process's job: train (or reuse) one run on the CPU; the parent loads it later.
+    Stopped because the parent died (:func:`_worker_start`), it exits once its checkpoint is
+    saved: nobody is left to hand it another job."""
+    try:
+        train_or_reuse(path, preset, "cpu")
+    except KeyboardInterrupt as exc:
+        if orphaned(parent):
+            os._exit(getattr(exc, "exit_code", 128 + signal.SIGTERM))
+        raise
+
+
+def _worker_start(parent: int) -> None:
+    """Each worker's first act: leave the terminal's process group, so that a Ctrl-C reaches it
+    once, through its parent (:func:`_stop_workers`), not twice (a second signal stops a
+    training at once, unsaved); and die with its parent (``parent``: the parent's PID), even when
+    that is killed with -9 (no orphan keeps training, or waits for a job nobody sends)."""
+    try:
+        os.setsid()
+    except OSError:  # already a session leader
+        pass
+    die_with_parent(parent)
 
 
 def train_runs(jobs: Sequence[tuple[Path, Preset]], workers: int, device: str = "auto") -> None:
@@ -141,13 +225,33 @@ def training(
         yield
         return
     context = multiprocessing.get_context("spawn")
-    pool = ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=context)
+    parent = os.getpid()
+    pool = ProcessPoolExecutor(
+        max_workers=min(workers, len(jobs)),
+        mp_context=context,
+        initializer=_worker_start,
+        initargs=(parent,),
+    )
     try:
-        futures = [pool.submit(_train_quietly, path, preset) for path, preset in jobs]
+        futures = [pool.submit(_train_quietly, path, preset, parent) for path, preset in jobs]
+        TRAINED_HERE.update(path.resolve() for path, _ in jobs)
         yield
         for job in futures:
             job.result()
-    except BaseException:
+    except BaseException as exc:
+        if isinstance(exc, KeyboardInterrupt):
+            _stop_workers(pool)
         pool.shutdown(wait=True, cancel_futures=True)
         raise
     pool.shutdown()
+
+
+def _stop_workers(pool: ProcessPoolExecutor) -> None:
+    """Pass a stop to the pool's workers (SIGTERM, whatever stopped the parent): each training
+    saves a checkpoint at the step under way and stops; an idle worker just ends."""
+    for process in list(getattr(pool, "_processes", {}).values()):
+        if process.pid is not None and process.is_alive():
+            try:
+                os.kill(process.pid, signal.SIGTERM)
+            except OSError:  # it has just ended
+                pass

@@ -66,9 +66,19 @@ def sweep(cfg: SweepConfig) -> list[dict[str, Any]]:
             kind = "whole numbers" if SWEEPABLE[cfg.param] else "finite numbers"
             raise UserError(f"--values {v:g} cannot work: {cfg.param} takes {kind}.")
     out = Path(cfg.out)
-    check_study_dir(out)
     base = get_preset(cfg.preset, cfg.layers)
     presets = {f"{cfg.param}-{value:g}": _preset(base, cfg, value) for value in values}
+    if len(presets) < len(values):  # 0.0010000001 and 0.0010000002 are both lr-0.001
+        names = [f"{cfg.param}-{value:g}" for value in values]
+        same = [f"{v!r}" for v, n in zip(values, names, strict=True) if names.count(n) > 1]
+        raise UserError(
+            f"--values {', '.join(same)} would share one run folder "
+            f"({next(n for n in names if names.count(n) > 1)}): give values that differ in "
+            "their first 6 significant digits."
+        )
+    for preset in presets.values():  # bad values are refused before the folder is made
+        preset.validate()
+    check_study_dir(out)
     planned_runs(out, presets)
     marker = {"sweep": cfg.param, "values": list(values)}
     with study_folder(out, marker):

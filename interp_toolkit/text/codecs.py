@@ -287,6 +287,43 @@ def byte_label(byte: int) -> str:
 
 AnyCodec = GPT2Codec | CompactVocab | ByteCodec
 
+#: The share of a user's text the vocabulary cannot represent above which a result on that text
+#: carries a notice (the API's ``UnknownTokensWarning``, a line on the CLI's standard error).
+UNKNOWN_NOTICE_SHARE = 0.1
+
+
+def describe_vocab(codec: Codec) -> str:
+    """The vocabulary in words, for a notice: what the model can read."""
+    if codec.kind == "compact":
+        return (
+            f"a {codec.d_vocab:,}-id vocabulary (its corpus's {codec.d_vocab - 1:,} most frequent "
+            "GPT-2 tokens and <unk>)"
+        )
+    if codec.kind == "bytes":
+        return "the 256 byte values"
+    return f"the full GPT-2 vocabulary ({codec.d_vocab:,} ids)"
+
+
+def unknown_share(codec: Codec, ids: Iterable[int]) -> float:
+    """The share of ``ids`` that are the codec's ``<unk>`` (0.0 for a codec without one)."""
+    ids = [int(i) for i in ids]
+    if codec.unk_id is None or not ids:
+        return 0.0
+    return sum(i == codec.unk_id for i in ids) / len(ids)
+
+
+def unknown_notice(codec: Codec, ids: Iterable[int]) -> str | None:
+    """One line saying what share of a text the vocabulary could not read, when that share is
+    above :data:`UNKNOWN_NOTICE_SHARE`; None otherwise."""
+    share = unknown_share(codec, ids)
+    if share <= UNKNOWN_NOTICE_SHARE:
+        return None
+    return (
+        f"{share:.0%} of the text's tokens are <unk>: the model knows {describe_vocab(codec)}; "
+        "<unk> is never read as a repeat, so scores rest on the other tokens. Use text like the "
+        "model's corpus."
+    )
+
 
 def codec_from_dict(d: dict[str, Any]) -> AnyCodec:
     kind = d.get("kind")

@@ -188,7 +188,7 @@ def build_store(
 def _remove_dead_temps(root: Path) -> None:
     for tmp in root.glob(".*.tmp-*"):
         pid = tmp.name.rpartition("-")[2]
-        if pid.isdigit() and not _alive(int(pid)):
+        if pid.isascii() and pid.isdigit() and not _alive(int(pid)):
             shutil.rmtree(tmp, ignore_errors=True)
 
 

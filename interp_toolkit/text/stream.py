@@ -45,6 +45,7 @@ import torch
 from jaxtyping import Int
 
 from interp_toolkit.errors import UserError
+from interp_toolkit.runtime import validate
 from interp_toolkit.runtime.progress import progress_bar
 from interp_toolkit.text.codecs import (
     EOT_ID,
@@ -90,23 +91,26 @@ class DataConfig:
     max_tokens: int | None = None
 
     def validate(self) -> None:
-        if self.codec not in CODECS:
+        validate.text(self.corpus, "corpus", '"stdlib" or "data/my.txt"')
+        if not isinstance(self.codec, str) or self.codec not in CODECS:
             raise UserError(f"codec={self.codec!r} is unknown: use {' or '.join(CODECS)}.")
         if self.codec == "bytes" and self.vocab_size is not None:
             raise UserError(
                 f"vocab_size={self.vocab_size} does not apply to the byte codec (always 256 ids): "
                 "leave it unset."
             )
-        if self.vocab_size is not None and not 3 <= self.vocab_size <= 50257:
+        vocab = self.vocab_size
+        if vocab is not None and (not validate.is_whole(vocab) or not 3 <= vocab <= 50257):
             raise UserError(
-                f"vocab_size={self.vocab_size} cannot work: use 3..50257, or none for full GPT-2."
+                f"vocab_size={vocab!r} cannot work: use 3..50257, or none for full GPT-2."
             )
-        if not 0.0 <= self.repeat_fraction <= 1.0:
+        fraction = validate.number(self.repeat_fraction, "repeat_fraction", least=0)
+        if fraction is not None and fraction > 1.0:
             raise UserError(f"repeat_fraction={self.repeat_fraction} must be between 0 and 1.")
-        if self.span_min < 2:
-            raise UserError(f"span_min={self.span_min} must be at least 2.")
-        if not 0.0 < self.val_fraction < 0.5:
-            raise UserError(f"val_fraction={self.val_fraction} must be in (0, 0.5).")
+        validate.count(self.span_min, "span_min", 2)
+        validate.count(self.span_max, "span_max", 2, optional=True)
+        validate.count(self.max_tokens, "max_tokens", optional=True)
+        validate.number(self.val_fraction, "val_fraction", above=0, below=0.5)
 
     @property
     def store(self) -> str:

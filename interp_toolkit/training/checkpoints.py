@@ -83,7 +83,7 @@ def save_checkpoint(
             {"step": at.step, "tokens": at.tokens, "elapsed_s": round(at.elapsed_s, 3)},
         )
     except BaseException:  # e.g. a full disk: the files of this step go, the last checkpoint stays
-        committed = _committed_step(paths)
+        committed = committed_step(paths)
         if committed != at.step:
             for file in keep:
                 file.unlink(missing_ok=True)
@@ -93,7 +93,8 @@ def save_checkpoint(
             old.unlink()
 
 
-def _committed_step(paths: RunPaths) -> int | None:
+def committed_step(paths: RunPaths) -> int | None:
+    """The step of the run's last whole checkpoint (None: none, or unreadable)."""
     try:
         progress = read_progress(paths)
     except UserError:

@@ -4,10 +4,11 @@
   locked (:func:`interp_toolkit.files.io.folder_lock`: a second training in it is refused, naming the
   PID; the lock of a dead process is taken over, and said), and removed again if training never
   started in it (nothing half-written).
-- **Stop signals**: SIGINT (Ctrl-C) and SIGTERM while the optimizer steps run are remembered
-  and acted on after the current step (:class:`StopSignals`): the trainer saves a checkpoint at
-  that step and raises :class:`~interp_toolkit.errors.Interrupted`. A signal outside the steps,
-  or a second one, stops at once (the last checkpoint stays whole: checkpoints are atomic).
+- **Stop signals**: SIGINT (Ctrl-C), SIGTERM and SIGHUP while the optimizer steps run are
+  remembered and acted on after the current step (:class:`StopSignals`): the trainer saves a
+  checkpoint at that step and raises :class:`~interp_toolkit.errors.Interrupted`. A signal outside
+  the steps, or a second one, stops at once (the last checkpoint stays whole: checkpoints are
+  atomic). A signal ignored when the process started (``nohup``: SIGHUP) stays ignored.
 """
 
 from __future__ import annotations
@@ -25,11 +26,11 @@ from interp_toolkit.errors import Interrupted
 from interp_toolkit.files.io import check_writable_dir, folder_lock
 from interp_toolkit.runs.folder import RunPaths
 
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 class StopSignals:
-    """SIGINT/SIGTERM handlers for one training (main thread only; elsewhere signals keep
+    """SIGINT/SIGTERM/SIGHUP handlers for one training (main thread only; elsewhere signals keep
     their usual effect). Inside :meth:`deferred` the first signal is only recorded in
     ``signum``; the training loop checks it between steps."""
 
@@ -41,7 +42,11 @@ class StopSignals:
 
     def __enter__(self) -> StopSignals:
         if threading.current_thread() is threading.main_thread():
-            self._previous = {s: signal.signal(s, self._handle) for s in STOP_SIGNALS}
+            self._previous = {
+                s: signal.signal(s, self._handle)
+                for s in STOP_SIGNALS
+                if signal.getsignal(s) is not signal.SIG_IGN
+            }
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -50,19 +50,25 @@ TEXT_KEYS = (
 
 
 def text_metrics(
-    model: TransformerBridge, windows: Int[torch.Tensor, "window pos"]
+    model: TransformerBridge,
+    windows: Int[torch.Tensor, "window pos"],
+    *,
+    unk_id: int | None = None,
 ) -> dict[str, Any]:
     """``val_loss`` (the first :data:`VAL_WINDOWS` windows) and the text measures on held-out
     ``windows`` (the first :data:`TEXT_WINDOWS`): the in-context score, the repeated-passage
     drop (first :data:`PASSAGE_ROWS`) and every head's induction score on the text
     (:func:`~interp_toolkit.exams.text_measures.text_induction`); only ``val_loss`` when
-    there are fewer than 2 windows or they are shorter than 8 tokens."""
+    there are fewer than 2 windows or they are shorter than 8 tokens. ``unk_id``: the
+    vocabulary's ``<unk>``, never read as a repeat."""
     windows = windows[:TEXT_WINDOWS]
     device = next(model.parameters()).device
     if len(windows) < 2 or windows.shape[1] < 8:
         val = windows[:VAL_WINDOWS].to(device)
         return {"val_loss": round(float(model(val, return_type="loss")), 5)}
-    measured = text_induction(model, windows, passage_rows=PASSAGE_ROWS, val_rows=VAL_WINDOWS)
+    measured = text_induction(
+        model, windows, passage_rows=PASSAGE_ROWS, val_rows=VAL_WINDOWS, unk_id=unk_id
+    )
     return {"val_loss": round(measured.val_loss, 5), **measured.metrics()}
 
 

@@ -14,6 +14,10 @@ from interp_toolkit.runtime import validate
 from interp_toolkit.runtime.devices import precision_named
 from interp_toolkit.text.stream import DataConfig
 
+#: Learning rates stop below this: far past any that trains, and below where Adam's first step
+#: (lr / (1 - beta1)) overflows float32 and crashes (lr=1e38 used to).
+LR_MAX = 1e4
+
 
 @dataclass(frozen=True)
 class TrainSettings:
@@ -46,13 +50,30 @@ class TrainSettings:
     flush_denormal: bool = False
 
     def validate(self) -> None:
+        """Every setting's type and range (a UserError naming it), before any folder is made:
+        a NaN or infinite float would train to NaN weights, a wrong type fail mid-run."""
         for name in ("steps", "batch_size", "log_every", "score_every", "checkpoint_every"):
-            if getattr(self, name) < 1:
-                raise UserError(f"{name}={getattr(self, name)} must be a positive integer.")
-        if not self.lr > 0:
-            raise UserError(f"lr={self.lr} must be positive.")
+            validate.count(getattr(self, name), name)
+        validate.count(self.warmup_steps, "warmup_steps", 0)
+        validate.number(self.lr, "lr", above=0, below=LR_MAX)
+        betas = self.betas
+        if not isinstance(betas, (tuple, list)) or len(betas) != 2:
+            raise UserError(f"betas={betas!r} cannot work: use a pair such as (0.9, 0.98).")
+        for i, beta in enumerate(betas):
+            validate.number(beta, f"betas[{i}]", least=0, below=1)
+        validate.number(self.weight_decay, "weight_decay", least=0, optional=True)
+        validate.number(self.max_grad_norm, "max_grad_norm", above=0, optional=True)
+        snaps = self.snapshot_steps
+        if not isinstance(snaps, (tuple, list)):
+            raise UserError(f"snapshot_steps={snaps!r} cannot work: use a tuple of steps.")
+        for step in snaps:
+            validate.count(step, "snapshot_steps")
         validate.seed(self.seed)
+        validate.count(self.threads, "threads", optional=True)
+        validate.number(self.stop_score, "stop_score", optional=True)
+        validate.count(self.stop_after, "stop_after", optional=True)
         precision_named(self.precision)
+        validate.flag(self.flush_denormal, "flush_denormal")
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TrainSettings:

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from transformer_lens import TransformerBridge
 
-from interp_toolkit.errors import Interrupted
+from interp_toolkit.errors import Interrupted, UserError
 from interp_toolkit.heads.induction import best_induction_score, logged_induction_key
 from interp_toolkit.heads.repeats import default_probe
 from interp_toolkit.runs.folder import RunPaths, read_metrics, save_weights
@@ -23,7 +23,7 @@ from interp_toolkit.runtime.progress import progress_bar
 from interp_toolkit.text.codecs import Codec
 from interp_toolkit.text.store import TokenWindows
 from interp_toolkit.text.stream import TrainStream
-from interp_toolkit.training.checkpoints import Progress, save_checkpoint
+from interp_toolkit.training.checkpoints import Progress, committed_step, save_checkpoint
 from interp_toolkit.training.distributed import Cluster, any_rank, mean_over_ranks
 from interp_toolkit.training.guard import StopSignals
 from interp_toolkit.training.loop import StopTraining
@@ -82,6 +82,7 @@ class StepLog:
         cluster: Cluster,
     ) -> None:
         self.paths, self.model, self.stream, self.val = paths, model, stream, val_windows
+        self.unk_id = codec.unk_id
         self.cfg, self.start, self.callbacks, self.signals = cfg, start, callbacks, signals
         self.cluster, self.device = cluster, next(model.parameters()).device
         self.tokens = start.tokens
@@ -89,6 +90,9 @@ class StepLog:
             codec, int(model.cfg.n_ctx), n_seqs=32, seed=cfg.seed + 7919
         )
         self.above_since: int | None = None  # first step of the current streak above stop_score
+        # The first step whose loss was not finite (0: none yet), kept on the device: checking
+        # it costs no host sync between the steps that read the loss anyway (see __call__).
+        self.bad_loss_step = torch.zeros((), dtype=torch.long, device=self.device)
         for row in read_metrics(paths.root) if cluster.is_main else ():  # a resumed run's scorings
             if (key := logged_induction_key(row)) is not None:
                 self._track(int(row["step"]), row[key])
@@ -97,7 +101,7 @@ class StepLog:
         self.bar = progress_bar(
             total=cfg.steps,
             initial=start.step,
-            desc="train",
+            desc=paths.root.resolve().name,  # the run's name: side-by-side runs' bars tell apart
             unit="step",
             enabled=progress,
             dynamic_ncols=True,
@@ -117,6 +121,12 @@ class StepLog:
         self.tokens += self.stream.batch_size * n_ctx
         elapsed = self.elapsed()
         scored = step % cfg.score_every == 0 or step == end
+        first_bad = (self.bad_loss_step == 0) & ~torch.isfinite(loss.detach())
+        self.bad_loss_step = torch.where(first_bad, step, self.bad_loss_step)
+        saves = step == 1 or step % cfg.checkpoint_every == 0 or step == end
+        snapshot = step in cfg.snapshot_steps
+        if step % cfg.log_every == 0 or scored or saves or snapshot:  # before anything is written
+            self._refuse_non_finite(step, optimizer, weights=saves or snapshot)
         row: dict[str, Any] | None = None
         scores = None
         if step % cfg.log_every == 0 or scored:
@@ -152,8 +162,9 @@ class StepLog:
                 any_rank(stop, self.cluster, self.device),
                 any_rank(signalled, self.cluster, self.device),
             )
-        checkpoint = step == 1 or step % cfg.checkpoint_every == 0 or step == end
-        if main and (checkpoint or stop or signalled):
+        if main and (saves or stop or signalled):
+            if not saves:  # a stop between the checked steps: check before saving
+                self._refuse_non_finite(step, optimizer, weights=True, every_rank=False)
             save_checkpoint(self.paths, self.model, optimizer, Progress(step, self.tokens, elapsed))
         self.bar.update(1)
         info = StepInfo(step, loss, self.tokens, elapsed, self.model, scores)
@@ -168,6 +179,48 @@ class StepLog:
             )
         if stop:
             raise StopTraining
+
+    def _refuse_non_finite(
+        self,
+        step: int,
+        optimizer: torch.optim.Optimizer,
+        *,
+        weights: bool,
+        every_rank: bool = True,
+    ) -> None:
+        """Stop training (one line) when a loss since the last check (or, with ``weights``, a
+        weight now) is NaN or infinite: nothing non-finite is logged, snapshotted or
+        checkpointed, so the last checkpoint stays the last finite state. ``every_rank``: the
+        processes decide together (a collective: called at the same steps on every rank)."""
+        bad_step = int(self.bad_loss_step)  # waits for the device
+        bad_weights: list[str] = []
+        if weights and not bad_step:
+            named = {  # the names of the weights file (TL wraps each native module)
+                n.replace("._original_component", ""): p.detach()
+                for n, p in self.model.named_parameters()
+            }
+            finite = torch.stack([torch.isfinite(p).all() for p in named.values()]).cpu()
+            bad_weights = [n for n, ok in zip(named, finite.tolist(), strict=True) if not ok]
+        diverged = bool(bad_step or bad_weights)
+        if every_rank and self.cluster.active:
+            diverged = any_rank(diverged, self.cluster, self.device)
+        if not diverged:
+            return
+        if bad_step:
+            what = f"the loss became NaN or infinite at step {bad_step}"
+        elif bad_weights:
+            more = f" and {len(bad_weights) - 3} more" if len(bad_weights) > 3 else ""
+            names = ", ".join(bad_weights[:3]) + more
+            what = f"the weights became NaN or infinite by step {step} ({names})"
+        else:
+            what = f"another process's loss or weights became NaN or infinite by step {step}"
+        kept = committed_step(self.paths)
+        keep = f"its last checkpoint (step {kept}) is kept" if kept else "no checkpoint was written"
+        lr = optimizer.param_groups[0]["lr"]
+        raise UserError(
+            f"training diverged: {what} (lr {lr:g}); the run stops here and {keep}: train it "
+            "again with --restart and a lower lr (or max_grad_norm, warmup_steps)."
+        )
 
     def _track(self, step: int, induction: list[list[float]]) -> None:
         """Follow the streak of scorings whose strongest induction head's score (the one owner:
@@ -186,7 +239,11 @@ class StepLog:
         try:
             with STRICT_FP32.apply(self.device), torch.no_grad():
                 scores = score_grids(self.model, self.score_batch)
-                text = text_metrics(self.model, self.val[:TEXT_WINDOWS]) if len(self.val) else {}
+                text = (
+                    text_metrics(self.model, self.val[:TEXT_WINDOWS], unk_id=self.unk_id)
+                    if len(self.val)
+                    else {}
+                )
         finally:
             self.model.train()
         row.update(scores)

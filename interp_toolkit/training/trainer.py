@@ -105,7 +105,8 @@ def train_model(
     local_batch(train_cfg.batch_size, cluster)  # a global batch that does not split: refused
     join_process_group(cluster, dev)
     progress = progress and cluster.is_main
-    note = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
+    name = f"[{paths.root.resolve().name}] "  # side-by-side runs (a study's workers) print one log
+    note = lambda msg: print(name + msg, file=sys.stderr, flush=True)  # noqa: E731
     say = note if progress else (lambda msg: None)
     # 1. The folder: locked; new, or a run to continue (its recorded settings must match).
     with guard_on(cluster, paths) as signals:

@@ -8,7 +8,9 @@ goes through :mod:`.cv` (offline, the bundle inlined once per page).
 from __future__ import annotations
 
 import html
+import os
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from circuitsvis.attention import attention_heads
 from circuitsvis.utils.render import RenderedHTML
@@ -31,6 +33,24 @@ class LayerViews(dict[int, RenderedHTML]):
     def _repr_html_(self) -> str:
         frag, used = cv.page_fragment(layers_html(self))
         return (f"<script>{cv.bundle()}</script>" if used else "") + frag
+
+    def to_html(self, title: str = "Attention view", intro: str = "") -> str:
+        """A standalone, offline HTML page of these views (what ``interp-toolkit view`` writes)."""
+        from interp_toolkit.views.page import Section, render_report
+
+        return render_report(
+            [Section("Attention patterns", [layers_html(self)], intro=intro)],
+            title=title,
+            subtitle="Hover a head to focus it; click a token to see where it attends.",
+        )
+
+    def save(self, path: str | os.PathLike[str], title: str = "Attention view") -> Path:
+        """Write :meth:`to_html` to ``path`` (atomically, through the one writer); returns it."""
+        from interp_toolkit.files.io import write_text
+
+        out = Path(path)
+        write_text(out, self.to_html(title))
+        return out
 
 
 def layer_views(

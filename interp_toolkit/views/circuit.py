@@ -37,9 +37,14 @@ def circuit_figure(
     n_heads: int,
     title: str = "Circuit",
     roles: Mapping[str, str] | None = None,
+    max_edges: int | None = None,
 ) -> go.Figure:
-    """The circuit's nodes and weighted edges (``roles``: head label -> its role, for hover)."""
+    """The circuit's nodes and weighted edges (``roles``: head label -> its role, for hover).
+    ``max_edges``: draw only that many, the largest by |score|, and say under the graph how many
+    more the circuit has (:func:`drawn_note`)."""
     fig = go.Figure()
+    n_all = len(edges)
+    edges = drawn_edges(edges, max_edges)
     biggest = max((abs(float(e["score"])) for e in edges), default=1.0) or 1.0
     nodes: dict[str, tuple[float, float]] = {}
     for e in edges:
@@ -88,6 +93,18 @@ def circuit_figure(
             )
         )
     ticks = ["embed", *[f"layer {i}" for i in range(n_layers)], "logits"]
+    if len(edges) < n_all:
+        fig.add_annotation(
+            text=drawn_note(len(edges), n_all),
+            xref="paper",
+            yref="paper",
+            x=0,
+            y=-0.12,
+            xanchor="left",
+            yanchor="top",
+            showarrow=False,
+        )
+        fig.update_layout(margin={"b": 90})
     fig.update_layout(
         title=title,
         height=max(320, 70 * (n_heads + 1)),
@@ -96,6 +113,22 @@ def circuit_figure(
         plot_bgcolor="#fafafa",
     )
     return fig
+
+
+def drawn_edges(
+    edges: Sequence[Mapping[str, Any]], max_edges: int | None
+) -> Sequence[Mapping[str, Any]]:
+    """The edges a graph draws: all, or the ``max_edges`` largest by |score|."""
+    if max_edges is None or len(edges) <= max_edges:
+        return edges
+    return sorted(edges, key=lambda e: -abs(float(e["score"])))[:max_edges]
+
+
+def drawn_note(drawn: int, total: int) -> str:
+    """What a capped graph says under it."""
+    return (
+        f"the top {drawn} of {total} edges by |score| are drawn; {total - drawn} more are not drawn"
+    )
 
 
 def faithfulness_curve(

@@ -2,7 +2,7 @@
 
 A page is a list of :class:`Section`; each item is a plotly Figure, a circuitsvis view (a
 ``RenderedHTML`` or its HTML), a :class:`Row` of items shown side by side, or trusted HTML (build it
-with :func:`text`, :func:`table`, :func:`kv_table`). Plotly's JS is inlined once in ``<head>``; the
+with :func:`text`, :func:`table`, :func:`kv_table`, :func:`fold`). Plotly's JS is inlined once in ``<head>``; the
 circuitsvis bundle is inlined once too (:mod:`.cv`; its views then only carry their render call).
 No CDN.
 """
@@ -76,6 +76,22 @@ def table(
         for r in rows
     )
     return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+#: A list longer than this folds on a page (:func:`fold`).
+FOLD_AT = 6
+
+
+def fold(items: Sequence[str], noun: str, *, at: int = FOLD_AT) -> str:
+    """Trusted HTML for a list of short strings (escaped): joined with '; ' when there are at
+    most ``at``, else folded as ``<details><summary>N noun</summary>…</details>``; '—' when
+    empty."""
+    if not items:
+        return "—"
+    body = html.escape("; ".join(items))
+    if len(items) <= at:
+        return body
+    return f"<details><summary>{len(items)} {html.escape(noun)}</summary>{body}</details>"
 
 
 def _flatten(d: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:

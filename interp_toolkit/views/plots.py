@@ -135,7 +135,10 @@ def head_score_heatmap(
         ]
         for i, row in enumerate(s.tolist())
     ]
-    hover = [[f"{HeadId(i, j)}: {s[i, j]:.3f}" for j in range(n_heads)] for i in range(n_layers)]
+    hover = [
+        [f"head {HeadId(i, j)} scores {s[i, j]:.3f}" for j in range(n_heads)]
+        for i in range(n_layers)
+    ]
     for name, grid in (("τ", tau), ("p", p_value)):
         if grid is not None:
             for i in range(n_layers):

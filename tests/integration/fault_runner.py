@@ -5,7 +5,9 @@ named by the FAULT environment variable (the fault tests' helper; nothing in the
   this process, as a user or the system would;
 - ``checkpoint:SIG:N``: send SIG while the checkpoint of step N is half-written (its weights are
   written, its optimizer state is not);
-- ``reading:SIG``: send SIG while the corpus is read, before any training step.
+- ``reading:SIG``: send SIG while the corpus is read, before any training step;
+- ``sae-step:SIG:N``: send SIG inside SAE training step N (1-based: while its loss is computed);
+- ``analysis:SIG``: send SIG when ``reproduce`` starts analysing its first run.
 """
 
 import os
@@ -49,6 +51,28 @@ elif kind == "reading":
         return tokenize_corpus(*args, **kwargs)
 
     trainer.tokenize_corpus = reading
+elif kind == "sae-step":
+    from interp_toolkit.saes import train as sae_train
+
+    sae_loss, calls = sae_train.sae_loss, []
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == int(at[0]):
+            fire()
+        return sae_loss(*args, **kwargs)
+
+    sae_train.sae_loss = counted
+elif kind == "analysis":
+    from interp_toolkit.study import reproduce
+
+    analyse_and_report = reproduce.analyse_and_report
+
+    def analysing(*args, **kwargs):
+        fire()
+        return analyse_and_report(*args, **kwargs)
+
+    reproduce.analyse_and_report = analysing
 else:
     raise SystemExit(f"unknown FAULT {os.environ['FAULT']!r}")
 

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import warnings
+
+import pytest
 import torch
 
 from interp_toolkit import discover, scores_on, train
+from interp_toolkit.errors import UnknownTokensWarning
 from interp_toolkit.exams.single import BUILTIN_EXAMS
 from interp_toolkit.heads.registry import top_head
 from interp_toolkit.reports.run_analysis import analyse_run
 from interp_toolkit.reports.run_report import run_report_html
+from interp_toolkit.stats.thresholds import ARENA_FLOOR
 
 
 def test_scores_on_a_prompt_agree_with_discovery(trained_2l):
@@ -22,6 +27,31 @@ def test_scores_on_a_prompt_agree_with_discovery(trained_2l):
     for head in report.heads_with_role("induction"):
         assert float(mine.induction[head]) > 0.5, head
     assert top_head(mine.previous_token) == report.strongest("previous-token")
+
+
+#: English with no repeated word: under the 1,024-id vocabulary of the stdlib corpus much of it
+#: is <unk>, which used to read as "a span followed by itself" (the previous-token head scored
+#: 0.998 as an induction head on it).
+ENGLISH = "import os\nThe quick brown fox jumps over a lazy dog. Alice went to the market"
+#: Code the vocabulary reads, repeated: the induction heads' own text.
+CODE = "import os\nimport sys\nimport re\n" * 2
+
+
+def test_scores_on_text_with_unknown_words_are_no_induction_score(trained_2l):
+    """The previous-token head gets no induction score at the floor on English with no repeats
+    (and a notice naming the vocabulary and the share unknown), while the induction heads still
+    score on readable repeated code, with no notice."""
+    report = discover(trained_2l, n_seqs=32).report
+    prev = report.strongest("previous-token")
+    with pytest.warns(UnknownTokensWarning, match=r"of the text's tokens are <unk>.*1,024-id"):
+        english = scores_on(trained_2l, ENGLISH)
+    assert not float(english.induction[prev]) >= ARENA_FLOOR  # NaN (nothing read) or below
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UnknownTokensWarning)
+        code = scores_on(trained_2l, CODE)
+    assert report.heads_with_role("induction")
+    for head in report.heads_with_role("induction"):
+        assert float(code.induction[head]) > 0.5, head
 
 
 def test_train_exist_ok_load_returns_the_trained_run(trained_2l):

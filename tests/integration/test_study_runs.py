@@ -6,6 +6,7 @@ import json
 import pytest
 
 from interp_toolkit.errors import UserError
+from interp_toolkit.study import folder
 from interp_toolkit.study.reproduce import StudyConfig, reproduce
 
 
@@ -42,9 +43,9 @@ def test_reproduce_end_to_end_and_reuse(tmp_path, capsys):
     ]
     assert "cpu-2l-mlp layer 1: " in html and "cpu-2l-mlp/report.html" in html
     kinds = [(k, p) for k in ("letters", "random") for p in range(2, 17)]
-    assert [(e.kind, e.period) for e in result.depths[1].exams] == kinds
+    assert [(e.kind, e.period) for e in result.depths[1].period_exams] == kinds
     # the 2-layer model's exams carry the untrained model and, on the page, the 1-layer model
-    assert {c.model for c in result.depths[1].exams[0].chance} == {
+    assert {c.model for c in result.depths[1].period_exams[0].chance} == {
         "untrained 2-layer model (same architecture)"
     }
     assert "above the 1-layer model cpu-1l at" in html
@@ -85,7 +86,8 @@ def test_reproduce_end_to_end_and_reuse(tmp_path, capsys):
         ), depth["name"]
         logged = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
         assert depth["final_loss"] == pytest.approx([r["loss"] for r in logged if "loss" in r][-1])
-        assert f"best {depth['top_head']}: {depth['top_score']:.2f}" in html, depth["name"]
+        best = f"best head {depth['top_head']} scores {depth['top_score']:.2f}"
+        assert best in html, depth["name"]
     claim = html.split("The seed&#x27;s claim")[1].split(".</")[0]
     lacking = [
         d["n_layers"] for d in study["depths"] if d["n_layers"] > 1 and not d["induction_heads"]
@@ -99,6 +101,7 @@ def test_reproduce_end_to_end_and_reuse(tmp_path, capsys):
     # running again reuses the finished runs (two of them, to keep the test short)
     before = (out / "cpu-2l" / "model.safetensors").stat().st_mtime_ns
     capsys.readouterr()
+    folder.TRAINED_HERE.clear()  # as a new command (a new process) starts
     reproduce(dataclasses.replace(cfg, layers=(2,)))
     err = capsys.readouterr().err
     assert "[cpu-2l] finished run with the same settings found: reusing it" in err

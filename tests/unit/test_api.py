@@ -87,6 +87,16 @@ def test_view_is_one_object_with_every_layer(planted):
     assert "Layer 1" in one and "Layer 0" not in one
 
 
+def test_view_saves_an_offline_page(planted, tmp_path):
+    """``view(...).save(path)``: the page ``interp-toolkit view`` writes, with no network."""
+    from test_views import assert_offline
+
+    path = view(planted, PROMPT).save(tmp_path / "v.html", title="mine")
+    page = path.read_text(encoding="utf-8")
+    assert "<title>mine</title>" in page and "Layer 0" in page and "Layer 1" in page
+    assert_offline(page)
+
+
 def test_load_accepts_what_the_cli_accepts_and_the_api_takes_its_result(tmp_path):
     run = make_tiny_run(tmp_path / "run")
     target = load(run)

@@ -91,7 +91,7 @@ def depth(n_layers: int, **kw) -> DepthMeasurement:
         train_minutes=1.1,
         final_loss=2.1,
         val_loss=2.3,
-        exams=exams(N) if deep else copier(),
+        period_exams=exams(N) if deep else copier(),
         route=route("k")
         if deep
         else ModelRoute(
@@ -128,12 +128,12 @@ def test_exam_verdict_is_a_test_on_the_wilson_lower_bound():
 
 @pytest.mark.parametrize(("passes", "holds"), [(190, True), (186, False)])
 def test_the_claim_flips_when_a_pass_rate_crosses_the_rule(passes, holds):
-    one, two = depth(1), depth(2, exams=exams({("random", 16): passes}))
+    one, two = depth(1), depth(2, period_exams=exams({("random", 16): passes}))
     claim = claim_sentence([one, two])
     assert claim.startswith("The seed's claim holds") is holds, claim
     if not holds:
         assert (
-            "2 layers passes only 29 of 30 exams (lowest 93%, lower bound 88.6%, at period "
+            "2 layers passes only 29 of 30 period exams (lowest 93%, lower bound 88.6%, at period "
             "16, random tokens)" in claim
         )
     # the rule is one Thresholds field: a lower bar lets 186/200 pass
@@ -141,10 +141,10 @@ def test_the_claim_flips_when_a_pass_rate_crosses_the_rule(passes, holds):
         [one, two], dataclasses.replace(THRESHOLDS, exam_lower_bound=0.85)
     ).startswith("The seed's claim holds")
     # and the 1-layer side: one exam crossing the rule breaks the claim
-    lucky = dataclasses.replace(one, exams=(exam("letters", 2, passes), *copier()[1:]))
+    lucky = dataclasses.replace(one, period_exams=(exam("letters", 2, passes), *copier()[1:]))
     broken = claim_sentence([lucky, depth(2)])
     assert broken.startswith("The seed's claim holds") is not holds or not holds
-    assert ("1 layer passes 1 of 30 exams" in broken) is holds
+    assert ("1 layer passes 1 of 30 period exams" in broken) is holds
 
 
 def test_sentences_follow_the_measurements():
@@ -153,21 +153,21 @@ def test_sentences_follow_the_measurements():
     assert "induction heads 1.0, 1.2" in s and "step 350" in s and "1.4M tokens" in s
     assert "it passes 30 of 30 period exams" in s and "route by path K-composition" in s
     assert f"above the {UNTRAINED} at 30 of 30" in s
-    assert "1.1: key 0.90 [0.85, 0.95] from 0.0" in s
-    assert "no induction head (best 0.3: 0.08)" in depth_sentence(one)
+    assert "1.1 via key 0.90 [0.85, 0.95] from 0.0" in s
+    assert "no induction head (best head 0.3 scores 0.08)" in depth_sentence(one)
     assert "passes 0 of 30 period exams" in depth_sentence(one)
     assert claim_sentence([one, two]).startswith("The seed's claim holds")
 
     # swap in other measurements: every changed number changes the words
     later = dataclasses.replace(two, induction_step=500, induction_tokens=2_048_000)
     assert "step 500" in depth_sentence(later) and "2.0M tokens" in depth_sentence(later)
-    weak = dataclasses.replace(two, exams=exams({("letters", 2): 180}))
+    weak = dataclasses.replace(two, period_exams=exams({("letters", 2): 180}))
     assert "29 of 30 period exams" in depth_sentence(
         weak
     ) and "lowest 90% [85.1%, 93.4%] at period 2" in (depth_sentence(weak))
     assert claim_sentence([one, weak]) == (
-        "The seed's claim does not hold as measured here: 2 layers passes only 29 of 30 exams "
-        "(lowest 90%, lower bound 85.1%, at period 2, letters)."
+        "The seed's claim does not hold as measured here: 2 layers passes only 29 of 30 period "
+        "exams (lowest 90%, lower bound 85.1%, at period 2, letters)."
     )
     q = dataclasses.replace(two, route=route("q"))
     assert "route by path Q-composition" in depth_sentence(q)

@@ -126,7 +126,7 @@ def test_mlp_sentence_compares_with_the_attention_only_twin():
     never = mlp_sentence(
         dataclasses.replace(mlp, induction_heads=(), induction_step=None, steps=1100), twin
     )
-    assert "no induction head (best 1.2: 0.91)" in never
+    assert "no induction head (best head 1.2 scores 0.91)" in never
     assert "no head's induction score passed 0.4 in 1100 steps" in never
     one = mlp_sentence(depth(1, name="cpu-1l-mlp"), depth(1))
     assert "1 layer with MLPs (cpu-1l-mlp): no induction head" in one

@@ -109,7 +109,7 @@ def test_control_labels_are_a_function_of_the_features_input():
     inputs = feature_inputs("prev_token", tokens)
     control = probes.control_labels(inputs, labels, train, 10, seed=0)
     assert (control[:, 0] == -1).all()
-    pool = set(labels[train][labels[train] >= 0].tolist())
+    pool = set(labels[labels >= 0].tolist())  # the task's labels
     by_prev = [set(control[:, 1:][tokens[:, :-1] == v].tolist()) for v in range(10)]
     assert all(len(vals) == 1 and vals <= pool for vals in by_prev)
     by_current = [set(control[:, 1:][tokens[:, 1:] == v].tolist()) for v in range(10)]

@@ -89,3 +89,17 @@ def test_api_snippet_imports_exist_and_parses():
     first = snippet.splitlines()[0]
     names = shlex.split(first.replace(",", " "))[3:]
     assert names and all(hasattr(interp_toolkit, n) for n in names)
+
+
+def test_readme_and_api_docs_train_the_same_run():
+    """docs/api.md's snippet runs after the README's in one folder: its ``train(...)`` line must
+    ask for the same run (one that differed only in ``steps=`` failed on the README's folder)."""
+    api = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
+    (snippet,) = blocks("python")
+    (theirs,) = re.findall(r"```python\n(.*?)```", api, flags=re.S)[:1]
+
+    def train_call(code: str) -> str:
+        (line,) = [ln for ln in code.splitlines() if ln.startswith("run = train(")]
+        return line.split("#")[0].strip()
+
+    assert train_call(snippet) == train_call(theirs)

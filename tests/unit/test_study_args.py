@@ -34,7 +34,7 @@ def test_parse_layers():
 def test_reproduce_bad_layers_and_preset(tmp_path):
     with pytest.raises(UserError, match="not offered"):
         reproduce(StudyConfig(out=tmp_path / "s", layers=(1, 4)))
-    with pytest.raises(UserError, match="unknown preset"):
+    with pytest.raises(UserError, match=r"unknown preset 'tpu': use one of cpu, .*, or all \("):
         reproduce(StudyConfig(out=tmp_path / "s", preset="tpu"))
     with pytest.raises(UserError, match="--mlp trains MLP twins of the 1 and 2-layer models"):
         reproduce(StudyConfig(out=tmp_path / "s", layers=(3, 8), mlp=True))
@@ -103,6 +103,7 @@ def test_controls_train_in_workers_while_the_block_runs(tmp_path, monkeypatch):
     """``training``: on the CPU the jobs go to worker processes before the block runs and are
     awaited after it (the block analyses other runs meanwhile); a job's error surfaces; on a GPU
     they train first, in this process."""
+    import os
     from concurrent.futures import Future
 
     import torch
@@ -113,10 +114,12 @@ def test_controls_train_in_workers_while_the_block_runs(tmp_path, monkeypatch):
     events = []
 
     class Pool:
-        def __init__(self, max_workers, mp_context):
+        def __init__(self, max_workers, mp_context, initializer, initargs):
             events.append(("pool", max_workers))
+            # each worker dies with this process (tests/integration/test_signals_processes.py)
+            assert initializer is study_folder._worker_start and initargs == (os.getpid(),)
 
-        def submit(self, fn, path, preset):
+        def submit(self, fn, path, preset, parent):
             events.append(("submit", path.name))
             future = Future()
             if path.name == "bad":

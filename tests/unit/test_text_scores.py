@@ -3,6 +3,8 @@ heads with known answers and on random heads, and against the period rule on per
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 from circuits_helpers import control_model, k_composition_model, letters_codec
@@ -15,13 +17,16 @@ from transformer_lens.head_detector import (
 )
 
 from interp_toolkit import scores_on
+from interp_toolkit.errors import UnknownTokensWarning, UserError
 from interp_toolkit.heads.registry import SCORE
+from interp_toolkit.heads.repeats import prompt_probe
 from interp_toolkit.heads.text_scorer import previous_occurrence, stripe_keys
 from interp_toolkit.models.build import AttnOnlyConfig, build_model
 from interp_toolkit.text.tl_tokenizer import attach_tokenizer
 
 #: The leading "A" is another token than " A": no exact periodic repeat, six tokens recur.
 TEXT = "A B C D E F G A B C D E F G"
+UNK = 31  # the letters vocabulary's <unk>
 
 
 @pytest.fixture
@@ -149,3 +154,46 @@ def test_close_repeats_are_not_read_so_a_previous_token_head_is_no_induction_hea
     far = torch.tensor([[0, 5, 6, 7, 5, 8, 9, 10, 8]])  # every repeat 3 back
     f = text_head_scores(model, far, has_bos=True)
     assert f.queries["induction"] == 2 and float(f.induction[0, 0]) < 0.01
+
+
+#: English the 32-id letters vocabulary cannot read: every word but `` A`` is ``<unk>``.
+ENGLISH = "import os\nThe quick brown fox jumps over A lazy dog"
+
+
+def test_a_run_of_unk_is_never_a_repeat(k_model):
+    """Runs of ``<unk>`` are words the vocabulary could not read, not a span followed by itself:
+    the previous-token head 0.0 (which reads as a perfect induction head on a period-2 prompt)
+    has no induction score on English with no repeats (NaN: no query to read), where reading
+    ``<unk>`` as a token gave it 1.0; the notice names the vocabulary and the share unknown."""
+    with pytest.warns(UnknownTokensWarning, match=r"92% of the text's tokens are <unk>.*32-id"):
+        s = scores_on(k_model, ENGLISH)
+    assert s.queries["induction"] == 0 and s.queries["duplicate_token"] == 0
+    assert torch.isnan(s.induction).all()
+    assert float(s.previous_token[0, 0]) > 0.999  # the head still reads as what it is
+    tokens = k_model.to_tokens(ENGLISH).cpu()
+    assert len(prompt_probe_or_none(tokens, unk_id=None) or []) == 1  # the old reading: period 2
+    assert prompt_probe_or_none(tokens, unk_id=UNK) is None
+
+
+def test_the_planted_induction_head_still_scores_between_unknown_words(k_model):
+    """Readable repeats between ``<unk>`` words are still read: the induction head 1.0 scores
+    ~1 on them, the previous-token head 0.0 near 0; the ``<unk>`` around them are not queries."""
+    text = "The fox A B C D E jumps over A B C D E"
+    with pytest.warns(UnknownTokensWarning, match="29%"):
+        s = scores_on(k_model, text)
+    assert s.queries["induction"] == 5  # the second A B C D E; no <unk> is a query
+    assert float(s.induction[1, 0]) > 0.99 and float(s.induction[0, 0]) < 0.01
+
+
+def test_readable_text_carries_no_notice(k_model):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UnknownTokensWarning)
+        scores_on(k_model, TEXT)
+
+
+def prompt_probe_or_none(tokens, *, unk_id):
+    """The period the periodic reading finds (as a one-item list), or None when it finds none."""
+    try:
+        return [prompt_probe(tokens, bos_id=0, unk_id=unk_id).period]
+    except UserError:
+        return None

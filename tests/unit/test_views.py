@@ -181,7 +181,7 @@ def test_plots_build(tmp_path):
     assert len(heat.layout.shapes) == 2  # the two heads that pass are outlined
     assert "★" in heat.data[0].text[0][1] and "★" not in heat.data[0].text[0][0]
     assert "floor 0.4" in heat.data[0].colorbar.ticktext
-    assert heat.data[0].customdata[1][2] == "1.2: 0.700, τ 0.7, p 0.04"  # per-head τ on hover
+    assert heat.data[0].customdata[1][2] == "head 1.2 scores 0.700, τ 0.7, p 0.04"  # τ on hover
     plain = plots.head_score_heatmap(scores, kind="induction")
     assert not plain.layout.shapes and "★" not in plain.layout.title.text
 
@@ -339,8 +339,12 @@ def _cli(argv, capsys):
 def test_cli_view_and_bad_input(tmp_path, capsys):
     run = make_tiny_run(tmp_path / "run", n_layers=1, metrics=False)
     out = tmp_path / "v" / "view.html"
-    code, stdout, _ = _cli(["view", str(run), "--prompt", PROMPT, "--out", str(out)], capsys)
+    code, stdout, err = _cli(["view", str(run), "--prompt", PROMPT, "--out", str(out)], capsys)
     assert code == 0 and out.is_file() and "wrote" in stdout
+    # "The" and " zebra" (two tokens) are not in the 21-id vocabulary: 3 of 7, over 10%
+    assert err.startswith("note: 43% of the text's tokens are <unk>: the model knows a 21-id ")
+    code, _, err = _cli(["view", str(run), "--prompt", " the cat sat", "--out", str(out)], capsys)
+    assert code == 0 and "<unk>" not in err
     assert_offline(out.read_text(encoding="utf-8"))
 
     long_out = tmp_path / "long.html"

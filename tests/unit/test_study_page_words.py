@@ -1,0 +1,319 @@
+"""One page, one meaning per word (issue 32): the study page built from hand-made measurements.
+The single-prompt exams and the period exams have different names in every table row, sentence
+and study.json key; a route share is printed only for a head whose own effect passes its
+interval, and a share above 1 only with its note; a head's name and its score never share a
+colon; long edge lists fold; a circuit graph draws at most its cap of edges."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+
+import plotly.graph_objects as go
+import pytest
+from test_findings import depth, exams
+
+from interp_toolkit.causal.circuit import Circuit, CircuitEdge
+from interp_toolkit.causal.compare import Disagreement
+from interp_toolkit.causal.graph import Edge, Node
+from interp_toolkit.causal.routes import (
+    Estimate,
+    ModelRoute,
+    PathEffect,
+    RouteName,
+    head_route,
+    model_route_name,
+)
+from interp_toolkit.causal.summary import CircuitSummary
+from interp_toolkit.heads.registry import HeadId
+from interp_toolkit.reports.circuit_report import (
+    MAX_DRAWN,
+    NO_EFFECT_TO_ROUTE,
+    circuit_section,
+    route_rows,
+    route_section,
+)
+from interp_toolkit.reports.findings import depth_sentence, route_phrase, study_findings
+from interp_toolkit.reports.run_analysis import ExamRow, ExamSummary, RunSummary, TopHead
+from interp_toolkit.reports.study_report import (
+    PERIOD_EXAMS,
+    PROMPT_EXAMS,
+    comparison_sections,
+    depth_section,
+    describe_run,
+)
+from interp_toolkit.views.circuit import circuit_figure
+from interp_toolkit.views.page import FOLD_AT, Row, render_report
+from interp_toolkit.views.plots import head_score_heatmap
+
+SNAPSHOT = Path(__file__).resolve().parents[1] / "snapshots" / "small_study.json"
+
+# ---------------------------------------------------------------- hand-made measurements
+
+
+def summary(name: str, n_layers: int, *, induction: tuple[str, ...] = ()) -> RunSummary:
+    """A run whose two single-prompt exams both pass, with or without induction heads."""
+    grid = [[0.05 * (i + j) for j in range(4)] for i in range(n_layers)]
+    rows = [
+        ExamRow(n, p, tgt, True, 0, 0.9, "")
+        for n, p, tgt in (("ABCD", "A B C D A B C", " D"), ("repeat", "x y x", " y"))
+    ]
+    return RunSummary(
+        name=name,
+        href=f"{name}/report.html",
+        n_layers=n_layers,
+        n_heads=4,
+        final_loss=2.1,
+        tokens_seen=1000,
+        prompt_exams=ExamSummary(True, 2, 2, rows),
+        heads={"induction": list(induction), "previous-token": ["0.1"]},
+        has_induction_head=bool(induction),
+        top_induction=TopHead("induction_vw", "0.1", 0.05, 0.12, 0.4),
+        top_previous_token=TopHead("previous_token", "0.2", 0.91, 0.2, 0.001),
+        feeder=None,
+        route={"route": "not found"},
+        decides={"induction": "induction_vw", "previous-token": "previous_token"},
+        test="p <= 0.05",
+        floors={"induction_vw": 0.4, "previous_token": 0.4},
+        scores={"induction_vw": grid},
+        tau={"induction_vw": grid},
+        p_value={"induction_vw": grid},
+        passes={"induction_vw": [[False] * 4 for _ in range(n_layers)]},
+        loss_curve=[],
+    )
+
+
+class _Page(HTMLParser):
+    """The page's visible text (no script or style), its tables' rows of cells, and the raw
+    HTML of every cell."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.text: list[str] = []
+        self.rows: list[list[str]] = []
+        self._skip = 0
+        self._cell: list[str] | None = None
+
+    def handle_starttag(self, tag, attrs):
+        if tag in ("script", "style"):
+            self._skip += 1
+        elif tag == "tr":
+            self.rows.append([])
+        elif tag in ("td", "th"):
+            self._cell = []
+
+    def handle_endtag(self, tag):
+        if tag in ("script", "style"):
+            self._skip -= 1
+        elif tag in ("td", "th") and self._cell is not None:
+            self.rows[-1].append("".join(self._cell).strip())
+            self._cell = None
+
+    def handle_data(self, data):
+        if self._skip:
+            return
+        self.text.append(data)
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+def parse(page: str) -> _Page:
+    p = _Page()
+    p.feed(page)
+    return p
+
+
+def study_page(deep_passes: int | dict) -> tuple[str, list[str]]:
+    """The study page's finding, side-by-side and depth sections for 1 and 3 layers, where the
+    3-layer model passes both single-prompt exams and ``deep_passes`` sets its period exams."""
+    ms = [depth(1), depth(3, period_exams=exams(deep_passes))]
+    findings = study_findings(ms)
+    runs = [summary("cpu-1l", 1), summary("cpu-3l", 3, induction=("1.0", "1.2"))]
+    sections = comparison_sections(runs, finding=findings)
+    sections.append(depth_section(ms, curves={}))
+    return render_report(sections, title="Study"), findings
+
+
+# ---------------------------------------------------------------- the two exams, two names
+
+
+def test_the_two_exams_have_different_names_in_every_row_sentence_and_key():
+    page, findings = study_page({("letters", 2): 180})
+    p = parse(page)
+    labels = [r[0] for r in p.rows if r]
+    assert PROMPT_EXAMS in labels and PERIOD_EXAMS in labels
+    assert "exam" not in labels and "period exam" not in labels
+    # every word "exam" on the page says which kind it is
+    visible = " ".join(p.text)
+    for m in re.finditer(r"\bexams?\b", visible):
+        before = visible[max(0, m.start() - 14) : m.start()]
+        assert before.lower().endswith(("period ", "single-prompt ")), visible[m.start() - 60 :]
+    # the cells say what the finding says: the side-by-side row is the single-prompt exams
+    # (2/2 passed), the period exams' row holds the failing 29/30 the finding names
+    row = {r[0]: r[1:] for r in p.rows if r}
+    assert row[PROMPT_EXAMS] == ["pass (2/2 passed)"] * 2
+    assert row[PERIOD_EXAMS][1].startswith("29/30 pass")
+    assert "3 layers passes only 29 of 30 period exams" in findings[0]
+    assert "passes the single-prompt exams (2/2)" in describe_run(summary("cpu-3l", 3))
+    # study.json: runs[].prompt_exams, depths[].period_exams; no bare "exam"/"exams" key
+    run, d = summary("r", 2).to_dict(), depth(2).to_dict()
+    assert "prompt_exams" in run and "exam" not in run and "exams" not in run
+    assert "period_exams" in d and "exams" not in d and "exam" not in d
+    from interp_toolkit.study.reproduce import STUDY_JSON_FIELDS
+
+    assert "prompt_exams" in STUDY_JSON_FIELDS and "exam" not in STUDY_JSON_FIELDS
+    snap = json.loads(SNAPSHOT.read_text())
+    assert all("prompt_exams" in r and "exam" not in r for r in snap["runs"])
+    assert all("period_exams" in d and "exams" not in d for d in snap["depths"])
+
+
+# ---------------------------------------------------------------- route shares
+
+
+B, FEEDER, CONTROL = HeadId(4, 3), HeadId(0, 0), HeadId(0, 3)
+
+
+def head(effect: Estimate, k_share: Estimate):
+    inputs = {"q": Estimate(0.02, -0.01, 0.05), "k": k_share, "v": Estimate(0.03, -0.02, 0.06)}
+    paths = [
+        PathEffect(s, B, c, inputs[c] if s == FEEDER else Estimate(0.0, -0.01, 0.01), 0.1)
+        for s in (FEEDER, CONTROL)
+        for c in "qkv"
+    ]
+    return head_route(B, effect, inputs, paths, CONTROL)
+
+
+def model(*heads) -> ModelRoute:
+    gap = Estimate(3.0, 2.8, 3.2)
+    return ModelRoute("induction", 64, 3.1, 0.1, gap, 0.05, heads, model_route_name(heads, gap))
+
+
+def words(route: ModelRoute) -> str:
+    """Everything the page says about a route: its section's text and table cells."""
+    p = parse(render_report([route_section([("cpu-8l", route)])]))
+    return " ".join(p.text)
+
+
+def test_a_head_without_effect_gets_no_share_printed():
+    idle = head(Estimate(0.01, -0.02, 0.04), Estimate(11.78, 2.1, 30.5))
+    assert idle.name == RouteName.NO_EFFECT
+    said = words(model(idle))
+    assert "11.78" not in said and "0.02 [" not in said  # no input's share of it
+    assert f"induction head {B} has no effect to route" in said
+    assert "runs on no effect" not in said and "runs on not found" not in said
+    (row,) = route_rows("cpu-8l", model(idle))
+    assert row[3:6] == [NO_EFFECT_TO_ROUTE] * 3 and row[8:] == ["—", "—"]
+    assert f"{B} has no effect to route" in route_phrase(model(idle))
+
+
+def test_a_share_above_one_is_printed_only_with_its_note():
+    weak = head(Estimate(0.01, 0.004, 0.02), Estimate(11.78, 2.1, 30.5))  # ~1% of the gap
+    assert weak.name != RouteName.NO_EFFECT
+    said = words(model(weak))
+    hits = [m.end() for m in re.finditer(r"11\.78 \[2\.10, 30\.50\]", said)]
+    assert len(hits) >= 3  # the sentence, the phrase, the table
+    for end in hits:
+        assert said[end:].startswith(
+            " (share > 1: the path's effect exceeds the head's own total, 0.01 [0.00, 0.02] of "
+            "the gap)"
+        ), said[end : end + 80]
+    # a share up to 1 has no note; the route is named as a verb phrase
+    fine = words(model(head(Estimate(0.4, 0.3, 0.5), Estimate(0.9, 0.85, 0.95))))
+    assert "share &gt; 1" not in fine and "share > 1" not in fine
+    assert f"induction head {B} runs on K-composition" in fine
+
+
+# ---------------------------------------------------------------- no "head: score"
+
+HEAD_COLON_SCORE = re.compile(r"\b\d+\.\d+: [≤<>\-−]?\s*\d")
+
+
+def test_a_head_name_and_its_score_never_share_a_colon():
+    page, _ = study_page(200)
+    route = model(head(Estimate(0.4, 0.3, 0.5), Estimate(0.9, 0.85, 0.95)))
+    page += render_report([route_section([("cpu-8l", route)])])
+    visible = " ".join(parse(page).text)
+    assert not HEAD_COLON_SCORE.findall(visible), HEAD_COLON_SCORE.findall(visible)
+    one = summary("cpu-1l", 1)
+    assert "best head 0.1 scores 0.05 on" in describe_run(one)
+    assert "0.1 scores 0.050 (τ 0.12, p 0.4)" in visible  # the side-by-side best score
+    none = dataclasses.replace(depth(2), induction_heads=())
+    assert "no induction head (best head 1.2 scores 0.91)" in depth_sentence(none)
+    fig = head_score_heatmap([[0.1, 0.52]], kind="induction_vw")
+    hover = [t for row in fig.data[0].customdata for t in row]
+    assert hover == ["head 0.0 scores 0.100", "head 0.1 scores 0.520"]
+
+
+# ---------------------------------------------------------------- edges: fold and cap
+
+
+def edges(n: int, n_layers: int = 8, n_heads: int = 8) -> list[CircuitEdge]:
+    out = []
+    for src in range(n_layers - 1):
+        for h in range(n_heads):
+            for c in "qkv":
+                out.append(Edge(Node("head", src, h), Node(c, src + 1, (h + 1) % n_heads)))
+    return [CircuitEdge(e, 1.0 / (i + 1)) for i, e in enumerate(out[:n])]
+
+
+def circuit(n: int, n_route: int, n_only: int) -> CircuitSummary:
+    kept = edges(n)
+    ig = Circuit(
+        "induction", "EAP-IG (5 steps)", 64, 3.1, 0.1, Estimate(3.0, 2.8, 3.2), kept, 400,
+        0.8, [(10, 0.4), (n, 0.85)], n, kept, 0.85, True,
+    )  # fmt: skip
+    eap = dataclasses.replace(ig, method="EAP", pruned=False)
+    only = tuple((str(e.edge), 100 + i) for i, e in enumerate(kept[:n_only]))
+    diff = Disagreement("EAP", ig.method, n, 0.7, only, only)
+    route = tuple((str(e.edge), True, True) for e in kept[:n_route])
+    return CircuitSummary("cpu-8l", 8, 8, ig, eap, diff, route, 1.0)
+
+
+def test_a_long_edge_list_folds_and_a_short_one_does_not():
+    n = FOLD_AT + 4
+    page = render_report([circuit_section([circuit(57, n, n), circuit(30, 2, 3)])])
+    folded = re.findall(r"<details><summary>(\d+) ([^<]*)</summary>(.*?)</details>", page)
+    # the long circuit: both disagreement cells and the route's edges in it; the short: none
+    assert sorted((int(k), noun) for k, noun, _ in folded) == [
+        (n, "edges"),
+        (n, "edges"),
+        (n, "route edges in the circuit"),
+    ]
+    assert all(body.count(" -&gt; ") == n for _, _, body in folded)
+    assert f"it holds the route&#x27;s {n} edges" in page  # counted in the sentence
+    cells = [c for r in parse(page).rows for c in r]
+    short = "; ".join(f"0.0 -> 1.1 ({c}) (EAP rank {100 + i})" for i, c in enumerate("qkv"))
+    assert short in cells  # the short circuit's list, unfolded
+
+
+def test_a_graph_with_many_edges_draws_only_the_cap():
+    many = [e.to_dict() for e in edges(57)]
+
+    def drawn(fig: go.Figure) -> list[str]:
+        return [t.name for t in fig.data if t.mode == "lines+markers"]
+
+    fig = circuit_figure(many, n_layers=8, n_heads=8, max_edges=20)
+    assert len(drawn(fig)) == 20
+    # the largest |score| are drawn (scores fall with the index)
+    assert set(drawn(fig)) == {f"{e['source']} -> {e['target']} ({e['input']})" for e in many[:20]}
+    (note,) = [a.text for a in fig.layout.annotations]
+    assert "top 20 of 57 edges" in note and "37 more are not drawn" in note
+    assert len(drawn(circuit_figure(many[:12], n_layers=8, n_heads=8, max_edges=20))) == 12
+    assert not circuit_figure(many[:12], n_layers=8, n_heads=8, max_edges=20).layout.annotations
+    # the study page's circuit section draws at most MAX_DRAWN and says how many it left out
+    sec = circuit_section([circuit(57, 2, 3)])
+    graphs = next(it for it in sec.items if isinstance(it, Row))  # then the curves' row
+    assert [len(drawn(f)) for f in graphs.items] == [MAX_DRAWN]
+    page = render_report([sec])
+    assert f"cpu-8l: the top {MAX_DRAWN} of 57 edges by |score| are drawn; 37 more" in page
+
+
+@pytest.mark.parametrize("n", [FOLD_AT, FOLD_AT + 1])
+def test_fold_starts_past_fold_at(n):
+    from interp_toolkit.views.page import fold
+
+    out = fold([f"e{i}" for i in range(n)], "edges")
+    assert ("<details>" in out) is (n > FOLD_AT)
