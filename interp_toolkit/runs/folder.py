@@ -273,7 +273,7 @@ def metrics_damage(path: str | Path) -> str | None:
     where = (
         f"its last line ({bad[0]} of {total}) is cut off (a write stopped half-way, e.g. kill -9)"
         if bad == [total]
-        else f"{len(bad)} of its {total} lines are not JSON records (line {', '.join(map(str, bad[:5]))}"
+        else f"{len(bad)} of its {total} lines are not whole records (not JSON, or a score grid of the wrong shape; line {', '.join(map(str, bad[:5]))}"
         + (" ..." if len(bad) > 5 else "")
         + ")"
     )
@@ -293,11 +293,29 @@ def _metrics_lines(path: str | Path) -> tuple[list[dict[str, Any]], list[int], i
             row = json.loads(line)
         except json.JSONDecodeError:
             row = None
-        if isinstance(row, dict):
+        if isinstance(row, dict) and _whole_record(row):
             rows.append(row)
         elif line.strip():
             bad.append(number)
     return rows, bad, len(lines)
+
+
+def _whole_record(row: dict[str, Any]) -> bool:
+    """A metrics row whose step is a whole number and whose head-score fields are ``[layer]
+    [head]`` grids of numbers (a row with a grid of another shape is damage, not data)."""
+    if not isinstance(row.get("step", 0), int):
+        return False
+    for key in ("induction", "prev_token", "induction_vw", "text_induction"):
+        grid = row.get(key)
+        if grid is None:
+            continue
+        if not isinstance(grid, list) or not grid or not all(isinstance(r, list) for r in grid):
+            return False
+        if len({len(r) for r in grid}) != 1 or not all(
+            isinstance(v, (int, float)) for r in grid for v in r
+        ):
+            return False
+    return True
 
 
 def read_samples(path: str | Path) -> list[dict[str, str]]:

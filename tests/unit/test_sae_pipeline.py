@@ -177,6 +177,15 @@ def test_bad_sae_options_are_one_line_errors(text_mlp_run, tmp_path, capsys, ext
     assert not (tmp_path / "s" / "cfg.json").exists()
 
 
-def test_a_gpt2_sae_needs_an_out_folder_before_anything_loads(capsys):
+def test_a_gpt2_sae_needs_an_out_folder_before_anything_loads(capsys, monkeypatch, tmp_path):
+    """With the hub cache holding nothing and no network, the uncached name is refused first
+    (before any import: tests/unit/test_cli_help.py); a GPT-2 folder gets the --out line."""
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     assert run_main(["sae", "gpt2", "--hook", "blocks.0.hook_resid_pre"]) == 2
+    assert "not in the Hugging Face cache" in capsys.readouterr().err
+    folder = tmp_path / "gpt2-local"
+    folder.mkdir()
+    (folder / "config.json").write_text('{"model_type": "gpt2"}')
+    assert run_main(["sae", str(folder), "--hook", "blocks.0.hook_resid_pre"]) == 2
     assert "--out FOLDER" in capsys.readouterr().err
