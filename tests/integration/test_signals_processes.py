@@ -14,11 +14,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from analysis_helpers import tiny_codec
+from analysis_helpers import tiny_mlp_text_run
 from cli_helpers import run_cli
 from safetensors.torch import load_file
-
-from interp_toolkit.models.build import AttnOnlyConfig, build_model
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNNER = Path(__file__).resolve().parent / "fault_runner.py"
@@ -41,15 +39,7 @@ def finish(proc, timeout=600):
 @pytest.fixture(scope="module")
 def mlp_run(tmp_path_factory):
     """A tiny 2-layer MLP run on a small text corpus (an SAE trains on it in seconds)."""
-    from interp_toolkit.runs.folder import save_run
-
-    tmp = tmp_path_factory.mktemp("sae-run")
-    text = tmp / "corpus.txt"
-    text.write_text("".join(f"{chr(97 + i % 26)}{i % 7} = [{i}, {i * 3}]\n" for i in range(3000)))
-    settings = {"data": {"corpus": str(text), "val_fraction": 0.2, "repeat_fraction": 0.5}}
-    base = dict(n_layers=2, d_model=32, n_heads=4, d_head=8, n_ctx=16, d_vocab=64, mlp=True)
-    cfg = AttnOnlyConfig(**base, d_mlp=24, normalization="LN")
-    return save_run(tmp / "run", build_model(cfg), tiny_codec(64), cfg, settings)
+    return tiny_mlp_text_run(tmp_path_factory.mktemp("sae-run"))
 
 
 def test_sigterm_checkpoints_an_sae_and_resume_ends_where_an_unbroken_run_does(

@@ -14,10 +14,10 @@ import threading
 from pathlib import Path
 
 import pytest
-from analysis_helpers import tiny_codec
+from analysis_helpers import tiny_codec, tiny_mlp_text_run
 from cli_helpers import run_cli
 
-from interp_toolkit.models.build import AttnOnlyConfig, build_model
+from interp_toolkit.models.build import build_model
 
 
 def _files(folder: Path) -> dict[str, bytes]:
@@ -34,17 +34,10 @@ def run(tmp_path, tiny_cfg):
 @pytest.fixture(scope="module")
 def mlp_run(tmp_path_factory):
     """A 2-layer MLP run with a text corpus: every command with a --json option runs on it."""
-    from interp_toolkit.runs.folder import save_run
-
     tmp = tmp_path_factory.mktemp("mlp")
     patch = pytest.MonkeyPatch()
     patch.setenv("INTERP_TOOLKIT_CACHE", str(tmp / "cache"))
-    text = tmp / "corpus.txt"
-    text.write_text("".join(f"{chr(97 + i % 26)}{i % 7} = [{i}, {i * 3}]\n" for i in range(3000)))
-    settings = {"data": {"corpus": str(text), "val_fraction": 0.2}}
-    base = dict(n_layers=2, d_model=32, n_heads=4, d_head=8, n_ctx=16, d_vocab=64, mlp=True)
-    cfg = AttnOnlyConfig(**base, d_mlp=24, normalization="LN")
-    yield save_run(tmp / "run", build_model(cfg), tiny_codec(64), cfg, settings)
+    yield tiny_mlp_text_run(tmp, repeat_fraction=None)
     patch.undo()
 
 

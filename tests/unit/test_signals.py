@@ -13,11 +13,10 @@ import os
 import signal
 
 import pytest
-from analysis_helpers import tiny_codec
+from analysis_helpers import tiny_mlp_text_run
 from cli_helpers import run_cli
 
 from interp_toolkit.errors import Interrupted
-from interp_toolkit.models.build import AttnOnlyConfig, build_model
 from interp_toolkit.runtime import signals
 from interp_toolkit.runtime.progress import StatusLines, status
 
@@ -31,15 +30,8 @@ def one_line(err: str) -> str:
 
 
 def _mlp_run(tmp_path, monkeypatch):
-    from interp_toolkit.runs.folder import save_run
-
     monkeypatch.setenv("INTERP_TOOLKIT_CACHE", str(tmp_path / "cache"))
-    text = tmp_path / "corpus.txt"
-    text.write_text("".join(f"{chr(97 + i % 26)}{i % 7} = [{i}, {i * 3}]\n" for i in range(3000)))
-    settings = {"data": {"corpus": str(text), "val_fraction": 0.2, "repeat_fraction": 0.5}}
-    base = dict(n_layers=2, d_model=32, n_heads=4, d_head=8, n_ctx=16, d_vocab=64, mlp=True)
-    cfg = AttnOnlyConfig(**base, d_mlp=24, normalization="LN")
-    return save_run(tmp_path / "run", build_model(cfg), tiny_codec(64), cfg, settings)
+    return tiny_mlp_text_run(tmp_path)
 
 
 @pytest.fixture
