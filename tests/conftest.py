@@ -92,3 +92,20 @@ def gpt2_dirs(tmp_path_factory):
     from gpt2_helpers import build_gpt2_dirs
 
     return build_gpt2_dirs(tmp_path_factory.mktemp("gpt2"))
+
+
+@pytest.fixture
+def no_boot_no_network(monkeypatch):
+    """Booting a model or opening a connection fails the test: a bad name or GPT-2 folder is
+    refused from its files alone, first."""
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("a model was booted or the network was used for a bad target")
+
+    import socket
+
+    from interp_toolkit.runs import gpt2
+
+    monkeypatch.setattr(gpt2, "_boot", forbidden)
+    monkeypatch.setattr(socket.socket, "connect", forbidden)
+    monkeypatch.setattr(socket, "create_connection", forbidden)

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -58,17 +57,6 @@ def _variant(good: Path, dst: Path, config: dict | None = None, weights=None) ->
     return dst
 
 
-@pytest.fixture
-def no_boot(monkeypatch):
-    """Booting a model fails the test: the folder is refused from its files alone."""
-
-    def forbidden(*args, **kwargs):
-        raise AssertionError("a model was booted for a folder that should be refused first")
-
-    monkeypatch.setattr(gpt2, "_boot", forbidden)
-    monkeypatch.setattr(socket.socket, "connect", forbidden)
-
-
 @pytest.mark.parametrize(
     "config, weights, needles",
     [
@@ -86,7 +74,7 @@ def no_boot(monkeypatch):
     ],
 )  # fmt: skip
 def test_a_config_that_disagrees_with_the_weights_is_refused_before_booting(
-    tiny_gpt2, tmp_path, no_boot, config, weights, needles
+    tiny_gpt2, tmp_path, no_boot_no_network, config, weights, needles
 ):
     folder = _variant(tiny_gpt2, tmp_path / "bad", config, weights)
     with pytest.raises(UserError) as exc:
