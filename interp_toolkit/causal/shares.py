@@ -7,6 +7,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from interp_toolkit.causal.routes import Estimate
+from interp_toolkit.runtime.seeds import rng
 
 N_BOOT = 1000
 CONFIDENCE = 0.95
@@ -15,7 +16,7 @@ CONFIDENCE = 0.95
 def resamples(n: int, *, n_boot: int = N_BOOT, seed: int = 0) -> Tensor:
     """``[n_boot, n]`` prompt indices drawn with replacement (seeded; shared by every edge of
     one measurement, so their intervals are comparable)."""
-    gen = torch.Generator().manual_seed(seed)
+    gen = rng(seed, "prompt_bootstrap")
     return torch.randint(0, n, (n_boot, n), generator=gen)
 
 

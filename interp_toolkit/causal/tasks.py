@@ -44,6 +44,7 @@ from transformer_lens import TransformerBridge
 from interp_toolkit.errors import UserError
 from interp_toolkit.heads.repeats import default_probe, default_token_range
 from interp_toolkit.runtime import validate
+from interp_toolkit.runtime.seeds import rng
 from interp_toolkit.text.codecs import Codec
 
 MetricKind = Literal["logit_diff", "logprob"]
@@ -175,7 +176,7 @@ def induction_task(
     clean, period = probe.tokens, probe.period
     corrupt = clean.clone()
     scored = torch.zeros_like(clean, dtype=torch.bool)
-    gen = torch.Generator().manual_seed(seed + 104_729)
+    gen = rng(seed, "induction_corrupt")
     for i, start in enumerate(probe.starts.tolist()):
         corrupt[i, start : start + period] = _fresh(
             clean[i], period, probe.low, probe.high, codec.bos_id, gen
@@ -210,7 +211,7 @@ def previous_token_task(
     n = min(int(model.cfg.n_ctx), 32)
     low, high = default_token_range(codec)
     high = min(high, int(model.cfg.d_vocab))
-    gen = torch.Generator().manual_seed(seed + 7)
+    gen = rng(seed, "previous_token_prompts")
     ids = torch.arange(low, high)
     ids = ids[ids != codec.bos_id] if codec.bos_id is not None else ids
     clean = ids[torch.randint(0, len(ids), (n_prompts, n), generator=gen)]
@@ -278,7 +279,7 @@ def ioi_task(codec: Codec, *, n_prompts: int = 64, seed: int = 0) -> Task:
     """Indirect-object identification (GPT-2 vocabulary): ABBA/BABA prompts vs three new names."""
     _need_gpt2(codec, "ioi")
     names, places, objects = _words(codec, NAMES), _words(codec, PLACES), _words(codec, OBJECTS)
-    gen = torch.Generator().manual_seed(seed)
+    gen = rng(seed, "ioi_prompts")
 
     def pick(pool: list[int], k: int) -> list[int]:
         return [pool[int(i)] for i in torch.randperm(len(pool), generator=gen)[:k]]
@@ -301,7 +302,7 @@ def docstring_task(codec: Codec, *, n_prompts: int = 64, seed: int = 0) -> Task:
     parameters, the next ``:param`` is the third argument; the corrupt prompt has other names."""
     _need_gpt2(codec, "docstring")
     args, words = _words(codec, ARGS), _words(codec, WORDS)
-    gen = torch.Generator().manual_seed(seed)
+    gen = rng(seed, "docstring_prompts")
 
     def pick(pool: list[int], k: int) -> list[int]:
         return [pool[int(i)] for i in torch.randperm(len(pool), generator=gen)[:k]]

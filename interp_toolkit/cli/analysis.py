@@ -23,6 +23,7 @@ from interp_toolkit.cli.app import (
     wrote,
 )
 from interp_toolkit.errors import UserError
+from interp_toolkit.stats.thresholds import ALPHA
 
 if TYPE_CHECKING:  # numpy, which the codecs import, is not needed for --help
     from interp_toolkit.text.codecs import Codec
@@ -65,7 +66,7 @@ def heads(
     ),
     csv_out: Path | None = typer.Option(None, "--csv", help="Write one row per head as CSV here."),
     alpha: float = typer.Option(
-        0.05, "--alpha", help="A score is significant when p <= alpha (or BH at FDR alpha)."
+        ALPHA, "--alpha", help="A score is significant when p <= alpha (or BH at FDR alpha)."
     ),
     fdr: bool = typer.Option(
         False, "--fdr", help="Benjamini-Hochberg over heads x scores (false-discovery rate alpha)."
@@ -91,7 +92,9 @@ def heads(
         "--untrained-rows",
         help="Probe rows the untrained models run on (default all; GPT-2 16).",
     ),
-    n_seqs: int = typer.Option(64, "--n-seqs", help="Repeated-token sequences to score on."),
+    n_seqs: int = typer.Option(  # heads/discovery.py N_SEQS: its module imports torch
+        64, "--n-seqs", help="Repeated-token sequences to score on."
+    ),
     period: int | None = typer.Option(
         None, "--period", help="Repeat period (default: fits the context, at most 50)."
     ),
@@ -212,7 +215,7 @@ def exam(
         "random offsets: pass rate with its Wilson 95% interval, the pass rule, median rank, and "
         "chance measured on an untrained model of the same architecture.",
     ),
-    n_prompts: int = typer.Option(
+    n_prompts: int = typer.Option(  # exams/prompts.py N_PROMPTS: its module imports torch
         200, "--n-prompts", help="Prompts per period and token kind (--periods)."
     ),
     seed: int = typer.Option(0, "--seed", help="Seed of the period prompts (--periods)."),
@@ -222,7 +225,7 @@ def exam(
     max_period: int | None = typer.Option(
         None, "--max-period", help="Longest period (--periods; default: the longest that fits)."
     ),
-    max_offset: int = typer.Option(
+    max_offset: int = typer.Option(  # exams/prompts.py MAX_OFFSET: its module imports torch
         64, "--max-offset", help="Longest random prefix before the pattern (--periods)."
     ),
     chance_run: str | None = typer.Option(

@@ -18,7 +18,7 @@ from jaxtyping import Int
 from torch import Tensor
 from transformer_lens import TransformerBridge
 
-from interp_toolkit.heads.discovery import HeadReport, discover_heads
+from interp_toolkit.heads.discovery import N_SEQS, HeadReport, discover_heads
 from interp_toolkit.heads.registry import HeadId, top_head
 from interp_toolkit.heads.repeats import probe_batch
 from interp_toolkit.models.build import AttnOnlyConfig
@@ -68,7 +68,7 @@ def discover(
     model: TransformerBridge,
     codec: Codec,
     *,
-    n_seqs: int = 64,
+    n_seqs: int = N_SEQS,
     period: int | None = None,
     seed: int = 0,
     alpha: float = ALPHA,

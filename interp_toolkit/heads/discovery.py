@@ -61,6 +61,9 @@ __all__ = [
     "head_scores",
 ]
 
+#: Repeated-token rows the discovery probe scores by default (``heads --n-seqs``).
+N_SEQS = 64
+
 
 @dataclass
 class HeadReport:
@@ -260,7 +263,7 @@ def discovery_probe(
     model: TransformerBridge,
     codec: Codec,
     *,
-    n_seqs: int = 64,
+    n_seqs: int = N_SEQS,
     period: int | None = None,
     seed: int = 0,
     n_repeats: int = 2,
@@ -302,7 +305,7 @@ def discover_heads(
     model: TransformerBridge,
     codec: Codec,
     *,
-    n_seqs: int = 64,
+    n_seqs: int = N_SEQS,
     period: int | None = None,
     seed: int = 0,
     alpha: float = thresholds.ALPHA,

@@ -21,6 +21,7 @@ import torch
 from jaxtyping import Int
 
 from interp_toolkit.errors import UserError
+from interp_toolkit.runtime.seeds import rng
 from interp_toolkit.text.codecs import PRINTABLE, Codec
 
 #: GPT-2 ids used for random tokens: skips the ~1000 most frequent merges (bytes, common words)
@@ -149,7 +150,7 @@ def repeated_tokens(
     """
     _check(n_seqs, period, n_repeats, low, high, prefix_max)
     cand = _candidates(low, high, bos_id)
-    gen = torch.Generator().manual_seed(int(seed))
+    gen = rng(seed, "repeated_tokens")
     prefix_len = torch.randint(0, prefix_max + 1, (n_seqs,), generator=gen)
     if segment_ids is None:
         # period + prefix_max distinct ids per row: the segment, then prefix+filler.
@@ -195,7 +196,7 @@ def non_repeating_like(batch: RepeatedTokens, *, seed: int) -> RepeatedTokens:
     off = int(batch.has_bos)
     bos_id = int(batch.tokens[0, 0]) if batch.has_bos else None
     cand = _candidates(batch.low, batch.high, bos_id)
-    gen = torch.Generator().manual_seed(int(seed))
+    gen = rng(seed, "no_repeat_control")
     body = _rows(n_seqs, length - off, cand, gen, distinct=True)
     tokens = batch.tokens.clone()
     tokens[:, off:] = body

@@ -42,6 +42,7 @@ from transformer_lens import TransformerBridge
 from interp_toolkit.heads.registry import RIVAL_RATIO, SCORES
 from interp_toolkit.heads.repeats import RepeatedTokens, non_repeating_like
 from interp_toolkit.heads.scorer import RowPair, RowScores, row_pairs, row_scores
+from interp_toolkit.runtime.seeds import rng
 from interp_toolkit.stats.significance import significant_by_kind
 from interp_toolkit.stats.thresholds import ALPHA, QUANTILE
 
@@ -97,7 +98,7 @@ class Pair:
 
 def _signs(n_draws: int, n_rows: int, seed: int) -> Float[Tensor, "draw row"]:
     """The random signs of every sign-flip draw (seeded; shared by every comparison)."""
-    gen = torch.Generator().manual_seed(int(seed) + 7_368_787)
+    gen = rng(seed, "sign_flips")
     return torch.randint(0, 2, (n_draws, n_rows), generator=gen, dtype=torch.float64) * 2 - 1
 
 

@@ -31,6 +31,7 @@ from transformer_lens import TransformerBridge
 from interp_toolkit.heads.repeats import RepeatedTokens
 from interp_toolkit.heads.scorer import RowScores, row_scores
 from interp_toolkit.models.build import AttnOnlyConfig, build_model, positional_kind, reinitialise
+from interp_toolkit.runtime.seeds import seed_global
 
 #: By default a layer's untrained pool holds at least this many values: ``K = ceil(pool / n_heads)``
 #: models, at least 2. Toy models: 99, so a p-value can reach 1/100 (cpu preset, 4 heads: 25
@@ -144,7 +145,7 @@ def untrained_models(
 
     def make(seed: int) -> TransformerBridge:
         with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
+            seed_global(seed, "untrained_hf_init")
             fresh = type(hf)(copy.deepcopy(base))
         return TransformerBridge.boot_transformers(
             str(cfg.model_name), hf_model=fresh, tokenizer=model.tokenizer, device=device

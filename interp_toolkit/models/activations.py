@@ -14,6 +14,10 @@ from transformer_lens.hook_points import HookPoint
 
 Hooks = Sequence[tuple[Any, Callable[..., Any]]]
 
+#: Longest row an activation analysis reads by default (probes, neurons, SAEs): a longer
+#: context (GPT-2's 1,024 tokens) is cut to this.
+MAX_SEQ = 128
+
 
 class _Stop(Exception):
     """Raised once every hook asked for has fired: nothing after it is needed."""

@@ -21,6 +21,7 @@ from transformer_lens import TransformerBridge, TransformerBridgeConfig
 
 from interp_toolkit.errors import UserError
 from interp_toolkit.runtime import validate
+from interp_toolkit.runtime.seeds import rng
 from interp_toolkit.text.codecs import Codec
 from interp_toolkit.text.tl_tokenizer import attach_tokenizer
 
@@ -159,7 +160,7 @@ def reinitialise(model: TransformerBridge, cfg: AttnOnlyConfig) -> TransformerBr
 def _draw_embeddings(model: TransformerBridge, cfg: AttnOnlyConfig) -> None:
     if cfg.embed_init_std is None:
         return
-    gen = torch.Generator().manual_seed(cfg.seed + 1_000_003)
+    gen = rng(cfg.seed, "embedding_init")
     with torch.no_grad():
         for param in embedding_parameters(model):
             param.copy_(torch.randn(param.shape, generator=gen) * cfg.embed_init_std)

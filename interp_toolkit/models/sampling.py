@@ -14,6 +14,7 @@ from transformer_lens import TransformerBridge
 
 from interp_toolkit.errors import UserError
 from interp_toolkit.runtime import validate
+from interp_toolkit.runtime.seeds import rng
 from interp_toolkit.text.codecs import Codec
 
 #: Ids held back at most while their text ends inside a character (a byte-level BPE may split one).
@@ -78,7 +79,7 @@ def _draws(
     seed: int,
 ) -> Iterator[int]:
     n_ctx = int(model.cfg.n_ctx)
-    gen = torch.Generator().manual_seed(seed)
+    gen = rng(seed, "sampling")
     device = next(model.parameters()).device
     ids = list(ids)
     with torch.no_grad():

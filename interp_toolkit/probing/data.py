@@ -23,7 +23,9 @@ from jaxtyping import Int
 
 from interp_toolkit.errors import UserError
 from interp_toolkit.heads.repeats import default_token_range, repeated_tokens
+from interp_toolkit.models.activations import MAX_SEQ
 from interp_toolkit.runs.folder import Run
+from interp_toolkit.runtime.seeds import rng
 from interp_toolkit.text.codecs import Codec
 from interp_toolkit.text.stream import tokenize_corpus, windows
 
@@ -48,7 +50,7 @@ def heldout_windows(
             f"the held-out split of {corpus!r} has {len(split.val_ids)} tokens, fewer than one "
             f"window of {seq_len}: use a larger corpus."
         )
-    gen = torch.Generator().manual_seed(int(seed))
+    gen = rng(seed, "probe_windows")
     chosen = torch.randperm(len(wins), generator=gen)[:n_windows].sort().values
     return torch.stack([wins[int(i)] for i in chosen])
 
@@ -61,10 +63,10 @@ def neuron_windows(
     codec: Codec, n_ctx: int, source: object, *, seed: int = 0, n_seqs: int | None = None
 ) -> Int[torch.Tensor, "n pos"]:
     """Held-out windows of the corpus ``source`` (a run, or anything else: stdlib) trained on:
-    rows of the context (at most 128 tokens), ``n_seqs`` of them (default:
+    rows of the context (at most ``MAX_SEQ`` tokens), ``n_seqs`` of them (default:
     :data:`NEURON_POSITIONS` positions in all)."""
     corpus, val_fraction = corpus_of(source)
-    seq_len = min(n_ctx, 128)
+    seq_len = min(n_ctx, MAX_SEQ)
     return heldout_windows(
         codec,
         seq_len=seq_len,
@@ -220,7 +222,7 @@ def control_labels(
     probed = labels >= 0
     train = labels[train_rows]
     pool = train[train >= 0]
-    gen = torch.Generator().manual_seed(int(seed) + 104_729)
+    gen = rng(seed, "control_task")
     g = pool[torch.randint(0, len(pool), (n_values,), generator=gen)]
     task_labels = labels[probed].unique()
     values = inputs[probed].unique()

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 import torch
 from jaxtyping import Float, Int
 
+from interp_toolkit.runtime.seeds import rng
+
 
 @dataclass
 class LinearProbe:
@@ -77,7 +79,7 @@ def accuracy(
 def resample_weights(n_rows: int, n_boot: int, seed: int) -> Float[torch.Tensor, "boot row"]:
     """How often each of ``n_rows`` held-out rows is drawn in each of ``n_boot`` bootstrap
     resamples (rows drawn with replacement; seeded). Row 0 of the result is the sample itself."""
-    gen = torch.Generator().manual_seed(int(seed) + 31_337)
+    gen = rng(seed, "probe_bootstrap")
     picks = torch.randint(0, n_rows, (n_boot, n_rows), generator=gen)
     weights = torch.zeros(n_boot + 1, n_rows, dtype=torch.float64)
     weights[0] = 1.0
@@ -98,7 +100,7 @@ def stratified_weights(
     _, counts = torch.unique_consecutive(strata[order], return_counts=True)
     starts = torch.cumsum(counts, 0) - counts
     size, first = counts.repeat_interleave(counts), starts.repeat_interleave(counts)
-    gen = torch.Generator().manual_seed(int(seed) + 31_337)
+    gen = rng(seed, "probe_bootstrap")
     u = torch.rand(n_boot, n, generator=gen, dtype=torch.float64)
     offset = torch.minimum((u * size).long(), size - 1)
     picks = order[first + offset]

@@ -75,7 +75,7 @@ from interp_toolkit.causal.ablation import ablation_hooks, mean_z
 from interp_toolkit.errors import UserError
 from interp_toolkit.heads.registry import HeadId
 from interp_toolkit.heads.untrained import untrained_models
-from interp_toolkit.models.activations import Hooks, run_hooks
+from interp_toolkit.models.activations import MAX_SEQ, Hooks, run_hooks
 from interp_toolkit.models.build import AttnOnlyConfig
 from interp_toolkit.probing.data import (
     FEATURES,
@@ -94,6 +94,7 @@ from interp_toolkit.probing.lda import (
     interval,
     stratified_weights,
 )
+from interp_toolkit.runtime.seeds import rng
 from interp_toolkit.stats.thresholds import THRESHOLDS
 from interp_toolkit.text.codecs import Codec
 
@@ -248,7 +249,7 @@ def split_rows(n: int, test_fraction: float, seed: int) -> tuple[torch.Tensor, t
     if not 0.0 < test_fraction < 1.0 or n < 2:
         raise UserError(f"need 2+ rows and 0 < test_fraction < 1 (got {n}, {test_fraction}).")
     n_test = min(n - 1, max(1, math.ceil(n * test_fraction)))
-    perm = torch.randperm(n, generator=torch.Generator().manual_seed(int(seed)))
+    perm = torch.randperm(n, generator=rng(seed, "probe_split"))
     test = torch.zeros(n, dtype=torch.bool)
     test[perm[:n_test]] = True
     return ~test, test
@@ -364,17 +365,17 @@ def probe(
 ) -> ProbeResult:
     """:func:`probe_layers` on its default data: ``data="text"`` (held-out windows of ``corpus``,
     the default for token features) or ``"repeats"`` (:func:`~.probe_data.varied_repeats`, the
-    only data for ``in_repeat``). Rows of ``seq_len`` tokens (default: the context, at most 128);
-    ``n_seqs`` rows (default: :data:`DEFAULT_POSITIONS` positions in all). The untrained baseline:
-    ``untrained`` when given, else (``baseline``) a freshly initialised model of the same
-    architecture (:func:`~.untrained.untrained_models`; ``model_cfg``: a toy run's config); None
-    when the model cannot be rebuilt (the rows then have no untrained numbers)."""
+    only data for ``in_repeat``). Rows of ``seq_len`` tokens (default: the context, at most
+    ``MAX_SEQ``); ``n_seqs`` rows (default: :data:`DEFAULT_POSITIONS` positions in all). The
+    untrained baseline: ``untrained`` when given, else (``baseline``) a freshly initialised model
+    of the same architecture (:func:`~.untrained.untrained_models`; ``model_cfg``: a toy run's
+    config); None when the model cannot be rebuilt (the rows then have no untrained numbers)."""
     feat = check_feature(feature)
     data = data or ("repeats" if feat.needs_repeats else "text")
     if data not in DATA_KINDS:
         raise UserError(f"unknown probe data {data!r}: use {' or '.join(DATA_KINDS)}.")
     n_ctx = int(model.cfg.n_ctx)
-    seq_len = seq_len or min(n_ctx, 128)
+    seq_len = seq_len or min(n_ctx, MAX_SEQ)
     if not 5 <= seq_len <= n_ctx:
         raise UserError(f"--seq-len {seq_len} cannot work: use 5..{n_ctx} (the model's context).")
     n_seqs = n_seqs or max(16, DEFAULT_POSITIONS // seq_len)

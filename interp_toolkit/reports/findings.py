@@ -1,8 +1,8 @@
 """The sentences of the study page and run reports, as pure functions of measurements.
 
 :class:`DepthMeasurement` holds what a study measured on one model (:func:`measure_depth` reads
-it off a trained run and its analyses); :func:`depth_sentence`,
-:func:`claim_sentence`, :func:`route_sentence` and :func:`data_mix_sentence` turn measurements
+it off a trained run and its analyses); :func:`depth_sentence`, :func:`claim_sentence`,
+:func:`deeper_sentence`, :func:`route_sentence` and :func:`data_mix_sentence` turn measurements
 into words, with the thresholds of :mod:`interp_toolkit.causal.routes`. Nothing here is fixed
 text about a result: change a number and the sentence changes.
 """
@@ -24,7 +24,7 @@ from interp_toolkit.causal.routes import (
 )
 from interp_toolkit.causal.summary import CircuitSummary
 from interp_toolkit.exams.periods import PeriodExam, with_chance
-from interp_toolkit.exams.verdict import exam_verdict
+from interp_toolkit.exams.verdict import exam_verdict, passes_rule
 from interp_toolkit.heads.induction import first_induction_step
 from interp_toolkit.reports.run_analysis import RunSummary
 from interp_toolkit.runs.folder import Run
@@ -273,15 +273,35 @@ def one_layer_chance(ms: Sequence[DepthMeasurement]) -> list[DepthMeasurement]:
     ]
 
 
+def _where(ms: Sequence[DepthMeasurement]) -> str:
+    """' (curriculum)': the settings the measurements were trained in ('' when not recorded)."""
+    settings = sorted({m.setting for m in ms if m.setting})
+    return f" ({', '.join(settings)})" if settings else ""
+
+
+def _depths_phrase(ms: Sequence[DepthMeasurement]) -> str:
+    """'1, 3 and 8 layers' (each depth once, in order)."""
+    names = [str(n) for n in sorted({m.n_layers for m in ms})]
+    joined = " and ".join(filter(None, [", ".join(names[:-1]), names[-1]]))
+    return f"{joined} layer{'s' if names != ['1'] else ''}"
+
+
 def claim_sentence(ms: Sequence[DepthMeasurement], t: Thresholds = THRESHOLDS) -> str:
     """The seed's claim ("induction appears reliably the moment we add a second layer") as a
-    measured statement: it holds when every 1-layer model has no induction head and passes no
-    period exam, and every deeper model has an induction head and passes every one (pass rule:
-    :func:`~interp_toolkit.exams.verdict.passes_rule`)."""
+    measured statement about 1 layer against 2: it holds when every 1-layer model has no
+    induction head and passes no period exam, and every 2-layer model has an induction head and
+    passes every one (pass rule: :func:`~interp_toolkit.exams.verdict.passes_rule`). Deeper
+    models are not part of the claim: :func:`deeper_sentence` reports them."""
     one = [m for m in ms if m.n_layers == 1]
-    deep = [m for m in ms if m.n_layers > 1]
-    if not one or not deep:
-        return "The seed's claim needs a 1-layer model and a deeper one: this study lacks one."
+    two = [m for m in ms if m.n_layers == 2]
+    where = _where(ms)
+    if not one or not two:
+        lacking = " and ".join(f"a {n}-layer model" for n, got in ((1, one), (2, two)) if not got)
+        has = f"it has {_depths_phrase(ms)}" if ms else "it has no model"
+        return (
+            f"The seed's claim{where} needs a 1-layer and a 2-layer model: this study lacks "
+            f"{lacking} ({has})."
+        )
     problems = []
     for m in one:
         if m.induction_heads:
@@ -291,32 +311,97 @@ def claim_sentence(ms: Sequence[DepthMeasurement], t: Thresholds = THRESHOLDS) -
         v = exam_verdict(m.period_exams, t)
         if not v.none_pass:
             problems.append(f"{layers_phrase(1)} passes {v.n_passing} of {v.n_exams} period exams")
-    for m in deep:
+    for m in two:
         if not m.induction_heads:
-            problems.append(f"{layers_phrase(m.n_layers)} has no induction head")
+            problems.append(f"{layers_phrase(2)} has no induction head")
         v = exam_verdict(m.period_exams, t)
         if not v.all_pass:
             w = v.lowest
             problems.append(
-                f"{layers_phrase(m.n_layers)} passes only {v.n_passing} of {v.n_exams} period "
+                f"{layers_phrase(2)} passes only {v.n_passing} of {v.n_exams} period "
                 f"exams (lowest {pct(w.pass_rate)}, lower bound {pct(w.interval.low)}, at "
                 f"period {w.period}, {KIND_WORDS.get(w.kind, w.kind)})"
             )
-    settings = sorted({m.setting for m in ms if m.setting})
-    where = f" ({', '.join(settings)})" if settings else ""
     if problems:
         return f"The seed's claim does not hold as measured here{where}: {'; '.join(problems)}."
-    names = [str(m.n_layers) for m in deep]
-    depths = " and ".join(filter(None, [", ".join(names[:-1]), names[-1]]))
-    each = " each" if len(deep) > 1 else ""
+    each = " each" if len(two) > 1 else ""
     n_one = exam_verdict(one[0].period_exams, t).n_exams
-    n_deep = exam_verdict(deep[0].period_exams, t).n_exams
+    n_two = exam_verdict(two[0].period_exams, t).n_exams
     return (
         f"The seed's claim holds as measured here{where}: 1 layer has no induction head and "
-        f"passes none of its {n_one} period exams; {depths} layers{each} have an induction head "
-        f"and pass all {n_deep} (a period exam passes when the Wilson 95% lower bound of its "
+        f"passes none of its {n_one} period exams; 2 layers{each} have an induction head "
+        f"and pass all {n_two} (a period exam passes when the Wilson 95% lower bound of its "
         f"pass rate is ≥ {pct(t.exam_lower_bound)})."
     )
+
+
+def _periods(ps: Sequence[int]) -> str:
+    return f"period{'s' if len(ps) > 1 else ''} {', '.join(str(p) for p in ps)}"
+
+
+def missed_phrase(exams: Sequence[PeriodExam], t: Thresholds = THRESHOLDS) -> str:
+    """Every period exam that misses the pass rule, by token kind, and the lowest of them:
+    'misses letters at periods 2, 3 and random tokens at period 2; lowest 85%, lower bound
+    79.4%, at period 2, letters' ('' when every exam passes)."""
+    v = exam_verdict(exams, t)
+    missed = [e for e in v.exams if not passes_rule(e, t)]
+    if not missed:
+        return ""
+    by_kind = [
+        f"{KIND_WORDS.get(k, k)} at {_periods(sorted(e.period for e in missed if e.kind == k))}"
+        for k in v.kinds
+        if any(e.kind == k for e in missed)
+    ]
+    w = v.lowest
+    return (
+        f"misses {' and '.join(by_kind)}; lowest {pct(w.pass_rate)}, lower bound "
+        f"{pct(w.interval.low)}, at period {w.period}, {KIND_WORDS.get(w.kind, w.kind)}"
+    )
+
+
+def _deeper_clause(m: DepthMeasurement, t: Thresholds) -> str:
+    """What one deeper model is: its induction heads, how long it trained past the step its
+    induction score first passed the floor (from its own metrics), its period exams."""
+    s = f"{layers_phrase(m.n_layers)} ({m.name}) "
+    if m.induction_heads:
+        s += (
+            f"has induction head{'s' if len(m.induction_heads) > 1 else ''} "
+            f"{', '.join(m.induction_heads)}"
+        )
+    else:
+        s += f"has no induction head (best head {m.top_head} scores {m.top_score:.2f})"
+    if m.induction_step is not None:
+        s += (
+            f", trained {m.steps - m.induction_step} steps past induction formation (a head's "
+            f"induction score first passed {t.induction:g} at step {m.induction_step} of "
+            f"{m.steps})"
+        )
+    else:
+        s += f", no head's induction score passed {t.induction:g} in its {m.steps} steps"
+    v = exam_verdict(m.period_exams, t)
+    if v.all_pass:
+        return s + f", and passes all {v.n_exams} period exams"
+    return s + (
+        f", and passes {v.n_passing} of {v.n_exams} period exams ({missed_phrase(m.period_exams, t)})"
+    )
+
+
+def deeper_sentence(ms: Sequence[DepthMeasurement], t: Thresholds = THRESHOLDS) -> str | None:
+    """The models deeper than 2 layers, which the seed's claim does not cover, as measured:
+    each one's induction heads, training past induction formation and every period exam it
+    misses (None when the study has none)."""
+    deep = [m for m in ms if m.n_layers > 2]
+    if not deep:
+        return None
+    every = all(m.induction_heads and exam_verdict(m.period_exams, t).all_pass for m in deep)
+    lead = f"Deeper models{_where(deep)}"
+    if every:
+        lead += (
+            ", every one with an induction head and passing every period exam"
+            if len(deep) > 1
+            else ", with an induction head and passing every period exam"
+        )
+    return f"{lead}: {'; '.join(_deeper_clause(m, t) for m in deep)}."
 
 
 def data_mix_sentence(settings: Mapping[str, Any], n_ctx: int) -> str:
@@ -335,6 +420,12 @@ def data_mix_sentence(settings: Mapping[str, Any], n_ctx: int) -> str:
 
 
 def study_findings(ms: Sequence[DepthMeasurement], t: Thresholds = THRESHOLDS) -> list[str]:
-    """The study page's findings: the seed's claim, then one sentence per depth."""
+    """The study page's findings: the seed's claim (1 against 2 layers), the deeper models
+    (where the study has any), then one sentence per depth."""
     ms = one_layer_chance(ms)
-    return [claim_sentence(ms, t), *(depth_sentence(m, t) for m in ms)]
+    deeper = deeper_sentence(ms, t)
+    return [
+        claim_sentence(ms, t),
+        *([deeper] if deeper is not None else []),
+        *(depth_sentence(m, t) for m in ms),
+    ]

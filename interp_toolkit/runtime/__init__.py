@@ -1,1 +1,1 @@
-"""Where and how work runs: devices and precision, progress bars, argument checks."""
+"""Where and how work runs: devices and precision, progress bars, argument checks, seed streams."""

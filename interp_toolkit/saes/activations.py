@@ -25,15 +25,13 @@ from transformer_lens import TransformerBridge
 
 from interp_toolkit.errors import UserError
 from interp_toolkit.heads.repeats import default_token_range
-from interp_toolkit.models.activations import run_hooks
+from interp_toolkit.models.activations import MAX_SEQ, run_hooks
 from interp_toolkit.runs.folder import Run
 from interp_toolkit.text.codecs import Codec
 from interp_toolkit.text.stream import TrainStream, setting_name, tokenize_corpus, windows
 
 #: Bytes of activations one forward chunk may hold.
 CHUNK_BYTES = 64 * 2**20
-#: Longest row an SAE reads (GPT-2's 1024-token context is cut to this).
-MAX_SEQ = 128
 _HOOK = re.compile(r"^blocks\.(\d+)\.(attn\.hook_z|hook_resid_pre|hook_resid_post|mlp\.hook_post)$")
 
 

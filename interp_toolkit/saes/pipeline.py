@@ -13,6 +13,7 @@ from torch import Tensor
 from transformer_lens import TransformerBridge
 
 from interp_toolkit.files.io import write_bytes, write_json
+from interp_toolkit.models.activations import MAX_SEQ
 from interp_toolkit.saes.activations import (
     TokenSource,
     check_hook,
@@ -104,7 +105,7 @@ def run_sae(
     check_hook(model, hook)
     check_shape(arch, k, expansion)
     tcfg = train or SAETrainConfig(tokens=tokens, seed=seed)
-    seq = min(int(model.cfg.n_ctx), 128)
+    seq = min(int(model.cfg.n_ctx), MAX_SEQ)
     rows = -(-tcfg.batch * tcfg.batches_per_block // seq)
     source = token_source(
         codec, int(model.cfg.n_ctx), target_source, rows_per_block=rows, seed=seed

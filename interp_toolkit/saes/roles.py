@@ -26,6 +26,7 @@ from torch import Tensor
 from transformer_lens import TransformerBridge
 
 from interp_toolkit.probing.data import VariedRepeats
+from interp_toolkit.runtime.seeds import rng
 from interp_toolkit.saes.features import TOP_K, LatentFeatures, latent_activations
 from interp_toolkit.saes.sae import SparseAutoencoder
 from interp_toolkit.units.reading import MONO_ALPHA, binomial_tail
@@ -43,7 +44,7 @@ def head_share_null(
 ) -> float:
     """The 99th percentile of the share ``heads`` hold of a random unit direction in the
     concatenated ``[n_heads * d_head]`` space."""
-    gen = torch.Generator().manual_seed(seed)
+    gen = rng(seed, "head_share_null")
     w = torch.randn(n, n_heads, d_head, generator=gen).pow(2).sum(-1)
     share = w[:, list(heads)].sum(-1) / w.sum(-1)
     return float(torch.quantile(share, NULL_QUANTILE))

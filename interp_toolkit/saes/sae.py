@@ -29,6 +29,7 @@ from torch import Tensor, nn
 
 from interp_toolkit.errors import UserError
 from interp_toolkit.files.io import read_json, write_bytes, write_json
+from interp_toolkit.runtime.seeds import rng
 from interp_toolkit.saes.config import SAEConfig, SAEPaths
 
 
@@ -39,7 +40,7 @@ class SparseAutoencoder(nn.Module):
     def __init__(self, cfg: SAEConfig, seed: int = 0) -> None:
         super().__init__()
         self.cfg = cfg
-        gen = torch.Generator().manual_seed(int(seed))
+        gen = rng(seed, "sae_init")
         w_dec = torch.randn(cfg.d_sae, cfg.d_in, generator=gen)
         w_dec = w_dec / w_dec.norm(dim=-1, keepdim=True)
         self.W_dec = nn.Parameter(w_dec)

@@ -20,9 +20,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-#: Offset of the directions' seed: an SAE initialised with the same small seed draws its decoder
-#: from the same generator stream, and would start at the answer.
-DIRECTION_SEED = 104_729
+from interp_toolkit.runtime.seeds import rng
 
 
 @dataclass(frozen=True)
@@ -37,13 +35,13 @@ class PlantedFeatures:
 
     @property
     def directions(self) -> Float[Tensor, "feature d"]:
-        gen = torch.Generator().manual_seed(DIRECTION_SEED + self.seed)  # not an SAE's init seed
+        gen = rng(self.seed, "planted_directions")  # not an SAE's init stream
         dirs = torch.randn(self.n_features, self.d, generator=gen)
         return dirs / dirs.norm(dim=-1, keepdim=True)
 
     def block(self, b: int) -> Float[Tensor, "n d"]:
         """Samples of block ``b``."""
-        gen = torch.Generator().manual_seed(self.seed * 1_000_003 + 7 + b)
+        gen = rng(self.seed, "planted_samples", block=b)
         n, f = self.samples_per_block, self.n_features
         on = torch.rand(n, f, generator=gen) < self.p
         mag = 0.5 + torch.rand(n, f, generator=gen)

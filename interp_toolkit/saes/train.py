@@ -39,6 +39,7 @@ from transformer_lens import TransformerBridge
 from interp_toolkit.errors import Interrupted, UserError, signal_of
 from interp_toolkit.files.io import folder_lock, read_json, write_bytes, write_json
 from interp_toolkit.runtime.progress import progress_bar
+from interp_toolkit.runtime.seeds import rng, seed_global
 from interp_toolkit.runtime.signals import deferred, stop_signals
 from interp_toolkit.saes.activations import TokenSource, block_activations
 from interp_toolkit.saes.config import SAEConfig, SAEPaths, SAETrainConfig
@@ -209,7 +210,7 @@ def fit_sae(
     """The training loop over ``blocks`` (checkpoints in ``paths`` when given); returns the SAE
     with the input scale folded in (it reads raw activations)."""
     tcfg.validate()
-    torch.manual_seed(tcfg.seed)
+    seed_global(tcfg.seed, "sae_training")
     sae = SparseAutoencoder(cfg, seed=tcfg.seed)
     opt = torch.optim.Adam(sae.parameters(), lr=tcfg.lr, betas=(0.9, 0.999))
     since_fired = torch.zeros(cfg.d_sae, dtype=torch.long)
@@ -275,7 +276,7 @@ def fit_sae(
                 if b != block_id:
                     block_id, block = b, blocks(b) * scale
                 if b != perm_id:
-                    gen = torch.Generator().manual_seed(tcfg.seed * 1_000_003 + b)
+                    gen = rng(tcfg.seed, "sae_batch_order", block=b)
                     perm_id, perm = b, torch.randperm(len(block), generator=gen)
                 x = block[perm[j * tcfg.batch : (j + 1) * tcfg.batch]]
                 if len(x) < tcfg.batch:

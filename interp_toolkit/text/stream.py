@@ -47,6 +47,7 @@ from jaxtyping import Int
 from interp_toolkit.errors import UserError
 from interp_toolkit.runtime import validate
 from interp_toolkit.runtime.progress import progress_bar
+from interp_toolkit.runtime.seeds import np_rng
 from interp_toolkit.text.codecs import (
     EOT_ID,
     GPT2_VOCAB_SIZE,
@@ -347,7 +348,7 @@ class TrainStream:
     def _repeat_block(self, step: int) -> torch.Tensor:
         """The repeated-span rows of one step, drawn at once from the step's own generator."""
         if self._block_step != step:
-            rng = np.random.default_rng([self.seed, 1, step])
+            rng = np_rng(self.seed, "repeat_rows", step)
             ids = repeated_span_windows(
                 rng, self.n_repeat, self.length, self.low, self.high, self.span_min, self.span_max
             )
@@ -364,7 +365,7 @@ class TrainStream:
         epoch, i = divmod(t, len(self.text))
         perm = self._perms.get(epoch)
         if perm is None:
-            perm = np.random.default_rng([self.seed, 2, epoch]).permutation(len(self.text))
+            perm = np_rng(self.seed, "text_order", epoch).permutation(len(self.text))
             self._perms = {epoch: perm}
         return self.text[int(perm[i])]
 

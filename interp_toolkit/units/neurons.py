@@ -35,6 +35,7 @@ from transformer_lens import TransformerBridge
 from interp_toolkit.errors import UserError
 from interp_toolkit.models.activations import run_hooks
 from interp_toolkit.models.build import AttnOnlyConfig, build_model
+from interp_toolkit.runtime.seeds import rng
 from interp_toolkit.units.reading import (
     Concept,
     ContextFacts,
@@ -120,7 +121,7 @@ def similarity_threshold(
     """The ``quantile`` of the cosine similarity of centred embeddings over ``n_pairs`` random
     pairs of distinct token ids (seeded): the old "related tokens" cut-off."""
     unit = _unit_rows(w_e)
-    gen = torch.Generator().manual_seed(int(seed))
+    gen = rng(seed, "similar_pairs")
     a = torch.randint(0, len(unit), (n_pairs,), generator=gen)
     b = (a + torch.randint(1, len(unit), (n_pairs,), generator=gen)) % len(unit)
     return float(torch.quantile((unit[a] * unit[b]).sum(-1), quantile))

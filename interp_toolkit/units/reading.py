@@ -31,6 +31,8 @@ import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
+from interp_toolkit.runtime.seeds import rng
+
 #: A monosemantic unit's concept holds at this share of its top-k positions, at least.
 MONO_SHARE = 0.8
 #: ... and beats its base rate by a one-sided binomial test at this level.
@@ -182,7 +184,7 @@ def unit_concepts(
 def random_top(top: TopActivations, n: int, seq: int, seed: int = 0) -> TopActivations:
     """The shuffled-activation control: each unit's top values on ``k`` uniformly drawn distinct
     positions of ``n`` rows of ``seq`` (module docstring)."""
-    gen = torch.Generator().manual_seed(int(seed))
+    gen = rng(seed, "shuffled_activations")
     k, units = top.values.shape[1], len(top.values)
     step = max(1, 2**22 // (n * seq))
     idx = torch.cat(

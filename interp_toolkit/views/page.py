@@ -120,10 +120,73 @@ def kv_table(d: dict[str, Any]) -> str:
 # ---------------------------------------------------------------- page assembly
 
 
+#: The band at a figure's top that plotly's mode bar (its toolbar, top right) takes, in px:
+#: titles start below it, so the mode bar never covers them.
+MODEBAR_PX = 36
+#: Space between a title's last line (or a subplot's title) and the plot area, in px.
+TITLE_GAP_PX = 14
+#: The narrowest a figure is drawn on a page: a :class:`Row`'s cell (``.row`` in :data:`CSS`).
+CELL_MIN_PX = 440
+#: Plotly's line spacing and the width of an average title character, in font sizes.
+LINE_EM, CHAR_EM = 1.3, 0.6
+
+
+def _title_lines(title: str, width_px: float, size: float) -> list[str]:
+    """The title's lines: its own ``<br>`` breaks, and plain-text parts wrapped to fit
+    ``width_px`` (parts with other markup tags, ``<b>`` etc., are kept whole)."""
+    import textwrap
+
+    fits = max(12, int(0.9 * width_px / (CHAR_EM * size)))
+    lines: list[str] = []
+    for part in re.split(r"<br\s*/?>", title):
+        tagged = re.search(r"</?[A-Za-z]", part)
+        lines += [part] if tagged else textwrap.wrap(part, fits) or [part]
+    return lines
+
+
+def page_layout(fig: go.Figure) -> go.Figure:
+    """A copy of ``fig`` laid out for a page, the one place every figure's top is set: the title
+    is wrapped to the figure's width and placed below the mode bar's band (:data:`MODEBAR_PX`,
+    ``yref="container"``), the top margin holds the band, the title's lines and the top
+    subplot's title, and a fixed height grows by as much, so the plot keeps its area."""
+    fig = go.Figure(fig)
+    layout = fig.layout
+    size = layout.title.font.size or round(1.4 * (layout.font.size or 12))
+    top = MODEBAR_PX
+    if layout.title.text:
+        lines = _title_lines(layout.title.text, float(layout.width or CELL_MIN_PX), float(size))
+        fig.update_layout(
+            title={
+                "text": "<br>".join(lines),
+                "yref": "container",
+                "y": 1,
+                "yanchor": "top",
+                "pad": {"t": MODEBAR_PX},
+            }
+        )
+        top += round(LINE_EM * size * len(lines))
+    # subplot titles (make_subplots) sit on the top plot's edge, in the margin
+    above = [
+        a
+        for a in layout.annotations
+        if a.yref == "paper" and a.y is not None and a.y >= 1 and a.yanchor == "bottom"
+    ]
+    if above:
+        top += round(LINE_EM * max(a.font.size or 16 for a in above)) + 4
+    top += TITLE_GAP_PX
+    before = layout.margin.t if layout.margin.t is not None else 100  # plotly's default
+    if top > before and layout.height is not None:
+        fig.update_layout(height=layout.height + top - before)
+    fig.update_layout(margin={"t": max(top, before if layout.margin.t is not None else 0)})
+    return fig
+
+
+#: How every figure is drawn on a page (plotly's ``config``).
+FIGURE_CONFIG = {"displaylogo": False, "responsive": True}
+
+
 def _figure_html(fig: go.Figure) -> str:
-    return fig.to_html(
-        full_html=False, include_plotlyjs=False, config={"displaylogo": False, "responsive": True}
-    )
+    return page_layout(fig).to_html(full_html=False, include_plotlyjs=False, config=FIGURE_CONFIG)
 
 
 def _item_html(item: Item, state: dict[str, bool]) -> str:
@@ -158,12 +221,12 @@ table{border-collapse:collapse;margin:8px 0;font-size:.92em}
 th,td{border:1px solid #d5dbe3;padding:4px 9px;text-align:left;vertical-align:top}
 th{background:#eef2f7} table.kv td:first-child{font-family:ui-monospace,monospace;color:#445}
 td.pass,span.pass{color:#1a7f37;font-weight:600} td.fail,span.fail{color:#c62828;font-weight:600}
-.row{display:grid;grid-template-columns:repeat(auto-fill,minmax(440px,1fr));gap:16px}.cell{min-width:0}
+.row{display:grid;grid-template-columns:repeat(auto-fill,minmax(CELL_MINpx,1fr));gap:16px}.cell{min-width:0}
 .caption{font-weight:600;margin:6px 0}
 pre.sample{white-space:pre-wrap;background:#f3f5f8;padding:8px;border-radius:6px;font-size:.9em}
 .finding{font-size:1.05em;background:#fff8e1;border-left:4px solid #f0b400;padding:8px 14px}
 .note{color:#556;font-size:.9em}
-"""
+""".replace("CELL_MIN", str(CELL_MIN_PX))
 
 
 def _anchor(title: str, i: int) -> str:

@@ -16,6 +16,7 @@ from jaxtyping import Float
 from transformer_lens import TransformerBridge
 
 from interp_toolkit.errors import UserError
+from interp_toolkit.runtime.seeds import rng
 from interp_toolkit.weights.circuits import circuit_model
 
 COMPOSITION_KINDS = ("q", "k", "v")
@@ -76,7 +77,7 @@ def composition_baseline(model: TransformerBridge, n_samples: int = 200, seed: i
     """Mean composition score of random low-rank matrices of the same shapes (ARENA: factors
     [d_model, d_head] drawn with ``kaiming_uniform_(a=sqrt(5))``). Subtract it, or compare."""
     d_model, d_head = int(model.cfg.d_model), int(model.cfg.d_head)
-    gen = torch.Generator().manual_seed(seed)
+    gen = rng(seed, "composition_baseline")
     bound = 1.0 / math.sqrt(
         d_head
     )  # kaiming_uniform(a=sqrt(5)) on [d_model, d_head]: U(±1/sqrt(fan_in))

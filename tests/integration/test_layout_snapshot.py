@@ -1,7 +1,7 @@
 """Behaviour changes only where it is meant to: a small study (layers 1 and 2, 12 steps, the
 curriculum) gives the study.json of tests/snapshots/small_study.json, less the wall-clock fields
-(CLOCK), floats to a relative 1e-4 (the same code gives values 1e-6 apart on two CPUs: CI's
-machine and this one). Taken before the layout move and kept through it unchanged; retaken when
+(CLOCK), floats to a relative 1e-4 or 6e-4 absolute (see LAST_DIGIT), interval bounds to a
+relative 1e-3 (the same code gives values apart by that on two CPUs: see BOUNDS). Taken before the layout move and kept through it unchanged; retaken when
 a change was meant to alter it: the exam names (prompt_exams, period_exams), the circuits'
 held-out fields and fixed-point pruning, the probes' stratified bootstrap and equal-class control
 (each with its own tests); the weights and every other value were checked equal to the code
@@ -23,13 +23,26 @@ SNAPSHOT = Path(__file__).resolve().parents[1] / "snapshots" / "small_study.json
 CLOCK = {"elapsed_s", "seconds", "train_minutes", "induction_minutes"}
 
 
-def _comparable(x, approx=False):
+#: Interval bounds: bootstrap quantiles, which move to a neighbouring resample when float32
+#: rounding reorders two resamples (seen: 5.6140 here against 5.6129 on another machine, the same
+#: code and weights): compared to a relative 1e-3.
+BOUNDS = {"low", "high"}
+#: Floats near 0 are compared on the scale of the study's largest values (route effects in logits,
+#: up to ~6): 1e-4 of that, 6e-4 (seen: 1.2489 here against 1.2487 on another machine).
+LAST_DIGIT = 6e-4
+
+
+def _comparable(x, approx=False, rel=1e-4):
     if isinstance(x, dict):
-        return {k: _comparable(v, approx) for k, v in sorted(x.items()) if k not in CLOCK}
+        return {
+            k: _comparable(v, approx, 1e-3 if k in BOUNDS else rel)
+            for k, v in sorted(x.items())
+            if k not in CLOCK
+        }
     if isinstance(x, list):
-        return [_comparable(v, approx) for v in x]
+        return [_comparable(v, approx, rel) for v in x]
     if approx and isinstance(x, float):
-        return pytest.approx(x, rel=1e-4, abs=1e-9)
+        return pytest.approx(x, rel=rel, abs=LAST_DIGIT)
     return x
 
 
@@ -40,4 +53,21 @@ def test_small_study_json_is_unchanged(tmp_path):
     reproduce(cfg)
     got = json.loads((tmp_path / "s" / "study.json").read_text())
     want = _comparable(json.loads(SNAPSHOT.read_text()), approx=True)
-    assert _comparable(got) == want
+    assert _differences(_comparable(got), want) == []
+
+
+def _differences(got, want, path=""):
+    """Every path where ``got`` differs from ``want`` (named, so a failure says where)."""
+    if isinstance(want, dict) and isinstance(got, dict):
+        if set(got) != set(want):
+            return [f"{path}: keys {sorted(set(got) ^ set(want))}"]
+        return [d for k in want for d in _differences(got[k], want[k], f"{path}/{k}")]
+    if isinstance(want, list) and isinstance(got, list):
+        if len(got) != len(want):
+            return [f"{path}: {len(got)} items, snapshot {len(want)}"]
+        return [
+            d
+            for i, (g, w) in enumerate(zip(got, want, strict=True))
+            for d in _differences(g, w, f"{path}[{i}]")
+        ]
+    return [] if got == want else [f"{path}: {got!r} != {want!r}"]

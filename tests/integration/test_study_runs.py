@@ -76,8 +76,9 @@ def test_reproduce_end_to_end_and_reuse(tmp_path, capsys):
     assert study["thresholds"]["exam_lower_bound"] == 0.9
     # the verdict is computed from these runs' own files: each depth's recorded induction heads
     # are the heads heads.json gives the role, its loss is the run's last logged loss, its best
-    # head and score are the ones its sentence on the page names, and the claim sentence names
-    # exactly the deeper models that have no induction head (12 steps: none has one)
+    # head and score are the ones its sentence on the page names, and the claim sentence (2
+    # layers) and the deeper models' sentence (3) name the models that have no induction head
+    # (12 steps: none has one)
     for depth in study["depths"]:
         run_dir = out / depth["name"]
         heads = json.loads((run_dir / "heads.json").read_text())["heads"]
@@ -89,12 +90,14 @@ def test_reproduce_end_to_end_and_reuse(tmp_path, capsys):
         best = f"best head {depth['top_head']} scores {depth['top_score']:.2f}"
         assert best in html, depth["name"]
     claim = html.split("The seed&#x27;s claim")[1].split(".</")[0]
+    deeper = html.split("Deeper models")[1].split(".</")[0]
     lacking = [
         d["n_layers"] for d in study["depths"] if d["n_layers"] > 1 and not d["induction_heads"]
     ]
+    # the claim is 1 layer against 2; the 3-layer model has its own sentence after it
     assert lacking == [2, 3] and claim.startswith(" does not hold as measured here")
-    for n in lacking:
-        assert f"{n} layers has no induction head" in claim
+    assert "2 layers has no induction head" in claim and "3 layers" not in claim
+    assert "3 layers (cpu-3l) has no induction head" in deeper
     exam = json.loads((out / "cpu-2l" / "exam.json").read_text())
     assert [(r["kind"], r["period"]) for r in exam["periods"]] == kinds and exam["prompts"]
     assert exam["periods"][0]["n_prompts"] == 200 and "wilson95" in exam["periods"][0]

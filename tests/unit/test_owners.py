@@ -3,6 +3,7 @@ each test fails when a second place starts doing what the owner does."""
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -42,3 +43,158 @@ def test_the_setting_is_named_in_one_place():
 
 def test_loading_a_target_has_one_entry():
     assert _where(r"^def load_target\b") <= {"runs/targets.py", "runs/gpt2.py"}
+
+
+#: Seeded draws still made outside runtime/seeds.py, by file, each with why it is still there. None
+#: today: every site in interp_toolkit/ asks ``rng``, ``np_rng`` or ``seed_global`` for its stream.
+#: (A site in a folder being edited elsewhere goes here with that reason, until it is moved.)
+SEED_SITES_LEFT: dict[str, str] = {}
+
+
+def test_seed_streams_have_one_owner():
+    found = _where(r"^[^#\n]*\b(manual_seed|default_rng|RandomState|random\.seed)\(\s*[^)\s]")
+    assert found - set(SEED_SITES_LEFT) == {"runtime/seeds.py"}, found
+
+
+def _stream_keys() -> list[str]:
+    tree = ast.parse((PKG / "runtime/seeds.py").read_text("utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", "") == "STREAMS":
+            assert isinstance(node.value, ast.Dict)
+            return [k.value for k in node.value.keys if isinstance(k, ast.Constant)]
+    raise AssertionError("runtime/seeds.py has no STREAMS = {...}")
+
+
+def test_seed_purposes_are_unique_words_and_every_one_is_drawn():
+    from interp_toolkit.runtime.seeds import STREAMS
+
+    keys = _stream_keys()  # in the source: a repeated key in a dict literal silently replaces one
+    assert len(keys) == len(set(keys)) == len(STREAMS), sorted(k for k in keys if keys.count(k) > 1)
+    assert all(re.fullmatch(r"[a-z]+(_[a-z]+)*", k) for k in keys), keys
+    drawn: set[str] = set()
+    for path in PKG.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if not isinstance(node, ast.Call):
+                continue
+            name = getattr(node.func, "id", None) or getattr(node.func, "attr", None)
+            if name in {"rng", "np_rng", "seed_global"} and path.name != "seeds.py":
+                purpose = node.args[1] if len(node.args) > 1 else None
+                where = f"{path.relative_to(PKG)}:{node.lineno}"
+                assert isinstance(purpose, ast.Constant) and purpose.value in STREAMS, where
+                drawn.add(purpose.value)
+    assert drawn == set(STREAMS), sorted(set(STREAMS) ^ drawn)
+
+
+def test_seed_streams_keep_their_offsets():
+    """The numbers each site added to its seed before runtime/seeds.py (issue 29): renumbering
+    one changes what every run, snapshot and study draws."""
+    from interp_toolkit.runtime.seeds import STREAMS
+
+    blocks = 1_000_003
+    assert {p: (s.offset, s.kind, s.block_stride) for p, s in STREAMS.items()} == {
+        "embedding_init": (1_000_003, "torch", 0),
+        "sampling": (0, "torch", 0),
+        "repeat_rows": (1, "numpy", 0),
+        "text_order": (2, "numpy", 0),
+        "repeated_tokens": (0, "torch", 0),
+        "no_repeat_control": (0, "torch", 0),
+        "sign_flips": (7_368_787, "torch", 0),
+        "untrained_hf_init": (0, "global", 0),
+        "composition_baseline": (0, "torch", 0),
+        "prompt_bootstrap": (0, "torch", 0),
+        "induction_corrupt": (104_729, "torch", 0),
+        "previous_token_prompts": (7, "torch", 0),
+        "ioi_prompts": (0, "torch", 0),
+        "docstring_prompts": (0, "torch", 0),
+        "probe_split": (0, "torch", 0),
+        "probe_windows": (0, "torch", 0),
+        "control_task": (104_729, "torch", 0),
+        "probe_bootstrap": (31_337, "torch", 0),
+        "similar_pairs": (0, "torch", 0),
+        "shuffled_activations": (0, "torch", 0),
+        "sae_init": (0, "torch", 0),
+        "sae_training": (0, "global", 0),
+        "sae_batch_order": (0, "torch", blocks),
+        "head_share_null": (0, "torch", 0),
+        "planted_directions": (104_729, "torch", 0),
+        "planted_samples": (7, "torch", blocks),
+    }
+
+
+def test_seed_streams_draw_what_the_sites_drew():
+    import numpy as np
+    import pytest
+    import torch
+
+    from interp_toolkit.runtime.seeds import np_rng, rng, seed_global
+
+    def old(value: int) -> torch.Tensor:
+        return torch.rand(8, generator=torch.Generator().manual_seed(value))
+
+    for seed in (0, 5, 123):
+        for purpose, value in (
+            ("control_task", seed + 104_729),
+            ("induction_corrupt", seed + 104_729),
+            ("sign_flips", seed + 7_368_787),
+            ("probe_bootstrap", seed + 31_337),
+            ("embedding_init", seed + 1_000_003),
+            ("previous_token_prompts", seed + 7),
+            ("sampling", seed),
+        ):
+            assert torch.equal(torch.rand(8, generator=rng(seed, purpose)), old(value)), purpose
+        got = torch.rand(8, generator=rng(seed, "planted_samples", block=3))
+        assert torch.equal(got, old(seed * 1_000_003 + 7 + 3))
+        got = torch.rand(8, generator=rng(seed, "sae_batch_order", block=2))
+        assert torch.equal(got, old(seed * 1_000_003 + 2))
+        for purpose, word in (("repeat_rows", 1), ("text_order", 2)):
+            new = np_rng(seed, purpose, 4).integers(0, 1000, 8)
+            assert (new == np.random.default_rng([seed, word, 4]).integers(0, 1000, 8)).all()
+        with torch.random.fork_rng(devices=[]):
+            seed_global(seed, "sae_training")
+            new = torch.rand(8)
+            torch.manual_seed(seed)
+            assert torch.equal(new, torch.rand(8))
+    for bad in (
+        lambda: rng(0, "no_such_purpose"),
+        lambda: rng(0, "repeat_rows"),  # a numpy stream
+        lambda: np_rng(0, "sampling"),  # a torch stream
+        lambda: seed_global(0, "sampling"),
+        lambda: rng(0, "planted_samples"),  # drawn block by block: the block is required
+        lambda: rng(0, "sampling", block=1),
+    ):
+        with pytest.raises(ValueError):
+            bad()
+
+
+def test_the_longest_row_read_has_one_owner():
+    assert _where(r"^MAX_SEQ\s*=") == {"models/activations.py"}
+    # study/layers.py is being edited elsewhere (issue 29's lead moves it): its SAE rows still
+    # spell the limit
+    assert _where(r"^[^#\n]*min\(.*n_ctx.*,\s*128\)") <= {"study/layers.py"}
+
+
+def test_cli_defaults_are_their_owners_values():
+    """A CLI default its owner holds in a module that imports torch stays a literal (``--help``
+    imports no torch, test_cli_help.py): it must be the owner's value."""
+    import typer.main
+
+    import interp_toolkit.cli  # noqa: F401 (registers every command)
+    from interp_toolkit.cli.app import app
+    from interp_toolkit.exams.prompts import MAX_OFFSET, N_PROMPTS
+    from interp_toolkit.heads.discovery import N_SEQS
+    from interp_toolkit.models.activations import MAX_SEQ
+    from interp_toolkit.probing.data import NEURON_POSITIONS
+    from interp_toolkit.probing.probes import DEFAULT_POSITIONS
+    from interp_toolkit.stats.thresholds import ALPHA
+
+    commands = typer.main.get_command(app).commands
+    option = {
+        (name, opt): p for name, cmd in commands.items() for p in cmd.params for opt in p.opts
+    }
+    assert option["heads", "--alpha"].default == ALPHA
+    assert option["heads", "--n-seqs"].default == N_SEQS
+    assert option["exam", "--n-prompts"].default == N_PROMPTS
+    assert option["exam", "--max-offset"].default == MAX_OFFSET
+    assert f"at most {MAX_SEQ})" in option["probe", "--seq-len"].help
+    assert f"{DEFAULT_POSITIONS:,} positions" in option["probe", "--n-seqs"].help
+    assert f"{NEURON_POSITIONS:,} positions" in option["neurons", "--n-seqs"].help

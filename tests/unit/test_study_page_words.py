@@ -156,7 +156,10 @@ def test_the_two_exams_have_different_names_in_every_row_sentence_and_key():
     row = {r[0]: r[1:] for r in p.rows if r}
     assert row[PROMPT_EXAMS] == ["pass (2/2 passed)"] * 2
     assert row[PERIOD_EXAMS][1].startswith("29/30 pass")
-    assert "3 layers passes only 29 of 30 period exams" in findings[0]
+    # no 2-layer model: the claim says what it lacks, the 3-layer model is reported after it
+    assert "needs a 1-layer and a 2-layer model" in findings[0]
+    assert "3 layers (cpu-3l) has induction heads 1.0, 1.2" in findings[1]
+    assert "passes 29 of 30 period exams (misses letters at period 2; lowest 90%" in findings[1]
     assert "passes the single-prompt exams (2/2)" in describe_run(summary("cpu-3l", 3))
     # study.json: runs[].prompt_exams, depths[].period_exams; no bare "exam"/"exams" key
     run, d = summary("r", 2).to_dict(), depth(2).to_dict()

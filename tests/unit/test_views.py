@@ -391,3 +391,82 @@ def test_views_help_is_fast():
         check=True,
     )
     assert out.stdout.strip() == "False"
+
+
+def _page_figures(page: str) -> list[tuple[dict, dict]]:
+    """Every plotly figure's (layout, config) as the page draws it (its Plotly.newPlot call)."""
+    dec = json.JSONDecoder()
+    out = []
+    for m in re.finditer(r'Plotly\.newPlot\(\s*"[^"]+",\s*', page):
+        _, i = dec.raw_decode(page, m.end())  # the data
+        layout, i = dec.raw_decode(page, re.compile(r",\s*").match(page, i).end())
+        config, _ = dec.raw_decode(page, re.compile(r",\s*").match(page, i).end())
+        out.append((layout, config))
+    return out
+
+
+def test_every_figure_title_sits_below_the_mode_bar():
+    """The mode bar (plotly's toolbar, top right) covered the titles of the study page's
+    heatmaps: on a page every figure's title starts below the mode bar's band, is wrapped to the
+    figure's width, and the top margin holds band, title lines and subplot titles, with the plot
+    area as tall as the view made it. The caller's figure is left as it was."""
+    import plotly.graph_objects as go
+
+    from interp_toolkit.views import plots
+    from interp_toolkit.views.circuit import circuit_figure, faithfulness_curve
+    from interp_toolkit.views.features import density_histogram
+    from interp_toolkit.views.induction_plots import period_exam_plot
+    from interp_toolkit.views.page import (
+        CHAR_EM,
+        LINE_EM,
+        MODEBAR_PX,
+        TITLE_GAP_PX,
+        Row,
+        Section,
+        render_report,
+    )
+
+    scores = torch.tensor([[0.1, 0.9, 0.2, 0.3], [0.05, 0.3, 0.7, 0.1]])
+    heat = [
+        plots.head_score_heatmap(
+            scores, kind="induction", passes=scores > 0.5, floor=0.4, test="p <= 0.05", title=n
+        )
+        for n in ("cpu-1l", "cpu-2l")
+    ]
+    rows = [{"step": s, "tokens": 10 * s, "loss": 3.0 / (s + 1)} for s in range(5)]
+    edges = [{"source": "0.0", "target": "1.1", "input": "k", "score": 0.5}]
+    figs = [
+        plots.loss_curve(rows),
+        period_exam_plot({}, lower_bound=0.9),
+        circuit_figure(edges, n_layers=2, n_heads=2),
+        faithfulness_curve({"ig": [(1, 0.2), (4, 0.9)]}, target=0.8),
+        density_histogram(["-3", "-2"], [4, 9]),
+        go.Figure(go.Scatter(x=[1], y=[1])),  # no title
+    ]
+    before = [f.to_plotly_json()["layout"] for f in (*heat, *figs)]
+    page = render_report([Section("S", [Row(heat, ["a", "b"]), *figs])])
+    drawn = _page_figures(page)
+    assert len(drawn) == len(before) == 8
+    assert [f.to_plotly_json()["layout"] for f in (*heat, *figs)] == before  # not mutated
+    for (layout, _), old in zip(drawn, before, strict=True):
+        title = layout.get("title", {})
+        top = layout.get("margin", {}).get("t", 100)
+        assert top >= MODEBAR_PX + TITLE_GAP_PX, old
+        if old.get("title", {}).get("text"):
+            assert title.get("yref") == "container" and title.get("y") == 1, title
+            assert title.get("yanchor") == "top" and title["pad"]["t"] >= MODEBAR_PX
+            size = title.get("font", {}).get("size") or 17
+            lines = title["text"].split("<br>")
+            band = title["pad"]["t"] + round(LINE_EM * size * len(lines))
+            subplot_titles = [a for a in layout.get("annotations", []) if a.get("y", 0) >= 1]
+            assert top >= band + TITLE_GAP_PX + 20 * bool(subplot_titles), (title, top)
+            width = layout.get("width") or 440
+            assert all(len(line) * CHAR_EM * size <= 0.9 * width for line in lines), lines
+            # the words are all still there, in order
+            assert " ".join(lines) == old["title"]["text"]
+        if old.get("height") is not None:
+            old_t = old.get("margin", {}).get("t", 100)
+            assert layout["height"] - top >= old["height"] - old_t  # the plot keeps its height
+    # the heatmap's long rule wraps (it overflowed a 460 px figure on one line)
+    heat_title = drawn[0][0]["title"]["text"]
+    assert heat_title.count("<br>") >= 1 and heat_title.startswith("cpu-1l (★ = significant")

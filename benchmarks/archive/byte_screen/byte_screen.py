@@ -98,6 +98,7 @@ class Model(nn.Module):
         pos_std=1.0,
         w_scale=0.8,
         vocab=256,
+        pos_init="normal",
     ):
         super().__init__()
         self.pos_kind = pos
@@ -107,6 +108,12 @@ class Model(nn.Module):
         self.unembed = nn.Linear(d, vocab, bias=False)
         nn.init.normal_(self.embed.weight, 0.0, emb_std)
         nn.init.normal_(self.pos, 0.0, pos_std)
+        if pos_init == "sin":  # sinusoids (Vaswani et al.), per-dimension std pos_std
+            t = torch.arange(ctx, dtype=torch.float32)[:, None]
+            f = torch.exp(-math.log(10_000.0) * torch.arange(0, d, 2, dtype=torch.float32) / d)
+            with torch.no_grad():
+                self.pos[:, 0::2] = torch.sin(t * f) * math.sqrt(2) * pos_std
+                self.pos[:, 1::2] = torch.cos(t * f) * math.sqrt(2) * pos_std
         std = w_scale / math.sqrt(d)
         for L in self.layers:
             for W in (L.W_Q, L.W_K, L.W_V):
@@ -234,8 +241,9 @@ def evaluate(model, probe, heldw, dropw):
     logits, _ = model(dropw)
     lp = F.log_softmax(logits[:, :-1].float(), -1)
     tok_loss = -lp.gather(-1, dropw[:, 1:, None]).squeeze(-1)  # index t-1 -> position t
-    first = tok_loss[:, 3:126].mean()  # positions 4..126
-    second = tok_loss[:, 131:255].mean()  # positions 132..255
+    h = dropw.shape[1] // 2  # 128 at context 256: positions 4..h-2 against h+4..2h-1
+    first = tok_loss[:, 3 : h - 2].mean()
+    second = tok_loss[:, h + 3 : 2 * h - 1].mean()
     out["drop"] = float(first - second)
     out["loss_first_copy"] = float(first)
     out["loss_second_copy"] = float(second)
@@ -261,6 +269,7 @@ def main():
     ap.add_argument("--pos", choices=["shortformer", "standard"], default="shortformer")
     ap.add_argument("--emb-std", type=float, default=1.0)
     ap.add_argument("--pos-std", type=float, default=1.0)
+    ap.add_argument("--pos-init", choices=["normal", "sin"], default="normal")
     ap.add_argument("--w-scale", type=float, default=0.8)
     ap.add_argument("--precision", choices=["bf16", "fp32"], default="bf16")
     ap.add_argument("--steps", type=int, default=10**9)
@@ -278,11 +287,13 @@ def main():
         torch.set_flush_denormal(True)
     train, held = load_corpus(args.cache)
     train_t = torch.from_numpy(train.astype(np.int64))
-    probe = make_probe()
-    heldw, dropw = make_heldout_sets(held)
-    if args.ctx < 256:
-        pass  # eval still uses 256-length probes; model pos table must cover it
-    pos_len = max(args.ctx, 256)
+    # probes and held-out windows at the training context when it is shorter than 256
+    # (positions past the context are never trained); the probe itself is unchanged
+    # (prefix of 0-16 + 50 distinct printable bytes + the same 50, the rest filled).
+    T_eval = min(args.ctx, 256)
+    probe = make_probe(T=T_eval)
+    heldw, dropw = make_heldout_sets(held, T=T_eval, half=T_eval // 2)
+    pos_len = max(args.ctx, T_eval)
 
     torch.manual_seed(args.seed)
     model = Model(
@@ -294,6 +305,7 @@ def main():
         emb_std=args.emb_std,
         pos_std=args.pos_std,
         w_scale=args.w_scale,
+        pos_init=args.pos_init,
     )
     opt = torch.optim.AdamW(
         model.parameters(), lr=args.lr, betas=(args.beta1, args.beta2), weight_decay=args.wd
