@@ -54,8 +54,9 @@ def train_one(out: str, layers: int, steps: int | None, seed: int, threads: int,
 
 
 def heads_report(run: Path, device: str) -> dict[str, Any]:
-    """``interp-toolkit heads RUN --json`` (the CLI itself), read back."""
-    path = run / "heads.json"
+    """``interp-toolkit heads RUN --json`` (the CLI itself), read back; written beside the run
+    (the CLI never writes into a folder it reads)."""
+    path = run.parent / f"{run.name}.heads.json"
     subprocess.run(
         [sys.executable, "-m", "interp_toolkit", "heads", str(run), "--device", device]
         + ["--json", str(path)],

@@ -24,7 +24,18 @@ specificity test beside the rule it replaces, in one run.
 
    And per run, the roles under the specificity test beside the rule before, and (descriptive, not
    a false positive) the share of heads under the floor whose test is significant.
-3. **Cost** of discovery on the cpu preset's models (1, 2, 3, 8 layers; random init, the cost does
+3. **Boundary** (``--only boundary``): the rejection rate of the specificity test's rival
+   comparison exactly at its null's boundary, "the key holds c times the strongest rival". For
+   every (head, score) of ``--boundary-instances`` noisy planted models and of the trained runs
+   whose key and strongest rival both hold attention (means >= 0.1 and >= 0.05 per query), of
+   as many planted models whose heads 0.2-0.6 and 1.1, 1.2, 1.5, 1.6 put 2/3 of their attention
+   on the score's key and 1/3 on another (near or far; key-token noise std 0.5-2), the
+   per-row sums of a large probe (``--boundary-rows`` rows) form a pool, and ``c`` is the pool's
+   own ratio (sum at the key / sum at the rival): drawing rows from the pool with replacement,
+   the mean difference ``key - c x rival`` is exactly 0. Each test draws 64 rows (discovery's
+   default), and runs the sign flip (the test before) and the studentized bootstrap (now) at
+   ratio ``c`` with 9,999 draws; the share with p <= 0.05 is the rejection rate at nominal 5%.
+4. **Cost** of discovery on the cpu preset's models (1, 2, 3, 8 layers; random init, the cost does
    not depend on the weights), one after the other in this process: the specificity test (the
    default), and the rule before (25 untrained models: nothing cached, then cached). CPU seconds
    and the load average are recorded: the machine is shared.
@@ -35,7 +46,7 @@ exchangeable with each other, so it held by construction (its arithmetic is a un
 Run::
 
     .venv/bin/python benchmarks/null_calibration.py [--n-planted 40] [--train 1:0 2:0] [--threads 2]
-        [--only planted trained cost_cpu]
+        [--only planted trained boundary cost_cpu] [--boundary-instances 4]
 
 It prints tables and writes ``benchmarks/results/null_calibration.json`` after each section (a
 run with ``--only`` keeps the other sections already in that file).
@@ -244,6 +255,156 @@ def _labelled(roles: list[list[str]]) -> list[str]:
     ]
 
 
+def _pools(model: Any, codec: Any, n_rows: int, seed: int, label: str) -> list[dict[str, Any]]:
+    """Per (head, score) whose key and strongest rival both hold attention: the per-row sums at
+    the key and at the rival on a ``n_rows``-row discovery probe."""
+    from interp_toolkit.heads.discovery import discovery_probe
+    from interp_toolkit.heads.registry import HeadId
+    from interp_toolkit.heads.scorer import row_pairs
+
+    batch = discovery_probe(model, codec, n_seqs=n_rows, seed=seed)
+    _, pairs = row_pairs(model, batch)
+    out = []
+    for kind, named in pairs.items():
+        for pair in named.values():
+            n_q = float(pair.counts.sum())
+            tm, rm = pair.target.sum(0) / n_q, pair.rival.sum(0) / n_q
+            for ly, h in ((tm >= 0.1) & (rm >= 0.05)).nonzero().tolist():
+                t, r = pair.target[:, ly, h], pair.rival[:, ly, h]
+                c = float(t.sum() / r.sum())
+                if float((t - c * r).std()) < 1e-6 * float(t.abs().mean()):
+                    continue  # a noiseless positional head: every row the same, no test
+                out.append(
+                    {
+                        "source": label,
+                        "head": str(HeadId(ly, h)),
+                        "score": kind,
+                        "ratio": c,
+                        "target": t,
+                        "rival": r,
+                        "counts": pair.counts,
+                    }
+                )
+    return out
+
+
+def _two_to_one(sharpness: float, noise: float, seed: int) -> Any:
+    """Planted heads at the boundary by construction: 2/3 of the attention at the score's key and
+    1/3 at another (q-2, q-3, q-4, q-6, q-9 for previous-token; q-Δ+2, q-4, q-7, q-2 beside the
+    induction key), each with key-token noise of std ``noise`` (seeded)."""
+    from planted_heads import BLOCK, _Head, _induction_split, _positional_rows, planted_model
+
+    from interp_toolkit.heads.registry import HeadId
+
+    model = planted_model(seed=seed)
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for h, far in zip(range(2, 7), (2, 3, 4, 6, 9), strict=True):
+            head = _Head(model, HeadId(0, h))
+            _positional_rows(head, {1: 2 / 3, far: 1 / 3}, sharpness, 0)
+            head.key_noise(torch.randn(BLOCK, generator=gen) * noise)
+        for h, far in zip((1, 2, 5, 6), (None, 4, 7, 2), strict=True):
+            head = _Head(model, HeadId(1, h))
+            _induction_split(head, 2 / 3, far=far, sharpness=sharpness)
+            head.key_noise(torch.randn(BLOCK, generator=gen) * noise)
+    return model
+
+
+def boundary(n_instances: int, n_rows: int, runs: list[Any], n_tests: int) -> dict[str, Any]:
+    """The rival comparison's rejection rate at its boundary, sign flip (before) and studentized
+    bootstrap (now): module docstring, section 3."""
+    from circuits_helpers import letters_codec
+    from planted_heads import planted_model
+
+    from interp_toolkit.heads.scorer import RowPair
+    from interp_toolkit.heads.specificity import Pair, specificity_tests
+
+    codec = letters_codec()
+    gen = torch.Generator().manual_seed(4242)
+    pools: list[dict[str, Any]] = []
+    for i in range(n_instances):
+        sharp = 4.0 + 8.0 * float(torch.rand((), generator=gen))
+        noise = 0.5 + float(torch.rand((), generator=gen))
+        model = planted_model(sharpness=sharp, noise=noise, seed=500 + i)
+        pools += _pools(model, codec, n_rows, 500 + i, f"planted {i}")
+    for i in range(n_instances):
+        sharp = 4.0 + 8.0 * float(torch.rand((), generator=gen))
+        noise = 0.5 + 1.5 * float(torch.rand((), generator=gen))
+        model = _two_to_one(sharp, noise, 700 + i)
+        pools += _pools(model, codec, n_rows, 700 + i, f"planted 2:1 {i}")
+    for run in runs:
+        pools += _pools(run.model, run.codec, n_rows, 77, run.name)
+    reps = max(1, -(-n_tests // len(pools)))
+    rows, n = [], 64
+    for j, pool in enumerate(pools):
+        idx = torch.randint(0, n_rows, (reps, n), generator=gen)
+        t, r, c = pool["target"], pool["rival"], pool["ratio"]
+        target = t[idx].T[:, :, None]  # [row, rep, 1]: each rep one test
+        rival = r[idx].T[:, :, None]
+        counts = pool["counts"][idx[0]]
+        before = Pair(target, rival, counts, c)  # the sign flip
+        now = Pair.of(RowPair(target, rival, counts), c)
+        res = specificity_tests({"b": {"x": before}, "n": {"x": now}}, 9999, seed=j)
+        pool["p_before"] = res.p_value["b"].flatten()
+        pool["p_now"] = res.p_value["n"].flatten()
+        d = t - c * r
+        skew = float(((d - d.mean()) ** 3).mean() / d.var(unbiased=False) ** 1.5)
+        rows.append(
+            {
+                "source": pool["source"],
+                "head": pool["head"],
+                "score": pool["score"],
+                "ratio": round(c, 3),
+                "skew": round(skew, 3),
+                "tests": reps,
+                "rejected_before": int((pool["p_before"] <= ALPHA).sum()),
+                "rejected_now": int((pool["p_now"] <= ALPHA).sum()),
+            }
+        )
+    total = sum(r["tests"] for r in rows)
+
+    def rate(key: str, keep: Any = lambda _r: True) -> dict[str, Any]:
+        sel = [r for r in rows if keep(r)]
+        k, m = sum(r[key] for r in sel), sum(r["tests"] for r in sel)
+        iv = _wilson(k, m)
+        return {"rejected": k, "tests": m, "rate": k / max(1, m), "wilson95": iv}
+
+    groups = {
+        "all": lambda _r: True,
+        "planted": lambda r: r["source"].startswith("planted") and "2:1" not in r["source"],
+        "planted 2:1": lambda r: "2:1" in r["source"],
+        "trained": lambda r: not r["source"].startswith("planted"),
+        "skew < -0.5": lambda r: r["skew"] < -0.5,
+        "-0.5 <= skew < 0.5": lambda r: -0.5 <= r["skew"] < 0.5,
+        "skew >= 0.5": lambda r: r["skew"] >= 0.5,
+    }
+    return {
+        "nominal": ALPHA,
+        "rows_per_test": n,
+        "draws": 9999,
+        "pool_rows": n_rows,
+        "pools": len(pools),
+        "tests": total,
+        "rates": {
+            g: {
+                "before (sign flip)": rate("rejected_before", f),
+                "now (studentized bootstrap)": rate("rejected_now", f),
+            }
+            for g, f in groups.items()
+        },
+        "per_pool": rows,
+    }
+
+
+def _wilson(k: int, n: int, z: float = 1.96) -> list[float]:
+    if n == 0:
+        return [0.0, 1.0]
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * (p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5 / (1 + z * z / n)
+    return [round(centre - half, 4), round(centre + half, 4)]
+
+
 def cost_cpu(threads: int) -> list[dict[str, Any]]:
     """Discovery on the cpu preset's models, new and old, one after the other in this process."""
     from analysis_helpers import tiny_codec
@@ -298,7 +459,10 @@ def main() -> None:
     ap.add_argument("--runs-dir", default="/tmp/null_calibration_runs")
     ap.add_argument("--run", nargs="*", default=[], help="more run folders (same recipe)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads for training and cost")
-    ap.add_argument("--only", nargs="*", default=["planted", "trained", "cost_cpu"])
+    ap.add_argument("--only", nargs="*", default=["planted", "trained", "boundary", "cost_cpu"])
+    ap.add_argument("--boundary-instances", type=int, default=4)
+    ap.add_argument("--boundary-rows", type=int, default=2048)
+    ap.add_argument("--boundary-tests", type=int, default=10000)
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     torch.set_num_threads(1)
@@ -307,7 +471,7 @@ def main() -> None:
     out: dict[str, Any] = {"alpha": ALPHA, "sections_done": []}
     if saved.is_file():  # keep the sections this run does not redo
         kept = json.loads(saved.read_text())
-        out |= {k: kept[k] for k in ("planted", "trained", "cost_cpu") if k in kept}
+        out |= {k: kept[k] for k in ("planted", "trained", "boundary", "cost_cpu") if k in kept}
         out["sections_done"] = [s for s in kept.get("sections_done", []) if s not in args.only]
 
     def save(section: str) -> None:
@@ -345,6 +509,14 @@ def main() -> None:
             f"{tr['no_repeat_probe_fp_share']:.1%} of {tr['no_repeat_probe_tests']} tests p <= 0.05"
         )
         save("trained")
+    if "boundary" in args.only:
+        runs = trained_runs(Path(args.runs_dir), args.train, args.steps, args.run)
+        out["boundary"] = bd = boundary(
+            args.boundary_instances, args.boundary_rows, runs, args.boundary_tests
+        )
+        for g, r in bd["rates"].items():
+            print(g, {k: f"{v['rate']:.2%} of {v['tests']}" for k, v in r.items()})
+        save("boundary")
     if "cost_cpu" in args.only:
         out["cost_cpu"] = cost_cpu(args.threads)
         print_table(out["cost_cpu"], list(out["cost_cpu"][0]))

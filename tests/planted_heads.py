@@ -27,6 +27,11 @@ more to q-2 than to q-1; to BOS; to itself; an induction head one position late;
 q-Δ+1 and q-Δ+2; a head at the fixed offset Δ-1, which looks like induction on the probe but is
 positional; one split between the duplicate and the induction key; one uniform; one random).
 Several negatives reach the 0.4 effect-size floor, so the floor alone would give them the role.
+
+:func:`split_model` (issue 30) re-plants nine of those heads as splits between a score's key and
+another key, near or far (:data:`SPLIT`: 50/50 with q-4 or q-9, 60/40 with q-2 or q-4, 64/36 and
+60/40 beside the induction key, and two positives at 75/25 and 80/20); :func:`split_roles` is what
+discovery must return for it.
 """
 
 from __future__ import annotations
@@ -182,3 +187,77 @@ def planted_model(
 def expected_roles() -> list[list[str]]:
     """``roles[layer][head]`` discovery must return for :func:`planted_model`."""
     return [[PLANTED[HeadId(ly, h)][1] for h in range(N_HEADS)] for ly in range(CFG.n_layers)]
+
+
+# ------------------------------------------------------------------------ split heads (issue 30)
+
+
+def _positional_rows(head, shares: dict[int, float], sharpness: float, row0: int) -> None:
+    """Like ``_Head.positional`` in head dims ``row0 .. row0 + 31`` (so it can sit beside a
+    content rule in dims 0..31): query p puts ``sharpness + log(share)`` on key ``p - d``."""
+    for p in range(BLOCK):
+        head.k[row0 + p, POS + p] = 1.0
+        for d, share in shares.items():
+            if p - d >= 0:
+                head.q[row0 + p - d, POS + p] += head.unit * (sharpness + math.log(share))
+
+
+def _induction_split(head, share: float, *, far: int | None, sharpness: float) -> None:
+    """An induction head (content: the key whose PREV holds the query's token) with ``share`` of
+    its attention there and the rest on the key one later (PREV2, ``far`` None) or on the fixed
+    key ``q - far`` (positional)."""
+    for t in range(BLOCK):
+        head.q[t, TOK + t] = head.unit * (sharpness + math.log(share))
+        head.k[t, PREV + t] = 1.0
+    if far is None:
+        for t in range(BLOCK):
+            head.q[BLOCK + t, TOK + t] = head.unit * (sharpness + math.log(1 - share))
+            head.k[BLOCK + t, PREV2 + t] = 1.0
+    else:
+        _positional_rows(head, {far: 1 - share}, sharpness, BLOCK)
+    head.copy(TOK, OUT)
+
+
+#: head -> (planted, the role it must get); every other head of planted_model keeps its role.
+#: The negatives reach the 0.4 floor on the deciding score; under the rule before (each key
+#: within 2 positions, on its own) 0.2, 0.5, 0.6, 1.1 and 1.6 got the role: their second key is
+#: further.
+SPLIT: dict[HeadId, tuple[str, str]] = {
+    HeadId(0, 2): ("q-1 / q-4, 50/50", "none"),
+    HeadId(0, 3): ("q-1 / q-2, 60/40", "none"),
+    HeadId(0, 4): ("q-1 / q-4, 75/25 (ratio 3)", "previous-token"),
+    HeadId(0, 5): ("q-1 / q-9, 50/50", "none"),
+    HeadId(0, 6): ("q-1 / q-4, 60/40 (ratio 1.5)", "none"),
+    HeadId(1, 1): ("induction / q-4, 50/50", "none"),
+    HeadId(1, 2): ("induction / q-Δ+2, 60/40", "none"),
+    HeadId(1, 5): ("induction / q-4, 80/20 (ratio 4)", "induction"),
+    HeadId(1, 6): ("induction / q-7, 64/36 (almost the role)", "none"),
+}
+
+
+def split_model(sharpness: float = 20.0):
+    """:func:`planted_model` with the heads of :data:`SPLIT` re-planted (sharp, noiseless)."""
+    model = planted_model()
+    with torch.no_grad():
+        positional = {
+            HeadId(0, 2): {1: 0.5, 4: 0.5},
+            HeadId(0, 3): {1: 0.6, 2: 0.4},
+            HeadId(0, 4): {1: 0.75, 4: 0.25},
+            HeadId(0, 5): {1: 0.5, 9: 0.5},
+            HeadId(0, 6): {1: 0.6, 4: 0.4},
+        }
+        for h, shares in positional.items():
+            _positional_rows(_Head(model, h), shares, sharpness, 0)
+        _induction_split(_Head(model, HeadId(1, 1)), 0.5, far=4, sharpness=sharpness)
+        _induction_split(_Head(model, HeadId(1, 2)), 0.6, far=None, sharpness=sharpness)
+        _induction_split(_Head(model, HeadId(1, 5)), 0.8, far=4, sharpness=sharpness)
+        _induction_split(_Head(model, HeadId(1, 6)), 0.64, far=7, sharpness=sharpness)
+    return model
+
+
+def split_roles() -> list[list[str]]:
+    """``roles[layer][head]`` discovery must return for :func:`split_model`."""
+    roles = expected_roles()
+    for h, (_, role) in SPLIT.items():
+        roles[h.layer][h.head] = role
+    return roles

@@ -15,6 +15,7 @@ from interp_toolkit.cli import (  # noqa: F401  (registers commands)
     neurons,
     probes,
     sae,
+    stages,
     study,
     train,
     views,

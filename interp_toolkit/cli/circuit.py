@@ -38,7 +38,11 @@ def circuit(
     ig_steps: int = typer.Option(
         5, "--ig-steps", help="Integrated-gradient steps (EAP-IG); 1 is plain EAP."
     ),
-    n_prompts: int = typer.Option(32, "--n-prompts", help="Clean/corrupt prompt pairs."),
+    n_prompts: int = typer.Option(
+        64,  # causal.ROUTE_PROMPTS (a literal: --help imports no torch; tests/unit/test_owners.py)
+        "--n-prompts",
+        help="Clean/corrupt prompt pairs (the study's circuit: 64, drawn with seed + 11).",
+    ),
     per_position: bool = typer.Option(
         False, "--per-position", help="Rank (edge, position) pairs instead of edges."
     ),

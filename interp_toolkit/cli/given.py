@@ -101,7 +101,9 @@ def raw_value(flag: str) -> str | None:
 
 def note_reads(params: dict[str, Any]) -> None:
     """Remember what the running command reads (its :data:`READ_NAMES` parameters)."""
-    _reads[:] = [os.fspath(params[n]) for n in READ_NAMES if params.get(n) is not None]
+    from interp_toolkit.runs.spec import run_folder  # RUN@STEP reads RUN
+
+    _reads[:] = [run_folder(params[n]) for n in READ_NAMES if params.get(n) is not None]
 
 
 def reads() -> tuple[str, ...]:

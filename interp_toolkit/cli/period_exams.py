@@ -114,7 +114,7 @@ def _print(data: dict[str, Any]) -> None:
         table.add_row(
             str(r["period"]),
             r["kind"],
-            f"{r['offsets']['min']}..{r['offsets']['max']}",
+            f"{r['offsets']['min']}..{r['offsets']['max']} of {r['offsets']['positions']}",
             str(r["n_prompts"]),
             f"{r['pass_rate']:.1%} [{lo:.1%}, {hi:.1%}]",
             "yes" if r["passes_rule"] else "no",

@@ -66,17 +66,23 @@ def sae_cmd(
 
         if out.exists() and not out.is_dir():
             raise UserError(f"--out {out} is a file: give a folder for the SAE.")
-        check_not_an_input(out, "--out", "sae-folder", owns=(Path(target) / "saes",))
+        from interp_toolkit.runs.spec import run_folder
+
+        owns = (Path(run_folder(target)) / "saes",)  # RUN@STEP: RUN's saes/
+        check_not_an_input(out, "--out", "sae-folder", owns=owns)
         check_writable_dir(out if out.is_dir() else out.parent, "--out folder")
     check_device(device)
     setup_torch()
     from interp_toolkit.reports.features import write_pages
+    from interp_toolkit.runs.spec import split_step
     from interp_toolkit.runs.targets import load_target
     from interp_toolkit.saes.pipeline import default_folder, run_sae
 
     tgt = load_target(target, device, for_weights=False)
     check_latents(tgt.model, hook, arch, expansion, k)
-    folder = out or default_folder(tgt.source, hook, arch, expansion, k)
+    at = split_step(target)  # RUN@STEP: the SAE of that checkpoint gets its own folder
+    step = int(at[1]) if at is not None else None
+    folder = out or default_folder(tgt.source, hook, arch, expansion, k, step)
     try:
         result = run_sae(
             tgt.model,
@@ -110,6 +116,7 @@ def sae_cmd(
         },
         "evals": report["evals"],
         "monosemantic": report["monosemantic"],
+        "monosemantic_shuffled": report["monosemantic_shuffled"],
     }
     emit(data, _print_sae, json_out)
     typer.echo(
@@ -164,13 +171,20 @@ def check_latents(model: Any, hook: str, arch: str, expansion: int, k: int) -> N
 def _print_sae(data: dict[str, Any]) -> None:
     from rich.table import Table
 
-    from interp_toolkit.views.features import headline
+    from interp_toolkit.views.features import family_columns
 
     t = Table(title=f"SAE {data['target']} {data['hook']} ({data['setting']})")
-    t.add_column("metric")
-    t.add_column("value")
-    for label, value in headline(data["evals"]):
-        t.add_row(label, str(value))
-    mono = data["monosemantic"]
-    t.add_row("monosemantic latents", f"{mono['monosemantic']} of {mono['units'] - mono['dead']}")
+    header, rows = family_columns(data["evals"])
+    for name in header:
+        t.add_column(name)
+    for row in rows:
+        t.add_row(*(str(v) for v in row))
+    blank = [""] * (len(header) - 2)
+    for label, key in (
+        ("monosemantic latents", "monosemantic"),
+        ("monosemantic, shuffled control", "monosemantic_shuffled"),
+    ):
+        mono = data.get(key)
+        if mono is not None:
+            t.add_row(label, f"{mono['monosemantic']} of {mono['units'] - mono['dead']}", *blank)
     console().print(t)

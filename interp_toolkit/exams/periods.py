@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from jaxtyping import Int
 
-from interp_toolkit.exams.prompts import ExamPrompts, exam_plan
+from interp_toolkit.exams.prompts import MIN_OFFSETS, ExamPrompts, exam_plan
 from interp_toolkit.exams.single import target_rank
 from interp_toolkit.stats.intervals import Interval, mcnemar_greater, wilson
 from interp_toolkit.text.codecs import Codec
@@ -123,8 +123,10 @@ class Chance:
 @dataclass(frozen=True)
 class PeriodExam:
     """One model's exam at one period and token kind: ``passes`` of ``n_prompts`` prompts had
-    rank 0; ``ranks`` per prompt; ``offsets``: the (smallest, largest) prefix used; ``digest``:
-    the prompts' (:meth:`ExamPrompts.digest`); ``chance``: other models on the same prompts."""
+    rank 0; ``ranks`` per prompt; ``offsets``: the (smallest, largest) prefix used;
+    ``positions``: how many start positions the prefix was drawn from (:data:`~.prompts.MIN_OFFSETS`
+    or more at every default period); ``digest``: the prompts' (:meth:`ExamPrompts.digest`);
+    ``chance``: other models on the same prompts."""
 
     period: int
     kind: str
@@ -135,10 +137,16 @@ class PeriodExam:
     ranks: tuple[int, ...] = ()
     digest: str = ""
     chance: tuple[Chance, ...] = ()
+    positions: int = 0
 
     @property
     def pass_rate(self) -> float:
         return self.passes / self.n_prompts
+
+    @property
+    def roomy(self) -> bool:
+        """Whether the prompts start at :data:`~.prompts.MIN_OFFSETS` positions or more."""
+        return self.positions >= MIN_OFFSETS
 
     @property
     def interval(self) -> Interval:
@@ -159,7 +167,13 @@ class PeriodExam:
             "pass_rate": self.pass_rate,
             "wilson95": [iv.low, iv.high],
             "median_rank": self.median_rank,
-            "offsets": {"min": self.offsets[0], "max": self.offsets[1]},
+            "offsets": {
+                "min": self.offsets[0],
+                "max": self.offsets[1],
+                "positions": self.positions,
+                "at_least": MIN_OFFSETS,
+                "roomy": self.roomy,
+            },
             "chance": [c.to_dict() for c in self.chance],
         }
 
@@ -178,6 +192,7 @@ def sit_exams(
                 passes=sum(r == 0 for r in ranks),
                 median_rank=float(statistics.median(ranks)),
                 offsets=(int(prompts.offsets.min()), int(prompts.offsets.max())),
+                positions=prompts.positions,
                 ranks=tuple(ranks),
                 digest=prompts.digest(),
             )
@@ -186,8 +201,9 @@ def sit_exams(
 
 
 def exam_by_period(model: torch.nn.Module, codec: Codec, **options: Any) -> list[PeriodExam]:
-    """Two-repeat exams of every kind at every period (default: 2 .. :func:`~.exam_prompts.max_exam_period` of
-    the kind, or ``max_period`` if smaller): ``options`` are :func:`exam_plan`'s (``periods``,
+    """Two-repeat exams of every kind at every period (default: 2 ..
+    :func:`~.prompts.roomy_exam_period` of the kind, the longest period whose prompts can start at
+    :data:`~.prompts.MIN_OFFSETS` positions, or ``max_period`` if smaller): ``options`` are :func:`exam_plan`'s (``periods``,
     ``kinds``, ``n_prompts`` = 200, ``seed``, ``prepend_bos``, ``max_offset`` = 64,
     ``max_period``). ``model`` needs ``cfg.n_ctx`` and ``model(tokens) -> logits [batch, pos,
     vocab]``."""

@@ -34,6 +34,12 @@ TOKEN_KINDS = ("letters", "random")
 N_PROMPTS = 200
 #: The longest random prefix by default (a toy context of 32 gives less room than this).
 MAX_OFFSET = 64
+#: How many start positions (offsets 0 .. MIN_OFFSETS - 1 at least) every default period's prompts
+#: draw from, so that no fixed-position shortcut can pass (issue 30): the default periods stop at
+#: the longest period with that much room (:func:`roomy_exam_period`; the cpu preset's context
+#: of 32: period 8, offsets 0..16). A period asked for explicitly may have less; the exam states
+#: each period's number of start positions (``offsets.positions``) either way.
+MIN_OFFSETS = 16
 
 #: Letters the letter exams draw from: ``' A'..' Z'`` first, ``' a'..' z'`` only for periods
 #: longer than the uppercase letters the codec keeps.
@@ -95,11 +101,29 @@ def max_exam_period(
     return min(fit, high - low - 1)
 
 
+def offset_positions(
+    n_ctx: int, period: int, *, prepend_bos: bool = True, max_offset: int = MAX_OFFSET
+) -> int:
+    """How many start positions a period's prompts draw their offset from: ``0 .. room``, the
+    room being what the context leaves after ``[BOS] seg seg[:-1]`` (at most ``max_offset``)."""
+    return min(max(0, max_offset), n_ctx - int(prepend_bos) - (2 * period - 1)) + 1
+
+
+def roomy_exam_period(
+    codec: Codec, n_ctx: int, kind: str = "letters", *, prepend_bos: bool = True
+) -> int:
+    """The longest period of ``kind`` whose prompts can start at :data:`MIN_OFFSETS` offsets or
+    more (and that :func:`max_exam_period` allows); below 2 when even period 2 has less room."""
+    room = (n_ctx - int(prepend_bos) - (MIN_OFFSETS - 1) + 1) // 2
+    return min(room, max_exam_period(codec, n_ctx, kind, prepend_bos=prepend_bos))
+
+
 @dataclass(frozen=True)
 class ExamPrompts:
     """The prompts of one period and kind: ``tokens[i, :query[i] + 1]`` is prompt ``i`` (what
     follows the query is filler no causal model reads), ``target[i]`` its answer and
-    ``offsets[i]`` how many random tokens precede the pattern."""
+    ``offsets[i]`` how many random tokens precede the pattern, drawn uniformly from
+    ``positions`` start positions (``0 .. positions - 1``)."""
 
     kind: str
     period: int
@@ -107,6 +131,7 @@ class ExamPrompts:
     query: Int[torch.Tensor, " prompt"]
     target: Int[torch.Tensor, " prompt"]
     offsets: Int[torch.Tensor, " prompt"]
+    positions: int = 1
 
     def digest(self) -> str:
         """What pairing two models' exams checks: the same prompts, token for token."""
@@ -144,7 +169,8 @@ def exam_prompts(
             f"(context {n_ctx}{' with BOS' if prepend_bos else ''})."
         )
     off = int(prepend_bos)
-    room = min(max(0, max_offset), n_ctx - off - (2 * period - 1))
+    positions = offset_positions(n_ctx, period, prepend_bos=prepend_bos, max_offset=max_offset)
+    room = positions - 1
     low, high = default_token_range(codec)
     pool = letter_pool(codec) if kind == "letters" else None
     batch = repeated_tokens(
@@ -173,6 +199,7 @@ def exam_prompts(
         query=starts + 2 * period - 2,
         target=tokens[rows, starts + period - 1],
         offsets=starts - off,
+        positions=positions,
     )
 
 
@@ -196,6 +223,10 @@ def _periods(
 ) -> list[int]:
     longest = max_exam_period(codec, n_ctx, kind, prepend_bos=bos)
     if periods is None:
+        # the periods with room for MIN_OFFSETS start positions; a context too short for even
+        # period 2 to have them (a toy's 16) keeps every period that fits, each stating its room
+        roomy = roomy_exam_period(codec, n_ctx, kind, prepend_bos=bos)
+        longest = roomy if roomy >= 2 else longest
         longest = longest if cap is None else min(longest, cap)
         if longest < 2:
             raise UserError(f"no period fits the {kind} exam of this model (context {n_ctx}).")

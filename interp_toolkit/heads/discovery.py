@@ -28,6 +28,8 @@ from interp_toolkit.heads.registry import (
     DEFAULT_DECIDERS,
     DEFAULT_FLOORS,
     NO_ROLE,
+    RIVAL_RATIO,
+    RIVAL_WIDTH,
     ROLES,
     SCORE_KINDS,
     SCORES,
@@ -212,15 +214,21 @@ def describe_tests(
     return {
         "name": "specificity",
         "comparisons": {k: list(named) for k, named in tests.comparisons.items()},
-        "statistic": "per comparison, a one-sided paired sign-flip test over rows of the "
-        "per-row difference (the score's key minus the rival key on the queries both exist, or "
-        "the probe minus a no-repeat control); p = the largest over the comparisons "
+        "statistic": "per comparison, a one-sided test over rows of the per-row difference: "
+        "the score's key minus the ratio times the head's strongest attention at any other key, "
+        "query by query (a studentized bootstrap of the rows), or the probe minus a no-repeat "
+        "control (a paired sign flip); p = the largest over the comparisons "
         "(intersection-union test)",
+        "rivals": "every other key a query can attend to (BOS excepted for a relative key)"
+        if RIVAL_WIDTH is None
+        else f"the keys within {RIVAL_WIDTH} positions of the score's key",
+        "rival_ratio": RIVAL_RATIO,
         "n_draws": tests.n_draws,
         "smallest_p": tests.smallest_p,
         "quantile": tests.quantile,
         "tau": f"the {tests.quantile:g} quantile of the deciding comparison's null, in score units",
-        "p_value": "(1 + #{draw >= observed}) / (1 + N), per comparison; max over comparisons",
+        "p_value": "(1 + #{draw >= observed}) / (1 + N), per comparison (a draw: a sign flip or "
+        "a resample's studentized mean); max over comparisons",
         "alpha": alpha,
         "correction": "benjamini-hochberg over heads x scores" if fdr else "none (p <= alpha)",
         "n_tests": m,
@@ -240,14 +248,16 @@ def classify(
     significant: Mapping[str, Bool[Tensor, "layer head"]],
     decides: Mapping[str, str] | None = None,
     repeat_effects: Mapping[str, Tensor | None] | None = None,
+    floors: Mapping[str, float] | None = None,
 ) -> list[list[str]]:
     """Per head, the first role of ``decides`` (role -> score, in precedence order) whose score
     passes the role rule (:func:`~.heads.passes`; ``repeat_effects``: per score, the score minus
-    the head's score on a no-repeat control, where there is one); ``"none"`` otherwise."""
+    the head's score on a no-repeat control, where there is one; ``floors``: per score, a floor
+    in place of the registry's); ``"none"`` otherwise."""
     decides = decides or DEFAULT_DECIDERS
-    effects = repeat_effects or {}
+    effects, floors = repeat_effects or {}, floors or {}
     ok = {
-        role: passes(kind, scores.get(kind), significant[kind], effects.get(kind))
+        role: passes(kind, scores.get(kind), significant[kind], effects.get(kind), floors.get(kind))
         for role, kind in decides.items()
     }
     return [

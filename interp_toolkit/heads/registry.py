@@ -4,9 +4,9 @@
   formatted).
 - :data:`SCORES`, the **score registry**: one :class:`Score` per head score, with its name, title,
   definition, the attention stripe it reads (:class:`Stripe`), the rival keys its specificity test
-  compares it with (:meth:`Stripe.neighbours`), whether it is also compared with a no-repeat
-  control, its effect-size floor, the role it decides, if any, and its optional second test
-  against untrained models. The scorer (:mod:`~interp_toolkit.heads.scorer`), the
+  compares it with (every other key of the probe, :data:`RIVAL_WIDTH`), whether it is also
+  compared with a no-repeat control, its effect-size floor, the role it decides, if any, and its
+  optional second test against untrained models. The scorer (:mod:`~interp_toolkit.heads.scorer`), the
   specificity test (:mod:`~interp_toolkit.heads.specificity`), discovery
   (:mod:`~interp_toolkit.heads.discovery`), the CLI tables, JSON/CSV and the reports all read it:
   **adding a head score is one entry here plus its test** (see docs/architecture.md).
@@ -25,7 +25,7 @@ repeated-random-token probe (:mod:`~interp_toolkit.heads.repeats`); ``Δ`` is it
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
 import torch
@@ -104,23 +104,21 @@ class Stripe:
         lag = f"{-self.lag:+d}" if self.lag else ""
         return f"q{delta}{lag}"
 
-    def neighbours(self, width: int) -> tuple[Stripe, ...]:
-        """The same stripe with its key moved by 1..``width`` positions either way (a key after
-        the query, or before position 0, is left out): the rival keys of the specificity test."""
-        out = []
-        for step in (*range(-width, 0), *range(1, width + 1)):
-            if self.column is not None:
-                if self.column + step >= 0:
-                    out.append(replace(self, column=self.column + step))
-            elif self.periods or self.lag + step >= 0:  # a body key must not be after q
-                out.append(replace(self, lag=self.lag + step))
-        return tuple(out)
 
-
-#: The specificity test compares a score's key with every key within this many positions of it,
-#: and asks that it hold more than RIVAL_RATIO times the attention of each ("stands out").
-RIVAL_WIDTH = 2
+#: The specificity test compares a score's key with its rivals and asks that it hold more than
+#: RIVAL_RATIO times the attention of the strongest, query by query ("stands out"). The rivals are
+#: every other key a query can attend to (RIVAL_WIDTH None: BOS excepted for a relative key) or,
+#: with a width, the keys within that many positions of the score's key. Before issue 30 they
+#: were the keys within 2 positions, each compared on its own, so a head split 50/50 between q-1
+#: and q-4 was called previous-token. docs/statistics.md §1 and the sensitivity table
+#: (benchmarks/cutoff_sensitivity.py) say why the strongest of every key, and why 2.
+RIVAL_WIDTH: int | None = None
 RIVAL_RATIO = 2.0
+
+
+def rival_name(width: int | None = RIVAL_WIDTH) -> str:
+    """The rival comparison's name in heads.json (``vs <name>``)."""
+    return "the strongest other key" if width is None else f"the strongest key within {width}"
 
 
 @dataclass(frozen=True)
@@ -154,15 +152,10 @@ class Score:
     def logged_as(self) -> str:
         return self.metrics_key or self.name
 
-    @property
-    def rivals(self) -> tuple[Stripe, ...]:
-        """The keys the specificity test compares this score's key with, on the same queries."""
-        return self.stripe.neighbours(RIVAL_WIDTH)
-
 
 # Why these tests: docs/statistics.md. The specificity test compares the head with itself: its
-# attention at the score's key against its attention at each key within RIVAL_WIDTH positions
-# (same queries, same rows), and for repeat scores against its own score on a no-repeat control.
+# attention at the score's key against its strongest attention at any other key of the probe,
+# query by query (same queries, same rows), and for repeat scores against its own score on a no-repeat control.
 # The second test ("untrained" / "repeats_vs_untrained") compares the head with the heads of its
 # layer in untrained models; it answers "did training raise this stripe?" and decides nothing.
 SCORES: tuple[Score, ...] = (
@@ -255,13 +248,20 @@ def deciders(induction_score: str = "vw") -> dict[str, str]:
     return {**DEFAULT_DECIDERS, "induction": INDUCTION_SCORES[induction_score]}
 
 
-def passes(kind: str, value: Any, significant: Any, repeat_effect: Any = None) -> Any:
+def passes(
+    kind: str,
+    value: Any,
+    significant: Any,
+    repeat_effect: Any = None,
+    floor: float | None = None,
+) -> Any:
     """The role rule for one score: significant (its specificity test rejects) AND ``value`` >= the
     registry's effect-size floor of ``kind``, AND for a score compared with a no-repeat control,
     its ``repeat_effect`` (the score minus the head's own score without repeats) >= the floor too:
     a head at a fixed offset reads high on the induction stripe with or without a repeat.
-    Tensors (``[layer, head]``) or plain numbers."""
-    floor = score(kind).floor
+    Tensors (``[layer, head]``) or plain numbers. ``floor`` replaces the registry's (the
+    sensitivity benchmark, benchmarks/cutoff_sensitivity.py)."""
+    floor = score(kind).floor if floor is None else floor
     ok = significant & (value >= floor)
     return ok if repeat_effect is None else ok & (repeat_effect >= floor)
 
@@ -273,7 +273,8 @@ def role_rule(decides: dict[str, str], test: str) -> str:
     )
     return (
         f"a head's role is the first of {by} whose score passes its specificity test ({test}: the "
-        f"head's attention at the score's key beats its own attention at each nearby key, and "
+        f"head's attention at the score's key is more than {RIVAL_RATIO:g} times its strongest "
+        f"attention at any other key, query by query, and "
         f"a repeat score its own score without repeats) and reaches its effect-size floor (a "
         f"repeat score: by the repeat, the score minus its score without repeats, too); "
         f"otherwise {NO_ROLE}"

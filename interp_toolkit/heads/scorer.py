@@ -4,7 +4,7 @@ Each :class:`~interp_toolkit.heads.registry.Score` names a :class:`~interp_toolk
 (which queries, which key); :func:`row_scores` reduces each layer's attention pattern to the sum
 of every stripe over each row's queries (:class:`RowScores`: per-row sums and query counts), and
 :func:`head_scores` is their mean over the batch. :func:`row_pairs` also reduces, for every score
-and each of its rival keys (``Score.rivals``), both stripes over the queries where both keys exist
+the score's stripe and, query by query, the head's strongest attention at any other key
 (:class:`RowPair`: what the specificity test of :mod:`~interp_toolkit.heads.specificity`
 compares), in the same pass. The forward pass hooks
 only ``hook_v`` and ``hook_pattern`` (a names filter); each layer's pattern is reduced as soon as
@@ -24,7 +24,14 @@ from transformer_lens import TransformerBridge
 from transformer_lens.hook_points import HookPoint
 
 from interp_toolkit.errors import UserError
-from interp_toolkit.heads.registry import RIVAL_WIDTH, SCORE_KINDS, SCORES, Stripe, score
+from interp_toolkit.heads.registry import (
+    RIVAL_WIDTH,
+    SCORE_KINDS,
+    SCORES,
+    Stripe,
+    rival_name,
+    score,
+)
 from interp_toolkit.heads.repeats import RepeatedTokens
 from interp_toolkit.runtime import validate
 from interp_toolkit.runtime.devices import rows_per_chunk
@@ -62,8 +69,8 @@ class RowScores:
 
 @dataclass(frozen=True)
 class RowPair:
-    """A score's stripe and one rival's, summed per row over the queries where both keys exist
-    (a rival key after the query, or on BOS, drops that query from the pair)."""
+    """A score's stripe and its rival (the head's strongest attention at another key, query by
+    query), summed per row over the queries that have a rival key."""
 
     target: Float[torch.Tensor, "row layer head"]
     rival: Float[torch.Tensor, "row layer head"]
@@ -142,6 +149,29 @@ class _Queries:
             keep = q >= max(1, stripe.column)
         return keep & (q < self.ends[:, None])
 
+    def rival_keys(self, stripe: Stripe, width: int | None) -> torch.Tensor:
+        """The keys each query's rivals can be: every key the query can attend to but the
+        stripe's own (never BOS for a relative key), within ``width`` of it when given.
+        ``"body"``: ``[P, P]`` (query, key); ``"repeats"``: ``[b, n_q, P]``."""
+        k = torch.arange(self.seq_len)
+        if stripe.queries == "repeats":
+            q = self.repeats[:, :, None]  # [b, n_q, 1]
+        else:
+            q = torch.arange(self.seq_len)[:, None]  # [P, 1]
+        if stripe.column is not None:
+            own, lowest = torch.full_like(q, stripe.column), 0
+        else:
+            own, lowest = q - stripe.offset(self.period), self.first_key
+        keep = (k <= q) & (k >= lowest) & (k != own)
+        if width is not None:
+            keep &= (k - own).abs() <= width
+        return keep
+
+    def rival_valid(self, stripe: Stripe, width: int | None) -> torch.Tensor:
+        """[b, Q] bool: the stripe's queries that have at least one rival key."""
+        has = self.rival_keys(stripe, width).any(-1)
+        return self.valid(stripe) & (has if stripe.queries == "repeats" else has[None, :])
+
 
 def _query_values(
     stripe: Stripe,
@@ -168,9 +198,48 @@ def _query_values(
     return (w.gather(-1, keys)[..., 0] / total).transpose(1, 2)
 
 
+def _strongest_rival(
+    stripe: Stripe,
+    width: int | None,
+    pat: Float[torch.Tensor, "b head q k"],
+    vnorm: Float[torch.Tensor, "b k head"],
+    qs: _Queries,
+    rows_q: Callable[[], torch.Tensor],
+) -> Float[torch.Tensor, "b head Q"]:
+    """At every query of the stripe's layout, the head's largest attention (value-weighted for a
+    value-weighted stripe) at any of the query's rival keys (:meth:`_Queries.rival_keys`; 0 where
+    it has none)."""
+    keys = qs.rival_keys(stripe, width).to(pat.device)
+    if stripe.queries == "body":
+        return pat.masked_fill(~keys[None, None], float("-inf")).amax(-1).clamp_min(0.0)
+    rq = rows_q()  # [b, n_q, H, P]
+    if stripe.value_weighted:
+        w = rq * vnorm.permute(0, 2, 1)[:, None, :, :]
+        rq = w / w.sum(-1, keepdim=True).clamp_min(1e-30)
+    best = rq.masked_fill(~keys[:, :, None, :], float("-inf")).amax(-1).clamp_min(0.0)
+    return best.transpose(1, 2)  # [b, H, n_q]
+
+
+@dataclass(frozen=True)
+class _Rival:
+    """One side of a score's rival comparison: the score's key (``side`` "t") or its strongest
+    rival (``side`` "r"), summed over the queries that have a rival key."""
+
+    stripe: Stripe
+    width: int | None
+    side: str
+
+
 #: One per-row sum the pass computes: the stripe summed, over the queries where every stripe of
 #: the tuple has its key (a score: itself; one side of a pair: the score's stripe and the rival's).
-_Sum = tuple[Stripe, tuple[Stripe, ...]]
+_Sum = tuple[Stripe, tuple[Stripe, ...]] | _Rival
+
+
+def _plan_mask(qs: _Queries, entry: _Sum) -> torch.Tensor:
+    """[b, Q] bool: the queries a planned sum reads."""
+    if isinstance(entry, _Rival):
+        return qs.rival_valid(entry.stripe, entry.width)
+    return torch.stack([qs.valid(s) for s in entry[1]]).all(0)
 
 
 def _reduce_chunk(
@@ -187,10 +256,7 @@ def _reduce_chunk(
     device = next(model.parameters()).device
     pending: dict[int, dict[str, torch.Tensor]] = {}
     done: set[int] = set()
-    masks = {
-        key: torch.stack([qs.valid(s) for s in within]).all(0).to(device)
-        for key, (_, within) in plan.items()
-    }
+    masks = {key: _plan_mask(qs, entry).to(device) for key, entry in plan.items()}
 
     def finish(layer: int) -> None:
         item = pending.pop(layer)
@@ -203,10 +269,17 @@ def _reduce_chunk(
                 cache["rows"] = pat[qs.rows.to(pat.device), :, qs.repeats.to(pat.device)]
             return cache["rows"]
 
-        for key, (stripe, _) in plan.items():
+        for key, entry in plan.items():
+            stripe = entry.stripe if isinstance(entry, _Rival) else entry[0]
             if stripe not in cache:
                 cache[stripe] = _query_values(stripe, pat, vnorm, qs, rows_q)
-            total = (cache[stripe] * masks[key][:, None, :]).sum(-1)
+            values = cache[stripe]
+            if isinstance(entry, _Rival) and entry.side == "r":
+                at = ("rival", stripe, entry.width)
+                if at not in cache:
+                    cache[at] = _strongest_rival(stripe, entry.width, pat, vnorm, qs, rows_q)
+                values = cache[at]
+            total = (values * masks[key][:, None, :]).sum(-1)
             sums[key][:, layer] = total.detach().to("cpu", torch.float64)
         done.add(layer)
         if len(done) == n_layers:
@@ -246,7 +319,8 @@ def _reduce(
         )
     validate.in_vocab(batch.tokens, int(cfg.d_vocab), "batch.tokens")
     first_key = int(batch.has_bos)
-    for name, (stripe, _) in plan.items():
+    for name, entry in plan.items():
+        stripe = entry.stripe if isinstance(entry, _Rival) else entry[0]
         d = stripe.offset(batch.period)
         if stripe.queries == "body" and stripe.column is None and not 0 <= d < seq_len - first_key:
             raise ValueError(f"{name}: key offset {d} does not fit a sequence of {seq_len}")
@@ -259,8 +333,8 @@ def _reduce(
         qs = _Queries(batch, batch.starts[chunk], seq_len)
         views = {k: v[chunk] for k, v in sums.items()}
         _reduce_chunk(model, batch.tokens[chunk], qs, plan, views, fwd_hooks)
-        for key, (_, within) in plan.items():
-            counts[key][chunk] = torch.stack([qs.valid(s) for s in within]).all(0).sum(1).double()
+        for key, entry in plan.items():
+            counts[key][chunk] = _plan_mask(qs, entry).sum(1).double()
     return sums, counts
 
 
@@ -291,32 +365,27 @@ def row_pairs(
     fwd_hooks: Hooks = (),
     stripes: Mapping[str, Stripe] | None = None,
     rivals: bool = True,
+    rival_width: int | None = RIVAL_WIDTH,
 ) -> tuple[dict[str, RowScores], dict[str, dict[str, RowPair]]]:
-    """:func:`row_scores` and, in the same pass, for every score and each of its rival keys
-    (``Score.rivals``, named by :meth:`~.heads.Stripe.key_name`), the :class:`RowPair` of the
-    score's stripe and the rival's on the queries where both keys exist."""
+    """:func:`row_scores` and, in the same pass, for every score its rival pair: the score's
+    stripe and, query by query, the head's strongest attention at any other key the query can
+    attend to (within ``rival_width`` of the score's key when given; BOS is no rival of a
+    relative key), both summed over the queries that have a rival key (:class:`RowPair`, named
+    :func:`~.heads.rival_name`)."""
     plan_scores = {s.name: s.stripe for s in SCORES} | dict(stripes or {})
     plan: dict[Hashable, _Sum] = {k: (st, (st,)) for k, st in plan_scores.items()}
     if rivals:
         for s in SCORES:
             st = plan_scores[s.name]
-            for rival in st.neighbours(RIVAL_WIDTH):
-                plan[(s.name, rival, "t")] = (st, (st, rival))
-                plan[(s.name, rival, "r")] = (rival, (st, rival))
+            for side in ("t", "r"):
+                plan[(s.name, "rival", side)] = _Rival(st, rival_width, side)
     sums, counts = _reduce(model, batch, plan, batch_size, fwd_hooks)
     scores = {k: RowScores(sums[k], counts[k]) for k in plan_scores}
     pairs: dict[str, dict[str, RowPair]] = {}
     if rivals:
         for s in SCORES:
-            st = plan_scores[s.name]
-            pairs[s.name] = {
-                rival.key_name(): RowPair(
-                    sums[(s.name, rival, "t")],
-                    sums[(s.name, rival, "r")],
-                    counts[(s.name, rival, "t")],
-                )
-                for rival in st.neighbours(RIVAL_WIDTH)
-            }
+            t, r = (s.name, "rival", "t"), (s.name, "rival", "r")
+            pairs[s.name] = {rival_name(rival_width): RowPair(sums[t], sums[r], counts[t])}
     return scores, pairs
 
 

@@ -18,16 +18,12 @@ from interp_toolkit.saes.features import LatentFeatures, labeller, latent_activa
 from interp_toolkit.saes.pipeline import SAEResult
 from interp_toolkit.saes.sae import SparseAutoencoder
 from interp_toolkit.text.codecs import Codec
-from interp_toolkit.units.reading import MONO_ALPHA, MONO_SHARE, RuleCount
+from interp_toolkit.units.reading import RuleCount, rule_text
 from interp_toolkit.views.features import context_view, density_histogram, latent_table
 from interp_toolkit.views.features import metrics_table as metrics_html
 from interp_toolkit.views.page import Section, render_report, table, text
 
-RULE = (
-    f"monosemantic: one concept (the current token, the previous token, 'occurred earlier', "
-    f"'inside a repeated span') holds at >= {MONO_SHARE:.0%} of the latent's top positions and "
-    f"beats its base rate (one-sided binomial p <= {MONO_ALPHA})"
-)
+RULE = "monosemantic: " + rule_text("latent")
 
 
 def shown_latents(feats: LatentFeatures, show: int) -> list[int]:
@@ -56,6 +52,7 @@ def feature_report(
         "hook": feats.hook,
         "rule": RULE,
         "monosemantic": RuleCount.of(feats.concepts).to_dict(),
+        "monosemantic_shuffled": RuleCount.of(feats.shuffled).to_dict(),
         "heads": list(heads) if heads is not None else None,
         "evals": metrics.to_dict(),
         "latents": [feats.latent_dict(i, label) for i in range(feats.n_latents)],
@@ -72,6 +69,12 @@ def index_page(report: dict[str, Any], *, title: str, subtitle: str = "") -> str
         f"{counts['monosemantic']} of {counts['units'] - counts['dead']} live latents are "
         f"monosemantic ({RULE}); {counts['dead']} never fire on the evaluation tokens."
     )
+    shuffled = report.get("monosemantic_shuffled")
+    if shuffled is not None:
+        intro += (
+            f" Shuffled-activation control (each latent's top values on random positions): "
+            f"{shuffled['monosemantic']} of {shuffled['units'] - shuffled['dead']}."
+        )
     return render_report(
         [
             Section("Metrics", [metrics_html(report["evals"])]),

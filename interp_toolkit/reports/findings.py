@@ -121,9 +121,9 @@ KIND_WORDS = {"letters": "letters", "random": "random tokens"}
 
 
 def exam_phrase(exams: Sequence[PeriodExam], t: Thresholds = THRESHOLDS) -> str:
-    """'passes 30 of 30 period exams (Wilson 95% lower bound ≥ 90%; periods 2..16 of letters and
+    """'passes 14 of 14 period exams (Wilson 95% lower bound ≥ 90%; periods 2..8 of letters and
     random tokens, 200 prompts each; lowest 96% [92.3%, 97.9%] at period 3, letters); above
-    the untrained 2-layer model (same architecture) at 30 of 30 (McNemar, p < 0.0017)'."""
+    the untrained 2-layer model (same architecture) at 14 of 14 (McNemar, p < 0.0036)'."""
     v = exam_verdict(exams, t)
     lo, hi = v.periods
     w, iv = v.lowest, v.lowest.interval

@@ -27,7 +27,7 @@ from interp_toolkit.reports.findings import (
 )
 from interp_toolkit.stats.thresholds import THRESHOLDS, Thresholds
 from interp_toolkit.units.neurons import LayerNeurons
-from interp_toolkit.units.reading import MONO_ALPHA, MONO_SHARE, RuleCount, beats
+from interp_toolkit.units.reading import MONO_LIFT, MONO_SHARE, RuleCount, beats, rule_text
 
 #: What the study probes: the previous token's identity on repeated random tokens, where it
 #: cannot be guessed from the current token.
@@ -122,13 +122,17 @@ def probe_sentence(m: ProbeMeasurement, t: Thresholds = THRESHOLDS) -> str:
 @dataclass(frozen=True)
 class LatentCount:
     """The monosemanticity rule on the latents of an SAE at one MLP layer (``blocks.L.mlp.
-    hook_post``), and on an SAE trained the same way on the untrained twin."""
+    hook_post``), on an SAE trained the same way on the untrained twin and under the shuffled
+    control (the model's SAE, its top values on random positions); ``evals``: the model's SAE's
+    metrics (evals.json's groups) on the held-out mix, with ``by_family`` (text, synthetic)."""
 
     layer: int
     model: RuleCount
     untrained: RuleCount | None
     d_sae: int
     tokens: int
+    shuffled: RuleCount | None = None
+    evals: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -137,7 +141,26 @@ class LatentCount:
             "tokens": self.tokens,
             "model": self.model.to_dict(),
             "untrained": None if self.untrained is None else self.untrained.to_dict(),
+            "shuffled": None if self.shuffled is None else self.shuffled.to_dict(),
+            "evals": None if self.evals is None else _headline_evals(self.evals),
         }
+
+
+def _headline_evals(evals: dict[str, Any]) -> dict[str, Any]:
+    """L0, explained variance, CE loss recovered, dead latents and tokens, pooled and per row
+    family (the study's SAE numbers; evals.json in the SAE folder has them all)."""
+
+    def pick(e: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "l0": e["sparsity"]["l0"],
+            "explained_variance": e["reconstruction_quality"]["explained_variance"],
+            "ce_loss_score": e["model_performance_preservation"]["ce_loss_score"],
+            "dead": e["latents"]["dead"],
+            "tokens": e["token_stats"]["total_tokens_eval"],
+        }
+
+    fam = evals.get("by_family") or {}
+    return {**pick(evals), "by_family": {k: pick(v) for k, v in fam.items()}}
 
 
 @dataclass(frozen=True)
@@ -161,11 +184,7 @@ class NeuronMeasurement:
 
 
 #: The monosemanticity rule, as the study page and neurons.json state it.
-RULE_TEXT = (
-    f"one concept (the current token, the previous token, 'occurred earlier in the context', "
-    f"'inside a repeated span') holds at >= {MONO_SHARE:.0%} of the unit's top-k positions on "
-    f"held-out text and beats its base rate (one-sided binomial p <= {MONO_ALPHA})"
-)
+RULE_TEXT = rule_text("unit")
 
 
 def _count(c: RuleCount) -> str:
@@ -186,7 +205,8 @@ def neuron_sentence(name: str, info: LayerNeurons) -> str:
     if wins:
         s += (
             f"{_count(model)} neurons are monosemantic (one concept at ≥ {MONO_SHARE:.0%} of "
-            f"their top {k} positions), more than the baselines ({base})"
+            f"their top {k} positions, ≥ {MONO_LIFT:g}x its base rate), more than the baselines "
+            f"({base})"
         )
     else:
         loser = "the untrained twin" if untrained is None or not beats(model, untrained) else ""
@@ -217,6 +237,7 @@ def latent_sentence(name: str, info: LayerNeurons, sae: LatentCount) -> str:
     s += f" (untrained twin {_count(untrained)})" if untrained else ""
     s += f" and {_count(sae.model)} latents"
     s += f" (the same SAE on the untrained twin {_count(sae.untrained)})" if sae.untrained else ""
+    s += f" (shuffled control {_count(sae.shuffled)})" if sae.shuffled else ""
     s += " are monosemantic"
     claims = []
     if beats(sae.model, neurons) and (sae.untrained is None or beats(sae.model, sae.untrained)):
@@ -225,7 +246,20 @@ def latent_sentence(name: str, info: LayerNeurons, sae: LatentCount) -> str:
         claims.append("the latents do not beat the neurons")
     else:
         claims.append("the latents do not beat the untrained twin's latents")
+    if sae.evals is not None:
+        claims.append(_family_clause(_headline_evals(sae.evals)))
     return s + "; " + "; ".join(claims) + "."
+
+
+def _family_clause(e: dict[str, Any]) -> str:
+    """CE loss recovered and explained variance, pooled and per row family."""
+    fam = e["by_family"]
+    each = ", ".join(
+        f"{k} rows {v['ce_loss_score']:.3f} / {v['explained_variance']:.3f}" for k, v in fam.items()
+    )
+    s = f"the SAE recovers CE loss / explains variance {e['ce_loss_score']:.3f} / "
+    s += f"{e['explained_variance']:.3f} over all held-out rows"
+    return s + (f" ({each})" if len(fam) > 1 else "")
 
 
 def block_phrase(cfg: AttnOnlyConfig) -> str:

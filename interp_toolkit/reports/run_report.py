@@ -9,6 +9,7 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
+from interp_toolkit.exams.prompts import MIN_OFFSETS
 from interp_toolkit.exams.verdict import chance_rule, pass_rule, passes_rule
 from interp_toolkit.files.io import check_output, write_text
 from interp_toolkit.heads.discovery import HeadReport
@@ -78,7 +79,7 @@ def period_exam_section(analysis: RunAnalysis) -> Section:
             [
                 e.period,
                 KIND_WORDS.get(e.kind, e.kind),
-                f"{e.offsets[0]}..{e.offsets[1]}",
+                f"{e.offsets[0]}..{e.offsets[1]} of {e.positions}",
                 e.n_prompts,
                 f"{e.pass_rate:.1%} [{iv.low:.1%}, {iv.high:.1%}]",
                 verdict(passes_rule(e, t)),
@@ -111,7 +112,9 @@ def period_exam_section(analysis: RunAnalysis) -> Section:
         ],
         intro="Prompts [BOS] prefix s s[:-1]: s is distinct tokens (single letters, never "
         "followed by the alphabet's next letter, or random tokens of the vocabulary), after a "
-        "random prefix of random tokens (the offsets column). The target is the last token of s. "
+        "random prefix of random tokens (the offsets column: the smallest and largest drawn, of how "
+        f"many start positions; every default period has at least {MIN_OFFSETS}, so no "
+        "fixed-position shortcut passes). The target is the last token of s. "
         "A prompt passes when the target's logit is above every other (ties fail); "
         f"{pass_rule(t)}; {chance_rule(len(exams), t)}.",
     )

@@ -1,9 +1,11 @@
 """What a command-line target names: a registry of target kinds instead of if/else dispatch.
 
 A kind is a name, a test "does this spec name one of mine?" and a loader; the first kind that
-claims a spec loads it. ``gpt2`` claims GPT-2 hub names and Hugging Face model folders
-(:mod:`.hub`); ``toy`` (a run folder) takes everything else, so a missing folder gets the run
-folder's error. A new kind is one :class:`TargetKind` entry in :data:`TARGET_KINDS`.
+claims a spec loads it. ``snapshot`` claims ``RUN@STEP`` (a run folder's kept weights at STEP,
+``RUN/snapshots/step_STEP.safetensors``; a path that exists as given is never read as one);
+``gpt2`` claims GPT-2 hub names and Hugging Face model folders (:mod:`.hub`); ``toy`` (a run
+folder) takes everything else, so a missing folder gets the run folder's error. A new kind is
+one :class:`TargetKind` entry in :data:`TARGET_KINDS`.
 """
 
 from __future__ import annotations
@@ -16,10 +18,11 @@ from pathlib import Path
 import torch
 
 from interp_toolkit.runs.hub import is_gpt2_spec
+from interp_toolkit.runs.spec import split_step
 from interp_toolkit.runs.target import Target
 from interp_toolkit.runtime.devices import resolve_device
 
-__all__ = ["TARGET_KINDS", "Target", "TargetKind", "load_target"]
+__all__ = ["TARGET_KINDS", "Target", "TargetKind", "load_target", "split_step"]
 
 Spec = str | os.PathLike[str]
 
@@ -47,7 +50,45 @@ def _load_run(spec: Spec, device: str, for_weights: bool) -> Target:
     return Target(name=run.name, kind="toy", model=run.model, codec=run.codec, source=run)
 
 
+def _load_snapshot(spec: Spec, device: str, for_weights: bool) -> Target:
+    from interp_toolkit.errors import UserError
+    from interp_toolkit.runs.folder import RunPaths, load_run, read_config
+
+    run_path, step_text = split_step(spec) or (Path(spec), "")
+    read_config(run_path)  # not a run folder: the run folder's own error
+    paths = RunPaths(run_path)
+    kept = paths.snapshot_steps()
+    listed = _steps_list(kept)
+    if not step_text.isdigit() or int(step_text) not in kept:
+        what = (
+            f"step {step_text!r} is not a whole number"
+            if not step_text.isdigit()
+            else (f"{run_path} kept no weights at step {int(step_text)}")
+        )
+        raise UserError(f"{what}: give RUN@STEP with a kept step ({listed}).")
+    step = int(step_text)
+    run = load_run(run_path, device=device, weights=paths.snapshot(step))
+    name = f"{run.name}@{step}"
+    return Target(name=name, kind="toy", model=run.model, codec=run.codec, source=run)
+
+
+def _steps_list(kept: list[int]) -> str:
+    if not kept:
+        return "this run kept none: train it with snapshots, e.g. the default snapshot_log"
+    shown = (
+        ", ".join(map(str, kept))
+        if len(kept) <= 80
+        else (
+            ", ".join(map(str, kept[:40]))
+            + f", ... ({len(kept) - 60} more) ..., "
+            + ", ".join(map(str, kept[-20:]))
+        )
+    )
+    return f"kept: {shown}"
+
+
 TARGET_KINDS: tuple[TargetKind, ...] = (
+    TargetKind("snapshot", lambda spec: split_step(spec) is not None, _load_snapshot),
     TargetKind("gpt2", is_gpt2_spec, _load_gpt2),
     TargetKind("toy", lambda spec: True, _load_run),
 )
@@ -56,7 +97,7 @@ TARGET_KINDS: tuple[TargetKind, ...] = (
 def load_target(
     spec: Spec, device: str | torch.device = "auto", *, for_weights: bool = True
 ) -> Target:
-    """``spec`` is a run folder, a GPT-2 hub name (``gpt2``, ``gpt2-medium``…) or a saved HF folder,
+    """``spec`` is a run folder (``RUN@STEP``: its weights kept at STEP), a GPT-2 hub name (``gpt2``, ``gpt2-medium``…) or a saved HF folder,
     loaded onto ``device`` (``auto``: a GPU when present).
 
     ``for_weights=False`` (commands that only read activations: ``heads``, ``exam``, ``view``) loads

@@ -97,6 +97,12 @@ STREAMS: dict[str, Stream] = {
     "planted_directions": Stream(104_729),
     # saes/toy.py PlantedFeatures.block: the samples of block b
     "planted_samples": Stream(7, block_stride=1_000_003),
+    # saes/toy.py PlantedFeatures.heldout: held-out samples (never a training block), block b
+    "planted_heldout": Stream(15_485_863, block_stride=1_000_003),
+    # development/llc.py estimate_llc: the SGLD chains' Gaussian noise
+    "llc_sgld": Stream(32_452_843),
+    # heads/specificity.py _resamples: the rival comparisons' row bootstrap (studentized)
+    "row_bootstrap": Stream(49_979_687),
 }
 
 

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
-from jaxtyping import Float, Int
+from jaxtyping import Bool, Float, Int
 from torch import Tensor
 from transformer_lens import TransformerBridge
 
@@ -83,6 +83,16 @@ class TokenSource:
     def heldout_rows(self, n: int) -> Int[Tensor, "n pos"]:
         """The first ``n`` held-out rows (a fixed, seeded draw)."""
         return torch.stack([self.heldout.sample(i) for i in range(n)])
+
+    def heldout_families(self, n: int) -> dict[str, Bool[Tensor, " n"]]:
+        """Which of the first ``n`` held-out rows are text windows (``"text"``) and which are
+        synthetic repeated-span windows (``"synthetic"``): in every batch of the stream the first
+        ``n_repeat`` rows are synthetic (:class:`~interp_toolkit.text.stream.TrainStream`).
+        Families with no row are left out."""
+        rows = torch.arange(n) % self.heldout.batch_size
+        synthetic = rows < self.heldout.n_repeat
+        families = {"text": ~synthetic, "synthetic": synthetic}
+        return {k: v for k, v in families.items() if bool(v.any())}
 
 
 def token_source(

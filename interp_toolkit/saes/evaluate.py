@@ -12,12 +12,17 @@
   none of the evaluation tokens; ``dense``: latents firing on at least :data:`DENSE` of them.
 
 Every token of every row counts (the rows have no BOS); losses read every position but the last.
+
+**Per row family.** A curriculum run's held-out rows mix two families, text windows and
+synthetic repeated-span windows (:meth:`~.activations.TokenSource.heldout_families`); the pooled
+metrics mix them in the run's proportion (90% synthetic for the curriculum preset), so every
+metric is also given on each family's rows alone (``by_family``), from the same forward passes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -80,6 +85,8 @@ class SAEMetrics:
     kl_div_with_sae: float
     kl_div_with_ablation: float
     feature_density: Float[Tensor, " d_sae"]
+    #: The same metrics on each row family (``"text"``, ``"synthetic"``), when asked for.
+    by_family: dict[str, SAEMetrics] = field(default_factory=dict)
 
     @property
     def ce_loss_score(self) -> float:
@@ -141,7 +148,18 @@ class SAEMetrics:
                 "density_histogram": {"log10_density": labels, "latents": counts},
             },
             "token_stats": {"total_tokens_eval": self.n_tokens},
+            **(
+                {"by_family": {k: v.family_dict() for k, v in self.by_family.items()}}
+                if self.by_family
+                else {}
+            ),
         }
+
+    def family_dict(self) -> dict[str, Any]:
+        """The groups of :meth:`to_dict` without the histogram (one row family's metrics)."""
+        d = self.to_dict()
+        d["latents"].pop("density_histogram")
+        return d
 
 
 def evaluate_sae(
@@ -149,58 +167,92 @@ def evaluate_sae(
     sae: SparseAutoencoder,
     tokens: Int[Tensor, "n pos"],
     *,
+    families: Mapping[str, Tensor] | None = None,
     progress: bool = False,
 ) -> SAEMetrics:
     """Every metric of the module docstring on ``tokens`` (three forward passes per chunk:
-    clean, SAE spliced in, hook zero-ablated)."""
+    clean, SAE spliced in, hook zero-ablated); with ``families`` (name -> which rows belong to
+    it) the same metrics on each family's rows too (:attr:`SAEMetrics.by_family`), from the same
+    passes. A family's explained variance is against its own variance."""
     hook = sae.cfg.hook_name
     n, seq = tokens.shape
     rows = max(1, LOGIT_BYTES // (4 * seq * int(model.cfg.d_vocab)))
-    acc = {"ce": 0.0, "ce_sae": 0.0, "ce_abl": 0.0, "kl_sae": 0.0, "kl_abl": 0.0, "n_ce": 0}
-    sum_x = torch.zeros(sae.cfg.d_in, dtype=torch.float64)
-    stats = {"sq": 0.0, "res": 0.0, "l0": 0.0, "n": 0}
-    fired = torch.zeros(sae.cfg.d_sae, dtype=torch.float64)
+    acc = _RowSums(n, sae.cfg.d_in, sae.cfg.d_sae)
     sae = sae.to(next(model.parameters()).device)
+    at = {"lo": 0}
 
     def record(x: Tensor, f: Tensor, x_hat: Tensor) -> None:
-        nonlocal sum_x, fired
-        x, f, x_hat = x.double().cpu(), (f > 0).cpu(), x_hat.double().cpu()
-        sum_x += x.sum(0)
-        stats["sq"] += float(x.pow(2).sum())
-        stats["res"] += float((x - x_hat).pow(2).sum())
-        stats["l0"] += float(f.sum())
-        stats["n"] += len(x)
-        fired += f.sum(0).double()
+        acc.activations(at["lo"], seq, x, f, x_hat)
 
     dev = next(model.parameters()).device
     bar = progress_bar(total=n, enabled=progress, desc="evaluate", unit="row")
     with torch.no_grad():
         for lo in range(0, n, rows):
+            at["lo"] = lo
             t = tokens[lo : lo + rows].to(dev)
             clean = model(t)
             spliced = model.run_with_hooks(t, fwd_hooks=[(hook, splice(sae, hook, record))])
             ablated = model.run_with_hooks(t, fwd_hooks=[(hook, _zero)])
-            acc["ce"] += float(_ce(clean, t).sum())
-            acc["ce_sae"] += float(_ce(spliced, t).sum())
-            acc["ce_abl"] += float(_ce(ablated, t).sum())
-            acc["kl_sae"] += float(_kl(clean[:, :-1], spliced[:, :-1]).sum())
-            acc["kl_abl"] += float(_kl(clean[:, :-1], ablated[:, :-1]).sum())
-            acc["n_ce"] += t.shape[0] * (t.shape[1] - 1)
+            acc.losses(lo, t, clean, spliced, ablated)
             bar.update(len(t))
     bar.close()
-    m, total = stats["n"], acc["n_ce"]
-    mean_x = sum_x / max(1, m)
-    variance = stats["sq"] / max(1, m) - float(mean_x.pow(2).sum())
-    mse = stats["res"] / max(1, m)
-    return SAEMetrics(
-        n_tokens=int(m),
-        l0=stats["l0"] / max(1, m),
-        explained_variance=1.0 - mse / variance if variance > 1e-10 else float(mse < 1e-10),
-        mse=mse,
-        ce_loss_without_sae=acc["ce"] / total,
-        ce_loss_with_sae=acc["ce_sae"] / total,
-        ce_loss_with_ablation=acc["ce_abl"] / total,
-        kl_div_with_sae=acc["kl_sae"] / total,
-        kl_div_with_ablation=acc["kl_abl"] / total,
-        feature_density=(fired / max(1, m)).float(),
-    )
+    pooled = acc.metrics(torch.ones(n, dtype=torch.bool))
+    for name, mask in (families or {}).items():
+        mask = torch.as_tensor(mask, dtype=torch.bool).cpu()
+        if len(mask) != n:
+            raise ValueError(f"family {name!r} marks {len(mask)} rows, the tokens have {n}")
+        if bool(mask.any()):
+            pooled.by_family[name] = acc.metrics(mask)
+    return pooled
+
+
+class _RowSums:
+    """Per evaluation row: the sums every metric is made of, so any set of rows (all of them, a
+    family) gives its metrics from one pass."""
+
+    def __init__(self, n: int, d_in: int, d_sae: int) -> None:
+        z = lambda *shape: torch.zeros(*shape, dtype=torch.float64)  # noqa: E731
+        self.ce, self.ce_sae, self.ce_abl, self.kl_sae, self.kl_abl = (z(n) for _ in range(5))
+        self.n_ce, self.sq, self.res, self.l0, self.n = (z(n) for _ in range(5))
+        self.sum_x, self.fired = z(n, d_in), z(n, d_sae)
+
+    def activations(self, lo: int, seq: int, x: Tensor, f: Tensor, x_hat: Tensor) -> None:
+        x, x_hat = x.double().cpu(), x_hat.double().cpu()
+        b = len(x) // seq
+        fired = (f > 0).cpu().double().reshape(b, seq, -1)
+        x3, r3 = x.reshape(b, seq, -1), (x - x_hat).reshape(b, seq, -1)
+        sl = slice(lo, lo + b)
+        self.sum_x[sl] += x3.sum(1)
+        self.sq[sl] += x3.pow(2).sum((1, 2))
+        self.res[sl] += r3.pow(2).sum((1, 2))
+        self.l0[sl] += fired.sum((1, 2))
+        self.n[sl] += seq
+        self.fired[sl] += fired.sum(1)
+
+    def losses(self, lo: int, t: Tensor, clean: Tensor, spliced: Tensor, ablated: Tensor) -> None:
+        sl = slice(lo, lo + len(t))
+        self.ce[sl] += _ce(clean, t).double().sum(1).cpu()
+        self.ce_sae[sl] += _ce(spliced, t).double().sum(1).cpu()
+        self.ce_abl[sl] += _ce(ablated, t).double().sum(1).cpu()
+        self.kl_sae[sl] += _kl(clean[:, :-1], spliced[:, :-1]).double().sum(1).cpu()
+        self.kl_abl[sl] += _kl(clean[:, :-1], ablated[:, :-1]).double().sum(1).cpu()
+        self.n_ce[sl] += t.shape[1] - 1
+
+    def metrics(self, rows: Tensor) -> SAEMetrics:
+        s = lambda v: float(v[rows].sum())  # noqa: E731
+        m, total = max(1.0, s(self.n)), max(1.0, s(self.n_ce))
+        mean_x = self.sum_x[rows].sum(0) / m
+        variance = s(self.sq) / m - float(mean_x.pow(2).sum())
+        mse = s(self.res) / m
+        return SAEMetrics(
+            n_tokens=int(s(self.n)),
+            l0=s(self.l0) / m,
+            explained_variance=1.0 - mse / variance if variance > 1e-10 else float(mse < 1e-10),
+            mse=mse,
+            ce_loss_without_sae=s(self.ce) / total,
+            ce_loss_with_sae=s(self.ce_sae) / total,
+            ce_loss_with_ablation=s(self.ce_abl) / total,
+            kl_div_with_sae=s(self.kl_sae) / total,
+            kl_div_with_ablation=s(self.kl_abl) / total,
+            feature_density=(self.fired[rows].sum(0) / m).float(),
+        )

@@ -3,7 +3,8 @@
 - **Top contexts**: each latent's ``k`` largest activations over held-out rows (a streaming top-k;
   never all activations at once), and its density there.
 - **Concept** and **monosemanticity**: the rule of :mod:`interp_toolkit.units.reading`, the same
-  one MLP neurons are read by.
+  one MLP neurons are read by, and the same rule under the shuffled-activation control (each
+  latent's top values put on random positions: what the rule finds by chance).
 - **Logit effect**: the decoder direction read through the unembedding: ``W_dec[i] @ W_U``
   (residual hooks), ``W_dec[i] @ W_out @ W_U`` (MLP ``hook_post``), ``Σ_h W_dec[i, h] @ W_O[h] @
   W_U`` (``hook_z``), on the weights with LayerNorm folded (the final LN's per-position scale is
@@ -32,12 +33,14 @@ from interp_toolkit.saes.sae import SparseAutoencoder
 from interp_toolkit.text.codecs import Codec
 from interp_toolkit.text.labels import token_labels
 from interp_toolkit.units.reading import (
+    MONO_LIFT,
     MONO_SHARE,
     Concept,
     ContextFacts,
     StreamingTopK,
     TopActivations,
     concept_phrase,
+    random_top,
     unit_concepts,
 )
 from interp_toolkit.weights.circuits import circuit_model
@@ -140,7 +143,10 @@ def describe(
     what = concept_phrase(concept, label)
     if concept.monosemantic:
         return f"{what} ({share}); top tokens {tops}"
-    return f"no single concept (best: {what}, {share}; needs {MONO_SHARE:.0%}); top tokens {tops}"
+    need = f"needs {MONO_SHARE:.0%}"
+    if concept.holds:
+        need = f"too common to be specific: needs {MONO_LIFT:g}x its base rate"
+    return f"no single concept (best: {what}, {share}; {need}); top tokens {tops}"
 
 
 @dataclass
@@ -157,6 +163,8 @@ class LatentFeatures:
     head_share: Float[Tensor, "latent head"] | None
     descriptions: list[str]
     top_counts: list[list[tuple[int, int]]]
+    #: The rule read at random positions (the shuffled-activation control, :func:`random_top`).
+    shuffled: list[Concept]
 
     @property
     def n_latents(self) -> int:
@@ -192,11 +200,15 @@ def latent_features(
     *,
     k: int = TOP_K,
     m: int = LOGITS,
+    seed: int = 0,
 ) -> LatentFeatures:
-    """Everything of the module docstring for every latent, on held-out ``tokens``."""
+    """Everything of the module docstring for every latent, on held-out ``tokens`` (``seed``:
+    the shuffled control's positions)."""
     top, density = top_latent_activations(model, sae, tokens, k)
     facts = ContextFacts.of(tokens)
     concepts = unit_concepts(facts, top, alive=density > 0)
+    n, seq = tokens.shape
+    shuffled = unit_concepts(facts, random_top(top, n, seq, seed=seed), alive=density > 0)
     promoted, vals, suppressed = logit_effects(model, sae, m)
     shares = None
     if sae.cfg.hook_name.endswith("attn.hook_z"):
@@ -205,5 +217,15 @@ def latent_features(
     kk = int(top.values.shape[1])
     desc = [describe(c, n, label, kk) for c, n in zip(concepts, counts, strict=True)]
     return LatentFeatures(
-        sae.cfg.hook_name, top, density, concepts, promoted, vals, suppressed, shares, desc, counts
+        sae.cfg.hook_name,
+        top,
+        density,
+        concepts,
+        promoted,
+        vals,
+        suppressed,
+        shares,
+        desc,
+        counts,
+        shuffled,
     )

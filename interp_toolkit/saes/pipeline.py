@@ -45,8 +45,11 @@ class SAEResult:
     source: TokenSource
 
 
-def default_folder(target_source: object, hook: str, arch: str, expansion: int, k: int) -> Path:
-    """``RUN/saes/<hook>-<arch>-x<expansion>[-k<k>]`` for a run folder."""
+def default_folder(
+    target_source: object, hook: str, arch: str, expansion: int, k: int, step: int | None = None
+) -> Path:
+    """``RUN/saes/<hook>-<arch>-x<expansion>[-k<k>][-step<N>]`` for a run folder (``step``: the
+    model is the run's weights kept at that step, ``RUN@N``, never the final model's SAE)."""
     from interp_toolkit.runs.folder import Run
 
     if not isinstance(target_source, Run):
@@ -54,6 +57,7 @@ def default_folder(target_source: object, hook: str, arch: str, expansion: int, 
 
         raise UserError("an SAE of this model needs a folder to live in: give --out FOLDER.")
     name = f"{hook}-{arch}-x{expansion}" + (f"-k{k}" if arch != "relu" else "")
+    name += f"-step{step}" if step is not None else ""
     return target_source.path / "saes" / name
 
 
@@ -117,8 +121,9 @@ def run_sae(
     sae = trained.sae.to(next(model.parameters()).device)
     heldout = source.heldout_rows(max(16, FEATURE_TOKENS // source.seq_len))
     n_eval = max(16, EVAL_TOKENS // source.seq_len)
-    metrics = evaluate_sae(model, sae, heldout[:n_eval], progress=progress)
-    feats = latent_features(model, sae, heldout, labeller(codec))
+    families = source.heldout_families(n_eval)
+    metrics = evaluate_sae(model, sae, heldout[:n_eval], families=families, progress=progress)
+    feats = latent_features(model, sae, heldout, labeller(codec), seed=seed)
     paths = trained.paths or SAEPaths(Path(out))
     write_json(paths.evals, metrics.to_dict())
     write_bytes(paths.sparsity, _sparsity(metrics))

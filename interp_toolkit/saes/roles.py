@@ -6,9 +6,10 @@ A latent **belongs to** a set of heads when the heads' slices hold more of its u
 them at the 99th percentile (:func:`head_share_null`: with 3 of 4 equal slices a random direction
 already gives them 0.75 on average, so "mostly" has to beat that).
 
-- **Induction latents** (:func:`induction_latents`): belong to the layer's induction heads, are
-  monosemantic with a repeat concept (``seen`` or ``in_repeat``, :mod:`interp_toolkit.units.
-  reading`), and on rows of repeated random tokens (one repeated segment per row, at a random
+- **Induction latents** (:func:`induction_latents`): belong to the layer's induction heads, their
+  top positions hold a repeat concept (``seen`` or ``in_repeat``: :attr:`~interp_toolkit.units.
+  reading.Concept.holds`, the monosemanticity rule without its lift, since a repeat concept covers
+  most positions of a curriculum row and so cannot be rare), and on rows of repeated random tokens (one repeated segment per row, at a random
   place) have at least :data:`SECOND_COPY` of their top-20 positions in the second copy, beyond
   its share of all positions (binomial p <= 0.01; :func:`second_copy_share`).
 - **Previous-token latents** (:func:`previous_token_latents`): belong to the layer's
@@ -107,9 +108,7 @@ def induction_latents(
     cands = [
         i
         for i in range(feats.n_latents)
-        if mine[i]
-        and feats.concepts[i].monosemantic
-        and feats.concepts[i].kind in ("seen", "in_repeat")
+        if mine[i] and feats.concepts[i].holds and feats.concepts[i].kind in ("seen", "in_repeat")
     ]
     copy, p = second_copy_share(model, sae, repeats, cands)
     keep = [

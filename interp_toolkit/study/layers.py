@@ -32,14 +32,16 @@ from interp_toolkit.reports.layer_findings import (
 )
 from interp_toolkit.reports.run_analysis import RunSummary
 from interp_toolkit.runs.folder import Run
-from interp_toolkit.saes.activations import hook_width, token_source
+from interp_toolkit.saes.activations import TokenSource, hook_width, token_source
 from interp_toolkit.saes.config import SAEConfig, SAEPaths, SAETrainConfig
+from interp_toolkit.saes.evaluate import evaluate_sae
 from interp_toolkit.saes.features import top_latent_activations
+from interp_toolkit.saes.pipeline import EVAL_TOKENS
 from interp_toolkit.saes.sae import SparseAutoencoder, load_sae
 from interp_toolkit.saes.train import train_sae
 from interp_toolkit.text.codecs import Codec
 from interp_toolkit.units.neurons import analyse_neurons, untrained_twin
-from interp_toolkit.units.reading import ContextFacts, RuleCount, unit_concepts
+from interp_toolkit.units.reading import ContextFacts, RuleCount, random_top, unit_concepts
 
 #: The depths ``reproduce --mlp`` trains an MLP twin of (when the study has them).
 MLP_LAYERS = (1, 2)
@@ -114,32 +116,42 @@ def measure_latents(
     run: Run, twin: TransformerBridge, layer: int, tokens: torch.Tensor, seed: int, n_tokens: int
 ) -> LatentCount:
     """The monosemanticity rule on the latents of a TopK SAE at ``blocks.L.mlp.hook_post`` of the
-    run (kept in ``RUN/saes/``, reused when there) and of its untrained twin, on ``tokens``."""
+    run (kept in ``RUN/saes/``, reused when there), under the shuffled-activation control, and on
+    an SAE trained the same way on the untrained twin, on ``tokens``; and the run's SAE's metrics
+    on the held-out mix, pooled and per row family (text, synthetic)."""
     hook = f"blocks.{layer}.mlp.hook_post"
     name = f"{hook}-topk-x{SAE_EXPANSION}-k{SAE_K}"
-    counts = []
+    facts = ContextFacts.of(tokens)
+    counts, shuffled, metrics = [], None, None
     for model, folder in (
         (run.model, run.path / "saes" / name),
         (twin, run.path / "saes" / "untrained-twin" / name),
     ):
-        sae = _trained_sae(run, model, hook, folder, seed, n_tokens)
+        sae, source = _trained_sae(run, model, hook, folder, seed, n_tokens)
         top, density = top_latent_activations(model, sae, tokens)
-        concepts = unit_concepts(ContextFacts.of(tokens), top, alive=density > 0)
-        counts.append(RuleCount.of(concepts))
+        counts.append(RuleCount.of(unit_concepts(facts, top, alive=density > 0)))
+        if shuffled is None:
+            n, seq = tokens.shape
+            control = random_top(top, n, seq, seed=seed)
+            shuffled = RuleCount.of(unit_concepts(facts, control, alive=density > 0))
+            rows = max(16, EVAL_TOKENS // source.seq_len)
+            heldout = source.heldout_rows(rows)
+            families = source.heldout_families(rows)
+            metrics = evaluate_sae(model, sae, heldout, families=families).to_dict()
     d_sae = int(run.model_cfg.mlp_width) * SAE_EXPANSION
-    return LatentCount(layer, counts[0], counts[1], d_sae, n_tokens)
+    return LatentCount(layer, counts[0], counts[1], d_sae, n_tokens, shuffled, metrics)
 
 
 def _trained_sae(
     run: Run, model: TransformerBridge, hook: str, folder: Path, seed: int, n_tokens: int
-) -> SparseAutoencoder:
-    if SAEPaths(folder).cfg.is_file():
-        return load_sae(folder)
+) -> tuple[SparseAutoencoder, TokenSource]:
     d_in = hook_width(model, hook)
     tcfg = SAETrainConfig(tokens=n_tokens, seed=seed)
     seq = min(run.model_cfg.n_ctx, 128)
     rows = -(-tcfg.batch * tcfg.batches_per_block // seq)
     source = token_source(run.codec, run.model_cfg.n_ctx, run, rows_per_block=rows, seed=seed)
+    if SAEPaths(folder).cfg.is_file():
+        return load_sae(folder), source
     cfg = SAEConfig(
         d_in=d_in,
         d_sae=d_in * SAE_EXPANSION,
@@ -151,4 +163,5 @@ def _trained_sae(
         dataset_path=source.corpus,
     )
     resume = SAEPaths(folder).state.is_file()
-    return train_sae(model, source, cfg, tcfg, folder, resume=resume, progress=False).sae
+    sae = train_sae(model, source, cfg, tcfg, folder, resume=resume, progress=False).sae
+    return sae, source

@@ -18,13 +18,35 @@ from interp_toolkit.text.stream import DataConfig
 #: (lr / (1 - beta1)) overflows float32 and crashes (lr=1e38 used to).
 LR_MAX = 1e4
 
+#: The default number of log-spaced snapshots (TrainSettings.snapshot_log).
+SNAPSHOT_LOG = 32
+
+
+def snapshot_schedule(steps: int, n_log: int, every: int | None = None) -> tuple[int, ...]:
+    """``n_log`` steps spaced evenly in log(step) from 1 to ``steps`` (rounded; duplicates
+    merged, so fewer near step 1), with ``steps`` itself, and every multiple of ``every``."""
+    out: set[int] = set()
+    if n_log > 0 and steps > 0:
+        if n_log == 1:
+            out.add(steps)
+        else:
+            out.update(round(steps ** (i / (n_log - 1))) for i in range(n_log))
+    if every:
+        out.update(range(every, steps + 1, every))
+    return tuple(sorted(s for s in out if 1 <= s <= steps))
+
 
 @dataclass(frozen=True)
 class TrainSettings:
     """Optimisation and bookkeeping. The optimizer is TL's AdamW (Adam when weight_decay is None).
 
     Checkpoints are written after step 1 (so a run stopped early can always resume), every
-    ``checkpoint_every`` steps, at the end, and when a stop signal arrives."""
+    ``checkpoint_every`` steps, at the end, and when a stop signal arrives.
+
+    Snapshots (weights only, ``RUN/snapshots/step_N.safetensors``, kept for analysis as
+    ``RUN@N``) are written at :meth:`snapshot_schedule`: the explicit ``snapshot_steps`` when
+    given, else ``snapshot_log`` log-spaced steps from 1 to ``steps`` (fewer once rounding
+    merges the first ones) plus every ``snapshot_every`` steps; and at an early stop."""
 
     steps: int = 2000
     batch_size: int = 64
@@ -37,6 +59,12 @@ class TrainSettings:
     score_every: int = 100
     checkpoint_every: int = 200
     snapshot_steps: tuple[int, ...] = ()
+    #: Log-spaced snapshots from step 1 to ``steps`` (0: none); the default schedule when
+    #: ``snapshot_steps`` is empty (docs/stages.md: the disk cost per run).
+    snapshot_log: int = SNAPSHOT_LOG
+    #: Linear snapshots every N steps besides the log-spaced ones (None: every ``score_every``
+    #: steps, so each has its logged head scores and held-out loss; 0: none).
+    snapshot_every: int | None = None
     seed: int = 0
     threads: int | None = None
     #: Stop early once the best layer>=1 induction score has stayed above ``stop_score`` for
@@ -68,12 +96,22 @@ class TrainSettings:
             raise UserError(f"snapshot_steps={snaps!r} cannot work: use a tuple of steps.")
         for step in snaps:
             validate.count(step, "snapshot_steps")
+        validate.count(self.snapshot_log, "snapshot_log", 0)
+        validate.count(self.snapshot_every, "snapshot_every", 0, optional=True)
         validate.seed(self.seed)
         validate.count(self.threads, "threads", optional=True)
         validate.number(self.stop_score, "stop_score", optional=True)
         validate.count(self.stop_after, "stop_after", optional=True)
         precision_named(self.precision)
         validate.flag(self.flush_denormal, "flush_denormal")
+
+    def snapshot_schedule(self) -> tuple[int, ...]:
+        """The steps whose weights are kept (sorted): ``snapshot_steps`` when given, else the
+        log-spaced and linear default (:func:`snapshot_schedule`)."""
+        if self.snapshot_steps:
+            return tuple(sorted(set(self.snapshot_steps)))
+        every = self.score_every if self.snapshot_every is None else self.snapshot_every
+        return snapshot_schedule(self.steps, self.snapshot_log, every)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TrainSettings:

@@ -85,6 +85,7 @@ class StepLog:
         self.unk_id = codec.unk_id
         self.cfg, self.start, self.callbacks, self.signals = cfg, start, callbacks, signals
         self.cluster, self.device = cluster, next(model.parameters()).device
+        self.kept = frozenset(cfg.snapshot_schedule())  # the steps whose weights are kept
         self.tokens = start.tokens
         self.score_batch = default_probe(
             codec, int(model.cfg.n_ctx), n_seqs=32, seed=cfg.seed + 7919
@@ -124,7 +125,7 @@ class StepLog:
         first_bad = (self.bad_loss_step == 0) & ~torch.isfinite(loss.detach())
         self.bad_loss_step = torch.where(first_bad, step, self.bad_loss_step)
         saves = step == 1 or step % cfg.checkpoint_every == 0 or step == end
-        snapshot = step in cfg.snapshot_steps
+        snapshot = step in self.kept
         if step % cfg.log_every == 0 or scored or saves or snapshot:  # before anything is written
             self._refuse_non_finite(step, optimizer, weights=saves or snapshot)
         row: dict[str, Any] | None = None
@@ -152,7 +153,7 @@ class StepLog:
             self.bar.set_postfix(
                 loss=f"{row['loss']:.3f}", tok_s=f"{row['tokens_per_s']:.0f}", refresh=False
             )
-        if step in cfg.snapshot_steps and main:
+        if snapshot and main:
             save_weights(self.model, self.paths.snapshot(step))
         wait = cfg.score_every if cfg.stop_after is None else cfg.stop_after
         stop = self.above_since is not None and step - self.above_since >= wait  # rank 0 only
@@ -166,6 +167,8 @@ class StepLog:
             if not saves:  # a stop between the checked steps: check before saving
                 self._refuse_non_finite(step, optimizer, weights=True, every_rank=False)
             save_checkpoint(self.paths, self.model, optimizer, Progress(step, self.tokens, elapsed))
+        if main and stop and not snapshot:  # an early stop keeps its last weights as RUN@step
+            save_weights(self.model, self.paths.snapshot(step))
         self.bar.update(1)
         info = StepInfo(step, loss, self.tokens, elapsed, self.model, scores)
         for cb in self.callbacks:

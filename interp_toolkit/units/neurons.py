@@ -14,7 +14,8 @@ For the neurons of layer ``L`` (activation ``blocks.L.mlp.hook_post``, after the
   over the positions: its top values on random positions, :func:`~.units.random_top`):
 
   - ``monosemantic``: the rule of :mod:`~.units` (one concept at >= 80% of the top-k positions,
-    beating its base rate), the same rule SAE latents are read by;
+    beating its base rate and at least 10 times as common there), the same rule SAE latents are
+    read by;
   - ``token_groups``: the old polysemanticity count (the number of unrelated token groups among
     the top-k tokens, tokens "related" when their centred embeddings' cosine is at least the 99th
     percentile over random pairs). **Withdrawn as a measure of polysemanticity**: the untrained

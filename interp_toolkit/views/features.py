@@ -40,8 +40,22 @@ def headline(metrics: dict[str, Any]) -> list[tuple[str, Any]]:
     return out
 
 
+def family_columns(metrics: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
+    """(header, rows) of the headline metrics: pooled, then one column per row family
+    (``by_family``: text, synthetic) when the evaluation rows were split."""
+    families = metrics.get("by_family") or {}
+    each = [dict(headline(families[f])) for f in families]
+    header = ["metric", "all rows" if families else "value"]
+    header += [f"{f} rows" for f in families]
+    rows = [
+        [label, value] + [c.get(label, "—") for c in each] for label, value in headline(metrics)
+    ]
+    return header, rows
+
+
 def metrics_table(metrics: dict[str, Any]) -> str:
-    return table(["metric", "value"], headline(metrics), cls="kv")
+    header, rows = family_columns(metrics)
+    return table(header, rows, cls="kv")
 
 
 def density_histogram(

@@ -2,7 +2,11 @@
 conftest.py): an SAE on layer 1's ``hook_z`` has induction latents (decoder mostly the induction
 heads, firing on the second copy of repeated text), one on layer 0's has previous-token latents.
 The same SAEs trained the same way on the untrained model of the same config find none, with the
-trained model's heads given to them: the rules can fail (saes/roles.py)."""
+trained model's heads given to them: the rules can fail (saes/roles.py). The monosemanticity rule
+(units/reading.py) is checked against its controls on the same SAEs: the untrained model's latents
+and the shuffled control (each latent's top values on random positions) fail it, the trained
+layer-0 latents beat both, and on layer 1 the rule without its lift (the old rule) calls most
+latents monosemantic where the rule calls almost none (docs/dictionaries.md has the numbers)."""
 
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ from interp_toolkit.probing.data import varied_repeats
 from interp_toolkit.saes.config import SAETrainConfig
 from interp_toolkit.saes.pipeline import run_sae
 from interp_toolkit.saes.roles import induction_latents, previous_token_latents
+from interp_toolkit.units.reading import RuleCount, beats
 
 pytestmark = pytest.mark.slow
 
@@ -20,6 +25,14 @@ pytestmark = pytest.mark.slow
 TOKENS = 262_144
 #: Latents each rule must find on the trained model (dictionaries.md lists what was seen).
 MIN_FOUND = 2
+#: The most an untrained model's latents may be monosemantic (a share of the live ones).
+CONTROL_SHARE = 0.02
+
+
+def _rule(res):
+    """(the rule's count, the shuffled control's, the old rule's count: the rule without lift)."""
+    old = sum(c.holds for c in res.features.concepts)
+    return RuleCount.of(res.features.concepts), RuleCount.of(res.features.shuffled), old
 
 
 @pytest.fixture(scope="module")
@@ -69,6 +82,10 @@ def test_layer_1_attention_sae_has_induction_latents(
     blank = _sae(untrained_2l, trained_2l, "blocks.1.attn.hook_z", tmp_path / "u1")
     none = induction_latents(untrained_2l, blank.sae, blank.features, heads, repeats)
     assert none.latents == (), none
+    (mono, shuffled, old), (control, _, _) = _rule(res), _rule(blank)
+    rule = {"trained": mono, "shuffled": shuffled, "old rule": old, "untrained": control}
+    assert old > 0.5 * mono.live and mono.share < 0.05, rule  # the lift rejects "seen" latents
+    assert shuffled.monosemantic == 0 and control.share <= CONTROL_SHARE, rule
 
 
 def test_layer_0_attention_sae_has_previous_token_latents(
@@ -83,3 +100,8 @@ def test_layer_0_attention_sae_has_previous_token_latents(
     blank = _sae(untrained_2l, trained_2l, "blocks.0.attn.hook_z", tmp_path / "u0")
     none = previous_token_latents(blank.sae, blank.features, heads)
     assert none.latents == (), none
+    (mono, shuffled, _), (control, control_shuffled, _) = _rule(res), _rule(blank)
+    rule = {"trained": mono, "shuffled": shuffled, "untrained": control}
+    assert shuffled.monosemantic == 0 and control_shuffled.monosemantic == 0, rule
+    assert control.share <= CONTROL_SHARE, rule
+    assert beats(mono, control) and beats(mono, shuffled), rule

@@ -3,8 +3,9 @@ curriculum) gives the study.json of tests/snapshots/small_study.json, less the w
 (CLOCK), floats to a relative 1e-4 or 6e-4 absolute (see LAST_DIGIT), interval bounds to a
 relative 1e-3 (the same code gives values apart by that on two CPUs: see BOUNDS). Taken before the layout move and kept through it unchanged; retaken when
 a change was meant to alter it: the exam names (prompt_exams, period_exams), the circuits'
-held-out fields and fixed-point pruning, the probes' stratified bootstrap and equal-class control
-(each with its own tests); the weights and every other value were checked equal to the code
+held-out fields and fixed-point pruning, the probes' stratified bootstrap and equal-class control,
+the period exams' room (periods with 16 or more offsets) and the specificity test's rival (the
+strongest other key: tau) (each with its own tests); the weights and every other value were checked equal to the code
 before those changes."""
 
 from __future__ import annotations

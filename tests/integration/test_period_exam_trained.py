@@ -40,13 +40,14 @@ def test_two_layers_pass_every_exam_one_layer_none(trained_2l, trained_1l, untra
     two = exam_with_chance(trained_2l.model, codec, model_cfg=trained_2l.model_cfg)
     one = exam_by_period(trained_1l.model, codec)
     two = with_chance(two, one, "1-layer model")
+    # periods 2..8: the longest with 16 or more start positions at context 32 (exams/prompts.py)
     assert {(e.kind, e.period) for e in two} == {
-        (k, p) for k in ("letters", "random") for p in range(2, 17)
+        (k, p) for k in ("letters", "random") for p in range(2, 9)
     }
     v = exam_verdict(two)
     detail = [(e.kind, e.period, e.passes, round(e.interval.low, 3)) for e in two]
     assert v.all_pass, detail
-    assert len(v.above["1-layer model"]) == len(v.above[next(iter(v.above))]) == 30, detail
+    assert len(v.above["1-layer model"]) == len(v.above[next(iter(v.above))]) == 14, detail
     for rows in (one, exam_by_period(untrained_2l, codec)):
         w = exam_verdict(rows)
         assert w.none_pass, [(e.kind, e.period, e.passes) for e in rows]

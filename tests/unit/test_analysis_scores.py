@@ -170,10 +170,14 @@ def test_heads_json_per_head_fields(tiny_cfg):
     fields = ("scores", "interval", "tau", "p_value", "decided_by", "comparisons")
     for field in (*fields, "significant", "passes"):
         assert set(first[field]) == set(SCORE_KINDS), field
-    # a head above its rivals in every row: no sign-flip draw reaches it, p = 1 / (N + 1)
+    # a head far above its rivals in every row: no draw reaches it, p = 1 / (N + 1)
     assert d["test"]["n_draws"] == 9999 and d["test"]["smallest_p"] == pytest.approx(1e-4)
     assert first["p_value"]["previous_token"] == pytest.approx(1e-4)
-    assert first["comparisons"]["previous_token"].keys() == {"vs q", "vs q-2", "vs q-3"}
+    assert first["comparisons"]["previous_token"].keys() == {"vs the strongest other key"}
+    assert first["comparisons"]["induction"].keys() == {
+        "vs the strongest other key",
+        "vs no-repeat control",
+    }
     assert first["significant"]["previous_token"] is True and first["passes"]["previous_token"]
     assert first["role_reason"]["score"] == "previous_token"
     assert d["test"]["n_tests"] == 8 * 6 and d["test"]["warnings"] == []

@@ -105,6 +105,7 @@ RANKS = {
     "units": 9,
     "saes": 10,
     "training": 11,
+    "development": 11,
     "views": 12,
     "reports": 13,
     "study": 14,

@@ -118,6 +118,9 @@ def test_seed_streams_keep_their_offsets():
         "head_share_null": (0, "torch", 0),
         "planted_directions": (104_729, "torch", 0),
         "planted_samples": (7, "torch", blocks),
+        "planted_heldout": (15_485_863, "torch", blocks),
+        "llc_sgld": (32_452_843, "torch", 0),
+        "row_bootstrap": (49_979_687, "torch", 0),
     }
 
 
@@ -179,6 +182,7 @@ def test_cli_defaults_are_their_owners_values():
     import typer.main
 
     import interp_toolkit.cli  # noqa: F401 (registers every command)
+    from interp_toolkit.causal import ROUTE_PROMPTS
     from interp_toolkit.cli.app import app
     from interp_toolkit.exams.prompts import MAX_OFFSET, N_PROMPTS
     from interp_toolkit.heads.discovery import N_SEQS
@@ -195,6 +199,7 @@ def test_cli_defaults_are_their_owners_values():
     assert option["heads", "--n-seqs"].default == N_SEQS
     assert option["exam", "--n-prompts"].default == N_PROMPTS
     assert option["exam", "--max-offset"].default == MAX_OFFSET
+    assert option["circuit", "--n-prompts"].default == ROUTE_PROMPTS
     assert f"at most {MAX_SEQ})" in option["probe", "--seq-len"].help
     assert f"{DEFAULT_POSITIONS:,} positions" in option["probe", "--n-seqs"].help
     assert f"{NEURON_POSITIONS:,} positions" in option["neurons", "--n-seqs"].help

@@ -9,10 +9,13 @@ import torch
 from interp_toolkit.errors import UserError
 from interp_toolkit.exams.periods import exam_by_period, with_chance
 from interp_toolkit.exams.prompts import (
+    MIN_OFFSETS,
     TOKEN_KINDS,
     exam_prompts,
     letter_pool,
     max_exam_period,
+    offset_positions,
+    roomy_exam_period,
 )
 from interp_toolkit.exams.single import run_exam, target_rank
 from interp_toolkit.text.codecs import EOT_ID, CompactVocab, GPT2Codec, gpt2_encoding
@@ -136,16 +139,17 @@ def test_alphabet_bigrams_cannot_pass():
     rows = exam_by_period(
         Stub(codec.d_vocab, 32, next_letter), codec, kinds=("letters",), n_prompts=20
     )
-    assert [r.passes for r in rows] == [0] * 15
+    assert [r.passes for r in rows] == [0] * 7
 
 
 def test_constant_logits_pass_nothing():
     codec = _codec()
     stub = Stub(codec.d_vocab, 32, lambda row: torch.zeros(codec.d_vocab))
     rows = exam_by_period(stub, codec, n_prompts=10)
-    assert [(r.kind, r.period) for r in rows] == [(k, p) for k in TOKEN_KINDS for p in range(2, 17)]
+    # a context of 32 leaves MIN_OFFSETS start positions up to period 8 (offsets 0..16)
+    assert [(r.kind, r.period) for r in rows] == [(k, p) for k in TOKEN_KINDS for p in range(2, 9)]
     assert all(r.passes == 0 and r.median_rank == codec.d_vocab - 1 for r in rows)
-    assert stub.calls == 1  # 300 prompts of 32 tokens: one batched forward pass
+    assert stub.calls == 1  # 140 prompts of 32 tokens: one batched forward pass
 
 
 def test_perfect_induction_passes_everything_and_reports_the_interval():
@@ -158,6 +162,33 @@ def test_perfect_induction_passes_everything_and_reports_the_interval():
     assert (d["period"], d["kind"], d["n_prompts"], d["passes"]) == (2, "letters", 40, 40)
     assert d["wilson95"][1] == 1.0 and abs(d["wilson95"][0] - 0.9124) < 1e-4
     assert d["offsets"]["min"] >= 0 and d["offsets"]["max"] == 28 and d["chance"] == []
+
+
+def test_every_default_period_has_room_for_sixteen_offsets():
+    """Issue 30: the exams' offsets shrank to 0 at periods 14-16 (context 32), where a model
+    copying from a fixed position could pass. Every default period now draws its prompts' starts
+    from at least 16 positions, stated per period; a longer period asked for explicitly says it
+    has fewer."""
+    codec = _codec()
+    assert MIN_OFFSETS == 16
+    assert roomy_exam_period(codec, 32) == 8  # [BOS] + 15 + 16 offsets: 8 has 17, 9 has 15
+    assert offset_positions(32, 8) == 17 and offset_positions(32, 9) == 15
+    assert offset_positions(32, 16) == 1 and offset_positions(32, 2, max_offset=5) == 6
+    assert (
+        roomy_exam_period(GPT2Codec(), 1024) == 52 and roomy_exam_period(codec, 256, "random") == 90
+    )
+    stub = Stub(codec.d_vocab, 32, lambda row: torch.zeros(codec.d_vocab))
+    rows = exam_by_period(stub, codec, n_prompts=200)
+    for r in rows:
+        d = r.to_dict()["offsets"]
+        assert d["positions"] >= 16 and d["roomy"] and d["at_least"] == 16, (r.period, d)
+        assert d["min"] == 0 and d["max"] == d["positions"] - 1  # 200 prompts reach both ends
+        prompts = exam_prompts(codec, r.kind, r.period, n_prompts=200, n_ctx=32)
+        assert len(set(prompts.offsets.tolist())) >= 16
+    (late,) = exam_by_period(stub, codec, periods=[15], kinds=("letters",), n_prompts=20)
+    assert late.to_dict()["offsets"] == {
+        "min": 0, "max": 2, "positions": 3, "at_least": 16, "roomy": False,
+    }  # fmt: skip
 
 
 def test_a_fixed_position_shortcut_fails_at_random_offsets():
@@ -264,7 +295,7 @@ def test_hand_built_circuits_pass_every_exam_and_their_controls_none(circuit):
     codec = letters_codec()
     model = CIRCUITS[circuit][0]()
     rows = exam_by_period(model, codec, n_prompts=24)
-    assert len(rows) == 30 and all(r.passes == 24 for r in rows), [r.to_dict() for r in rows]
+    assert len(rows) == 14 and all(r.passes == 24 for r in rows), [r.to_dict() for r in rows]
     assert max(r.offsets[1] for r in rows) == 28  # period 2: up to 28 random tokens first
     control = exam_by_period(control_model(circuit), codec, n_prompts=24)
     assert all(r.passes == 0 for r in control), [r.to_dict() for r in control]

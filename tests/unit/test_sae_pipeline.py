@@ -100,6 +100,67 @@ def test_explained_variance_is_one_minus_mse_over_the_total_variance(tiny_model)
     assert labels[0] == "dead" and counts[0] == 2 and counts[-1] == 2 and sum(counts) == 4
 
 
+def _trained_free_sae(d: int, hook: str, seed: int = 3) -> SparseAutoencoder:
+    """A random ReLU SAE (imperfect everywhere, so every metric has room to differ by rows)."""
+    return SparseAutoencoder(
+        SAEConfig(d_in=d, d_sae=4 * d, arch="relu", k=0, hook_name=hook), seed=seed
+    )
+
+
+def test_each_row_family_gets_the_metrics_of_its_rows_alone(tiny_model):
+    """Metrics by family equal an evaluation on that family's rows only (an independent run), and
+    the pooled ones equal an evaluation without families: per family is not pooled relabelled."""
+    hook = "blocks.1.attn.hook_z"
+    tokens = _tokens(10, seed=4)
+    tokens[:4, 8:] = tokens[:4, :8]  # the first four rows repeat a span: another family
+    synthetic = torch.arange(10) < 4
+    sae = _trained_free_sae(32, hook)
+    got = evaluate_sae(
+        tiny_model, sae, tokens, families={"text": ~synthetic, "synthetic": synthetic}
+    )
+    pooled = evaluate_sae(tiny_model, sae, tokens)
+    for name, mask in (("text", ~synthetic), ("synthetic", synthetic)):
+        alone, fam = evaluate_sae(tiny_model, sae, tokens[mask]), got.by_family[name]
+        assert fam.n_tokens == int(mask.sum()) * 16
+        for field in ("l0", "explained_variance", "mse", "ce_loss_with_sae", "kl_div_with_sae"):
+            assert getattr(fam, field) == pytest.approx(getattr(alone, field), rel=1e-6), field
+        assert fam.ce_loss_score == pytest.approx(alone.ce_loss_score, rel=1e-6)
+        assert torch.allclose(fam.feature_density, alone.feature_density)
+    for field in ("l0", "explained_variance", "ce_loss_with_sae", "kl_div_with_ablation"):
+        assert getattr(got, field) == pytest.approx(getattr(pooled, field), rel=1e-6), field
+    a, b = got.by_family["text"], got.by_family["synthetic"]
+    assert a.ce_loss_with_sae != pytest.approx(b.ce_loss_with_sae, rel=1e-3)  # families differ
+    d = got.to_dict()
+    assert set(d["by_family"]) == {"text", "synthetic"}
+    assert d["by_family"]["text"]["token_stats"]["total_tokens_eval"] == 6 * 16
+    assert "density_histogram" not in d["by_family"]["text"]["latents"]
+    assert "by_family" not in pooled.to_dict()
+    with pytest.raises(ValueError, match="marks 3 rows"):
+        evaluate_sae(tiny_model, sae, tokens, families={"text": torch.ones(3, dtype=torch.bool)})
+
+
+def test_held_out_families_follow_the_stream_s_rows():
+    """In every held-out batch the first n_repeat rows are the synthetic (repeated-span) ones:
+    the rows marked synthetic are exactly those the stream drew from its repeat block."""
+    from interp_toolkit.saes.activations import TokenSource
+    from interp_toolkit.text.stream import TrainStream
+
+    text = torch.randint(100, 200, (50, 16), generator=torch.Generator().manual_seed(1))
+    kw = dict(batch_size=4, repeat_fraction=0.75, low=1, high=60, span_min=2, span_max=8)
+    held = TrainStream(text, seed=5, **kw)
+    src = TokenSource(TrainStream(text, seed=0, **kw), held, "toy", "curriculum", 16)
+    fam = src.heldout_families(10)
+    assert fam["synthetic"].tolist() == [True, True, True, False] * 2 + [True, True]
+    assert torch.equal(fam["text"], ~fam["synthetic"])
+    rows = src.heldout_rows(10)
+    is_text = [bool((text == r).all(-1).any()) for r in rows]  # a text row is a text window
+    assert is_text == fam["text"].tolist()
+    none = TokenSource(
+        held, TrainStream(text, seed=5, **{**kw, "repeat_fraction": 0.0}), "t", "", 16
+    )
+    assert list(none.heldout_families(6)) == ["text"]  # one family: natural text
+
+
 def test_head_shares_and_the_decoder_through_w_o(tiny_model):
     sae = SparseAutoencoder(
         SAEConfig(d_in=32, d_sae=3, arch="topk", k=1, hook_name="blocks.1.attn.hook_z")
@@ -141,8 +202,14 @@ def test_the_sae_command_trains_evaluates_and_writes_saelens_files_and_pages(
     printed = capsys.readouterr().out
     for label in ("L0", "explained variance", "CE loss recovered", "dead latents"):
         assert label in printed
+    assert "text rows" in printed and "synthetic rows" in printed and "shuffled" in printed
     data = json.loads(js.read_text())
     assert data["evals"]["sparsity"]["l0"] == pytest.approx(4.0)
+    fam = data["evals"]["by_family"]
+    assert set(fam) == {"text", "synthetic"}  # the run's mix is half synthetic
+    n = {f: fam[f]["token_stats"]["total_tokens_eval"] for f in fam}
+    assert n["text"] + n["synthetic"] == data["evals"]["token_stats"]["total_tokens_eval"]
+    assert set(data["monosemantic_shuffled"]) >= {"units", "dead", "monosemantic"}
     assert data["training"]["tokens"] == 4096 and data["setting"] == "curriculum"
     cfg = json.loads((out / "cfg.json").read_text())
     assert (cfg["d_in"], cfg["d_sae"], cfg["architecture"]) == (32, 64, "topk")
@@ -153,6 +220,7 @@ def test_the_sae_command_trains_evaluates_and_writes_saelens_files_and_pages(
     assert all(d["description"] for d in feats["latents"])
     index, pages = (out / "index.html").read_text(), (out / "features.html").read_text()
     assert "Feature density" in index and "monosemantic" in index
+    assert "text rows" in index and "synthetic rows" in index and "Shuffled-activation" in index
     assert_offline(index)
     assert_offline(pages)
     assert pages.count("CircuitsVis.render(") == 1

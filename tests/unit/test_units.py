@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from interp_toolkit.units.reading import (
+    MONO_LIFT,
     MONO_SHARE,
     Concept,
     ContextFacts,
@@ -17,6 +18,7 @@ from interp_toolkit.units.reading import (
     beats,
     binomial_tail,
     concept_of,
+    judged,
     random_top,
     unit_concepts,
 )
@@ -68,13 +70,40 @@ def test_a_concept_common_everywhere_is_not_monosemantic():
 
 
 def test_a_pattern_concept_wins_when_it_holds_at_more_top_positions_than_any_token():
+    """A repeat in a few rows: the pattern holds at every top position and is rare elsewhere."""
+    tokens = _rows(60, 16, seed=2)
+    tokens[:3, 8:16] = tokens[:3, 0:8]  # 3 rows repeat: positions 8..15 repeat 0..7
+    facts = ContextFacts.of(tokens)
+    rows = torch.arange(3).repeat_interleave(7)[:20]
+    pos = torch.arange(9, 16).repeat(3)[:20]
+    c = concept_of(facts, rows, pos, alive=True)
+    assert c.kind == "in_repeat" and c.share == 1.0
+    assert c.base < 1 / MONO_LIFT and c.holds and c.monosemantic
+
+
+def test_a_concept_covering_half_the_rows_holds_but_is_not_specific():
+    """The curriculum's case: a repeat in every row puts half of all positions inside a repeated
+    span, so a unit whose top 20 are all there passes the share and the binomial test (p = 0.5^20)
+    but not the lift (1.0 against a base of ~0.5: lift ~2, the rule asks MONO_LIFT): under the
+    old rule it was monosemantic, as 902-988 of 1,024 layer-1 latents were."""
     tokens = _rows(30, 16, seed=2)
     tokens[:, 8:16] = tokens[:, 0:8]  # a repeat in every row: positions 8..15 repeat 0..7
     facts = ContextFacts.of(tokens)
     rows, pos = torch.arange(20), torch.full((20,), 10)
     c = concept_of(facts, rows, pos, alive=True)
-    assert c.kind == "in_repeat" or c.kind == "seen"
-    assert c.share == 1.0 and c.monosemantic
+    assert c.kind in ("in_repeat", "seen") and c.share == 1.0 and c.p_value < 1e-5
+    assert c.holds and not c.monosemantic and c.lift < MONO_LIFT
+
+
+def test_the_lift_decides_at_its_boundary():
+    """share 1.0: monosemantic when the base rate is at most 1 / MONO_LIFT, not above."""
+    at = judged("token", 1, 1.0, 1 / MONO_LIFT, 1e-12)
+    above = judged("token", 1, 1.0, 1 / MONO_LIFT + 0.01, 1e-12)
+    assert at.monosemantic and at.lift == pytest.approx(MONO_LIFT)
+    assert above.holds and not above.monosemantic
+    weak = judged("token", 1, MONO_SHARE - 0.05, 0.0, 1e-12)  # rare, but below the share
+    assert not weak.holds and not weak.monosemantic and weak.lift == float("inf")
+    assert weak.to_dict()["lift"] == 1e6  # JSON-safe
 
 
 def test_streaming_top_k_equals_the_full_top_k():

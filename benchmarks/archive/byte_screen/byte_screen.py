@@ -99,12 +99,13 @@ class Model(nn.Module):
         w_scale=0.8,
         vocab=256,
         pos_init="normal",
+        d_head=None,
     ):
         super().__init__()
         self.pos_kind = pos
         self.embed = nn.Embedding(vocab, d)
         self.pos = nn.Parameter(torch.zeros(ctx, d))
-        self.layers = nn.ModuleList([Attn(d, nh, d // nh) for _ in range(n_layers)])
+        self.layers = nn.ModuleList([Attn(d, nh, d_head or d // nh) for _ in range(n_layers)])
         self.unembed = nn.Linear(d, vocab, bias=False)
         nn.init.normal_(self.embed.weight, 0.0, emb_std)
         nn.init.normal_(self.pos, 0.0, pos_std)
@@ -258,6 +259,7 @@ def main():
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--d-model", type=int, default=128)
     ap.add_argument("--n-heads", type=int, default=4)
+    ap.add_argument("--d-head", type=int, default=None, help="default d_model / n_heads")
     ap.add_argument("--ctx", type=int, default=256)
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--lr", type=float, default=3e-3)
@@ -306,6 +308,7 @@ def main():
         pos_std=args.pos_std,
         w_scale=args.w_scale,
         pos_init=args.pos_init,
+        d_head=args.d_head,
     )
     opt = torch.optim.AdamW(
         model.parameters(), lr=args.lr, betas=(args.beta1, args.beta2), weight_decay=args.wd

@@ -1,0 +1,141 @@
+"""``stages``: the LLC at every kept checkpoint of a run and the developmental stages it marks (a
+thin shell over :mod:`interp_toolkit.development`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from interp_toolkit.cli.app import app, check_device, check_out_file, console, device_option, emit
+from interp_toolkit.errors import UserError
+
+
+@app.command("stages")
+def stages(
+    run: Path = typer.Argument(..., help="A run folder with kept checkpoints (RUN/snapshots/)."),
+    json_out: Path | None = typer.Option(
+        None, "--json", help="Write the curve, settings, diagnostics and stages as JSON here."
+    ),
+    html_out: Path | None = typer.Option(
+        None, "--html", help="Write the figure (LLC, loss, head scores, boundaries) as HTML here."
+    ),
+    step_size: float = typer.Option(1e-4, "--step-size", help="SGLD step size ε."),
+    gamma: float = typer.Option(1000.0, "--gamma", help="Localisation strength γ."),
+    nbeta: float = typer.Option(50.0, "--nbeta", help="Inverse temperature nβ."),
+    chains: int = typer.Option(2, "--chains", help="SGLD chains per checkpoint (2 or more)."),
+    draws: int = typer.Option(40, "--draws", help="Draws per chain, after the burn-in."),
+    burn_in: int = typer.Option(20, "--burn-in", help="Burn-in steps per chain."),
+    n_batches: int = typer.Option(
+        4, "--batches", help="Training batches the LLC reads (the run's first steps')."
+    ),
+    rows: int = typer.Option(16, "--rows", help="Rows of each batch (spread over the batch)."),
+    max_step: int | None = typer.Option(
+        None, "--max-step", help="Only the kept checkpoints up to this step."
+    ),
+    seed: int = typer.Option(0, "--seed", help="Seed of the SGLD noise."),
+    device: str = device_option(),
+) -> None:
+    """Estimate the local learning coefficient (SGLD) at every kept checkpoint and print the
+    stages: boundaries where the smoothed LLC curve turns, each stage described from the run's
+    logged loss, held-out loss and head scores (docs/stages.md)."""
+    from interp_toolkit.development.llc import SGLDSettings
+
+    check_device(device)
+    settings = SGLDSettings(
+        step_size=step_size, gamma=gamma, nbeta=nbeta, chains=chains, draws=draws,
+        burn_in=burn_in, seed=seed,
+    )  # fmt: skip
+    settings.validate()  # one line before any work
+    for name, value, least in (("--batches", n_batches, 1), ("--rows", rows, 1)):
+        if value < least:
+            raise UserError(f"{name}={value} cannot work: use a whole number, {least} or more.")
+    check_out_file(json_out, "--json")
+    check_out_file(html_out, "--html", "stages.html")
+    from interp_toolkit.cli.app import setup_torch, wrote
+
+    setup_torch()
+    from interp_toolkit.development.curve import stages as find_stages
+    from interp_toolkit.files.io import write_text
+    from interp_toolkit.runs.folder import RunPaths, read_config
+    from interp_toolkit.runtime.progress import status
+
+    read_config(run)  # not a run folder: its one line
+    kept = RunPaths(run).snapshot_steps()
+    steps = [s for s in kept if max_step is None or s <= max_step]
+    with status("stages", "estimating the LLC") as shown:
+        found = find_stages(
+            run,
+            settings,
+            n_batches=n_batches,
+            rows=rows,
+            steps=steps,
+            device=device,
+            progress=lambda i, n, step: shown.update(f"checkpoint {i + 1} of {n} (step {step})"),
+        )
+    data = found.to_dict(traces=True)
+    emit(data, _print_stages, json_out)
+    if html_out:
+        from interp_toolkit.runs.folder import read_metrics
+        from interp_toolkit.views.stages import stages_html
+
+        write_text(html_out, stages_html(found.to_dict(traces=False), read_metrics(run)))
+        wrote(html_out)
+
+
+def _print_stages(data: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    out = console()
+    s = data["settings"]
+    table = Table(
+        title=f"{data['run']}: LLC at {len(data['checkpoints'])} kept checkpoints (SGLD ε "
+        f"{s['step_size']:g}, γ {s['gamma']:g}, nβ {data['checkpoints'][0]['nbeta']:.3g}, "
+        f"{s['chains']} chains x {s['draws']} draws after {s['burn_in']} burn-in)"
+    )
+    for col in ("step", "LLC", "interval", "init loss", "R-hat", "max |drift|"):
+        table.add_column(col, justify="right")
+    bounds = {b["step"] for b in data["boundaries"]}
+    for c in data["checkpoints"]:
+        lo, hi = c["interval"]
+        drift = [abs(d) for d in c["diagnostics"]["drift"] if d is not None]
+        table.add_row(
+            f"{c['step']}{' *' if c['step'] in bounds else ''}",
+            _f(c["llc"]),
+            f"{_f(lo)} - {_f(hi)}",
+            _f(c["init_loss"]),
+            _f(c["diagnostics"]["r_hat"]),
+            _f(max(drift)) if drift else "-",
+        )
+    out.print(table)
+    out.print(f"batches: {data['batches']['source']}.", soft_wrap=True)
+    out.print(f"rule: {data['rule']['boundary']} (* above).", soft_wrap=True)
+    for st in data["stages"]:
+        out.print(f"stage {st['stage']} (steps {st['start']}-{st['end']}): {st['summary']}",
+                  soft_wrap=True)  # fmt: skip
+    pc = data["phase_change"]
+    rise = pc.get("steepest_rise")
+    if rise:
+        out.print(
+            f"steepest LLC rise: steps {rise['from']}-{rise['to']} ({rise['llc'][0]:.3g} -> "
+            f"{rise['llc'][1]:.3g}).",
+            soft_wrap=True,
+        )
+    if pc["phase_change_step"] is None:
+        out.print("no induction phase change logged (no scored step above the floor).")
+    elif pc["inside"] is None:
+        out.print(f"induction phase change at step {pc['phase_change_step']}; no boundary found.")
+    else:
+        near = pc["nearest"]
+        where = "inside" if pc["inside"] else "outside"
+        out.print(
+            f"induction phase change at step {pc['phase_change_step']}: {where} a boundary's "
+            f"interval (nearest boundary step {near['step']}, interval {near['interval']}); "
+            f"{'in' if pc.get('in_steepest_rise') else 'not in'} the steepest LLC rise.",
+            soft_wrap=True,
+        )
+
+
+def _f(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3g}"

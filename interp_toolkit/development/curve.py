@@ -1,0 +1,153 @@
+"""The LLC over training: :func:`llc_curve` estimates it at every kept checkpoint of a run
+(``RUN/snapshots/``) on the run's own training batches; :func:`stages` adds the boundaries and
+what each stage changed (:mod:`.stages`). ``interp-toolkit stages RUN`` prints it."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from interp_toolkit.development.data import LLCBatches, llc_batches, next_token_loss
+from interp_toolkit.development.llc import LLCEstimate, SGLDSettings, estimate_llc
+from interp_toolkit.development.stages import (
+    BANDWIDTH,
+    MIN_SWING,
+    Boundary,
+    describe_stages,
+    phase_change_in_boundary,
+    stage_boundaries,
+    steepest_rise,
+)
+from interp_toolkit.errors import UserError
+from interp_toolkit.heads.induction import first_induction_step
+from interp_toolkit.runs.folder import RunPaths, apply_weights, load_run, read_metrics, read_weights
+from interp_toolkit.training.sdpa import fused_attention
+
+
+@dataclass
+class LLCCurve:
+    """The LLC at each checkpoint ``steps[i]`` (``estimates[i]``), on ``batches``."""
+
+    run: str
+    steps: list[int]
+    estimates: list[LLCEstimate]
+    batches: dict[str, Any]
+    seconds: float
+
+    @property
+    def llc(self) -> list[float]:
+        return [e.llc for e in self.estimates]
+
+
+@dataclass
+class Stages:
+    """An LLC curve, its stage boundaries (the rule of :mod:`.stages`) and the stages."""
+
+    curve: LLCCurve
+    boundaries: list[Boundary]
+    stages: list[dict[str, Any]]
+    phase_change: dict[str, Any]
+    rule: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self, traces: bool = True) -> dict[str, Any]:
+        c = self.curve
+        return {
+            "run": c.run,
+            "checkpoints": [
+                {"step": s, **e.to_dict(traces=traces)}
+                for s, e in zip(c.steps, c.estimates, strict=True)
+            ],
+            "batches": c.batches,
+            "settings": c.estimates[0].settings.to_dict() if c.estimates else None,
+            "rule": self.rule,
+            "boundaries": [b.to_dict() for b in self.boundaries],
+            "stages": self.stages,
+            "phase_change": self.phase_change,
+            "seconds": round(c.seconds, 2),
+        }
+
+
+def llc_curve(
+    run_path: str | Path,
+    settings: SGLDSettings | None = None,
+    *,
+    n_batches: int = 4,
+    rows: int | None = 16,
+    steps: list[int] | None = None,
+    device: str = "cpu",
+    progress: Callable[[int, int, int], None] | None = None,
+) -> LLCCurve:
+    """The LLC at every kept checkpoint of ``run_path`` (or the kept ``steps``), each estimate
+    on the same batches: ``n_batches`` of the run's first training batches, ``rows`` rows each
+    (:func:`~.data.llc_batches`). ``progress(i, n, step)`` before checkpoint ``i`` of ``n``."""
+    settings = settings or SGLDSettings()
+    settings.validate()
+    paths = RunPaths(Path(run_path))
+    kept = paths.snapshot_steps()
+    if steps is not None:
+        missing = sorted(set(steps) - set(kept))
+        if missing:
+            raise UserError(
+                f"{run_path} kept no weights at step {', '.join(map(str, missing))}: kept "
+                f"{', '.join(map(str, kept)) or 'none'}."
+            )
+        kept = sorted(set(steps))
+    if len(kept) < 3:
+        raise UserError(
+            f"{run_path} kept {len(kept)} checkpoint(s) ({', '.join(map(str, kept)) or 'none'}): "
+            "stages need 3 or more; train it again with the default snapshot schedule."
+        )
+    t0 = time.perf_counter()
+    run = load_run(paths.root, device=device, weights=paths.snapshot(kept[0]))
+    data: LLCBatches = llc_batches(run, n_batches=n_batches, rows=rows)
+    estimates = []
+    with fused_attention(run.model):  # no hook reads a pattern: SDPA, as a training step
+        for i, step in enumerate(kept):
+            if progress is not None:
+                progress(i, len(kept), step)
+            path = paths.snapshot(step)
+            apply_weights(run.model, read_weights(path), path)
+            estimates.append(estimate_llc(run.model, data.batches, next_token_loss, settings))
+    return LLCCurve(
+        run=run.name,
+        steps=kept,
+        estimates=estimates,
+        batches=data.to_dict(),
+        seconds=time.perf_counter() - t0,
+    )
+
+
+def stages(
+    run_path: str | Path,
+    settings: SGLDSettings | None = None,
+    *,
+    bandwidth: float = BANDWIDTH,
+    min_swing: float = MIN_SWING,
+    curve: LLCCurve | None = None,
+    **kwargs: Any,
+) -> Stages:
+    """The stages of a run: its LLC curve (``curve``, or :func:`llc_curve` with ``kwargs``),
+    the boundaries, each stage described from metrics.jsonl, and whether the logged induction
+    phase change falls inside a boundary's interval."""
+    curve = curve or llc_curve(run_path, settings, **kwargs)
+    bounds = stage_boundaries(curve.steps, curve.llc, bandwidth=bandwidth, min_swing=min_swing)
+    rows = read_metrics(run_path)
+    return Stages(
+        curve=curve,
+        boundaries=bounds,
+        stages=describe_stages(curve.steps, curve.llc, bounds, rows),
+        phase_change=phase_change_in_boundary(
+            bounds, first_induction_step(rows), steepest_rise(curve.steps, curve.llc)
+        ),
+        rule={
+            "smoothing": f"Gaussian kernel in log(step), bandwidth {bandwidth}",
+            "boundary": "a checkpoint where the smoothed LLC's slope changes sign, kept when "
+            f"the swing on each side is >= {min_swing} of the smoothed curve's range",
+            "interval": "the checkpoints either side of the boundary",
+            "bandwidth": bandwidth,
+            "min_swing": min_swing,
+        },
+    )

@@ -1,0 +1,91 @@
+"""The batches the LLC reads: the run's own training stream, rebuilt from its config.json.
+
+A run's training data is a deterministic function of its recorded settings (corpus, codec,
+repeat fraction, spans, seed: :class:`~interp_toolkit.text.stream.TrainStream`), so the LLC of
+every checkpoint reads the same rows: the batches of the run's first ``n_batches`` training steps
+(the first ``rows`` rows of each), the distribution its loss was minimised on. The stream is
+built as ``training/trainer.py`` builds it (the same arguments, kept in step by
+``tests/unit/test_stages.py``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from jaxtyping import Int
+
+from interp_toolkit.heads.repeats import default_token_range
+from interp_toolkit.models.build import AttnOnlyConfig
+from interp_toolkit.runs.folder import Run, read_config
+from interp_toolkit.text.codecs import Codec
+from interp_toolkit.text.stream import DataConfig, TrainStream, tokenize_corpus, windows
+from interp_toolkit.training.settings import TrainSettings, recorded_configs
+
+
+@dataclass
+class LLCBatches:
+    """``batches``: [rows, n_ctx + 1] token windows; ``source``: how they were drawn, in words."""
+
+    batches: list[Int[torch.Tensor, "row pos"]]
+    source: str
+
+    def to_dict(self) -> dict[str, Any]:
+        b = self.batches
+        return {"n_batches": len(b), "rows": int(b[0].shape[0]), "source": self.source}
+
+
+def training_stream(
+    codec: Codec, model_cfg: AttnOnlyConfig, data_cfg: DataConfig, train_cfg: TrainSettings
+) -> TrainStream:
+    """The run's training stream (what ``training/trainer.py: _stream`` builds)."""
+    corpus = tokenize_corpus(
+        data_cfg.corpus, data_cfg.val_fraction, data_cfg.max_tokens, False, store=data_cfg.store
+    )
+    train_windows = windows(corpus.train_ids, codec, model_cfg.n_ctx + 1)
+    low, high = default_token_range(codec)
+    has_text = len(train_windows) > 0
+    span_min, span_max = data_cfg.span_range(model_cfg.n_ctx)
+    return TrainStream(
+        train_windows if has_text else torch.zeros(1, model_cfg.n_ctx + 1, dtype=torch.long),
+        batch_size=train_cfg.batch_size,
+        repeat_fraction=data_cfg.repeat_fraction if has_text else 1.0,
+        low=low,
+        high=high,
+        span_min=span_min,
+        span_max=span_max,
+        seed=train_cfg.seed,
+        start_step=0,
+        end_step=train_cfg.steps,
+    )
+
+
+def llc_batches(run: Run, n_batches: int = 8, rows: int | None = None) -> LLCBatches:
+    """The first ``n_batches`` training batches of ``run`` (``rows`` rows each; default the
+    run's batch size)."""
+    model_cfg, data_cfg, train_cfg = recorded_configs(read_config(run.path), run.paths.config)
+    model_cfg = model_cfg.replace(d_vocab=run.codec.d_vocab)
+    stream = training_stream(run.codec, model_cfg, data_cfg, train_cfg)
+    size = train_cfg.batch_size
+    rows = min(rows or size, size)
+    picked = range(0, size, size // rows)[:rows]  # spread over the batch: its mix is kept
+    batches = [stream.batch(step, picked) for step in range(n_batches)]
+    n_repeat = sum(r < stream.n_repeat for r in picked)
+    source = (
+        f"the run's own training stream: {rows} of the {size} rows (every {size // rows}) of "
+        f"the batches of steps 0-{n_batches - 1}: {n_repeat} of {rows} rows repeated-span "
+        f"windows, the rest text windows of corpus {data_cfg.corpus!r}; seed {train_cfg.seed}"
+    )
+    return LLCBatches(batches=batches, source=source)
+
+
+def next_token_loss(model: torch.nn.Module, tokens: Int[torch.Tensor, "row pos"]) -> torch.Tensor:
+    """The training loss (``training/loop.py: NextTokenLoss``): the model reads ``tokens[:, :-1]``
+    and every position is scored on the next token, mean cross-entropy."""
+    device = next(model.parameters()).device
+    tokens = tokens.to(device)
+    logits = model(tokens[:, :-1])
+    return torch.nn.functional.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1)
+    )

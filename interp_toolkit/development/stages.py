@@ -1,0 +1,195 @@
+"""Developmental stages: boundaries where the LLC curve over training turns, and what changed in
+each stage (Hoogland et al. 2024, "The developmental landscape of in-context learning").
+
+**The rule** (:func:`stage_boundaries`, tested on planted curves in ``tests/unit/test_stages.py``).
+The LLC estimates at the kept checkpoints are smoothed over log(step) by a Gaussian kernel of
+width ``bandwidth`` (natural-log units, default 0.25: a factor e^0.25 = 1.28 in steps); a
+boundary is a critical point of the smoothed curve, a checkpoint where its slope changes sign
+(a peak or a trough), kept only when the swing on each side of it (to the neighbouring critical
+point or the curve's end) is at least ``min_swing`` (default 0.1) of the curve's range: the
+smallest swing's pair of critical points is dropped first, until every swing is large enough.
+Each boundary carries the interval between the checkpoints on either side of it. Hoogland et al.
+read critical points of the smoothed LLC curve the same way (they smoothed by eye-fitted
+Gaussian processes; this is the kernel version, stated).
+
+**The stages** between boundaries (and the first and last checkpoint) are described from the
+run's metrics.jsonl (:func:`describe_stages`): at the scored rows nearest each stage's start and
+end, the training loss, the held-out loss, the strongest previous-token head (layer 0 and up),
+the strongest induction head (layer 1 and up; any layer of a 1-layer model) and, when logged, the
+repeated-passage drop; with the LLC at both ends.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from interp_toolkit.heads.induction import best_induction_score, logged_induction_key
+from interp_toolkit.heads.registry import SCORE
+
+BANDWIDTH = 0.25
+MIN_SWING = 0.1
+
+
+@dataclass(frozen=True)
+class Boundary:
+    """A critical point of the smoothed LLC curve at checkpoint ``step`` (``kind``: peak or
+    trough), between the checkpoints ``low`` and ``high`` either side of it."""
+
+    step: int
+    low: int
+    high: int
+    kind: str
+    llc: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"step": self.step, "interval": [self.low, self.high], "kind": self.kind,
+                "llc_smoothed": round(self.llc, 4)}  # fmt: skip
+
+
+def smooth(steps: list[int], values: list[float], bandwidth: float = BANDWIDTH) -> list[float]:
+    """``values`` smoothed by a Gaussian kernel of width ``bandwidth`` in log(step)."""
+    xs = [math.log(s) for s in steps]
+    out = []
+    for x0 in xs:
+        w = [math.exp(-0.5 * ((x - x0) / bandwidth) ** 2) for x in xs]
+        out.append(sum(wi * v for wi, v in zip(w, values, strict=True)) / sum(w))
+    return out
+
+
+def stage_boundaries(
+    steps: list[int],
+    llc: list[float],
+    *,
+    bandwidth: float = BANDWIDTH,
+    min_swing: float = MIN_SWING,
+) -> list[Boundary]:
+    """The stage boundaries of an LLC curve (the module's rule): critical points of the smoothed
+    curve whose swings on both sides are at least ``min_swing`` of its range."""
+    if len(steps) != len(llc):
+        raise ValueError("steps and llc differ in length")
+    pairs = sorted((s, v) for s, v in zip(steps, llc, strict=True) if math.isfinite(v))
+    if len(pairs) < 3:
+        return []
+    xs = [s for s, _ in pairs]
+    ys = smooth(xs, [v for _, v in pairs], bandwidth)
+    span = max(ys) - min(ys)
+    if span <= 1e-9 * max(1.0, max(abs(y) for y in ys)):  # flat up to float rounding
+        return []
+    slopes = [b - a for a, b in zip(ys, ys[1:], strict=False)]
+    turns = [  # i: the checkpoint where the slope changes sign (flat stretches join the next)
+        i
+        for i in range(1, len(ys) - 1)
+        if slopes[i - 1] * slopes[i] < 0 or (slopes[i - 1] != 0 and slopes[i] == 0)
+    ]
+    points = [0, *turns, len(ys) - 1]
+    while len(points) > 2:
+        swings = [abs(ys[b] - ys[a]) for a, b in zip(points, points[1:], strict=False)]
+        k = min(range(len(swings)), key=swings.__getitem__)
+        if swings[k] >= min_swing * span:
+            break
+        if k == 0:  # the first swing: drop the critical point after it
+            del points[1]
+        elif k == len(swings) - 1:
+            del points[-2]
+        else:  # an inner swing: drop both its ends (a small wiggle)
+            del points[k : k + 2]
+    out = []
+    for i in points[1:-1]:
+        kind = "peak" if ys[i] >= ys[i - 1] else "trough"
+        out.append(Boundary(step=xs[i], low=xs[i - 1], high=xs[i + 1], kind=kind, llc=ys[i]))
+    return out
+
+
+def nearest_scored(rows: list[dict[str, Any]], step: int) -> dict[str, Any] | None:
+    """The scored metrics row nearest ``step`` (the earlier on a tie), or None."""
+    scored = [r for r in rows if logged_induction_key(r) is not None]
+    if not scored:
+        return None
+    return min(scored, key=lambda r: (abs(int(r["step"]) - step), int(r["step"])))
+
+
+def measures(row: dict[str, Any] | None) -> dict[str, float | int | None]:
+    """What a stage's end reads from a scored metrics row."""
+    if row is None:
+        return {"logged_step": None}
+    prev = row.get(SCORE["previous_token"].logged_as)
+    key = logged_induction_key(row)
+    out: dict[str, float | int | None] = {
+        "logged_step": int(row["step"]),
+        "loss": row.get("loss"),
+        "val_loss": row.get("val_loss"),
+        "previous_token": max(max(r) for r in prev) if prev else None,
+        "induction": best_induction_score(row[key]) if key else None,
+        "passage_drop": row.get("passage_drop"),
+    }
+    return out
+
+
+#: A stage's measure moved when it changed by at least this much (scores are in [0, 1]; losses
+#: in nats): what :func:`describe_stages` names in its sentence.
+MOVED = {"loss": 0.05, "val_loss": 0.05, "previous_token": 0.1, "induction": 0.1,
+         "passage_drop": 0.1}  # fmt: skip
+
+
+def describe_stages(
+    steps: list[int],
+    llc: list[float],
+    boundaries: list[Boundary],
+    rows: list[dict[str, Any]],
+) -> list[dict[str, Any]]:
+    """Each stage (first checkpoint -> boundary -> ... -> last checkpoint): its steps, the LLC
+    at both ends, the logged measures at both ends, and a sentence naming what moved."""
+    finite = sorted((s, v) for s, v in zip(steps, llc, strict=True) if math.isfinite(v))
+    if not finite:
+        return []
+    at = dict(finite)
+    edges = [finite[0][0], *(b.step for b in boundaries), finite[-1][0]]
+    out = []
+    for n, (a, b) in enumerate(zip(edges, edges[1:], strict=False), 1):
+        start, end = measures(nearest_scored(rows, a)), measures(nearest_scored(rows, b))
+        moved = []
+        for key, floor in MOVED.items():
+            x, y = start.get(key), end.get(key)
+            if isinstance(x, (int, float)) and isinstance(y, (int, float)) and abs(y - x) >= floor:
+                moved.append(f"{key.replace('_', ' ')} {x:.3g} -> {y:.3g}")
+        trend = "rises" if at[b] > at[a] else "falls"
+        text = f"LLC {trend} {at[a]:.3g} -> {at[b]:.3g}; " + (
+            "; ".join(moved) if moved else "no logged measure moved"
+        )
+        out.append({"stage": n, "start": a, "end": b, "llc": [round(at[a], 4), round(at[b], 4)],
+                    "start_measures": start, "end_measures": end, "summary": text})  # fmt: skip
+    return out
+
+
+def steepest_rise(steps: list[int], llc: list[float]) -> dict[str, Any] | None:
+    """The pair of neighbouring checkpoints between which the (unsmoothed) LLC rises most."""
+    pts = sorted((s, v) for s, v in zip(steps, llc, strict=True) if math.isfinite(v))
+    pairs = list(zip(pts, pts[1:], strict=False))
+    if not pairs:
+        return None
+    (a, x), (b, y) = max(pairs, key=lambda ab: ab[1][1] - ab[0][1])
+    return {"from": a, "to": b, "llc": [round(x, 4), round(y, 4)], "rise": round(y - x, 4)}
+
+
+def phase_change_in_boundary(
+    boundaries: list[Boundary],
+    phase_step: int | None,
+    rise: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Whether the logged induction phase change (its first scored step above the floor) falls
+    inside a boundary's interval, the nearest boundary, and whether it falls in the LLC's
+    steepest rise ``rise`` (:func:`steepest_rise`: ``from < step <= to``)."""
+    out: dict[str, Any] = {"phase_change_step": phase_step, "inside": None, "nearest": None}
+    if rise is not None:
+        out["steepest_rise"] = rise
+        out["in_steepest_rise"] = (
+            None if phase_step is None else rise["from"] < phase_step <= rise["to"]
+        )
+    if phase_step is None or not boundaries:
+        return out
+    near = min(boundaries, key=lambda b: abs(b.step - phase_step))
+    out["inside"] = any(b.low <= phase_step <= b.high for b in boundaries)
+    out["nearest"], out["distance"] = near.to_dict(), near.step - phase_step
+    return out

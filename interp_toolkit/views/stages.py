@@ -1,0 +1,63 @@
+"""The stages figure: LLC (with its interval), loss, held-out loss and head scores over training
+(log steps), the stage boundaries drawn. Data in (``stages --json``'s dict and the run's
+metrics.jsonl rows), figure or page out."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from interp_toolkit.heads.induction import best_induction_score, logged_induction_key
+from interp_toolkit.heads.registry import SCORE
+from interp_toolkit.views.page import Section, render_report, text
+
+
+def stages_figure(data: dict[str, Any], rows: list[dict[str, Any]]) -> go.Figure:
+    """Three panels over log(step): the LLC and its interval; the training and held-out loss;
+    the strongest previous-token and induction heads. Boundaries as dashed lines, their
+    intervals shaded."""
+    fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.06,
+                        subplot_titles=("LLC (mean ± 2 s.e. over chains)", "loss",
+                                        "strongest head score"))  # fmt: skip
+    pts = [c for c in data["checkpoints"] if c["llc"] is not None]
+    steps = [c["step"] for c in pts]
+    fig.add_trace(go.Scatter(x=steps + steps[::-1],
+                             y=[c["interval"][1] for c in pts] + [c["interval"][0] for c in pts][::-1],
+                             fill="toself", line={"width": 0}, opacity=0.25, name="LLC interval",
+                             hoverinfo="skip"), row=1, col=1)  # fmt: skip
+    fig.add_trace(go.Scatter(x=steps, y=[c["llc"] for c in pts], mode="lines+markers",
+                             name="LLC"), row=1, col=1)  # fmt: skip
+    logged = [r for r in rows if isinstance(r.get("loss"), (int, float)) and r.get("step", 0) > 0]
+    fig.add_trace(go.Scatter(x=[r["step"] for r in logged], y=[r["loss"] for r in logged],
+                             name="training loss"), row=2, col=1)  # fmt: skip
+    scored = [r for r in rows if logged_induction_key(r) is not None and r.get("step", 0) > 0]
+    val = [r for r in scored if isinstance(r.get("val_loss"), (int, float))]
+    if val:
+        fig.add_trace(go.Scatter(x=[r["step"] for r in val], y=[r["val_loss"] for r in val],
+                                 name="held-out loss"), row=2, col=1)  # fmt: skip
+    prev = SCORE["previous_token"].logged_as
+    fig.add_trace(go.Scatter(x=[r["step"] for r in scored],
+                             y=[max(max(g) for g in r[prev]) for r in scored],
+                             name="previous-token (best head)"), row=3, col=1)  # fmt: skip
+    fig.add_trace(go.Scatter(x=[r["step"] for r in scored],
+                             y=[best_induction_score(r[logged_induction_key(r)]) for r in scored],
+                             name="induction (best head, layer >= 1)"), row=3, col=1)  # fmt: skip
+    for b in data["boundaries"]:
+        lo, hi = b["interval"]
+        fig.add_vrect(x0=lo, x1=hi, fillcolor="grey", opacity=0.12, line_width=0)
+        fig.add_vline(x=b["step"], line_dash="dash", line_color="black")
+    fig.update_xaxes(type="log", title_text="step (log)", row=3, col=1)
+    fig.update_xaxes(type="log")
+    fig.update_layout(height=800, title=f"{data['run']}: stages from the LLC")
+    return fig
+
+
+def stages_html(data: dict[str, Any], rows: list[dict[str, Any]]) -> str:
+    """One offline page: the figure and the stages' sentences."""
+    lines = [f"stage {s['stage']} (steps {s['start']}-{s['end']}): {s['summary']}"
+             for s in data["stages"]]  # fmt: skip
+    items: list[Any] = [stages_figure(data, rows), *(text(line) for line in lines)]
+    intro = f"Rule: {data['rule']['boundary']}. Batches: {data['batches']['source']}."
+    return render_report([Section("Stages", items, intro=intro)], title=f"{data['run']}: stages")

@@ -1,0 +1,309 @@
+"""Kept checkpoints (the snapshot schedule, ``RUN@STEP``), the stage rule on planted LLC curves,
+the LLC's batches (the run's own training stream) and the ``stages`` command on a tiny run."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+from analysis_helpers import tiny_codec
+from cli_helpers import run_main
+
+from interp_toolkit.development.stages import (
+    describe_stages,
+    phase_change_in_boundary,
+    smooth,
+    stage_boundaries,
+    steepest_rise,
+)
+from interp_toolkit.errors import UserError
+from interp_toolkit.training.settings import TrainSettings, snapshot_schedule
+
+# ------------------------------------------------------------------ the snapshot schedule
+
+
+def test_log_schedule_is_log_spaced_and_merges_its_first_steps():
+    got = snapshot_schedule(1000, 4)
+    assert got == (1, 10, 100, 1000)
+    assert snapshot_schedule(8, 32) == tuple(range(1, 9))  # rounding merges: fewer than 32
+    assert snapshot_schedule(100, 0, 25) == (25, 50, 75, 100)
+    assert snapshot_schedule(100, 0, 0) == ()
+
+
+def _largest_gap(kept, low, high):
+    inside = [s for s in kept if low <= s <= high]
+    return max(b - a for a, b in zip(inside, inside[1:], strict=False))
+
+
+def test_the_default_schedule_covers_both_presets_phase_changes():
+    from interp_toolkit.training.presets import get_preset
+
+    cpu = get_preset("cpu", 2).train.snapshot_schedule()
+    assert cpu[0] == 1 and cpu[-1] == 1500
+    assert _largest_gap(cpu, 200, 600) <= 50  # the curriculum's change (~step 350), densely
+    assert sum(s < 100 for s in cpu) >= 10  # and the first steps, log-spaced
+    text = get_preset("text", 2).train.snapshot_schedule()
+    assert text[-1] == 30_000 and _largest_gap(text, 1000, 30_000) <= 1000
+    assert len(cpu) <= 64 and len(text) <= 64  # the disk cost stays bounded (docs/stages.md)
+
+
+def test_explicit_snapshot_steps_replace_the_default_and_bad_ones_are_refused():
+    assert TrainSettings(steps=100, snapshot_steps=(8, 4, 8)).snapshot_schedule() == (4, 8)
+    quiet = TrainSettings(steps=100, snapshot_log=0, snapshot_every=0)
+    assert quiet.snapshot_schedule() == ()
+    for bad in ({"snapshot_log": -1}, {"snapshot_every": -5}):
+        with pytest.raises(UserError, match="snapshot_"):
+            TrainSettings(**bad).validate()
+
+
+def test_an_old_config_without_the_new_fields_loads_with_the_default():
+    old = TrainSettings.from_dict({"steps": 100, "snapshot_steps": []})
+    assert old.snapshot_log == 32 and old.snapshot_every is None
+
+
+# ------------------------------------------------------------------ RUN@STEP
+
+
+@pytest.fixture
+def kept_run(tmp_path, tiny_cfg, tiny_model):
+    from interp_toolkit.runs.folder import RunPaths, save_run, save_weights
+
+    root = save_run(tmp_path / "run", tiny_model, tiny_codec(tiny_cfg.d_vocab), tiny_cfg)
+    paths = RunPaths(root)
+    paths.snapshots.mkdir()
+    with torch.no_grad():
+        for step in (3, 10):
+            for p in tiny_model.parameters():
+                p.mul_(0.5)
+            save_weights(tiny_model, paths.snapshot(step))
+    return root
+
+
+def _weights(model):
+    return torch.cat([p.detach().flatten() for p in model.parameters()])
+
+
+def test_run_at_step_loads_the_kept_weights(kept_run):
+    from interp_toolkit.runs.targets import load_target
+
+    final, at3 = load_target(kept_run, "cpu"), load_target(f"{kept_run}@3", "cpu")
+    at10 = load_target(f"{kept_run}@10", "cpu")
+    assert at3.name == "run@3" and final.name == "run"
+    w_final, w3, w10 = _weights(final.model), _weights(at3.model), _weights(at10.model)
+    assert torch.allclose(w3, 0.5 * w_final) and torch.allclose(w10, 0.25 * w_final)
+
+
+def test_a_step_not_kept_is_one_line_listing_the_kept_steps(kept_run):
+    from interp_toolkit.runs.targets import load_target
+
+    with pytest.raises(UserError, match=r"kept no weights at step 4: .*kept: 3, 10") as err:
+        load_target(f"{kept_run}@4", "cpu")
+    assert "\n" not in str(err.value)
+    with pytest.raises(UserError, match="not a whole number"):
+        load_target(f"{kept_run}@last", "cpu")
+    with pytest.raises(UserError, match="does not exist"):
+        load_target(f"{kept_run}-missing@3", "cpu")
+
+
+def test_a_folder_named_with_an_at_is_that_folder(tmp_path, tiny_cfg, tiny_model):
+    from interp_toolkit.runs.folder import save_run
+    from interp_toolkit.runs.targets import load_target, split_step
+
+    root = save_run(tmp_path / "v@2", tiny_model, tiny_codec(tiny_cfg.d_vocab), tiny_cfg)
+    assert split_step(root) is None
+    assert load_target(root, "cpu").name == "v@2"
+
+
+def test_heads_reads_run_at_step(kept_run, tmp_path, capsys):
+    out = tmp_path / "h.json"
+    assert run_main(["heads", f"{kept_run}@3", "--n-seqs", "4", "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["target"] == "run@3"
+    capsys.readouterr()
+    assert run_main(["heads", f"{kept_run}@4", "--n-seqs", "4"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "kept: 3, 10" in err
+
+
+def test_run_at_step_is_an_input_outputs_may_not_land_in(kept_run, capsys):
+    """``RUN@STEP`` reads RUN: an output inside RUN is refused as for RUN itself (the run's
+    weights and snapshots would be written over), before any work."""
+    before = sorted(p.relative_to(kept_run) for p in kept_run.rglob("*"))
+    argv = ["heads", f"{kept_run}@3", "--n-seqs", "4", "--json", str(kept_run / "h.json")]
+    assert run_main(argv) == 2
+    assert "a folder this command reads" in capsys.readouterr().err
+    assert sorted(p.relative_to(kept_run) for p in kept_run.rglob("*")) == before
+
+
+def test_an_sae_of_a_kept_step_gets_its_own_folder(kept_run):
+    """The default SAE folder of ``RUN@STEP`` names the step: never the final model's SAE."""
+    from interp_toolkit.runs.targets import load_target
+    from interp_toolkit.saes.pipeline import default_folder
+
+    run = load_target(kept_run, "cpu").source
+    final = default_folder(run, "blocks.1.attn.hook_z", "topk", 8, 32)
+    at3 = default_folder(run, "blocks.1.attn.hook_z", "topk", 8, 32, step=3)
+    assert final.name == "blocks.1.attn.hook_z-topk-x8-k32"
+    assert at3.name == "blocks.1.attn.hook_z-topk-x8-k32-step3" and at3.parent == final.parent
+
+
+# ------------------------------------------------------------------ the stage rule
+
+
+def _log_steps(n=40, last=2000):
+    return sorted({round(last ** (i / (n - 1))) for i in range(n)})
+
+
+def _planted(v: float) -> float:
+    """Piecewise linear in log(step): up to 10 at 3 (step 20), down to 4 at 5 (step 148), up."""
+    return 10 * v / 3 if v <= 3 else (10 - 3 * (v - 3) if v <= 5 else 4 + 4 * (v - 5))
+
+
+def test_a_rise_then_fall_then_rise_gives_a_peak_and_a_trough():
+    steps = _log_steps(last=1000)
+    bounds = stage_boundaries(steps, [_planted(math.log(s)) for s in steps], bandwidth=0.2)
+    assert [b.kind for b in bounds] == ["peak", "trough"]
+    peak, trough = bounds
+    assert abs(math.log(peak.step) - 3.0) < 0.3, peak
+    assert abs(math.log(trough.step) - 5.0) < 0.3, trough
+    for b in bounds:
+        assert b.low < b.step < b.high
+
+
+def test_noise_on_a_rising_curve_gives_no_boundary():
+    steps = _log_steps()
+    g = torch.Generator().manual_seed(3)
+    noise = (torch.randn(len(steps), generator=g) * 0.3).tolist()
+    llc = [2 * math.log(s) + e for s, e in zip(steps, noise, strict=True)]
+    assert stage_boundaries(steps, llc) == []
+    assert stage_boundaries(steps, [5.0] * len(steps)) == []
+    # without the smoothing and the swing floor the same noise makes many
+    assert len(stage_boundaries(steps, llc, bandwidth=1e-3, min_swing=0.0)) > 3
+
+
+def test_smoothing_keeps_a_line_in_log_step():
+    steps = [1, 2, 4, 8, 16, 32, 64]
+    line = [math.log2(s) for s in steps]
+    got = smooth(steps, line, bandwidth=0.3)
+    assert got[3] == pytest.approx(line[3], abs=1e-6)  # symmetric neighbours: exact mid-curve
+
+
+def test_stages_are_described_from_the_logged_measures():
+    steps = [10, 100, 200, 400, 800]
+    llc = [1.0, 5.0, 9.0, 6.0, 7.0]
+    bounds = stage_boundaries(steps, llc, bandwidth=0.01, min_swing=0.0)
+    assert [b.step for b in bounds] == [200, 400]
+
+    def row(step, ind, prev, loss):
+        return {"step": step, "loss": loss, "val_loss": loss + 0.1,
+                "induction": [[0.0, 0.0], [ind, 0.0]], "prev_token": [[prev, 0.0], [0.0, 0.0]]}  # fmt: skip
+
+    rows = [row(10, 0.0, 0.0, 6.0), row(200, 0.05, 0.6, 5.0), row(400, 0.8, 0.6, 3.0)]
+    rows.append(row(800, 0.8, 0.6, 2.98))
+    stages = describe_stages(steps, llc, bounds, rows)
+    assert [(s["start"], s["end"]) for s in stages] == [(10, 200), (200, 400), (400, 800)]
+    assert "previous token 0 -> 0.6" in stages[0]["summary"]
+    assert "induction" not in stages[0]["summary"]
+    assert "induction 0.05 -> 0.8" in stages[1]["summary"] and "falls" in stages[1]["summary"]
+    assert "no logged measure moved" in stages[2]["summary"]
+    verdict = phase_change_in_boundary(bounds, 300)
+    assert verdict["inside"] is True and verdict["nearest"]["step"] in (200, 400)
+    assert phase_change_in_boundary(bounds, 900)["inside"] is False
+    rise = steepest_rise(steps, llc)
+    assert rise == {"from": 10, "to": 100, "llc": [1.0, 5.0], "rise": 4.0}
+    assert phase_change_in_boundary(bounds, 100, rise)["in_steepest_rise"] is True
+    assert phase_change_in_boundary(bounds, 10, rise)["in_steepest_rise"] is False
+
+
+# ------------------------------------------------------------------ the LLC's batches
+
+
+def _text_run(tmp_path, tiny_cfg, tiny_model):
+    from interp_toolkit.runs.folder import save_run
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for i in range(20):
+        (corpus / f"m{i}.py").write_text(f"def f{i}(x, y):\n    return x * y + {i}\n" * 20)
+    train = {"steps": 20, "batch_size": 8, "seed": 3}
+    data = {"corpus": str(corpus), "vocab_size": tiny_cfg.d_vocab, "repeat_fraction": 0.5}
+    return save_run(tmp_path / "run", tiny_model, tiny_codec(tiny_cfg.d_vocab), tiny_cfg,
+                    {"data": data, "train": train})  # fmt: skip
+
+
+def test_the_llc_reads_the_runs_own_training_batches(tmp_path, tiny_cfg, tiny_model):
+    from interp_toolkit.development.data import llc_batches
+    from interp_toolkit.runs.folder import load_run, read_config
+    from interp_toolkit.text.stream import tokenize_corpus, windows
+    from interp_toolkit.training.settings import recorded_configs
+    from interp_toolkit.training.trainer import _stream
+
+    root = _text_run(tmp_path, tiny_cfg, tiny_model)
+    run = load_run(root, "cpu")
+    got = llc_batches(run, n_batches=3, rows=4)
+    m, d, t = recorded_configs(read_config(root), root / "config.json")
+    m = m.replace(d_vocab=run.codec.d_vocab)
+    corpus = tokenize_corpus(d.corpus, d.val_fraction, d.max_tokens, False, store=d.store)
+    trained = _stream(windows(corpus.train_ids, run.codec, m.n_ctx + 1), run.codec, m, d, t, 0)
+    for step, batch in enumerate(got.batches):  # the rows the trainer fed, every other one
+        assert torch.equal(batch, trained.batch(step)[::2])
+    assert got.to_dict()["rows"] == 4 and "2 of 4 rows repeated-span" in got.source
+
+
+def test_stages_command_on_a_tiny_run(tmp_path, tiny_cfg, tiny_model, capsys):
+    from interp_toolkit.runs.folder import RunPaths, save_weights
+
+    root = _text_run(tmp_path, tiny_cfg, tiny_model)
+    paths = RunPaths(root)
+    paths.snapshots.mkdir()
+    rows = []
+    with torch.no_grad():
+        for step in (1, 2, 4, 8):
+            for p in tiny_model.parameters():
+                p.mul_(1.1)
+            save_weights(tiny_model, paths.snapshot(step))
+            rows.append({"step": step, "loss": 4.0 - step / 10, "induction": [[0.0] * 4] * 2,
+                         "prev_token": [[0.1] * 4] * 2})  # fmt: skip
+    paths.metrics.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out, page = tmp_path / "s.json", tmp_path / "s.html"
+    argv = ["stages", str(root), "--draws", "3", "--burn-in", "1", "--rows", "4", "--batches", "2"]
+    assert run_main([*argv, "--json", str(out), "--html", str(page)]) == 0
+    data = json.loads(out.read_text())
+    assert [c["step"] for c in data["checkpoints"]] == [1, 2, 4, 8]
+    first = data["checkpoints"][0]
+    assert first["settings"]["draws"] == 3 and len(first["traces"]) == 2
+    assert len(first["traces"][0]) == 4  # burn-in + draws
+    assert {"drift", "r_hat", "finite"} <= set(first["diagnostics"])
+    assert "training stream" in data["batches"]["source"] and data["stages"]
+    assert "plotly" in page.read_text()
+    capsys.readouterr()
+    assert run_main([*argv, "--json", "-"]) == 0  # JSON alone on standard output
+    assert json.loads(capsys.readouterr().out)["stages"] == data["stages"]
+    assert run_main(["stages", str(root), "--chains", "1"]) == 2  # one line, before any work
+    assert "chains=1 cannot work" in capsys.readouterr().err
+
+
+@pytest.mark.slow  # trains a tiny model for 12 steps
+def test_training_keeps_the_default_schedule(tmp_path):
+    from interp_toolkit.models.build import AttnOnlyConfig
+    from interp_toolkit.runs.folder import RunPaths
+    from interp_toolkit.runs.targets import load_target
+    from interp_toolkit.text.stream import DataConfig
+    from interp_toolkit.training import train_model
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for i in range(30):
+        (corpus / f"m{i}.py").write_text(f"def f{i}(x, y):\n    return x * y + {i}\n" * 30)
+    model_cfg = AttnOnlyConfig(n_layers=2, d_model=32, n_heads=4, d_head=8, n_ctx=16, d_vocab=1)
+    data_cfg = DataConfig(corpus=str(corpus), vocab_size=64, repeat_fraction=0.5)
+    train_cfg = TrainSettings(steps=40, batch_size=8, log_every=2, score_every=20, snapshot_log=5)
+    train_model(tmp_path / "run", model_cfg, data_cfg, train_cfg, progress=False)
+    kept = RunPaths(tmp_path / "run").snapshot_steps()
+    assert kept == list(train_cfg.snapshot_schedule()) == [1, 3, 6, 16, 20, 40]
+    final, last = load_target(tmp_path / "run", "cpu"), load_target(f"{tmp_path / 'run'}@40", "cpu")
+    assert torch.equal(_weights(final.model), _weights(last.model))
+    assert not torch.equal(
+        _weights(final.model), _weights(load_target(f"{tmp_path / 'run'}@6").model)
+    )
