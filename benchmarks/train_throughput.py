@@ -198,8 +198,9 @@ def timed_preset(name: str, layers: int, steps: int, threads: int):
         checkpoint_every=10**9,
         log_every=10,
     )
-    corpus = tokenize_corpus(preset.data.corpus, preset.data.val_fraction, preset.data.max_tokens)
-    codec = build_codec(corpus, preset.data.vocab_size)
+    d = preset.data
+    corpus = tokenize_corpus(d.corpus, d.val_fraction, d.max_tokens, store=d.store)
+    codec = build_codec(corpus, d.vocab_size, d.codec)  # as training/trainer.py builds it
     preset = with_overrides(preset, d_vocab=codec.d_vocab)
     low, high = default_token_range(codec)
     span_min, span_max = preset.data.span_range(preset.model.n_ctx)
