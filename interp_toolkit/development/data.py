@@ -16,12 +16,12 @@ from typing import Any
 import torch
 from jaxtyping import Int
 
-from interp_toolkit.heads.repeats import default_token_range
 from interp_toolkit.models.build import AttnOnlyConfig
 from interp_toolkit.runs.folder import Run, read_config
 from interp_toolkit.text.codecs import Codec
 from interp_toolkit.text.stream import DataConfig, TrainStream, tokenize_corpus, windows
 from interp_toolkit.training.settings import TrainSettings, recorded_configs
+from interp_toolkit.training.trainer import stream_for
 
 
 @dataclass
@@ -39,26 +39,13 @@ class LLCBatches:
 def training_stream(
     codec: Codec, model_cfg: AttnOnlyConfig, data_cfg: DataConfig, train_cfg: TrainSettings
 ) -> TrainStream:
-    """The run's training stream (what ``training/trainer.py: _stream`` builds)."""
+    """The run's training stream from step 0 (``training/trainer.py: stream_for``, the trainer's
+    own builder, over the recorded corpus)."""
     corpus = tokenize_corpus(
         data_cfg.corpus, data_cfg.val_fraction, data_cfg.max_tokens, False, store=data_cfg.store
     )
     train_windows = windows(corpus.train_ids, codec, model_cfg.n_ctx + 1)
-    low, high = default_token_range(codec)
-    has_text = len(train_windows) > 0
-    span_min, span_max = data_cfg.span_range(model_cfg.n_ctx)
-    return TrainStream(
-        train_windows if has_text else torch.zeros(1, model_cfg.n_ctx + 1, dtype=torch.long),
-        batch_size=train_cfg.batch_size,
-        repeat_fraction=data_cfg.repeat_fraction if has_text else 1.0,
-        low=low,
-        high=high,
-        span_min=span_min,
-        span_max=span_max,
-        seed=train_cfg.seed,
-        start_step=0,
-        end_step=train_cfg.steps,
-    )
+    return stream_for(train_windows, codec, model_cfg, data_cfg, train_cfg, 0)
 
 
 def llc_batches(run: Run, n_batches: int = 8, rows: int | None = None) -> LLCBatches:

@@ -181,7 +181,9 @@ def train_model(
             # 4. TL's loop, from the saved step to train_cfg.steps.
             steps_done, elapsed, stopped = start.step, start.elapsed_s, False
             if start.step < train_cfg.steps:
-                stream = _stream(train_windows, codec, model_cfg, data_cfg, train_cfg, start.step)
+                stream = stream_for(
+                    train_windows, codec, model_cfg, data_cfg, train_cfg, start.step
+                )
                 log = StepLog(
                     paths,
                     model,
@@ -230,7 +232,7 @@ def train_model(
     )
 
 
-def _stream(
+def stream_for(
     train_windows: TokenWindows,
     codec: Codec,
     model_cfg: AttnOnlyConfig,

@@ -237,7 +237,7 @@ def test_the_llc_reads_the_runs_own_training_batches(tmp_path, tiny_cfg, tiny_mo
     from interp_toolkit.runs.folder import load_run, read_config
     from interp_toolkit.text.stream import tokenize_corpus, windows
     from interp_toolkit.training.settings import recorded_configs
-    from interp_toolkit.training.trainer import _stream
+    from interp_toolkit.training.trainer import stream_for
 
     root = _text_run(tmp_path, tiny_cfg, tiny_model)
     run = load_run(root, "cpu")
@@ -245,7 +245,7 @@ def test_the_llc_reads_the_runs_own_training_batches(tmp_path, tiny_cfg, tiny_mo
     m, d, t = recorded_configs(read_config(root), root / "config.json")
     m = m.replace(d_vocab=run.codec.d_vocab)
     corpus = tokenize_corpus(d.corpus, d.val_fraction, d.max_tokens, False, store=d.store)
-    trained = _stream(windows(corpus.train_ids, run.codec, m.n_ctx + 1), run.codec, m, d, t, 0)
+    trained = stream_for(windows(corpus.train_ids, run.codec, m.n_ctx + 1), run.codec, m, d, t, 0)
     for step, batch in enumerate(got.batches):  # the rows the trainer fed, every other one
         assert torch.equal(batch, trained.batch(step)[::2])
     assert got.to_dict()["rows"] == 4 and "2 of 4 rows repeated-span" in got.source
