@@ -54,6 +54,7 @@ def train_and_analyse(
     from interp_toolkit.exams.periods import exam_by_period
     from interp_toolkit.exams.single import BUILTIN_EXAMS, run_exam
     from interp_toolkit.heads.discovery import discover_heads
+    from interp_toolkit.heads.options import DiscoveryOptions
     from interp_toolkit.study.layers import run_name
     from interp_toolkit.study.reproduce import StudyConfig, StudyRun, depth_preset
     from interp_toolkit.training import train_model
@@ -69,7 +70,7 @@ def train_and_analyse(
     )
     train_s = time.perf_counter() - t0
     model, codec = res.run.model, res.run.codec
-    report = discover_heads(model, codec, seed=seed, model_cfg=res.run.model_cfg)
+    report = discover_heads(model, codec, DiscoveryOptions(seed=seed), model_cfg=res.run.model_cfg)
     exams = {}
     for exam in BUILTIN_EXAMS:
         r = run_exam(model, codec, exam.prompt, exam.target, name=exam.name)

@@ -66,12 +66,12 @@ def settings() -> list[dict[str, Any]]:
 
 def roles_under(model: Any, codec: Any, cases: list[dict[str, Any]]) -> list[list[list[str]]]:
     """The roles of ``model`` under every setting of ``cases`` (one forward pass per window)."""
-    from interp_toolkit.heads.discovery import classify, discovery_probe
+    from interp_toolkit.heads.discovery import classify, discovery_batch
     from interp_toolkit.heads.registry import DEFAULT_DECIDERS, SCORE_KINDS
     from interp_toolkit.heads.scorer import HeadScores
     from interp_toolkit.heads.specificity import BOOTSTRAP_T, comparisons_of, specificity_tests
 
-    batch = discovery_probe(model, codec)
+    batch = discovery_batch(model, codec)
     by_width: dict[Any, Any] = {}
     out = []
     for case in cases:
@@ -99,11 +99,11 @@ def roles_under(model: Any, codec: Any, cases: list[dict[str, Any]]) -> list[lis
 def margins(model: Any, codec: Any) -> list[dict[str, Any]]:
     """Per head and deciding score: the score, its mean at the strongest other key and their
     ratio, and its repeat effect: how far each head sits from the cut-offs."""
-    from interp_toolkit.heads.discovery import discovery_probe
+    from interp_toolkit.heads.discovery import discovery_batch
     from interp_toolkit.heads.registry import DEFAULT_DECIDERS, HeadId, rival_name
     from interp_toolkit.heads.specificity import comparisons_of
 
-    batch = discovery_probe(model, codec)
+    batch = discovery_batch(model, codec)
     observed, comps = comparisons_of(model, batch)
     out = []
     for kind in DEFAULT_DECIDERS.values():
@@ -172,8 +172,8 @@ def main() -> None:
     torch.set_num_threads(1)
     t0 = time.perf_counter()
 
-    from circuits_helpers import letters_codec
-    from planted_heads import expected_roles, planted_model, split_model, split_roles
+    from planting import letters_codec
+    from planting.heads import expected_roles, planted_model, split_model, split_roles
 
     cases = settings()
     codec = letters_codec()

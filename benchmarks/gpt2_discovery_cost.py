@@ -108,12 +108,12 @@ def run_case(folder: Path, case: str, threads: int) -> dict[str, Any]:
             }
         else:
             from interp_toolkit.heads import nulls
-            from interp_toolkit.heads.discovery import classify, discovery_probe
+            from interp_toolkit.heads.discovery import classify, discovery_batch
             from interp_toolkit.heads.scorer import HeadScores, row_scores
             from interp_toolkit.heads.untrained import untrained_models
 
             tgt = timed_load(str(folder), for_weights=False)
-            batch = discovery_probe(tgt.model, GPT2Codec())
+            batch = discovery_batch(tgt.model, GPT2Codec())
             observed = row_scores(tgt.model, batch)
             tests, info = nulls.untrained_tests(
                 tgt.model, batch, observed, untrained_models(tgt.model)

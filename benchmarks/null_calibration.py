@@ -97,10 +97,10 @@ OLD_RULE_INSTANCES, OLD_RULE_MODELS = 8, 5
 
 def planted(n: int) -> dict[str, Any]:
     """Planted heads: right and wrong roles per head over ``n`` noisy instances, new and old."""
-    from circuits_helpers import letters_codec
-    from planted_heads import CFG, PLANTED, planted_model
+    from planting import letters_codec
+    from planting.heads import CFG, PLANTED, planted_model
 
-    from interp_toolkit.heads.discovery import discover_heads, discovery_probe
+    from interp_toolkit.heads.discovery import DiscoveryOptions, discover_heads
     from interp_toolkit.heads.scorer import row_scores
 
     codec = letters_codec()
@@ -113,10 +113,10 @@ def planted(n: int) -> dict[str, Any]:
         noise = 0.5 + float(torch.rand((), generator=gen))
         settings.append({"sharpness": round(sharp, 2), "noise": round(noise, 2), "seed": i})
         model = planted_model(sharpness=sharp, noise=noise, seed=i)
-        rep = discover_heads(model, codec, seed=i)
+        rep = discover_heads(model, codec, DiscoveryOptions(seed=i))
         both = [("new", rep.roles)]
         if i < OLD_RULE_INSTANCES:
-            batch = discovery_probe(model, codec, seed=i)
+            batch = rep.batch
             observed = row_scores(model, batch)
             both.append(("old", _old_roles(model, batch, observed, CFG, OLD_RULE_MODELS)))
         for h, (_, want) in PLANTED.items():
@@ -189,7 +189,7 @@ def trained_runs(runs_dir: Path, specs: list[str], steps: int, extra: list[str])
 
 def trained(runs: list[Any]) -> dict[str, Any]:
     """False positives where a role cannot exist, and the roles new and old, per run."""
-    from interp_toolkit.heads.discovery import discover_heads, discovery_probe
+    from interp_toolkit.heads.discovery import discover_heads
     from interp_toolkit.heads.registry import HeadId
     from interp_toolkit.heads.repeats import non_repeating_like
     from interp_toolkit.heads.scorer import row_scores
@@ -200,7 +200,7 @@ def trained(runs: list[Any]) -> dict[str, Any]:
     for run in runs:
         model, codec, cfg = run.model, run.codec, run.model_cfg
         rep = discover_heads(model, codec, model_cfg=cfg)
-        batch = discovery_probe(model, codec)
+        batch = rep.batch
         old = _old_roles(model, batch, row_scores(model, batch), cfg)
         # a probe without repeats: no repeat score can have a reason to be high
         fake = non_repeating_like(batch, seed=991)
@@ -258,11 +258,11 @@ def _labelled(roles: list[list[str]]) -> list[str]:
 def _pools(model: Any, codec: Any, n_rows: int, seed: int, label: str) -> list[dict[str, Any]]:
     """Per (head, score) whose key and strongest rival both hold attention: the per-row sums at
     the key and at the rival on a ``n_rows``-row discovery probe."""
-    from interp_toolkit.heads.discovery import discovery_probe
+    from interp_toolkit.heads.discovery import DiscoveryOptions, discovery_batch
     from interp_toolkit.heads.registry import HeadId
     from interp_toolkit.heads.scorer import row_pairs
 
-    batch = discovery_probe(model, codec, n_seqs=n_rows, seed=seed)
+    batch = discovery_batch(model, codec, DiscoveryOptions(n_seqs=n_rows, seed=seed))
     _, pairs = row_pairs(model, batch)
     out = []
     for kind, named in pairs.items():
@@ -292,7 +292,8 @@ def _two_to_one(sharpness: float, noise: float, seed: int) -> Any:
     """Planted heads at the boundary by construction: 2/3 of the attention at the score's key and
     1/3 at another (q-2, q-3, q-4, q-6, q-9 for previous-token; q-Δ+2, q-4, q-7, q-2 beside the
     induction key), each with key-token noise of std ``noise`` (seeded)."""
-    from planted_heads import BLOCK, _Head, _induction_split, _positional_rows, planted_model
+    from planting import BLOCK, Head
+    from planting.heads import induction_split, planted_model, positional_rows
 
     from interp_toolkit.heads.registry import HeadId
 
@@ -300,12 +301,12 @@ def _two_to_one(sharpness: float, noise: float, seed: int) -> Any:
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for h, far in zip(range(2, 7), (2, 3, 4, 6, 9), strict=True):
-            head = _Head(model, HeadId(0, h))
-            _positional_rows(head, {1: 2 / 3, far: 1 / 3}, sharpness, 0)
+            head = Head(model, HeadId(0, h))
+            positional_rows(head, {1: 2 / 3, far: 1 / 3}, sharpness, 0)
             head.key_noise(torch.randn(BLOCK, generator=gen) * noise)
         for h, far in zip((1, 2, 5, 6), (None, 4, 7, 2), strict=True):
-            head = _Head(model, HeadId(1, h))
-            _induction_split(head, 2 / 3, far=far, sharpness=sharpness)
+            head = Head(model, HeadId(1, h))
+            induction_split(head, 2 / 3, far=far, sharpness=sharpness)
             head.key_noise(torch.randn(BLOCK, generator=gen) * noise)
     return model
 
@@ -313,8 +314,8 @@ def _two_to_one(sharpness: float, noise: float, seed: int) -> Any:
 def boundary(n_instances: int, n_rows: int, runs: list[Any], n_tests: int) -> dict[str, Any]:
     """The rival comparison's rejection rate at its boundary, sign flip (before) and studentized
     bootstrap (now): module docstring, section 3."""
-    from circuits_helpers import letters_codec
-    from planted_heads import planted_model
+    from planting import letters_codec
+    from planting.heads import planted_model
 
     from interp_toolkit.heads.scorer import RowPair
     from interp_toolkit.heads.specificity import Pair, specificity_tests
@@ -410,7 +411,7 @@ def cost_cpu(threads: int) -> list[dict[str, Any]]:
     from analysis_helpers import tiny_codec
 
     from interp_toolkit.heads import untrained
-    from interp_toolkit.heads.discovery import discover_heads, discovery_probe
+    from interp_toolkit.heads.discovery import discover_heads, discovery_batch
     from interp_toolkit.heads.scorer import row_scores
     from interp_toolkit.models.build import build_model
     from interp_toolkit.training.presets import get_preset
@@ -423,7 +424,7 @@ def cost_cpu(threads: int) -> list[dict[str, Any]]:
         untrained._CACHE.clear()
 
         def before(m: Any = model, c: Any = cfg) -> Any:
-            batch = discovery_probe(m, codec)
+            batch = discovery_batch(m, codec)
             return _old_roles(m, batch, row_scores(m, batch), c)
 
         cases = {

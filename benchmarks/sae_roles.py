@@ -71,6 +71,7 @@ def main() -> None:
 
     torch.set_num_threads(1)
     from interp_toolkit.heads.discovery import discover_heads
+    from interp_toolkit.heads.options import DiscoveryOptions
     from interp_toolkit.models.build import build_model
     from interp_toolkit.probing.data import varied_repeats
     from interp_toolkit.runs.folder import load_run
@@ -85,7 +86,9 @@ def main() -> None:
             folder = Path(tmp) / "cpu-2l"
             train(folder, layers=2, steps=args.steps, seed=0)
         run = load_run(folder, device="cpu")
-        report = discover_heads(run.model, run.codec, n_seqs=64, seed=0, model_cfg=run.model_cfg)
+        report = discover_heads(
+            run.model, run.codec, DiscoveryOptions(n_seqs=64, seed=0), model_cfg=run.model_cfg
+        )
         heads = {
             1: sorted(h.head for h in report.heads_with_role("induction") if h.layer == 1),
             0: sorted(h.head for h in report.heads_with_role("previous-token") if h.layer == 0),

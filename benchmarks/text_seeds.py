@@ -6,6 +6,10 @@ both (the role rule as it stands: value-weighted score above its null's tau, the
 specificity test).
 
     python benchmarks/text_seeds.py [--seeds 0,1,2,3,4] [--out DIR] [--max-steps N] [--json PATH]
+    python benchmarks/text_seeds.py --merge results/text_seeds_s0.json results/text_seeds_s1.json ...
+
+(``--merge``: one table and summary from per-seed runs, each run on its own, written to
+benchmarks/results/text_seeds.json.)
 
 One thread, one run at a time (pin it to a core with ``taskset`` for the "one idle core" figure).
 A seed that does not form within the budget is reported (``induction_step`` null), not dropped.
@@ -83,7 +87,14 @@ def main() -> None:
     ap.add_argument("--out", default=None)
     ap.add_argument("--max-steps", type=int, default=None, help="default: the preset's steps")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--merge", nargs="+", default=None, help="per-seed JSON files to combine")
     args = ap.parse_args()
+    if args.merge:
+        import json
+
+        merged = [row for f in args.merge for row in json.loads(Path(f).read_text())["rows"]]
+        finish(sorted(merged, key=lambda r: r["seed"]), args.json)
+        return
     from interp_toolkit.stats.thresholds import THRESHOLDS
     from interp_toolkit.training.presets import get_preset
 
@@ -122,19 +133,30 @@ def main() -> None:
             }
         )
         print_table([rows[-1]], [k for k in rows[-1] if not k.startswith(("heads_", "curve_"))])
+    finish(rows, args.json)
+
+
+def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
     formed = [r for r in rows if r["role_2l"] != "none"]
     minutes = [r["induction_minutes"] for r in rows if r["induction_minutes"] is not None]
-    summary = {
+    return {
         "seeds": len(rows),
         "seeds_with_layer1_role": len(formed),
+        "seeds_with_role_within_8_min": sum(
+            r["induction_minutes"] is not None and r["induction_minutes"] <= 8 for r in formed
+        ),
         "controls_with_role": sum(r["role_1l"] != "none" for r in rows),
         "median_minutes_to_floor": statistics.median(minutes) if minutes else None,
         "max_minutes_to_floor": max(minutes) if minutes else None,
     }
+
+
+def finish(rows: list[dict[str, Any]], out: str | None) -> None:
+    summary = summarise(rows)
     cols = [k for k in rows[0] if not k.startswith(("heads_", "curve_"))]
     print_table(rows, cols)
     print(summary)
-    write_result("text_seeds", {"preset": PRESET, "summary": summary, "rows": rows}, args.json)
+    write_result("text_seeds", {"preset": PRESET, "summary": summary, "rows": rows}, out)
 
 
 if __name__ == "__main__":

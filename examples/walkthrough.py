@@ -21,6 +21,7 @@ from interp_toolkit import train
 from interp_toolkit.causal.ablation import induction_after_ablation
 from interp_toolkit.exams.single import BUILTIN_EXAMS, run_exam
 from interp_toolkit.heads.discovery import discover_heads
+from interp_toolkit.heads.options import DiscoveryOptions
 from interp_toolkit.heads.registry import partner_of, top_head
 from interp_toolkit.heads.repeats import default_layout, default_token_range, repeated_tokens
 from interp_toolkit.reports.attention import attention_view
@@ -78,7 +79,9 @@ plots.exam_topk(exam_2l)
 # effect-size floor 0.4. The seed's value-weighted induction score decides the induction role.
 
 # %%
-reports = {n: discover_heads(run.model, run.codec, n_seqs=32) for n, run in runs.items()}
+reports = {
+    n: discover_heads(run.model, run.codec, DiscoveryOptions(n_seqs=32)) for n, run in runs.items()
+}
 for n, rep in reports.items():
     print(f"{n}L  roles={rep.to_dict()['roles']}")
 

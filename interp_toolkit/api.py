@@ -29,7 +29,8 @@ from transformer_lens import TransformerBridge
 
 from interp_toolkit.errors import UnknownTokensWarning, UserError
 from interp_toolkit.exams.single import ExamResult, exams_for, run_exam
-from interp_toolkit.heads.discover import Discovery
+from interp_toolkit.heads.discovery import Discovery
+from interp_toolkit.heads.options import DiscoveryOptions
 from interp_toolkit.heads.patterns import HeadSpec
 from interp_toolkit.heads.repeats import prompt_probe
 from interp_toolkit.heads.scorer import HeadScores, head_scores
@@ -213,16 +214,27 @@ def view(
     return attention_view(bridge, tokens[0], codec=codec, layer=layer, heads=heads)
 
 
-def discover(model: ModelLike, **options: Any) -> Discovery:
+def discover(
+    model: ModelLike,
+    options: DiscoveryOptions | None = None,
+    *,
+    model_cfg: Any = None,
+    progress: Any = None,
+    **changes: Any,
+) -> Discovery:
     """Find previous-token, duplicate-token and induction heads: scores on repeated random
     tokens, each tested for specificity against the head itself (τ, p; docs/statistics.md), a
     role per head (``.report``), and the heads to draw.
-    ``options``: those of :func:`interp_toolkit.heads.discover.discover` (``n_seqs``,
-    ``period``, ``seed``, ``alpha``, ``fdr``, ``n_draws``, ``n_untrained``, ...)."""
-    from interp_toolkit.heads.discover import discover as discover_
+    ``options``: a :class:`~interp_toolkit.heads.options.DiscoveryOptions`, or its fields as
+    keywords (``n_seqs``, ``period``, ``seed``, ``alpha``, ``fdr``, ``n_draws``,
+    ``n_untrained``, ...; with ``options``, they replace its values); an unknown keyword is one
+    line naming the valid ones. ``model_cfg``, ``progress``: those of
+    :func:`interp_toolkit.heads.discovery.discover`."""
+    from interp_toolkit.heads.discovery import discover as discover_
 
+    opts = DiscoveryOptions.of(options, **changes)
     bridge, codec = _parts(model)
-    return discover_(bridge, codec, **options)
+    return discover_(bridge, codec, opts, model_cfg=model_cfg, progress=progress)
 
 
 def exam(

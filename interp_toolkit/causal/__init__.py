@@ -22,6 +22,7 @@ from interp_toolkit.causal.tasks import Task, induction_task
 from interp_toolkit.errors import UserError
 from interp_toolkit.heads.discovery import HeadReport
 from interp_toolkit.heads.induction import induction_heads, strongest_induction_head
+from interp_toolkit.runtime.seeds import derive
 from interp_toolkit.text.codecs import Codec
 
 #: Prompts of the induction task the route and the study's circuits are measured on.
@@ -31,7 +32,9 @@ ROUTE_PROMPTS = 64
 def study_task(model: TransformerBridge, codec: Codec, *, seed: int = 0) -> Task:
     """The induction task every study measurement reads (seed ``seed + 11``, as the causal
     probes have always used)."""
-    return induction_task(codec, int(model.cfg.n_ctx), n_prompts=ROUTE_PROMPTS, seed=seed + 11)
+    return induction_task(
+        codec, int(model.cfg.n_ctx), n_prompts=ROUTE_PROMPTS, seed=derive(seed, "study_task")
+    )
 
 
 def induction_route(

@@ -50,6 +50,7 @@ from interp_toolkit.causal.graph import Edge, graph_of
 from interp_toolkit.causal.routes import Estimate, does_task
 from interp_toolkit.causal.shares import gap, removed_share, resamples
 from interp_toolkit.causal.tasks import Task
+from interp_toolkit.runtime.seeds import derive
 from interp_toolkit.stats.thresholds import THRESHOLDS, Thresholds
 
 PRUNE_MAX = 256
@@ -348,7 +349,7 @@ def _score_heldout(
     keep = _keep(model, found.edges, heldout.clean.shape[1])
     drop = (graph.allowed if keep.ndim == 2 else graph.allowed[..., None].expand_as(keep)) & ~keep
     patched = ablated_metrics(model, heldout, [drop], runs, batch_size=batch_size, graph=graph)
-    idx = resamples(heldout.n_prompts, seed=seed + 1)
+    idx = resamples(heldout.n_prompts, seed=derive(seed, "heldout_resamples"))
     removed = removed_share(runs.clean, runs.corrupt, patched, idx)[0]
     found.heldout = Estimate(
         round(1 - removed.value, 4), round(1 - removed.high, 4), round(1 - removed.low, 4)

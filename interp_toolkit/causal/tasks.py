@@ -24,7 +24,7 @@ Your own task: ``Task(name, clean, corrupt, metric)`` with any callable metric t
 ``[batch, pos, vocab]`` to ``[batch]`` and has ``rows(index)`` (:class:`Metric`).
 
 **Held-out prompts.** The built-in tasks carry their ``seed`` and ``remake(n_prompts, seed)``;
-:meth:`Task.heldout` draws the same task with seed ``seed + HELDOUT_SEED_OFFSET``, the prompts
+:meth:`Task.heldout` draws the same task with seed ``derive(seed, "heldout_task")``, the prompts
 circuit discovery scores its circuit on after choosing it on these
 (:func:`~.circuit.discover_circuit`). A task built by hand has none unless it sets both.
 """
@@ -44,13 +44,11 @@ from transformer_lens import TransformerBridge
 from interp_toolkit.errors import UserError
 from interp_toolkit.heads.repeats import default_probe, default_token_range
 from interp_toolkit.runtime import validate
-from interp_toolkit.runtime.seeds import rng
+from interp_toolkit.runtime.seeds import derive, rng
 from interp_toolkit.text.codecs import Codec
 
 MetricKind = Literal["logit_diff", "logprob"]
 METRIC_KINDS: tuple[str, ...] = ("logit_diff", "logprob")
-#: The held-out prompts of a task drawn with seed ``seed + HELDOUT_SEED_OFFSET``.
-HELDOUT_SEED_OFFSET = 1_000
 
 
 @runtime_checkable
@@ -127,10 +125,10 @@ class Task:
 
     def heldout(self, n_prompts: int | None = None) -> Task | None:
         """The same task on ``n_prompts`` (default: as many) prompts drawn with another seed
-        (``seed + HELDOUT_SEED_OFFSET``); None when the task cannot redraw its prompts."""
+        (``derive(seed, "heldout_task")``); None when the task cannot redraw its prompts."""
         if self.remake is None or self.seed is None:
             return None
-        return self.remake(n_prompts or self.n_prompts, self.seed + HELDOUT_SEED_OFFSET)
+        return self.remake(n_prompts or self.n_prompts, derive(self.seed, "heldout_task"))
 
     def check(self, model: TransformerBridge) -> Task:
         """This task, if its tokens fit ``model`` (a one-line UserError otherwise)."""

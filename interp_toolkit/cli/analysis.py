@@ -23,7 +23,7 @@ from interp_toolkit.cli.app import (
     wrote,
 )
 from interp_toolkit.errors import UserError
-from interp_toolkit.stats.thresholds import ALPHA
+from interp_toolkit.heads.options import DiscoveryOptions
 
 if TYPE_CHECKING:  # numpy, which the codecs import, is not needed for --help
     from interp_toolkit.text.codecs import Codec
@@ -66,74 +66,74 @@ def heads(
     ),
     csv_out: Path | None = typer.Option(None, "--csv", help="Write one row per head as CSV here."),
     alpha: float = typer.Option(
-        ALPHA, "--alpha", help="A score is significant when p <= alpha (or BH at FDR alpha)."
+        DiscoveryOptions.alpha,
+        "--alpha",
+        help="A score is significant when p <= alpha (or BH at FDR alpha).",
     ),
     fdr: bool = typer.Option(
-        False, "--fdr", help="Benjamini-Hochberg over heads x scores (false-discovery rate alpha)."
+        DiscoveryOptions.fdr,
+        "--fdr",
+        help="Benjamini-Hochberg over heads x scores (false-discovery rate alpha).",
     ),
     induction_score: str = typer.Option(
-        "vw",
+        DiscoveryOptions.induction_score,
         "--induction-score",
         help="Which score decides the induction role: vw (the seed's value-weighted) or plain.",
     ),
     n_draws: int | None = typer.Option(
-        None,
+        DiscoveryOptions.n_draws,
         "--n-draws",
         help="Sign-flip draws per test (default: enough that BH over every test can reject one).",
     ),
     n_untrained: int | None = typer.Option(
-        None,
+        DiscoveryOptions.n_untrained,
         "--n-untrained",
         help="Also test each score against K untrained models of the same architecture (a "
         "second test, vs_untrained, that decides no role; off by default).",
     ),
     untrained_rows: int | None = typer.Option(
-        None,
+        DiscoveryOptions.untrained_rows,
         "--untrained-rows",
         help="Probe rows the untrained models run on (default all; GPT-2 16).",
     ),
-    n_seqs: int = typer.Option(  # heads/discovery.py N_SEQS: its module imports torch
-        64, "--n-seqs", help="Repeated-token sequences to score on."
+    n_seqs: int = typer.Option(
+        DiscoveryOptions.n_seqs, "--n-seqs", help="Repeated-token sequences to score on."
     ),
     period: int | None = typer.Option(
-        None, "--period", help="Repeat period (default: fits the context, at most 50)."
+        DiscoveryOptions.period,
+        "--period",
+        help="Repeat period (default: fits the context, at most 50).",
     ),
-    seed: int = typer.Option(0, "--seed", help="Seed of the random tokens."),
+    seed: int = typer.Option(DiscoveryOptions.seed, "--seed", help="Seed of the random tokens."),
     device: str = device_option(),
 ) -> None:
     """Score every head (previous-token, duplicate-token, induction...) and test each score's
     specificity against the head itself (its attention at nearby keys, a no-repeat control);
     roles need a significant test and the effect-size floor."""
-    from interp_toolkit.heads.registry import deciders
-    from interp_toolkit.stats.significance import check_alpha
-
     check_device(device)
-    deciders(induction_score)  # bad values are one-line errors before any work
-    check_alpha(alpha)
+    options = DiscoveryOptions(  # built once, here: bad values are one-line errors before any work
+        n_seqs=n_seqs,
+        period=period,
+        seed=seed,
+        alpha=alpha,
+        fdr=fdr,
+        induction_score=induction_score,
+        n_draws=n_draws,
+        n_untrained=n_untrained,
+        untrained_rows=untrained_rows,
+    )
     check_out_file(json_out, "--json")
     check_out_file(csv_out, "--csv")
     setup_torch()
     from interp_toolkit.files.io import write_text
-    from interp_toolkit.heads.discover import discover
+    from interp_toolkit.heads.discovery import discover
     from interp_toolkit.runs.targets import load_target
     from interp_toolkit.runtime.progress import status
 
     tgt = load_target(target, device, for_weights=False)
     with status("heads", "scoring the probe") as shown:
         found = discover(
-            tgt.model,
-            tgt.codec,
-            n_seqs=n_seqs,
-            period=period,
-            seed=seed,
-            alpha=alpha,
-            fdr=fdr,
-            induction_score=induction_score,
-            n_draws=n_draws,
-            n_untrained=n_untrained,
-            untrained_rows=untrained_rows,
-            model_cfg=tgt.model_cfg,
-            progress=shown.update,
+            tgt.model, tgt.codec, options, model_cfg=tgt.model_cfg, progress=shown.update
         )
     data = {"target": tgt.name, **found.to_dict()}
     emit(data, _print_heads, json_out)

@@ -22,6 +22,7 @@ from interp_toolkit.cli.app import (
 )
 from interp_toolkit.cli.boundary import stdout_claimed
 from interp_toolkit.errors import UserError
+from interp_toolkit.saes.config import ARCH_NAMES
 
 
 @app.command("sae")
@@ -33,9 +34,11 @@ def sae_cmd(
         help="blocks.L.attn.hook_z (all heads), blocks.L.hook_resid_pre / hook_resid_post, or "
         "blocks.L.mlp.hook_post (MLP runs).",
     ),
-    arch: str = typer.Option("topk", "--arch", help="topk | batchtopk | relu (ReLU + L1)."),
+    arch: str = typer.Option(
+        "topk", "--arch", help=f"{' | '.join(ARCH_NAMES)} (relu: ReLU + L1; saes/architectures.py)."
+    ),
     expansion: int = typer.Option(8, "--expansion", help="Latents per input dimension."),
-    k: int = typer.Option(32, "--k", help="Active latents per token (topk, batchtopk)."),
+    k: int = typer.Option(32, "--k", help="Active latents per token (the top-k kinds)."),
     tokens: int = typer.Option(400_000, "--tokens", help="Training activations in all."),
     out: Path | None = typer.Option(
         None, "--out", "-o", help="The SAE folder (default for a run: RUN/saes/HOOK-ARCH-xE-kK)."
@@ -51,9 +54,8 @@ def sae_cmd(
     dead latents; write cfg.json + sae_weights.safetensors (SAELens's layout) and the pages."""
     if tokens < 1 or show < 1:
         raise UserError("--tokens and --show must be 1 or more.")
-    from interp_toolkit.saes.config import check_shape, hook_layer
+    from interp_toolkit.saes.config import hook_layer
 
-    check_shape(arch, k, expansion)
     layer = hook_layer(hook)
     hook = ".".join(["blocks", str(layer), *hook.split(".")[2:]])  # blocks.01. is blocks.1.
     check_out_file(json_out, "--json", "sae.json")
@@ -66,13 +68,17 @@ def sae_cmd(
 
         if out.exists() and not out.is_dir():
             raise UserError(f"--out {out} is a file: give a folder for the SAE.")
+        from interp_toolkit.runs.folder import RunPaths
         from interp_toolkit.runs.spec import run_folder
 
-        owns = (Path(run_folder(target)) / "saes",)  # RUN@STEP: RUN's saes/
+        owns = (RunPaths(Path(run_folder(target))).saes,)  # RUN@STEP: RUN's saes/
         check_not_an_input(out, "--out", "sae-folder", owns=owns)
         check_writable_dir(out if out.is_dir() else out.parent, "--out folder")
     check_device(device)
     setup_torch()
+    from interp_toolkit.saes.config import check_shape
+
+    check_shape(arch, k, expansion)  # the registry's checks (saes/architectures.py)
     from interp_toolkit.reports.features import write_pages
     from interp_toolkit.runs.spec import split_step
     from interp_toolkit.runs.targets import load_target
@@ -158,10 +164,11 @@ def stopped_sae(exc: KeyboardInterrupt, folder: Path) -> KeyboardInterrupt:
 def check_latents(model: Any, hook: str, arch: str, expansion: int, k: int) -> None:
     """``--k`` active latents of at most the SAE's ``expansion`` x the hook's width."""
     from interp_toolkit.saes.activations import check_hook, hook_width
+    from interp_toolkit.saes.architectures import sae_architecture
 
     check_hook(model, hook)
     latents = expansion * hook_width(model, hook)
-    if arch != "relu" and k > latents:
+    if sae_architecture(arch).uses_k and k > latents:
         raise UserError(
             f"--k {k} cannot work: this SAE has {latents} latents ({expansion} x {hook}'s "
             f"width {latents // expansion}); use --k 1 to {latents}, or a larger --expansion."

@@ -27,6 +27,7 @@ from jaxtyping import Float, Int
 from transformer_lens import TransformerBridge
 
 from interp_toolkit.errors import UserError
+from interp_toolkit.heads.induction import strongest_induction_head
 from interp_toolkit.heads.scorer import RowScores
 from interp_toolkit.heads.text_scorer import text_row_scores, text_scores_from_rows
 from interp_toolkit.stats.intervals import Interval, mean_interval
@@ -161,11 +162,6 @@ def repeated_passage(
     return passage_from_losses(token_losses(logits, toks), length)
 
 
-def best_layer_min(n_layers: int) -> int:
-    """Induction needs an earlier layer: layers >= 1, any layer for a 1-layer model."""
-    return 1 if n_layers > 1 else 0
-
-
 @dataclass(frozen=True)
 class TextInduction:
     """Induction on held-out text: the in-context score and the held-out loss of the same
@@ -178,12 +174,11 @@ class TextInduction:
     queries: int  # how many tokens the induction score read
 
     def best(self) -> tuple[str, float]:
-        """The best induction score on text in layers >= 1 (any layer for 1 layer) and its head."""
-        layer_min = best_layer_min(int(self.induction.shape[0]))
-        grid = self.induction[layer_min:].nan_to_num(float("-inf"))
-        flat = int(grid.argmax())
-        layer, head = divmod(flat, int(grid.shape[1]))
-        return f"{layer + layer_min}.{head}", float(grid.reshape(-1)[flat])
+        """The best induction score on text and its head: :func:`strongest_induction_head` of the
+        text scores (a head none of whose queries repeats, NaN, never wins)."""
+        lowest = torch.finfo(self.induction.dtype).min  # finite: still above the excluded layers
+        head = strongest_induction_head(self.induction.nan_to_num(lowest))
+        return str(head), float(self.induction.nan_to_num(float("-inf"))[head.layer, head.head])
 
     def metrics(self) -> dict[str, Any]:
         """What metrics.jsonl logs (rounded)."""

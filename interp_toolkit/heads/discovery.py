@@ -1,5 +1,6 @@
 """Head discovery: score every head on repeated random tokens, test each (head, score) for
-specificity against the head itself, assign roles.
+specificity against the head itself, assign roles; and :func:`discover`, the report plus what an
+attention view needs.
 
 The scores and their definitions are the registry's (:mod:`~interp_toolkit.heads.registry`); the
 scorer is :func:`~interp_toolkit.heads.scorer.row_pairs` and the specificity test, τ and
@@ -8,8 +9,16 @@ p-values are :mod:`~interp_toolkit.heads.specificity`. A head's role is decided 
 score passes :func:`~.heads.passes` (its specificity test rejects AND it reaches the registry's
 effect-size floor). With ``n_untrained``, every score is also tested against untrained models of
 the same architecture (:mod:`~interp_toolkit.heads.nulls`): a second, named test
-(``vs_untrained``) that decides nothing. ``head_scores``, ``HeadScores`` and ``SCORE_KINDS`` are
-importable from here too.
+(``vs_untrained``) that decides nothing. How discovery runs is one
+:class:`~interp_toolkit.heads.options.DiscoveryOptions`, passed whole. ``head_scores``,
+``HeadScores`` and ``SCORE_KINDS`` are importable from here too.
+
+:func:`discover` is the one discovery entry point for any model, a toy run or GPT-2: the
+``heads`` command, the Python API (:func:`interp_toolkit.api.discover`), the tests, the docs and
+``benchmarks/gpt2_discovery_cost.py`` all call it, with the same batch layout
+(:func:`discovery_batch`). It runs :func:`discover_heads` and picks the strongest previous-token
+and induction heads, by label when discovery labelled one and by score otherwise, with the first
+row of discovery's own batch to draw them on.
 """
 
 from __future__ import annotations
@@ -18,12 +27,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from jaxtyping import Bool
+from jaxtyping import Bool, Int
 from torch import Tensor
 from transformer_lens import TransformerBridge
 
 from interp_toolkit.errors import UserError
 from interp_toolkit.heads import nulls
+from interp_toolkit.heads.options import N_SEQS, DiscoveryOptions, checked
 from interp_toolkit.heads.registry import (
     DEFAULT_DECIDERS,
     DEFAULT_FLOORS,
@@ -39,7 +49,7 @@ from interp_toolkit.heads.registry import (
     role_rule,
     top_head,
 )
-from interp_toolkit.heads.repeats import RepeatedTokens, default_layout, probe_batch
+from interp_toolkit.heads.repeats import RepeatedTokens, default_layout, repeated_batch
 from interp_toolkit.heads.scorer import HeadScores, head_scores
 from interp_toolkit.heads.specificity import (
     SpecificityTests,
@@ -50,21 +60,24 @@ from interp_toolkit.heads.specificity import (
 )
 from interp_toolkit.heads.untrained import untrained_models
 from interp_toolkit.models.build import AttnOnlyConfig
-from interp_toolkit.runtime import validate
 from interp_toolkit.stats import significance, thresholds
 from interp_toolkit.text.codecs import Codec
 
 __all__ = [
+    "N_SEQS",
     "SCORE_KINDS",
+    "Discovery",
+    "DiscoveryOptions",
     "HeadReport",
     "HeadScores",
     "classify",
+    "discover",
     "discover_heads",
+    "discovery_batch",
     "head_scores",
 ]
 
-#: Repeated-token rows the discovery probe scores by default (``heads --n-seqs``).
-N_SEQS = 64
+VIEW_ROLES = ("previous-token", "induction")
 
 
 @dataclass
@@ -74,7 +87,8 @@ class HeadReport:
 
     ``decides``: role -> deciding score. ``floors``: the registry's effect-size floors.
     ``test``: how the tests were run (:func:`describe_tests`). ``vs_untrained``: the optional
-    second test against untrained models (None when not run); it decides nothing.
+    second test against untrained models (None when not run); it decides nothing. ``batch``: the
+    repeated-token batch it was scored on (not in the JSON; ``probe`` describes it).
     """
 
     scores: HeadScores
@@ -89,6 +103,7 @@ class HeadReport:
     probe: dict[str, Any] = field(default_factory=dict)
     test: dict[str, Any] = field(default_factory=dict)
     vs_untrained: nulls.NullTests | None = None
+    batch: RepeatedTokens | None = field(default=None, repr=False)
 
     def heads_with_role(self, role: str) -> list[HeadId]:
         if role not in ROLES:
@@ -269,28 +284,22 @@ def classify(
     ]
 
 
-def discovery_probe(
-    model: TransformerBridge,
-    codec: Codec,
-    *,
-    n_seqs: int = N_SEQS,
-    period: int | None = None,
-    seed: int = 0,
-    n_repeats: int = 2,
-    prefix_max: int | None = None,
-    token_range: tuple[int, int] | None = None,
+def discovery_batch(
+    model: TransformerBridge, codec: Codec, options: DiscoveryOptions = DiscoveryOptions()
 ) -> RepeatedTokens:
-    """The discovery probe: ``[BOS] prefix seg x n_repeats filler`` rows that fit the model.
+    """The repeated-token batch discovery scores: ``options.n_seqs`` rows of ``[BOS] prefix
+    seg x n_repeats filler`` that fit the model.
 
     ``period``/``prefix_max`` default to :func:`default_layout` of the model's context; the token
     range defaults to :func:`default_token_range` of the codec. Rows start with the codec's BOS id.
     """
-    n_ctx = int(model.cfg.n_ctx)
+    n_ctx, n_repeats = int(model.cfg.n_ctx), options.n_repeats
     bos_id = codec.bos_id
     auto_period, auto_prefix = default_layout(
         n_ctx, n_repeats=n_repeats, has_bos=bos_id is not None
     )
-    prefix_max = auto_prefix if prefix_max is None else prefix_max
+    prefix_max = auto_prefix if options.prefix_max is None else options.prefix_max
+    period = options.period
     if period is None:
         period = min(auto_period, (n_ctx - int(bos_id is not None) - prefix_max) // n_repeats)
     need = int(bos_id is not None) + prefix_max + n_repeats * period
@@ -299,92 +308,55 @@ def discovery_probe(
             f"period {period} x {n_repeats} repeats (+{prefix_max} prefix) needs {need} tokens but the "
             f"model's context is {n_ctx}: use --period {max(2, (n_ctx - 1 - prefix_max) // n_repeats)} or less."
         )
-    return probe_batch(
+    return repeated_batch(
         codec,
         int(model.cfg.d_vocab),
-        n_seqs,
+        options.n_seqs,
         period,
         n_repeats=n_repeats,
         prefix_max=prefix_max,
-        seed=seed,
-        token_range=token_range,
+        seed=options.seed,
+        token_range=options.token_range,
     )
 
 
 def discover_heads(
     model: TransformerBridge,
     codec: Codec,
+    options: DiscoveryOptions = DiscoveryOptions(),
     *,
-    n_seqs: int = N_SEQS,
-    period: int | None = None,
-    seed: int = 0,
-    alpha: float = thresholds.ALPHA,
-    fdr: bool = False,
-    induction_score: str = "vw",
-    n_draws: int | None = None,
-    n_untrained: int | None = None,
-    untrained_rows: int | None = None,
-    quantile: float = thresholds.QUANTILE,
-    n_repeats: int = 2,
-    prefix_max: int | None = None,
-    token_range: tuple[int, int] | None = None,
     model_cfg: AttnOnlyConfig | None = None,
-    batch_size: int | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> HeadReport:
-    """Score every head on :func:`discovery_probe`, run each (head, score)'s specificity test
-    (:mod:`~.specificity`) and assign roles (``induction_score``: ``"vw"``, the seed's
-    value-weighted score, or ``"plain"`` decides the induction role; ``fdr``: Benjamini-Hochberg
-    over heads x scores at ``alpha`` instead of ``p <= alpha``).
+    """Score every head on :func:`discovery_batch`, run each (head, score)'s specificity test
+    (:mod:`~.specificity`) and assign roles; ``options`` (:class:`DiscoveryOptions`, checked when
+    built) says how: the batch, α or the FDR, the draws, which induction score decides.
 
-    ``n_draws``: sign-flip draws (default :func:`~.specificity.draws_for` the report's number of
-    tests, so BH can reject a lone effect). ``n_untrained``: also run the second test, against
-    that many untrained models of the same architecture on the probe's first ``untrained_rows``
-    rows (:func:`~.untrained.untrained_models`; ``model_cfg``: a toy run's config); off by
-    default, and it decides nothing.
+    ``options.n_untrained``: also run the second test, against that many untrained models of the
+    same architecture on the batch's first ``untrained_rows`` rows
+    (:func:`~.untrained.untrained_models`; ``model_cfg``: a toy run's config); off by default,
+    and it decides nothing. The report keeps the batch (``report.batch``).
     """
-    decides = deciders(induction_score)
-    significance.check_alpha(alpha)
-    validate.count(n_seqs, "n_seqs")  # the command line's rules and lines, for API callers too
-    validate.count(period, "period", 2, optional=True)
-    validate.seed(seed)
-    validate.flag(fdr, "fdr")
-    validate.count(n_repeats, "n_repeats", 2)
-    validate.count(prefix_max, "prefix_max", 0, optional=True)
-    validate.count(batch_size, "batch_size", optional=True)
-    for name, value in (
-        ("n_untrained", n_untrained),
-        ("untrained_rows", untrained_rows),
-        ("n_draws", n_draws),
-    ):
-        validate.count(value, name, optional=True)
+    o = checked(options)
+    decides = deciders(o.induction_score)
     say = progress or (lambda _msg: None)
-    batch = discovery_probe(
-        model,
-        codec,
-        n_seqs=n_seqs,
-        period=period,
-        seed=seed,
-        n_repeats=n_repeats,
-        prefix_max=prefix_max,
-        token_range=token_range,
-    )
+    batch = discovery_batch(model, codec, o)
     observed, comparisons = comparisons_of(
-        model, batch, seed=seed, batch_size=batch_size, progress=say
+        model, batch, seed=o.seed, batch_size=o.batch_size, progress=say
     )
     n_heads = int(model.cfg.n_layers) * int(model.cfg.n_heads)
-    draws = n_draws or draws_for(n_heads * len(SCORES), alpha)
+    draws = o.n_draws or draws_for(n_heads * len(SCORES), o.alpha)
     say(f"sign-flip tests ({draws} draws)")
-    tests = specificity_tests(comparisons, draws, seed=seed, quantile=quantile)
-    significant = tests.significant(alpha, fdr)
+    tests = specificity_tests(comparisons, draws, seed=o.seed, quantile=o.quantile)
+    significant = tests.significant(o.alpha, o.fdr)
     scores = HeadScores({k: r.mean().float() for k, r in observed.items()})
     second, untrained_info = None, None
-    if n_untrained is not None:
+    if o.n_untrained is not None:
         untrained = untrained_models(
-            model, model_cfg=model_cfg, n_models=n_untrained, rows=untrained_rows
+            model, model_cfg=model_cfg, n_models=o.n_untrained, rows=o.untrained_rows
         )
         second, untrained_info = nulls.untrained_tests(
-            model, batch, observed, untrained, seed=seed, batch_size=batch_size, progress=say
+            model, batch, observed, untrained, seed=o.seed, batch_size=o.batch_size, progress=say
         )
     probe = batch.describe()
     probe["definitions"] = {s.name: s.definition for s in SCORES}
@@ -397,9 +369,74 @@ def discover_heads(
         ),
         intervals={k: r.interval().float() for k, r in observed.items()},
         decides=decides,
-        alpha=alpha,
-        fdr=fdr,
+        alpha=o.alpha,
+        fdr=o.fdr,
         probe=probe,
-        test=describe_tests(tests, alpha, fdr, n_heads, untrained_info),
+        test=describe_tests(tests, o.alpha, o.fdr, n_heads, untrained_info),
         vs_untrained=second,
+        batch=batch,
+    )
+
+
+@dataclass
+class Discovery:
+    """``report``: scores, per-head τ and p-values, roles. ``labelled[role]``: the strongest head
+    with that role, or None when discovery labelled none; ``top[role]``: the highest-scoring head
+    of the role's deciding score whatever its label (for a view even when nothing passed).
+    ``tokens``: the first row ``[BOS] prefix seg seg filler`` of the batch discovery scored;
+    ``str_tokens``: its text."""
+
+    report: HeadReport
+    labelled: dict[str, HeadId | None]
+    top: dict[str, HeadId]
+    tokens: Int[Tensor, " pos"]
+    str_tokens: list[str] = field(default_factory=list)
+
+    def view_heads(self) -> dict[str, HeadId]:
+        """Heads to draw: the labelled ones, else the top-scoring ones."""
+        return {role: self.labelled[role] or self.top[role] for role in VIEW_ROLES}
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dict(self.report.to_dict())
+        d["view"] = {
+            **{f"{_key(role)}_head": _name(self.labelled[role]) for role in VIEW_ROLES},
+            **{f"top_{_key(role)}": _name(self.top[role]) for role in VIEW_ROLES},
+            "tokens": [int(t) for t in self.tokens.tolist()],
+        }
+        return d
+
+
+def _key(role: str) -> str:
+    return role.replace("-", "_")
+
+
+def _name(head: HeadId | None) -> str | None:
+    return None if head is None else str(head)
+
+
+def discover(
+    model: TransformerBridge,
+    codec: Codec,
+    options: DiscoveryOptions = DiscoveryOptions(),
+    *,
+    model_cfg: AttnOnlyConfig | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> Discovery:
+    """:func:`discover_heads` (``options`` passed on unchanged), then the view heads and the first
+    row of the batch it scored. Only ``hook_pattern``/``hook_v`` are hooked, the pass stops before
+    the unembedding and rows go through in chunks, so GPT-2 small fits in 2 GiB."""
+    report = discover_heads(model, codec, options, model_cfg=model_cfg, progress=progress)
+    assert report.batch is not None  # discover_heads keeps its batch
+    row = report.batch.tokens[0]
+    top = {}
+    for role in VIEW_ROLES:
+        best = top_head(report.scores.get(report.decides[role]))
+        assert best is not None  # every model has heads
+        top[role] = best
+    return Discovery(
+        report=report,
+        labelled={role: report.strongest(role) for role in VIEW_ROLES},
+        top=top,
+        tokens=row,
+        str_tokens=codec.str_tokens(row.tolist()),
     )

@@ -40,6 +40,7 @@ from interp_toolkit.errors import UserError
 from interp_toolkit.heads.repeats import RepeatedTokens, non_repeating_like
 from interp_toolkit.heads.scorer import RowScores, row_scores
 from interp_toolkit.heads.untrained import UntrainedModels
+from interp_toolkit.runtime.seeds import derive
 from interp_toolkit.stats.significance import (
     p_values,
     pooled_by_layer,
@@ -79,7 +80,7 @@ class NullContext:
 
     def control(self, batch: RepeatedTokens) -> RepeatedTokens:
         """The no-repeat control of ``batch``: its layout, fresh ids, no token twice in a row."""
-        return non_repeating_like(batch, seed=self.seed + 1)
+        return non_repeating_like(batch, seed=derive(self.seed, "no_repeat_batch"))
 
     def n_rows(self) -> int:
         rows = self.untrained.rows if self.untrained is not None else None

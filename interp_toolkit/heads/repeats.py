@@ -228,7 +228,7 @@ def default_layout(n_ctx: int, *, n_repeats: int = 2, has_bos: bool = True) -> t
     return period, prefix_max
 
 
-def probe_batch(
+def repeated_batch(
     codec: Codec,
     d_vocab: int,
     n_seqs: int,
@@ -239,7 +239,7 @@ def probe_batch(
     seed: int = 0,
     token_range: tuple[int, int] | None = None,
 ) -> RepeatedTokens:
-    """A probe for a model of ``d_vocab`` ids read through ``codec``: ``[BOS] prefix seg×n filler``
+    """A repeated-token batch for a model of ``d_vocab`` ids read through ``codec``: ``[BOS] prefix seg×n filler``
     with ids from ``token_range`` (default :func:`default_token_range`, capped at ``d_vocab``)."""
     low, high = token_range or default_token_range(codec)
     return repeated_tokens(
@@ -258,7 +258,7 @@ def default_probe(codec: Codec, n_ctx: int, *, n_seqs: int = 32, seed: int = 0) 
     """The standard probe for a model: ``[BOS] prefix x x`` in :func:`default_layout` with ids
     from :func:`default_token_range` (what training logs and the study's checks use)."""
     period, prefix_max = default_layout(n_ctx)
-    return probe_batch(codec, codec.d_vocab, n_seqs, period, prefix_max=prefix_max, seed=seed)
+    return repeated_batch(codec, codec.d_vocab, n_seqs, period, prefix_max=prefix_max, seed=seed)
 
 
 def _longest_repeat(

@@ -50,7 +50,7 @@ from transformer_lens import TransformerBridge
 from interp_toolkit.heads.registry import RIVAL_RATIO, RIVAL_WIDTH, SCORES
 from interp_toolkit.heads.repeats import RepeatedTokens, non_repeating_like
 from interp_toolkit.heads.scorer import RowPair, RowScores, row_pairs, row_scores
-from interp_toolkit.runtime.seeds import rng
+from interp_toolkit.runtime.seeds import derive, rng
 from interp_toolkit.stats.significance import significant_by_kind
 from interp_toolkit.stats.thresholds import ALPHA, QUANTILE
 
@@ -369,7 +369,11 @@ def comparisons_of(
     control = None
     if any(s.control for s in SCORES):
         progress("no-repeat control batch")
-        control = row_scores(model, non_repeating_like(batch, seed=seed + 1), batch_size=batch_size)
+        control = row_scores(
+            model,
+            non_repeating_like(batch, seed=derive(seed, "no_repeat_batch")),
+            batch_size=batch_size,
+        )
     out = {}
     for s in SCORES:
         named = {f"vs {key}": Pair.of(pair, rival_ratio) for key, pair in pairs[s.name].items()}

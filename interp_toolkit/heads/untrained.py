@@ -31,7 +31,7 @@ from transformer_lens import TransformerBridge
 from interp_toolkit.heads.repeats import RepeatedTokens
 from interp_toolkit.heads.scorer import RowScores, row_scores
 from interp_toolkit.models.build import AttnOnlyConfig, build_model, positional_kind, reinitialise
-from interp_toolkit.runtime.seeds import seed_global
+from interp_toolkit.runtime.seeds import derive, seed_global
 
 #: By default a layer's untrained pool holds at least this many values: ``K = ceil(pool / n_heads)``
 #: models, at least 2. Toy models: 99, so a p-value can reach 1/100 (cpu preset, 4 heads: 25
@@ -39,8 +39,6 @@ from interp_toolkit.runtime.seeds import seed_global
 #: (GPT-2 small: 2 models), run on the probe's first ``HF_ROWS`` rows: about the cost of scoring
 #: the probe itself (benchmarks/gpt2_discovery_cost.py).
 TOY_POOL, HF_POOL, HF_ROWS = 99, 24, 16
-#: Seed of the ``i``-th untrained model: ``model seed + SEED_STEP * (i + 1)`` (never the model's).
-SEED_STEP = 7919
 CACHE_SIZE = 4096
 
 Scores = dict[str, RowScores]
@@ -181,4 +179,4 @@ def _default_models(pool: int, n_heads: int) -> int:
 
 
 def _seeds(model_seed: int, n: int) -> tuple[int, ...]:
-    return tuple(model_seed + SEED_STEP * (i + 1) for i in range(n))
+    return tuple(derive(model_seed, "untrained_model", i) for i in range(n))

@@ -25,7 +25,7 @@ from interp_toolkit.errors import UserError
 from interp_toolkit.heads.repeats import default_token_range, repeated_tokens
 from interp_toolkit.models.activations import MAX_SEQ
 from interp_toolkit.runs.folder import Run
-from interp_toolkit.runtime.seeds import rng
+from interp_toolkit.runtime.seeds import derive, rng
 from interp_toolkit.text.codecs import Codec
 from interp_toolkit.text.stream import tokenize_corpus, windows
 
@@ -122,7 +122,7 @@ def varied_repeats(codec: Codec, *, seq_len: int, n_seqs: int, seed: int = 0) ->
             high=min(high, codec.d_vocab),
             bos_id=codec.bos_id,
             prefix_max=seq_len - 1 - 2 * period,
-            seed=seed * 1000 + period,
+            seed=derive(seed, "probe_period", period),
         )
         tokens[rows], starts[rows] = batch.tokens, batch.starts
     return VariedRepeats(tokens=tokens, starts=starts, periods=periods)

@@ -28,9 +28,10 @@ from interp_toolkit.exams.periods import PeriodExam, exam_with_chance
 from interp_toolkit.exams.single import Exam, ExamResult, exams_for, run_exam
 from interp_toolkit.heads.discovery import HeadReport, discover_heads
 from interp_toolkit.heads.induction import strongest_induction_head
+from interp_toolkit.heads.options import DiscoveryOptions
 from interp_toolkit.heads.patterns import attention_patterns
 from interp_toolkit.heads.registry import ROLES, HeadId, top_head
-from interp_toolkit.heads.repeats import probe_batch
+from interp_toolkit.heads.repeats import repeated_batch
 from interp_toolkit.runs.folder import Run, read_samples
 
 #: The roles whose deciding scores' per-head grids a summary carries (the comparison page draws them).
@@ -221,7 +222,9 @@ def analyse_run(
     """Run the analysis a report shows: head scores and roles, exams, impact curves, key patterns."""
     model, codec = run.model, run.codec
     if head_report is None:
-        head_report = discover_heads(model, codec, seed=seed, model_cfg=run.model_cfg)
+        head_report = discover_heads(
+            model, codec, DiscoveryOptions(seed=seed), model_cfg=run.model_cfg
+        )
     outcomes = []
     for exam in exams_for(codec) if exams is None else exams:
         try:
@@ -231,7 +234,7 @@ def analyse_run(
         except UserError as exc:
             outcomes.append(ExamOutcome(exam, None, str(exc)))
     period = max(2, min(24, (int(model.cfg.n_ctx) - 1) // 2))
-    probe = probe_batch(codec, codec.d_vocab, n_seqs, period, seed=seed)
+    probe = repeated_batch(codec, codec.d_vocab, n_seqs, period, seed=seed)
     batch = probe.tokens
     with torch.no_grad():
         impact = head_impact(model, batch, mode="mean").detach().float().cpu()

@@ -50,6 +50,7 @@ class RunPaths:
     checkpoint_state = property(lambda self: self.checkpoints / "state.json")  # written last
     lock = property(lambda self: self.root / LOCK_NAME)
     snapshots = property(lambda self: self.root / "snapshots")
+    saes = property(lambda self: self.root / "saes")  # one folder per SAE (saes/pipeline.py names)
     samples = property(lambda self: self.root / "samples.json")
     heads = property(lambda self: self.root / "heads.json")
     exam = property(lambda self: self.root / "exam.json")

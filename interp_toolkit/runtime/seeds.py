@@ -135,3 +135,50 @@ def np_rng(seed: int, purpose: str, *key: int) -> np.random.Generator:
 def seed_global(seed: int, purpose: str) -> None:
     """Seed torch's global generator for ``purpose`` (the caller's state too, unless forked)."""
     torch.manual_seed(int(seed) + stream(purpose, "global").offset)
+
+
+@dataclass(frozen=True)
+class Derived:
+    """A seed passed on to another seeded job: ``seed * seed_stride + offset + index * index_step``
+    (``index``: which of several, e.g. the i-th untrained model or the probe of period p)."""
+
+    offset: int
+    index_step: int = 0
+    seed_stride: int = 1
+
+
+#: Every seed that a job passes on to another (rather than drawing with it), by purpose, with its
+#: site. As in :data:`STREAMS`, the numbers are those each site used before: never renumber one.
+DERIVED: dict[str, Derived] = {
+    # training/steplog.py StepLog: the repeated-token batch scored while training
+    "training_scores": Derived(7919),
+    # heads/specificity.py and heads/nulls.py: the no-repeat control batch of a repeat batch
+    "no_repeat_batch": Derived(1),
+    # heads/untrained.py _seeds: the i-th untrained model (never the model's own seed)
+    "untrained_model": Derived(7919, index_step=7919),
+    # causal/__init__.py study_task: the induction task every study measurement reads
+    "study_task": Derived(11),
+    # causal/tasks.py Task.heldout: the held-out prompts of a task
+    "heldout_task": Derived(1_000),
+    # causal/circuit.py: the bootstrap of a circuit's held-out faithfulness
+    "heldout_resamples": Derived(1),
+    # study/reproduce.py write_samples: the i-th sample prompt
+    "sample_prompt": Derived(0, index_step=1),
+    # probing/data.py varied_repeats: the rows of period p
+    "probe_period": Derived(0, index_step=1, seed_stride=1000),
+    # units/neurons.py: the shuffled-activation control of the i-th layer
+    "shuffled_layer": Derived(0, index_step=1, seed_stride=7919),
+}
+
+
+def derive(seed: int, purpose: str, index: int = 0) -> int:
+    """The seed ``purpose`` gets from ``seed`` (``index``: which of several); ValueError for an
+    unknown purpose or an index given to a purpose that takes none."""
+    found = DERIVED.get(purpose)
+    if found is None:
+        raise ValueError(
+            f"no derived seed is named {purpose!r}: add it to runtime/seeds.py DERIVED"
+        )
+    if index and not found.index_step:
+        raise ValueError(f"the derived seed {purpose!r} takes no index")
+    return int(seed) * found.seed_stride + found.offset + int(index) * found.index_step

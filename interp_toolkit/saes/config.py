@@ -16,10 +16,12 @@ reaches ``HookedTransformer`` (SAELens issue #738). So we write its file layout 
       features.json              per-latent data (features.py); index.html, features.html
       checkpoints/               state.json, step_N.safetensors, step_N.optimizer.pt (resume)
 
-Architectures (``--arch``) and the name SAELens gives each on disk: ``topk`` (Gao et al. 2024)
-is ``"topk"`` with ``k``; ``relu`` (ReLU + L1) is ``"standard"``; ``batchtopk`` (Bussmann et
-al. 2024) is saved, as SAELens saves it, as ``"jumprelu"`` with a ``threshold`` per latent (its
-learned global threshold): at inference it is a JumpReLU, not a top-k.
+Architectures (``--arch``) are classes in a registry (:mod:`.architectures`), each with the name
+SAELens gives it on disk: ``topk`` (Gao et al. 2024) is ``"topk"`` with ``k``; ``relu`` (ReLU +
+L1) is ``"standard"``; ``batchtopk`` (Bussmann et al. 2024) is saved, as SAELens saves it, as
+``"jumprelu"`` with a ``threshold`` per latent (its learned global threshold): at inference it
+is a JumpReLU, not a top-k. This module imports no torch (the CLI reads it before torch loads):
+it reads the registry only inside the functions that need an architecture.
 """
 
 from __future__ import annotations
@@ -31,9 +33,9 @@ from typing import Any
 
 from interp_toolkit.errors import UserError
 
-#: ``--arch`` names -> the ``architecture`` SAELens writes in cfg.json.
-ARCHITECTURES = {"topk": "topk", "batchtopk": "jumprelu", "relu": "standard"}
-SAELENS_TO_ARCH = {v: k for k, v in ARCHITECTURES.items()}
+#: The built-in architectures' names, the ``--arch`` choices (torch-free, for ``--help``); the
+#: registry (:data:`.architectures.BUILTIN`) holds what each one is, and a test keeps them equal.
+ARCH_NAMES = ("topk", "batchtopk", "relu")
 FORMAT_VERSION = 1
 
 
@@ -43,7 +45,7 @@ class SAEConfig:
 
     d_in: int
     d_sae: int
-    arch: str = "topk"  # topk | batchtopk | relu (cfg.json: ARCHITECTURES[arch])
+    arch: str = "topk"  # a registered architecture (architectures.py): topk | batchtopk | relu
     k: int = 32
     hook_name: str = "blocks.0.hook_resid_pre"
     model_name: str = ""
@@ -56,7 +58,10 @@ class SAEConfig:
 
     @property
     def architecture(self) -> str:
-        return ARCHITECTURES[self.arch]
+        """cfg.json's ``architecture``: SAELens's name for :attr:`arch`."""
+        from interp_toolkit.saes.architectures import sae_architecture
+
+        return sae_architecture(self.arch).saelens_name
 
     @property
     def hook_layer(self) -> int | None:
@@ -71,8 +76,11 @@ class SAEConfig:
 
     def to_saelens(self, extra: dict[str, Any] | None = None) -> dict[str, Any]:
         """cfg.json: SAELens's fields, then ours under ``interp_toolkit`` (SAELens drops it)."""
+        from interp_toolkit.saes.architectures import sae_architecture
+
+        spec = sae_architecture(self.arch)
         out: dict[str, Any] = {
-            "architecture": self.architecture,
+            "architecture": spec.saelens_name,
             "d_in": self.d_in,
             "d_sae": self.d_sae,
             "dtype": self.dtype,
@@ -81,7 +89,7 @@ class SAEConfig:
             "hook_name": self.hook_name,
             "hook_layer": self.hook_layer,
             "hook_head_index": self.hook_head_index,
-            "activation_fn": "topk" if self.arch == "topk" else "relu",
+            "activation_fn": spec.activation_fn,
             "apply_b_dec_to_input": self.apply_b_dec_to_input,
             "normalize_activations": self.normalize_activations,
             "reshape_activations": self.reshape_activations,
@@ -91,19 +99,19 @@ class SAEConfig:
             "finetuning_scaling_factor": False,
             "sae_lens_training_version": None,
         }
-        if self.arch == "topk":
-            out["k"] = self.k
-            out["activation_fn_kwargs"] = {"k": self.k}
+        out |= spec.saelens_fields(self)
         out["interp_toolkit"] = {"format_version": FORMAT_VERSION, "arch": self.arch, "k": self.k}
         out["interp_toolkit"] |= extra or {}
         return out
 
     @classmethod
     def from_saelens(cls, data: dict[str, Any], where: Path) -> SAEConfig:
-        """Read cfg.json (ours, or a flat SAELens one with the architectures above)."""
+        """Read cfg.json (ours, or a flat SAELens one of a registered architecture)."""
+        from interp_toolkit.saes.architectures import arch_of_saelens
+
         try:
             ours = data.get("interp_toolkit", {})
-            arch = ours.get("arch") or SAELENS_TO_ARCH[data["architecture"]]
+            arch = ours.get("arch") or arch_of_saelens(data["architecture"])
             return cls(
                 d_in=int(data["d_in"]),
                 d_sae=int(data["d_sae"]),
@@ -189,13 +197,14 @@ class SAETrainConfig:
 
 
 def check_shape(arch: str, k: int, expansion: int) -> None:
-    """One line for a dictionary that cannot work."""
-    if arch not in ARCHITECTURES:
-        raise UserError(f"--arch {arch!r} is not offered: use {', '.join(ARCHITECTURES)}.")
+    """One line for a dictionary that cannot work (an unregistered ``arch``, or settings its
+    architecture refuses: :meth:`~.architectures.SAEArchitecture.check`)."""
+    from interp_toolkit.saes.architectures import sae_architecture
+
+    spec = sae_architecture(arch)
     if expansion < 1:
         raise UserError(f"--expansion {expansion} cannot work: use 1 or more.")
-    if arch != "relu" and k < 1:
-        raise UserError(f"--k {k} cannot work: a top-k SAE keeps 1 or more latents.")
+    spec.check(k)
 
 
 @dataclass(frozen=True)

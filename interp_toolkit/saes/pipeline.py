@@ -20,6 +20,7 @@ from interp_toolkit.saes.activations import (
     hook_width,
     token_source,
 )
+from interp_toolkit.saes.architectures import sae_architecture
 from interp_toolkit.saes.config import SAEConfig, SAEPaths, SAETrainConfig, check_shape
 from interp_toolkit.saes.evaluate import SAEMetrics, evaluate_sae
 from interp_toolkit.saes.features import LatentFeatures, labeller, latent_features
@@ -48,17 +49,31 @@ class SAEResult:
 def default_folder(
     target_source: object, hook: str, arch: str, expansion: int, k: int, step: int | None = None
 ) -> Path:
-    """``RUN/saes/<hook>-<arch>-x<expansion>[-k<k>][-step<N>]`` for a run folder (``step``: the
-    model is the run's weights kept at that step, ``RUN@N``, never the final model's SAE)."""
+    """``RUN/saes/<hook>-<arch>-x<expansion>[-k<k>][-step<N>]`` for a run folder (``-k``: an
+    architecture sized by ``k``; ``step``: the model is the run's weights kept at that step,
+    ``RUN@N``, never the final model's SAE)."""
     from interp_toolkit.runs.folder import Run
 
     if not isinstance(target_source, Run):
         from interp_toolkit.errors import UserError
 
         raise UserError("an SAE of this model needs a folder to live in: give --out FOLDER.")
-    name = f"{hook}-{arch}-x{expansion}" + (f"-k{k}" if arch != "relu" else "")
-    name += f"-step{step}" if step is not None else ""
-    return target_source.path / "saes" / name
+    return target_source.paths.saes / sae_name(hook, arch, expansion, k, step)
+
+
+def sae_name(hook: str, arch: str, expansion: int, k: int, step: int | None = None) -> str:
+    """An SAE's folder name in ``RUN/saes/``: ``<hook>-<arch>-x<expansion>[-k<k>][-step<N>]``."""
+    name = f"{hook}-{arch}-x{expansion}" + (f"-k{k}" if sae_architecture(arch).uses_k else "")
+    return name + (f"-step{step}" if step is not None else "")
+
+
+def training_source(
+    codec: Codec, n_ctx: int, target_source: object, train: SAETrainConfig, seed: int
+) -> TokenSource:
+    """The token rows an SAE trains on (and its held-out rows): blocks of ``train``'s size, rows of
+    at most :data:`MAX_SEQ` tokens."""
+    rows = -(-train.batch * train.batches_per_block // min(n_ctx, MAX_SEQ))
+    return token_source(codec, n_ctx, target_source, rows_per_block=rows, seed=seed)
 
 
 def sae_config(
@@ -78,7 +93,7 @@ def sae_config(
         d_in=d_in,
         d_sae=d_in * expansion,
         arch=arch,
-        k=k if arch != "relu" else 0,
+        k=k if sae_architecture(arch).uses_k else 0,
         hook_name=hook,
         model_name=model_name,
         context_size=source.seq_len,
@@ -109,11 +124,7 @@ def run_sae(
     check_hook(model, hook)
     check_shape(arch, k, expansion)
     tcfg = train or SAETrainConfig(tokens=tokens, seed=seed)
-    seq = min(int(model.cfg.n_ctx), MAX_SEQ)
-    rows = -(-tcfg.batch * tcfg.batches_per_block // seq)
-    source = token_source(
-        codec, int(model.cfg.n_ctx), target_source, rows_per_block=rows, seed=seed
-    )
+    source = training_source(codec, int(model.cfg.n_ctx), target_source, tcfg, seed)
     cfg = sae_config(
         model, hook, arch=arch, expansion=expansion, k=k, model_name=model_name, source=source
     )

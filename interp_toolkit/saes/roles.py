@@ -30,14 +30,8 @@ from interp_toolkit.probing.data import VariedRepeats
 from interp_toolkit.runtime.seeds import rng
 from interp_toolkit.saes.features import TOP_K, LatentFeatures, latent_activations
 from interp_toolkit.saes.sae import SparseAutoencoder
-from interp_toolkit.units.reading import MONO_ALPHA, binomial_tail
-
-#: A latent belongs to heads holding more than this share of its decoder row (and more than chance).
-MAJORITY = 0.5
-#: An induction latent has at least this share of its top positions on repeat rows in the second
-#: copy (and beats the second copy's share of all positions, binomial p <= MONO_ALPHA).
-SECOND_COPY = 0.8
-NULL_QUANTILE = 0.99
+from interp_toolkit.stats.thresholds import MAJORITY, MONO_ALPHA, NULL_QUANTILE, SECOND_COPY
+from interp_toolkit.units.reading import binomial_tail
 
 
 def head_share_null(

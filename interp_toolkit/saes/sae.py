@@ -1,4 +1,4 @@
-"""The sparse autoencoder: one module for the three architectures, and its files.
+"""The sparse autoencoder: one module for every architecture, and its files.
 
 ``f = act(pre)``, ``pre = (x - b_dec) @ W_enc + b_enc`` (``apply_b_dec_to_input``, as SAELens),
 ``x_hat = f @ W_dec + b_dec``. Decoder rows (``W_dec[i]``, the latents' directions; "columns" of
@@ -9,14 +9,9 @@ length of its latent's contribution. SAELens instead trains TopK SAEs with
 ``rescale_acts_by_decoder_norm`` and folds the norms in when saving; with unit rows the two are
 the same function.
 
-- ``topk`` (Gao et al. 2024; SAELens ``TopK``): keep each row's ``k`` largest pre-activations,
-  then ReLU them.
-- ``batchtopk`` (Bussmann et al. 2024; SAELens ``BatchTopK``): in training, ReLU, then keep the
-  ``k * n`` largest activations of the whole batch of ``n`` rows; a global ``threshold`` follows
-  the smallest kept activation (EMA, rate ``threshold_lr``). At inference it is a JumpReLU with
-  that threshold (``f = relu(pre) * (pre > threshold)``, one threshold per latent in the file,
-  all equal), as SAELens saves it.
-- ``relu`` (SAELens ``standard``): ``f = relu(pre)``, trained with an L1 penalty.
+``act`` is the architecture's (``topk``, ``batchtopk``, ``relu`` or one registered later): the
+class :func:`~.architectures.sae_architecture` gives for ``cfg.arch``, kept as
+:attr:`SparseAutoencoder.architecture` (:mod:`.architectures` describes each).
 """
 
 from __future__ import annotations
@@ -30,6 +25,7 @@ from torch import Tensor, nn
 from interp_toolkit.errors import UserError
 from interp_toolkit.files.io import read_json, write_bytes, write_json
 from interp_toolkit.runtime.seeds import rng
+from interp_toolkit.saes.architectures import SAEArchitecture, sae_architecture
 from interp_toolkit.saes.config import SAEConfig, SAEPaths
 
 
@@ -40,6 +36,7 @@ class SparseAutoencoder(nn.Module):
     def __init__(self, cfg: SAEConfig, seed: int = 0) -> None:
         super().__init__()
         self.cfg = cfg
+        self.architecture: SAEArchitecture = sae_architecture(cfg.arch)
         gen = rng(seed, "sae_init")
         w_dec = torch.randn(cfg.d_sae, cfg.d_in, generator=gen)
         w_dec = w_dec / w_dec.norm(dim=-1, keepdim=True)
@@ -57,21 +54,9 @@ class SparseAutoencoder(nn.Module):
         return x @ self.W_enc + self.b_enc
 
     def activate(self, pre: Float[Tensor, "... d_sae"], train: bool = False) -> Tensor:
-        """The latents' activations from their pre-activations (``train``: BatchTopK's batch
-        rule instead of its threshold)."""
-        arch = self.cfg.arch
-        if arch == "topk":
-            vals, idx = pre.topk(min(self.cfg.k, pre.shape[-1]), dim=-1)
-            return torch.zeros_like(pre).scatter(-1, idx, vals.relu())
-        if arch == "batchtopk":
-            if train:
-                acts = pre.relu()
-                flat = acts.reshape(-1)
-                n = min(flat.numel(), self.cfg.k * (flat.numel() // pre.shape[-1]))
-                top = flat.topk(n)
-                return torch.zeros_like(flat).scatter(0, top.indices, top.values).view_as(pre)
-            return pre.relu() * (pre > self.threshold.to(pre.dtype))
-        return pre.relu()
+        """The latents' activations from their pre-activations (``train``: the architecture's
+        training rule, e.g. BatchTopK's batch rule instead of its threshold)."""
+        return self.architecture.activate(self, pre, train)
 
     def encode(self, x: Float[Tensor, "... d_in"]) -> Float[Tensor, "... d_sae"]:
         return self.activate(self.pre(x))
@@ -115,16 +100,15 @@ class SparseAutoencoder(nn.Module):
         self.threshold.div_(scale)
 
     def state(self) -> dict[str, Tensor]:
-        """The tensors SAELens's ``sae_weights.safetensors`` holds (``threshold`` per latent for a
-        BatchTopK SAE, saved as a JumpReLU)."""
+        """The tensors SAELens's ``sae_weights.safetensors`` holds (and the architecture's own,
+        e.g. ``threshold`` per latent for a BatchTopK SAE, saved as a JumpReLU)."""
         out = {
             "W_enc": self.W_enc.detach(),
             "b_enc": self.b_enc.detach(),
             "W_dec": self.W_dec.detach(),
             "b_dec": self.b_dec.detach(),
         }
-        if self.cfg.arch == "batchtopk":
-            out["threshold"] = self.threshold.detach()
+        out |= self.architecture.saved_tensors(self)
         return {k: v.float().cpu().contiguous() for k, v in out.items()}
 
     def load(self, state: dict[str, Tensor], where: Path) -> None:
@@ -158,7 +142,8 @@ def save_sae(folder: str | Path, sae: SparseAutoencoder, extra: dict | None = No
 
 
 def load_sae(folder: str | Path, device: str | torch.device = "cpu") -> SparseAutoencoder:
-    """An SAE folder (ours, or SAELens's flat layout for topk/standard/jumprelu SAEs)."""
+    """An SAE folder (ours, or SAELens's flat layout for a registered architecture: topk,
+    standard, jumprelu)."""
     from safetensors.torch import load_file
 
     paths = SAEPaths(Path(folder))

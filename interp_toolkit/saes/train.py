@@ -10,9 +10,12 @@ exactly the batches an uninterrupted one would, and only one block of activation
   learning rate serves every hook; the saved SAE has the factor folded in and reads raw
   activations (:meth:`~.sae.SparseAutoencoder.fold_input_scale`; cfg.json says ``"none"``).
 - Loss: squared error summed over ``d_in``, averaged over the batch (SAELens's ``mse_loss``);
-  plus, for ``relu``, ``l1 * sum(f)`` (decoder rows have unit norm, so SAELens's ``f * |W_dec|``
-  is ``f``); for ``topk``/``batchtopk``, the aux-k loss of Gao et al. 2024 as SAELens computes it
-  (:func:`aux_k_loss`) on latents that did not fire in the last ``dead_window()`` activations.
+  plus the architecture's terms (:meth:`~.architectures.SAEArchitecture.loss_terms`): for
+  ``relu``, ``l1 * sum(f)`` (decoder rows have unit norm, so SAELens's ``f * |W_dec|`` is ``f``);
+  for ``topk``/``batchtopk``, the aux-k loss of Gao et al. 2024 as SAELens computes it
+  (:func:`~.architectures.aux_k_loss`) on latents that did not fire in the last
+  ``dead_window()`` activations. After each step the architecture's
+  :meth:`~.architectures.SAEArchitecture.after_step` runs (BatchTopK's threshold EMA).
 - Adam (betas 0.9, 0.999), gradients clipped at norm 1 (as SAELens), the learning rate constant
   then decayed linearly to 0 over the last 20% of steps; decoder rows back to unit norm after
   every step (the gradient along each row removed first).
@@ -42,29 +45,11 @@ from interp_toolkit.runtime.progress import progress_bar
 from interp_toolkit.runtime.seeds import rng, seed_global
 from interp_toolkit.runtime.signals import deferred, stop_signals
 from interp_toolkit.saes.activations import TokenSource, block_activations
+from interp_toolkit.saes.architectures import aux_k_loss as aux_k_loss  # re-exported
 from interp_toolkit.saes.config import SAEConfig, SAEPaths, SAETrainConfig
 from interp_toolkit.saes.sae import SparseAutoencoder, save_sae
 
 DECAY_FRACTION = 0.2
-
-
-def aux_k_loss(
-    sae: SparseAutoencoder, x: Tensor, x_hat: Tensor, pre: Tensor, dead: Tensor, coef: float
-) -> Tensor:
-    """Gao et al.'s auxiliary loss, as SAELens's ``calculate_topk_aux_loss``: the ``k_aux =
-    d_in // 2`` largest pre-activations among dead latents reconstruct the residual ``x - x_hat``
-    (no bias); scaled by ``min(n_dead / k_aux, 1)``."""
-    n_dead = int(dead.sum())
-    if n_dead == 0 or coef == 0:
-        return x.new_zeros(())
-    k_aux = x.shape[-1] // 2
-    scale = min(n_dead / k_aux, 1.0)
-    k_aux = min(k_aux, n_dead)
-    residual = (x - x_hat).detach()
-    masked = torch.where(dead[None], pre, -torch.inf)
-    top = masked.topk(k_aux, dim=-1, sorted=False)
-    acts = torch.zeros_like(pre).scatter(-1, top.indices, top.values)
-    return coef * scale * (acts @ sae.W_dec - residual).pow(2).sum(-1).mean()
 
 
 def sae_loss(
@@ -75,13 +60,11 @@ def sae_loss(
     f = sae.activate(pre, train=True)
     x_hat = sae.decode(f)
     mse = (x_hat - x).pow(2).sum(-1).mean()
-    if sae.cfg.arch == "relu":
-        extra = tcfg.l1 * f.sum(-1).mean()
-        name = "l1"
-    else:
-        extra = aux_k_loss(sae, x, x_hat, pre, dead, tcfg.aux_k)
-        name = "aux_k"
-    return mse + extra, {"mse": float(mse.detach()), name: float(extra.detach())}, f
+    loss, parts = mse, {"mse": float(mse.detach())}
+    for name, term in sae.architecture.loss_terms(sae, x, x_hat, pre, f, dead, tcfg).items():
+        loss = loss + term
+        parts[name] = float(term.detach())
+    return loss, parts, f
 
 
 @dataclass
@@ -264,8 +247,7 @@ def fit_sae(
         with torch.no_grad():
             since_fired.add_(len(x))
             since_fired[(f > 0).any(0)] = 0
-            if cfg.arch == "batchtopk":
-                sae.update_threshold(f, tcfg.threshold_lr)
+            sae.architecture.after_step(sae, f, tcfg)
             last["l0"] = float((f > 0).sum(-1).float().mean())
         return loss
 

@@ -16,6 +16,27 @@ ARENA_FLOOR = 0.4
 ALPHA = 0.05
 QUANTILE = 0.95
 
+# -- units (MLP neurons and SAE latents: units/reading.py, units/neurons.py, saes/roles.py) --
+
+#: A monosemantic unit's concept holds at this share of its top-k positions, at least ...
+MONO_SHARE = 0.8
+#: ... and beats its base rate by a one-sided binomial test at this level ...
+MONO_ALPHA = 0.01
+#: ... and is specific: its share at the top is at least this many times its base rate.
+MONO_LIFT = 10.0
+#: Level of the one-sided test that one set of units has a larger monosemantic share.
+BEATS_ALPHA = 0.01
+#: Two token embeddings are "related" (the withdrawn polysemanticity count) above this quantile
+#: of the cosine over random pairs; a token group counts when it holds this share of the weight.
+SIM_QUANTILE = 0.99
+MIN_SHARE = 0.1
+#: A latent belongs to heads holding more than this share of its decoder row (and more than the
+#: :data:`NULL_QUANTILE` of a random direction's share).
+MAJORITY = 0.5
+NULL_QUANTILE = 0.99
+#: An induction latent has at least this share of its top positions in a repeat's second copy.
+SECOND_COPY = 0.8
+
 
 @dataclass(frozen=True)
 class Thresholds:

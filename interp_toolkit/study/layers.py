@@ -32,11 +32,11 @@ from interp_toolkit.reports.layer_findings import (
 )
 from interp_toolkit.reports.run_analysis import RunSummary
 from interp_toolkit.runs.folder import Run
-from interp_toolkit.saes.activations import TokenSource, hook_width, token_source
-from interp_toolkit.saes.config import SAEConfig, SAEPaths, SAETrainConfig
+from interp_toolkit.saes.activations import TokenSource
+from interp_toolkit.saes.config import SAEPaths, SAETrainConfig
 from interp_toolkit.saes.evaluate import evaluate_sae
 from interp_toolkit.saes.features import top_latent_activations
-from interp_toolkit.saes.pipeline import EVAL_TOKENS
+from interp_toolkit.saes.pipeline import EVAL_TOKENS, sae_config, sae_name, training_source
 from interp_toolkit.saes.sae import SparseAutoencoder, load_sae
 from interp_toolkit.saes.train import train_sae
 from interp_toolkit.text.codecs import Codec
@@ -120,12 +120,12 @@ def measure_latents(
     an SAE trained the same way on the untrained twin, on ``tokens``; and the run's SAE's metrics
     on the held-out mix, pooled and per row family (text, synthetic)."""
     hook = f"blocks.{layer}.mlp.hook_post"
-    name = f"{hook}-topk-x{SAE_EXPANSION}-k{SAE_K}"
+    name = sae_name(hook, "topk", SAE_EXPANSION, SAE_K)
     facts = ContextFacts.of(tokens)
     counts, shuffled, metrics = [], None, None
     for model, folder in (
-        (run.model, run.path / "saes" / name),
-        (twin, run.path / "saes" / "untrained-twin" / name),
+        (run.model, run.paths.saes / name),
+        (twin, run.paths.saes / "untrained-twin" / name),
     ):
         sae, source = _trained_sae(run, model, hook, folder, seed, n_tokens)
         top, density = top_latent_activations(model, sae, tokens)
@@ -145,22 +145,18 @@ def measure_latents(
 def _trained_sae(
     run: Run, model: TransformerBridge, hook: str, folder: Path, seed: int, n_tokens: int
 ) -> tuple[SparseAutoencoder, TokenSource]:
-    d_in = hook_width(model, hook)
     tcfg = SAETrainConfig(tokens=n_tokens, seed=seed)
-    seq = min(run.model_cfg.n_ctx, 128)
-    rows = -(-tcfg.batch * tcfg.batches_per_block // seq)
-    source = token_source(run.codec, run.model_cfg.n_ctx, run, rows_per_block=rows, seed=seed)
+    source = training_source(run.codec, run.model_cfg.n_ctx, run, tcfg, seed)
     if SAEPaths(folder).cfg.is_file():
         return load_sae(folder), source
-    cfg = SAEConfig(
-        d_in=d_in,
-        d_sae=d_in * SAE_EXPANSION,
+    cfg = sae_config(
+        model,
+        hook,
         arch="topk",
+        expansion=SAE_EXPANSION,
         k=SAE_K,
-        hook_name=hook,
         model_name=run.name,
-        context_size=source.seq_len,
-        dataset_path=source.corpus,
+        source=source,
     )
     resume = SAEPaths(folder).state.is_file()
     sae = train_sae(model, source, cfg, tcfg, folder, resume=resume, progress=False).sae

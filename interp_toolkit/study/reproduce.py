@@ -54,6 +54,7 @@ from interp_toolkit.reports.run_report import run_report_html
 from interp_toolkit.reports.study_report import comparison_sections, depth_section
 from interp_toolkit.runs.folder import Run, read_metrics
 from interp_toolkit.runtime.devices import resolve_device
+from interp_toolkit.runtime.seeds import derive
 from interp_toolkit.stats.thresholds import THRESHOLDS
 from interp_toolkit.study.folder import (
     INDEX,
@@ -122,7 +123,13 @@ def write_samples(run: Run, n_tokens: int, seed: int) -> list[dict[str, str]]:
         {
             "prompt": p,
             "text": sample(
-                run.model, run.codec, p, n_tokens=n_tokens, temperature=0.8, top_k=40, seed=seed + i
+                run.model,
+                run.codec,
+                p,
+                n_tokens=n_tokens,
+                temperature=0.8,
+                top_k=40,
+                seed=derive(seed, "sample_prompt", i),
             ),
         }
         for i, p in enumerate(SAMPLE_PROMPTS)

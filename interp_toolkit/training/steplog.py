@@ -20,6 +20,7 @@ from interp_toolkit.heads.repeats import default_probe
 from interp_toolkit.runs.folder import RunPaths, read_metrics, save_weights
 from interp_toolkit.runtime.devices import STRICT_FP32
 from interp_toolkit.runtime.progress import progress_bar
+from interp_toolkit.runtime.seeds import derive
 from interp_toolkit.text.codecs import Codec
 from interp_toolkit.text.store import TokenWindows
 from interp_toolkit.text.stream import TrainStream
@@ -88,7 +89,7 @@ class StepLog:
         self.kept = frozenset(cfg.snapshot_schedule())  # the steps whose weights are kept
         self.tokens = start.tokens
         self.score_batch = default_probe(
-            codec, int(model.cfg.n_ctx), n_seqs=32, seed=cfg.seed + 7919
+            codec, int(model.cfg.n_ctx), n_seqs=32, seed=derive(cfg.seed, "training_scores")
         )
         self.above_since: int | None = None  # first step of the current streak above stop_score
         # The first step whose loss was not finite (0: none yet), kept on the device: checking

@@ -36,7 +36,8 @@ from transformer_lens import TransformerBridge
 from interp_toolkit.errors import UserError
 from interp_toolkit.models.activations import run_hooks
 from interp_toolkit.models.build import AttnOnlyConfig, build_model
-from interp_toolkit.runtime.seeds import rng
+from interp_toolkit.runtime.seeds import derive, rng
+from interp_toolkit.stats.thresholds import MIN_SHARE, SIM_QUANTILE
 from interp_toolkit.units.reading import (
     Concept,
     ContextFacts,
@@ -49,8 +50,6 @@ from interp_toolkit.units.reading import (
 from interp_toolkit.weights.circuits import circuit_model
 
 CHUNK_BYTES = 128 * 2**20
-SIM_QUANTILE = 0.99
-MIN_SHARE = 0.1
 #: The three readings of every statistic.
 BASELINES = ("model", "untrained", "shuffled")
 
@@ -227,7 +226,7 @@ def neuron_stats(
     for i, la in enumerate(layers):
         top = tops[la]
         if shuffled:
-            top = random_top(top, *tokens.shape, seed=seed * 7919 + i)
+            top = random_top(top, *tokens.shape, seed=derive(seed, "shuffled_layer", i))
         toks = tokens[top.rows, top.positions]
         groups, entropy = token_groups(toks, top.values, w_e, threshold)
         out[la] = NeuronStats(top, toks, unit_concepts(facts, top), groups, entropy, threshold)

@@ -38,13 +38,8 @@ from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 from interp_toolkit.runtime.seeds import rng
+from interp_toolkit.stats.thresholds import BEATS_ALPHA, MONO_ALPHA, MONO_LIFT, MONO_SHARE
 
-#: A monosemantic unit's concept holds at this share of its top-k positions, at least.
-MONO_SHARE = 0.8
-#: ... and beats its base rate by a one-sided binomial test at this level.
-MONO_ALPHA = 0.01
-#: ... and is specific: its share at the top is at least this many times its base rate.
-MONO_LIFT = 10.0
 CONCEPTS = ("token", "previous", "seen", "in_repeat")
 
 
@@ -267,10 +262,6 @@ class RuleCount:
             "share_of_live": round(self.share, 4),
             "by_concept": self.by_kind,
         }
-
-
-#: Level of the one-sided test that one set of units has a larger monosemantic share.
-BEATS_ALPHA = 0.01
 
 
 def beats(a: RuleCount, b: RuleCount, alpha: float = BEATS_ALPHA) -> bool:

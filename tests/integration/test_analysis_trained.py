@@ -10,6 +10,7 @@ import pytest
 
 from interp_toolkit.exams.single import BUILTIN_EXAMS, run_exam
 from interp_toolkit.heads.discovery import discover_heads
+from interp_toolkit.heads.options import DiscoveryOptions
 
 pytestmark = pytest.mark.slow
 
@@ -17,7 +18,10 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def report_2l(trained_2l):
     return discover_heads(
-        trained_2l.model, trained_2l.codec, n_seqs=64, seed=0, model_cfg=trained_2l.model_cfg
+        trained_2l.model,
+        trained_2l.codec,
+        DiscoveryOptions(n_seqs=64, seed=0),
+        model_cfg=trained_2l.model_cfg,
     )
 
 
@@ -39,7 +43,10 @@ def test_a_one_layer_model_has_no_induction_head(trained_1l):
     """Induction needs an earlier layer to compose with: no head of a trained 1-layer model may
     get the induction role (a true negative on trained heads)."""
     rep = discover_heads(
-        trained_1l.model, trained_1l.codec, n_seqs=64, seed=0, model_cfg=trained_1l.model_cfg
+        trained_1l.model,
+        trained_1l.codec,
+        DiscoveryOptions(n_seqs=64, seed=0),
+        model_cfg=trained_1l.model_cfg,
     )
     assert rep.heads_with_role("induction") == [], rep.to_dict()["heads"]
 
@@ -54,7 +61,10 @@ def test_discovery_names_heads_the_untrained_model_lacks(trained_2l, report_2l):
     assert [h for h in report_2l.heads_with_role("induction") if h.layer == 1], detail
     untrained = build_model(trained_2l.model_cfg)
     before = discover_heads(
-        untrained, trained_2l.codec, n_seqs=64, seed=0, model_cfg=trained_2l.model_cfg
+        untrained,
+        trained_2l.codec,
+        DiscoveryOptions(n_seqs=64, seed=0),
+        model_cfg=trained_2l.model_cfg,
     )
     assert {r for row in before.roles for r in row} == {"none"}, before.to_dict()["heads"]
 
@@ -67,11 +77,8 @@ def test_roles_agree_across_induction_score_and_fdr(trained_2l, report_2l):
         rep = discover_heads(
             trained_2l.model,
             trained_2l.codec,
-            n_seqs=64,
-            seed=0,
+            DiscoveryOptions(n_seqs=64, seed=0, induction_score=induction_score, fdr=fdr),
             model_cfg=trained_2l.model_cfg,
-            induction_score=induction_score,
-            fdr=fdr,
         )
         assert (
             rep.decides["induction"]

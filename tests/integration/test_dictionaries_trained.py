@@ -13,6 +13,7 @@ from __future__ import annotations
 import pytest
 
 from interp_toolkit.heads.discovery import discover_heads
+from interp_toolkit.heads.options import DiscoveryOptions
 from interp_toolkit.probing.data import varied_repeats
 from interp_toolkit.saes.config import SAETrainConfig
 from interp_toolkit.saes.pipeline import run_sae
@@ -38,7 +39,10 @@ def _rule(res):
 @pytest.fixture(scope="module")
 def roles_2l(trained_2l):
     report = discover_heads(
-        trained_2l.model, trained_2l.codec, n_seqs=64, seed=0, model_cfg=trained_2l.model_cfg
+        trained_2l.model,
+        trained_2l.codec,
+        DiscoveryOptions(n_seqs=64, seed=0),
+        model_cfg=trained_2l.model_cfg,
     )
     induction = sorted(h.head for h in report.heads_with_role("induction") if h.layer == 1)
     previous = sorted(h.head for h in report.heads_with_role("previous-token") if h.layer == 0)

@@ -15,7 +15,8 @@ import torch
 from analysis_helpers import greedy_tokens
 from gpt2_helpers import N_CTX, N_HEAD, N_LAYER, PLANTED
 
-from interp_toolkit.heads.discover import discover
+from interp_toolkit.heads.discovery import discover
+from interp_toolkit.heads.options import DiscoveryOptions
 from interp_toolkit.heads.patterns import head_patterns
 from interp_toolkit.heads.registry import SCORE_KINDS
 from interp_toolkit.runs import gpt2
@@ -29,7 +30,7 @@ def planted_model(gpt2_dirs):
 
 @pytest.fixture(scope="session")
 def planted_discovery(planted_model):
-    return discover(planted_model, GPT2Codec(), n_seqs=16, seed=0)
+    return discover(planted_model, GPT2Codec(), DiscoveryOptions(n_seqs=16, seed=0))
 
 
 # ----------------------------------------------------------------------------- loading
@@ -152,7 +153,7 @@ def test_discovery_probe_and_view(planted_model, planted_discovery):
 def test_scores_do_not_depend_on_compatibility_mode(gpt2_dirs, planted_discovery):
     """Folding LN / centring weights leaves attention patterns, hence the scores, unchanged."""
     raw = gpt2.load(gpt2_dirs["good"], compat=False)
-    again = discover(raw, GPT2Codec(), n_seqs=16, seed=0)
+    again = discover(raw, GPT2Codec(), DiscoveryOptions(n_seqs=16, seed=0))
     for kind in SCORE_KINDS:
         a, b = planted_discovery.report.scores.get(kind), again.report.scores.get(kind)
         assert torch.allclose(a, b, atol=1e-4), kind

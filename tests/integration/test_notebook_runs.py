@@ -58,12 +58,14 @@ def test_notebook_prints_the_losses_and_exams_of_its_runs(executed):
 
 def test_notebook_prints_the_heads_and_the_ablation_of_its_runs(executed):
     from interp_toolkit.heads.discovery import discover_heads
+    from interp_toolkit.heads.options import DiscoveryOptions
     from interp_toolkit.heads.registry import partner_of, top_head
     from interp_toolkit.runs.folder import load_run
 
     _, text, runs = executed
     reports = {
-        n: discover_heads(load_run(p).model, load_run(p).codec, n_seqs=32) for n, p in runs.items()
+        n: discover_heads(load_run(p).model, load_run(p).codec, DiscoveryOptions(n_seqs=32))
+        for n, p in runs.items()
     }
     for n, rep in reports.items():
         want = f"{n}L  roles={rep.to_dict()['roles']}"

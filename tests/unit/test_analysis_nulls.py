@@ -13,7 +13,8 @@ from analysis_helpers import make_prev_token_head, tiny_codec
 
 from interp_toolkit.errors import UserError
 from interp_toolkit.heads import nulls, untrained
-from interp_toolkit.heads.discovery import classify, discover_heads, discovery_probe
+from interp_toolkit.heads.discovery import classify, discover_heads, discovery_batch
+from interp_toolkit.heads.options import DiscoveryOptions
 from interp_toolkit.heads.registry import SCORE_KINDS, SCORES
 from interp_toolkit.heads.scorer import HeadScores, head_scores, row_pairs, row_scores
 from interp_toolkit.models.build import AttnOnlyConfig, build_model, reinitialise
@@ -105,14 +106,14 @@ def test_every_registry_null_exists():
 
 
 def test_unknown_null_is_one_line(tiny_model):
-    batch = discovery_probe(tiny_model, tiny_codec(64), n_seqs=4)
+    batch = discovery_batch(tiny_model, tiny_codec(64), DiscoveryOptions(n_seqs=4))
     ctx = nulls.NullContext(tiny_model, batch, row_scores(tiny_model, batch))
     with pytest.raises(UserError, match="unknown null 'bogus'"):
         nulls.draw_nulls(ctx, {"induction": "bogus"})
 
 
 def test_row_scores_do_not_depend_on_chunking(tiny_model):
-    batch = discovery_probe(tiny_model, tiny_codec(64), n_seqs=6)
+    batch = discovery_batch(tiny_model, tiny_codec(64), DiscoveryOptions(n_seqs=6))
     chunked = row_scores(tiny_model, batch, batch_size=4)
     whole = row_scores(tiny_model, batch, batch_size=6)
     scores = head_scores(tiny_model, batch)
@@ -148,7 +149,7 @@ def test_untrained_models_are_made_once_per_seed_and_batch(monkeypatch):
     models = untrained.toy_untrained(TINY, (123_001, 123_002))
     make = models.make
     models.make = lambda seed: made.append(seed) or make(seed)
-    batch = discovery_probe(build_model(TINY), tiny_codec(64), n_seqs=4, seed=77)
+    batch = discovery_batch(build_model(TINY), tiny_codec(64), DiscoveryOptions(n_seqs=4, seed=77))
     first = models.scores([batch])
     assert made == [123_001, 123_002]
     again = models.scores([batch])
@@ -164,9 +165,12 @@ def test_a_model_that_cannot_be_rebuilt_is_one_line(tiny_model):
     try:
         assert untrained.untrained_models(tiny_model) is None
         with pytest.raises(UserError, match="cannot be rebuilt"):
-            discover_heads(tiny_model, tiny_codec(64), n_seqs=4, n_untrained=2)
+            discover_heads(tiny_model, tiny_codec(64), DiscoveryOptions(n_seqs=4, n_untrained=2))
         # the specificity test needs no untrained model
-        assert discover_heads(tiny_model, tiny_codec(64), n_seqs=4).vs_untrained is None
+        assert (
+            discover_heads(tiny_model, tiny_codec(64), DiscoveryOptions(n_seqs=4)).vs_untrained
+            is None
+        )
     finally:
         tiny_model.cfg.normalization_type = None
 
@@ -183,7 +187,7 @@ def leave_one_out():
     codec = tiny_codec(TINY.d_vocab)
     seeds = [1000 + i for i in range(N_MODELS)]
     models = [build_model(TINY.replace(seed=s)) for s in seeds]
-    batch = discovery_probe(models[0], codec, n_seqs=16)
+    batch = discovery_batch(models[0], codec, DiscoveryOptions(n_seqs=16))
     null_of = {s.name: s.untrained_null for s in SCORES}
     ps = []
     for i, model in enumerate(models):
@@ -225,8 +229,12 @@ def test_the_untrained_test_runs_beside_and_decides_nothing():
     codec = tiny_codec(TINY.d_vocab)
     model = build_model(TINY.replace(seed=7))
     make_prev_token_head(model, layer=0, head=2)
-    plain = discover_heads(model, codec, n_seqs=16, model_cfg=TINY.replace(seed=7))
-    both = discover_heads(model, codec, n_seqs=16, model_cfg=TINY.replace(seed=7), n_untrained=25)
+    plain = discover_heads(
+        model, codec, DiscoveryOptions(n_seqs=16), model_cfg=TINY.replace(seed=7)
+    )
+    both = discover_heads(
+        model, codec, DiscoveryOptions(n_seqs=16, n_untrained=25), model_cfg=TINY.replace(seed=7)
+    )
     assert plain.vs_untrained is None and both.vs_untrained is not None
     n_null = both.vs_untrained.n_null["previous_token"]
     assert n_null == 25 * 4

@@ -10,6 +10,7 @@ from analysis_helpers import _position_only, make_offset_head, make_prev_token_h
 
 from interp_toolkit.errors import UserError
 from interp_toolkit.heads.discovery import SCORE_KINDS, discover_heads, head_scores
+from interp_toolkit.heads.options import DiscoveryOptions
 from interp_toolkit.heads.repeats import (
     default_probe,
     default_token_range,
@@ -71,7 +72,8 @@ def _uniform_head_reading_position(model, layer: int, head: int) -> None:
 def test_scores_of_hand_built_heads():
     """Every score of heads whose attention is known (circuits_helpers.stripes_model): a wrong
     stripe, query set or value weighting moves at least one of these numbers."""
-    from circuits_helpers import BLOCK, BOS_VALUE_NORM, letters_codec, stripes_model
+    from planting import BLOCK, letters_codec
+    from planting.circuits import BOS_VALUE_NORM, stripes_model
 
     b = default_probe(letters_codec(), BLOCK, n_seqs=32, seed=5)
     with torch.no_grad():
@@ -99,7 +101,8 @@ def test_scores_of_hand_built_heads():
 def test_scores_of_the_hand_built_circuits(kind):
     """The planted layer-0 head scores 1 on its own stripe, the induction head 1 on both induction
     scores (its value vectors all have norm 1); the empty head 1.1 attends uniformly."""
-    from circuits_helpers import BLOCK, CIRCUITS, letters_codec
+    from planting import BLOCK, letters_codec
+    from planting.circuits import CIRCUITS
 
     b = default_probe(letters_codec(), BLOCK, n_seqs=16, seed=2)
     with torch.no_grad():
@@ -162,7 +165,7 @@ def test_heads_json_per_head_fields(tiny_cfg):
 
     model = build_model(tiny_cfg)
     make_prev_token_head(model, layer=0, head=0)
-    report = discover_heads(model, tiny_codec(tiny_cfg.d_vocab), n_seqs=16)
+    report = discover_heads(model, tiny_codec(tiny_cfg.d_vocab), DiscoveryOptions(n_seqs=16))
     d = json.loads(json.dumps(report.to_dict()))
     assert d["roles"]["previous-token"] == ["0.0"]
     first = d["heads"][0]
@@ -192,23 +195,24 @@ def test_heads_json_per_head_fields(tiny_cfg):
 def test_specificity_labels_the_planted_heads(kind):
     """Each score's specificity test against the head itself: discovery names exactly the planted
     heads of a hand-built circuit, and no induction head in its control."""
-    from circuits_helpers import CIRCUITS, control_model, letters_codec
+    from planting import letters_codec
+    from planting.circuits import CIRCUITS, control_model
 
     codec = letters_codec()
     builder, layer0_role = CIRCUITS[kind]
-    report = discover_heads(builder(), codec, n_seqs=16)
+    report = discover_heads(builder(), codec, DiscoveryOptions(n_seqs=16))
     assert report.test["name"] == "specificity"
     assert report.roles == [[layer0_role, "none"], ["induction", "none"]], report.to_dict()
-    control = discover_heads(control_model(kind), codec, n_seqs=16)
+    control = discover_heads(control_model(kind), codec, DiscoveryOptions(n_seqs=16))
     assert control.roles == [[layer0_role, "none"], ["none", "none"]], control.to_dict()
 
 
 def test_discover_errors(tiny_model):
     with pytest.raises(UserError, match="induction score"):
-        discover_heads(tiny_model, tiny_codec(64), induction_score="bogus")
+        discover_heads(tiny_model, tiny_codec(64), DiscoveryOptions(induction_score="bogus"))
     with pytest.raises(UserError, match="n_untrained"):
-        discover_heads(tiny_model, tiny_codec(64), n_untrained=0)
+        discover_heads(tiny_model, tiny_codec(64), DiscoveryOptions(n_untrained=0))
     with pytest.raises(UserError, match="n_draws"):
-        discover_heads(tiny_model, tiny_codec(64), n_draws=0)
+        discover_heads(tiny_model, tiny_codec(64), DiscoveryOptions(n_draws=0))
     with pytest.raises(UserError, match="context"):
-        discover_heads(tiny_model, tiny_codec(64), period=40)
+        discover_heads(tiny_model, tiny_codec(64), DiscoveryOptions(period=40))

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from circuits_helpers import CIRCUITS, control_model, letters_codec
+from planting import letters_codec
+from planting.circuits import CIRCUITS, control_model
 
 from interp_toolkit.causal.attribution import attribute
 from interp_toolkit.causal.circuit import discover_circuit

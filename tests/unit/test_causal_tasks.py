@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from circuits_helpers import k_composition_model, letters_codec
+from planting import letters_codec
+from planting.circuits import k_composition_model
 
 from interp_toolkit.causal.tasks import (
     Task,

@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from circuits_helpers import CFG, k_composition_model, letters_codec
 from cli_helpers import run_main
+from planting import letters_codec
+from planting.circuits import CFG, k_composition_model
 
 from interp_toolkit.views.page import Section, render_report
 

@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import pytest
 import torch
-from circuits_helpers import chain_model, k_composition_model, letters_codec
+from planting import letters_codec
+from planting.circuits import chain_model, k_composition_model
 
 from interp_toolkit.causal.attribution import EdgeScores, faithfulness, task_runs
 from interp_toolkit.causal.circuit import _prune_pass, discover_circuit, smallest_k
 from interp_toolkit.causal.graph import graph_of
-from interp_toolkit.causal.tasks import HELDOUT_SEED_OFFSET, induction_task
+from interp_toolkit.causal.tasks import induction_task
+from interp_toolkit.runtime.seeds import derive
 
 PLANTED = {
     ("embed", "0.0", "v"),
@@ -159,7 +161,7 @@ def test_heldout_faithfulness_is_reported_with_its_interval(task):
     below the selection set's and its interval excludes it."""
     model = k_composition_model()
     found = discover_circuit(model, task, ig_steps=5)
-    assert found.heldout_seed == 1 + HELDOUT_SEED_OFFSET and found.heldout_prompts == 8
+    assert found.heldout_seed == derive(1, "heldout_task") and found.heldout_prompts == 8
     assert found.faithfulness == pytest.approx(1.0, abs=1e-3)
     assert found.heldout.low <= found.heldout.value <= found.heldout.high
     assert found.heldout.value == pytest.approx(1.0, abs=1e-3) and found.heldout.low > 0.99

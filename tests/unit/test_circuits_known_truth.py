@@ -14,21 +14,13 @@ import random
 
 import pytest
 import torch
-from circuits_helpers import (
-    ALPHA,
-    BLOCK,
-    CFG,
-    CIRCUITS,
-    GAIN,
-    LETTERS,
-    UNRELATED_GAIN,
-    control_model,
-    letters_codec,
-)
+from planting import ALPHA, BLOCK, LETTERS, letters_codec
+from planting.circuits import CFG, CIRCUITS, GAIN, UNRELATED_GAIN, control_model
 
 from interp_toolkit.causal.ablation import induction_after_ablation
 from interp_toolkit.exams.single import BUILTIN_EXAMS, run_exam
 from interp_toolkit.heads.discovery import discover_heads
+from interp_toolkit.heads.options import DiscoveryOptions
 from interp_toolkit.heads.registry import HeadId
 from interp_toolkit.heads.repeats import default_probe
 from interp_toolkit.weights import circuits as C
@@ -66,7 +58,7 @@ def _planted_roles(report) -> dict[str, list[str]]:
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_discovery_labels_exactly_the_planted_heads(kind, codec):
-    report = discover_heads(_model(kind), codec, n_seqs=32)
+    report = discover_heads(_model(kind), codec, DiscoveryOptions(n_seqs=32))
     want = {role: [] for role in CIRCUIT_ROLES}
     want["induction"] = ["1.0"]
     want[CIRCUITS[kind][1]] = ["0.0"]
@@ -76,7 +68,7 @@ def test_discovery_labels_exactly_the_planted_heads(kind, codec):
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_discovery_finds_no_induction_in_the_control(kind, codec):
-    report = discover_heads(control_model(kind), codec, n_seqs=32)
+    report = discover_heads(control_model(kind), codec, DiscoveryOptions(n_seqs=32))
     want = {role: [] for role in CIRCUIT_ROLES}
     want[CIRCUITS[kind][1]] = ["0.0"]  # its attention is untouched: it keeps its role
     assert _planted_roles(report) == want, report.to_dict()["heads"]

@@ -14,6 +14,7 @@ from analysis_helpers import (
 
 from interp_toolkit.errors import UserError
 from interp_toolkit.heads.discovery import discover_heads, head_scores
+from interp_toolkit.heads.options import DiscoveryOptions
 from interp_toolkit.heads.registry import (
     DEFAULT_DECIDERS,
     INDUCTION_SCORES,
@@ -106,7 +107,7 @@ def test_added_scores_decide_no_role(tiny_cfg):
     model = _model(tiny_cfg)
     make_offset_head(model, layer=0, head=1, offset=0)
     make_first_token_head(model, layer=1, head=0)
-    report = discover_heads(model, tiny_codec(tiny_cfg.d_vocab), n_seqs=16)
+    report = discover_heads(model, tiny_codec(tiny_cfg.d_vocab), DiscoveryOptions(n_seqs=16))
     assert report.scores.current_token[0, 1] > 0.95 and report.scores.first_token[1, 0] > 0.95
     # both pass their specificity test, and still decide no role
     assert report.significant["current_token"][0, 1] and report.significant["first_token"][1, 0]

@@ -122,7 +122,7 @@ def test_a_deaf_socket_is_refused_before_the_analysis_and_before_any_output(
     def no_work(*a, **k):
         raise AssertionError("the analysis ran")
 
-    monkeypatch.setattr("interp_toolkit.heads.discover.discover", no_work)
+    monkeypatch.setattr("interp_toolkit.heads.discovery.discover", no_work)
     out = tmp_path / "h.json"
     result = run_cli(capsys, "heads", run, "--json", out, "--csv", deaf)
     assert "--csv" in result.one_line_error("nobody listens")

@@ -8,8 +8,9 @@ import types
 
 import pytest
 import torch
-from causal_helpers import PLAIN, VALUE_WEIGHTED, disagreeing_model
-from circuits_helpers import CFG, letters_codec
+from planting import letters_codec
+from planting.circuits import CFG
+from planting.disagreeing import PLAIN, VALUE_WEIGHTED, disagreeing_model
 
 from interp_toolkit.heads.induction import (
     best_induction_score,

@@ -27,6 +27,20 @@ def test_thresholds_have_one_owner():
         r"^ALPHA\s*=",
         r"^QUANTILE\s*=",
         r"^class Thresholds\b",
+        *(
+            rf"^{name}\s*="
+            for name in (
+                "MONO_SHARE",
+                "MONO_ALPHA",
+                "MONO_LIFT",
+                "BEATS_ALPHA",
+                "SIM_QUANTILE",
+                "MIN_SHARE",
+                "MAJORITY",
+                "NULL_QUANTILE",
+                "SECOND_COPY",
+            )
+        ),
     ):
         assert _where(definition) == {"stats/thresholds.py"}, definition
 
@@ -39,6 +53,12 @@ def test_codecs_and_their_loading_have_one_owner():
 def test_the_setting_is_named_in_one_place():
     assert _where(r"^def setting_name\b") == {"text/stream.py"}
     assert _where(r"^[^#\n]*\"natural text\"") == {"text/stream.py"}
+
+
+def test_sae_architectures_branch_only_in_their_registry():
+    """What differs between SAE architectures is each one's class in saes/architectures.py: no
+    ``arch ==`` / ``cfg.arch !=`` branch elsewhere (a new architecture edits no other file)."""
+    assert _where(r"^[^#\n]*\barch\s*[!=]=") <= {"saes/architectures.py"}
 
 
 def test_loading_a_target_has_one_entry():
@@ -203,3 +223,31 @@ def test_cli_defaults_are_their_owners_values():
     assert f"at most {MAX_SEQ})" in option["probe", "--seq-len"].help
     assert f"{DEFAULT_POSITIONS:,} positions" in option["probe", "--n-seqs"].help
     assert f"{NEURON_POSITIONS:,} positions" in option["neurons", "--n-seqs"].help
+
+
+def test_the_induction_layer_rule_has_one_owner():
+    # "an induction head sits in layer >= 1 (any layer of a 1-layer model)": induction_layer_min
+    assert _where(r"\b1 if [\w.()]*layers[\w.()]* > 1 else 0\b") == {"heads/induction.py"}
+    assert _where(r"^def (induction_layer_min|strongest_induction_head)\b") == {
+        "heads/induction.py"
+    }
+
+
+#: A run folder's file names, spelled as a path step. Besides ``RunPaths``: a Hugging Face folder
+#: has its own ``config.json``/``model.safetensors``/``vocab.json`` (runs/gpt2.py, runs/hub.py) and
+#: an SAE folder its own ``checkpoints`` (saes/config.py: SAEPaths, SAELens's layout).
+RUN_FILES = (
+    r"/ \"(config\.json|model\.safetensors|vocab\.json|metrics\.jsonl|samples\.json|heads\.json"
+    r"|exam\.json|circuits\.json|report\.html|snapshots|checkpoints|saes)\""
+)
+
+
+def test_run_folder_names_have_one_owner():
+    found = _where(RUN_FILES)
+    assert found <= {"runs/folder.py", "runs/gpt2.py", "runs/hub.py", "saes/config.py"}, found
+
+
+def test_derived_seeds_have_one_owner():
+    # a seed passed on as ``seed + 1`` or ``seed * 1000 + period`` is runtime/seeds.py: derive's
+    found = _where(r"^[^#`\"\n]*\b\w*seed\)?\s*[+*]\s*[A-Za-z0-9_(]")
+    assert found == {"runtime/seeds.py"}, found

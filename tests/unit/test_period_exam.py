@@ -290,7 +290,8 @@ def test_hand_built_circuits_pass_every_exam_and_their_controls_none(circuit):
     """The K- and Q-composition circuits (tests/circuits_helpers.py) induce at any offset and
     for any token; their controls (layer 0's output cut) copy every token in context alike, so
     the target (in context once, the other segment tokens twice) never ranks first."""
-    from circuits_helpers import CIRCUITS, control_model, letters_codec
+    from planting import letters_codec
+    from planting.circuits import CIRCUITS, control_model
 
     codec = letters_codec()
     model = CIRCUITS[circuit][0]()
@@ -302,7 +303,8 @@ def test_hand_built_circuits_pass_every_exam_and_their_controls_none(circuit):
 
 
 def test_query_logits_unembed_only_the_query_positions():
-    from circuits_helpers import k_composition_model, letters_codec
+    from planting import letters_codec
+    from planting.circuits import k_composition_model
 
     from interp_toolkit.exams.periods import query_logits
 

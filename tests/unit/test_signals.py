@@ -57,7 +57,7 @@ def test_every_stop_signal_stops_a_command_like_ctrl_c(
 ):
     """``heads`` gets a real SIGINT, SIGTERM or SIGHUP mid-work: exit 128 + signal and one line
     naming the signal and what was written (SIGTERM used to end it silently, exit 143)."""
-    monkeypatch.setattr("interp_toolkit.heads.discover.discover", _send(signum))
+    monkeypatch.setattr("interp_toolkit.heads.discovery.discover", _send(signum))
     before = {s: signal.getsignal(s) for s in STOPS}
     code, out, err = run_cli(capsys, "heads", mlp_run, "--json", tmp_path / "h.json")
     name = signal.Signals(signum).name
@@ -273,6 +273,6 @@ def test_a_quick_stage_prints_nothing_and_heads_prints_lines_off_a_terminal(
 
     monkeypatch.setattr(StatusLines, "poll", polled)
     monkeypatch.setattr("interp_toolkit.runtime.progress.STATUS_INTERVAL", 0.01)
-    monkeypatch.setattr("interp_toolkit.heads.discover.discover", discover)
+    monkeypatch.setattr("interp_toolkit.heads.discovery.discover", discover)
     code, _, err = run_cli(capsys, "heads", mlp_run)  # captured: standard error is no terminal
     assert code == 130 and err.startswith("heads: sign-flip tests (1000 draws) (0 s)\n"), err

@@ -9,11 +9,12 @@ import math
 import pytest
 import torch
 from analysis_helpers import make_prev_token_head, tiny_codec
-from circuits_helpers import letters_codec
-from planted_heads import PLANTED, SPLIT, expected_roles, planted_model, split_model, split_roles
+from planting import letters_codec
+from planting.heads import PLANTED, SPLIT, expected_roles, planted_model, split_model, split_roles
 
 from interp_toolkit.heads import specificity
 from interp_toolkit.heads.discovery import discover_heads
+from interp_toolkit.heads.options import DiscoveryOptions
 from interp_toolkit.heads.registry import SCORE_KINDS, HeadId, Stripe
 from interp_toolkit.heads.repeats import RepeatedTokens
 from interp_toolkit.heads.specificity import Pair, bh_reach, draws_for, sign_flip_p
@@ -155,7 +156,7 @@ def codec():
 
 @pytest.fixture(scope="module")
 def sharp(codec):
-    return discover_heads(planted_model(), codec, n_seqs=32)
+    return discover_heads(planted_model(), codec, DiscoveryOptions(n_seqs=32))
 
 
 def test_planted_heads_get_exactly_their_roles(sharp):
@@ -176,7 +177,9 @@ def test_planted_heads_get_exactly_their_roles(sharp):
 def test_planted_heads_with_soft_noisy_attention(codec):
     """Softer heads (most, not all, of the attention where they look) whose logits vary with the
     key's token, so an even split is even only on average: the same roles."""
-    rep = discover_heads(planted_model(sharpness=6.0, noise=1.0, seed=3), codec, n_seqs=32)
+    rep = discover_heads(
+        planted_model(sharpness=6.0, noise=1.0, seed=3), codec, DiscoveryOptions(n_seqs=32)
+    )
     assert rep.roles == expected_roles(), rep.to_dict()["heads"]
 
 
@@ -222,7 +225,7 @@ def test_each_head_is_its_own_null(codec, sharp):
         assert float(p_prev[head]) > 0.5, head
     model = planted_model()
     make_prev_token_head_onehot(model, HeadId(1, 5))
-    rep = discover_heads(model, codec, n_seqs=32)
+    rep = discover_heads(model, codec, DiscoveryOptions(n_seqs=32))
     assert rep.roles[1][5] == rep.roles[1][4] == "previous-token"
     for kind in SCORE_KINDS:
         p, before = rep.tests.p_value[kind].clone(), sharp.tests.p_value[kind].clone()
@@ -231,10 +234,10 @@ def test_each_head_is_its_own_null(codec, sharp):
 
 
 def make_prev_token_head_onehot(model, head: HeadId) -> None:
-    from planted_heads import _Head
+    from planting import Head
 
     with torch.no_grad():
-        _Head(model, head).positional({1: 1.0}, 20.0)
+        Head(model, head).positional({1: 1.0}, 20.0)
 
 
 WIDE = AttnOnlyConfig(n_layers=8, d_model=96, n_heads=12, d_head=8, n_ctx=32, d_vocab=64, seed=0)
@@ -257,17 +260,17 @@ def test_bh_over_every_test_can_find_a_lone_head():
     the smallest attainable p, finds nothing and must say so."""
     codec = tiny_codec(WIDE.d_vocab)
     model = _lone_head_model()
-    rep = discover_heads(model, codec, n_seqs=16, fdr=True)
+    rep = discover_heads(model, codec, DiscoveryOptions(n_seqs=16, fdr=True))
     assert rep.test["n_tests"] == 576 and rep.tests.smallest_p <= 0.05 / 576
     assert rep.heads_with_role("previous-token") == [HeadId(0, 7)]
     assert sum(r != "none" for row in rep.roles for r in row) == 1
     assert rep.test["warnings"] == []
-    few = discover_heads(model, codec, n_seqs=16, fdr=True, n_draws=9999)
+    few = discover_heads(model, codec, DiscoveryOptions(n_seqs=16, fdr=True, n_draws=9999))
     assert few.heads_with_role("previous-token") == []
     assert few.test["bh_min_rejections"] == 2
     assert "cannot reject fewer than 2" in few.test["warnings"][0]
     # without BH, 1e-4 <= 0.05: the head is found and nothing is said
-    plain = discover_heads(model, codec, n_seqs=16, n_draws=9999)
+    plain = discover_heads(model, codec, DiscoveryOptions(n_seqs=16, n_draws=9999))
     assert plain.heads_with_role("previous-token") == [HeadId(0, 7)]
     assert plain.test["warnings"] == []
 
@@ -300,12 +303,12 @@ def test_split_heads_get_no_role_and_sharp_heads_do(split):
 def test_the_window_before_named_the_far_split_heads(codec):
     """The same heads with the rivals cut to the keys within 2 positions of the score's key (the
     window before): the far split heads pass, so the test above fails on that rule."""
-    from interp_toolkit.heads.discovery import classify, discovery_probe
+    from interp_toolkit.heads.discovery import classify, discovery_batch
     from interp_toolkit.heads.scorer import HeadScores
     from interp_toolkit.heads.specificity import comparisons_of, specificity_tests
 
     model = split_model()
-    batch = discovery_probe(model, codec)
+    batch = discovery_batch(model, codec)
     observed, comps = comparisons_of(model, batch, rival_width=2)
     tests = specificity_tests(comps, 9999)
     scores = HeadScores({k: r.mean().float() for k, r in observed.items()})

@@ -7,7 +7,7 @@ import math
 
 import pytest
 import torch
-from circuits_helpers import GAIN, UNRELATED_GAIN, control_model, k_composition_model
+from planting.circuits import GAIN, UNRELATED_GAIN, control_model, k_composition_model
 
 from interp_toolkit.errors import UserError
 from interp_toolkit.exams.text_measures import (

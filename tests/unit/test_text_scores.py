@@ -7,7 +7,8 @@ import warnings
 
 import pytest
 import torch
-from circuits_helpers import control_model, k_composition_model, letters_codec
+from planting import letters_codec
+from planting.circuits import control_model, k_composition_model
 from transformer_lens.head_detector import (
     compute_head_attention_similarity_score,
     detect_head,

@@ -124,7 +124,8 @@ def test_attention_view_shows_the_planted_induction_head():
     ' B' and ' C' of the second repeat attending to the token after their first copy, and
     uniform attention where there is nothing to find (' A' has no earlier copy: the first ``A``
     has no space)."""
-    from circuits_helpers import k_composition_model, letters_codec
+    from planting import letters_codec
+    from planting.circuits import k_composition_model
 
     from interp_toolkit.reports.attention import attention_view
 

@@ -1,9 +1,8 @@
-"""Hand-built two-layer induction circuits with a known answer, for the tests.
+"""Hand-built two-layer induction circuits with a known answer.
 
-Every model is a native attention-only model (``build_model``) of 2 layers x 2 heads, d_head 64,
-d_model 128, n_ctx 32 and a 32-id vocabulary (:func:`letters_codec`: BOS, ``A``, `` A``..`` Z``,
-three more ids, ``<unk>``), with every weight written by hand. The residual stream is four
-orthogonal one-hot blocks of 32 dims:
+Every model is a :func:`planting.blank_model` of 2 layers x 2 heads, d_head 64, d_model 128 (the
+vocabulary of :func:`planting.letters_codec`). The residual stream is four one-hot blocks of 32
+dims:
 
 ====================  ==========================================================
 ``TOK`` (0..31)        the token's id (``W_E[t] = e_{TOK+t}``)
@@ -31,9 +30,9 @@ Attention logits are ``ALPHA`` (20) where a head should look and 0 elsewhere (``
 - :func:`control_model`: either model with head 0.0's OV zeroed (its attention is unchanged, but
   nothing reaches layer 1, which then attends uniformly): no induction anywhere.
 
-In both circuit models (and their controls) 0.1 is an unrelated head: it attends to its own position and writes the current
-token's id into ``OUT`` with gain ``UNRELATED_GAIN`` (a copying head outside the circuit), and
-1.1 is empty (all weights 0: uniform attention, no output).
+In both circuit models (and their controls) 0.1 is an unrelated head: it attends to its own
+position and writes the current token's id into ``OUT`` with gain ``UNRELATED_GAIN`` (a copying
+head outside the circuit), and 1.1 is empty (all weights 0: uniform attention, no output).
 
 :func:`stripes_model` is not a circuit: its heads split their attention in known proportions, so
 that every head score has a known value.
@@ -41,88 +40,43 @@ that every head score has a known value.
 
 from __future__ import annotations
 
-import math
-
 import torch
 
-from interp_toolkit.models.build import AttnOnlyConfig, build_model
-from interp_toolkit.text.codecs import EOT_ID, CompactVocab, gpt2_encoding
+from interp_toolkit.heads.registry import HeadId
+from interp_toolkit.models.build import AttnOnlyConfig
+from planting.blank import BLOCK, POS, TOK, Head, blank_model
 
-BLOCK = 32  # d_vocab = n_ctx = the width of each residual block
-TOK, POS, MID, OUT = 0, 32, 64, 96
-ALPHA = 20.0
+MID, OUT = 64, 96
 GAIN = 4.0
 UNRELATED_GAIN = 0.5
 CFG = AttnOnlyConfig(n_layers=2, d_model=128, n_heads=2, d_head=64, n_ctx=BLOCK, d_vocab=BLOCK)
-LETTERS = [f" {chr(c)}" for c in range(ord("A"), ord("Z") + 1)]
 
 
-def letters_codec() -> CompactVocab:
-    """32 ids: BOS (<|endoftext|>), ``A``, `` A``..`` Z``, ``!``, ``"``, ``#``, then ``<unk>``."""
-    enc = gpt2_encoding()
-    pieces = ["A", *LETTERS, "!", '"', "#"]
-    ids = [EOT_ID] + [enc.encode_ordinary(p)[0] for p in pieces]
-    codec = CompactVocab(ids)
-    assert codec.d_vocab == BLOCK and codec.bos_id == 0
-    return codec
-
-
-class _Head:
-    """The live weights of one head (rows of the q/k/v nn.Linear, columns of o), zeroed."""
-
-    def __init__(self, model, layer: int, head: int) -> None:
-        attn = model.blocks[layer].attn
-        d_head = int(model.cfg.d_head)
-        rows = slice(head * d_head, (head + 1) * d_head)
-        self.q = attn.q.original_component.weight[rows]  # [D, d]: q = W x
-        self.k = attn.k.original_component.weight[rows]
-        self.v = attn.v.original_component.weight[rows]
-        self.o = attn.o.original_component.weight[:, rows]  # [d, D]: out = W z
-        self.scale = ALPHA * math.sqrt(d_head)
-        for w in (self.q, self.k, self.v, self.o):
-            w.zero_()
-
-
-def _blank_model():
-    """CFG with every weight and bias 0, then the embeddings, positions and unembedding above."""
-    model = build_model(CFG)
-    eye = torch.eye(BLOCK)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.zero_()
-        model.embed.original_component.weight[:, TOK : TOK + BLOCK] = eye
-        model.pos_embed.original_component.weight[:, POS : POS + BLOCK] = eye
-        model.unembed.original_component.weight[:, OUT : OUT + BLOCK] = eye
-    return model
-
-
-def _copy_ov(h: _Head, gain: float, src: int = TOK, dst: int = OUT) -> None:
-    """OV: the id in block ``src`` -> head dims 0..31 -> block ``dst`` (times ``gain``)."""
-    for i in range(BLOCK):
-        h.v[i, src + i] = 1.0
-        h.o[dst + i, i] = gain
+def blank_circuit_model():
+    """:data:`CFG` blank (:func:`planting.blank_model`): the unembedding reads ``OUT``."""
+    return blank_model(CFG, OUT)
 
 
 def _unrelated_head(model) -> None:
     """0.1: attends to its own position; writes the current token into OUT."""
-    h = _Head(model, 0, 1)
+    h = Head(model, HeadId(0, 1))
     for p in range(BLOCK):
         h.q[p, POS + p] = h.scale
         h.k[p, POS + p] = 1.0
-    _copy_ov(h, UNRELATED_GAIN)
+    h.copy(TOK, OUT, UNRELATED_GAIN)
 
 
-def _previous_token_head(model) -> None:
+def previous_token_head(model) -> None:
     """0.0: query position p looks at key p-1 (by position); OV copies that token's id to MID."""
-    prev = _Head(model, 0, 0)
+    prev = Head(model, HeadId(0, 0))
     for p in range(1, BLOCK):
         prev.q[p - 1, POS + p] = prev.scale  # query at p looks for head dim p-1 ...
     for p in range(BLOCK):
         prev.k[p, POS + p] = 1.0  # ... which only key p-1 has
-    _copy_ov(prev, 1.0, dst=MID)  # the previous token's id -> MID
+    prev.copy(TOK, MID)  # the previous token's id -> MID
 
 
-def _induction_query_key(h: _Head) -> None:
+def induction_query_key(h: Head) -> None:
     """K-composition: the current token (TOK) matches a key whose previous token it is (MID)."""
     for t in range(BLOCK):
         h.q[t, TOK + t] = h.scale
@@ -131,21 +85,21 @@ def _induction_query_key(h: _Head) -> None:
 
 def k_composition_model():
     """Previous-token head 0.0 -> K-composition induction head 1.0 (module docstring)."""
-    model = _blank_model()
+    model = blank_circuit_model()
     with torch.no_grad():
-        _previous_token_head(model)
-        ind = _Head(model, 1, 0)
-        _induction_query_key(ind)
-        _copy_ov(ind, GAIN)
+        previous_token_head(model)
+        ind = Head(model, HeadId(1, 0))
+        induction_query_key(ind)
+        ind.copy(TOK, OUT, GAIN)
         _unrelated_head(model)
     return model
 
 
 def q_composition_model():
     """Duplicate-token head 0.0 -> Q-composition induction head 1.0 (module docstring)."""
-    model = _blank_model()
+    model = blank_circuit_model()
     with torch.no_grad():
-        dup = _Head(model, 0, 0)
+        dup = Head(model, HeadId(0, 0))
         for i in range(BLOCK):
             dup.q[i, TOK + i] = dup.scale  # same id: +ALPHA
             dup.k[i, TOK + i] = 1.0
@@ -153,12 +107,12 @@ def q_composition_model():
             dup.k[BLOCK + i, POS + i] = 1.0
             dup.v[i, POS + i] = 1.0  # the attended position -> MID
             dup.o[MID + i, i] = 1.0
-        ind = _Head(model, 1, 0)
+        ind = Head(model, HeadId(1, 0))
         for p in range(BLOCK - 1):
             ind.q[p + 1, MID + p] = ind.scale  # the earlier copy's position, plus one ...
         for p in range(BLOCK):
             ind.k[p, POS + p] = 1.0  # ... is the key's position
-        _copy_ov(ind, GAIN)
+        ind.copy(TOK, OUT, GAIN)
         _unrelated_head(model)
     return model
 
@@ -193,8 +147,8 @@ def chain_model():
     run. With both clean, or both corrupt, or 1.1's output edge corrupt, it changes nothing."""
     model = k_composition_model()
     with torch.no_grad():
-        h = _Head(model, 1, 1)
-        _induction_query_key(h)
+        h = Head(model, HeadId(1, 1))
+        induction_query_key(h)
         for i in range(BLOCK):
             h.v[i, OUT + i] = 2.0
             h.v[i, TOK + i] = -1.0
@@ -216,22 +170,22 @@ def stripes_model():
       repeat, all on BOS before it. Its value vector reads the token: norm BOS_VALUE_NORM for
       BOS, 1 for every other token.
     """
-    model = _blank_model()
+    model = blank_circuit_model()
     with torch.no_grad():
-        _previous_token_head(model)
-        both = _Head(model, 0, 1)
+        previous_token_head(model)
+        both = Head(model, HeadId(0, 1))
         for p in range(1, BLOCK):
             both.q[p - 1, POS + p] = both.scale  # dims 0..31: the previous position
         for p in range(BLOCK):
             both.q[BLOCK + p, POS + p] = both.scale  # dims 32..63: the query's own position
             both.k[p, POS + p] = 1.0
             both.k[BLOCK + p, POS + p] = 1.0
-        bos, ind = _Head(model, 1, 0), _Head(model, 1, 1)
+        bos, ind = Head(model, HeadId(1, 0)), Head(model, HeadId(1, 1))
         for h in (bos, ind):
             for t in range(BLOCK):
                 h.q[BLOCK, TOK + t] = h.scale  # dim 32: every token ...
             h.k[BLOCK, POS] = 1.0  # ... looks for position 0
-        _induction_query_key(ind)  # dims 0..31
+        induction_query_key(ind)  # dims 0..31
         for t in range(BLOCK):
             ind.v[t, TOK + t] = BOS_VALUE_NORM if t == 0 else 1.0
     return model

@@ -1,8 +1,8 @@
 """A hand-built 2-layer model of planted heads, each with the role it must (or must not) get.
 
-Every weight is written by hand, as in ``circuits_helpers``: the residual stream is five one-hot
-blocks of 32 dims (the rest of ``d_model`` 576 unused; ``n_ctx`` and vocabulary 32:
-:func:`circuits_helpers.letters_codec`).
+Every weight is written by hand on a :func:`planting.blank_model`: the residual stream is five
+one-hot blocks of 32 dims (the rest of ``d_model`` 576 unused; ``n_ctx`` and vocabulary 32:
+:func:`planting.letters_codec`); :class:`planting.Head` writes each head.
 
 ==========  ===============================================================================
 ``TOK``      the token's id (``W_E[t] = e_{TOK+t}``)
@@ -41,10 +41,10 @@ import math
 import torch
 
 from interp_toolkit.heads.registry import HeadId
-from interp_toolkit.models.build import AttnOnlyConfig, build_model
+from interp_toolkit.models.build import AttnOnlyConfig
+from planting.blank import BLOCK, POS, TOK, Head, blank_model
 
-BLOCK = 32
-TOK, POS, PREV, PREV2, OUT = 0, 32, 64, 96, 128
+PREV, PREV2, OUT = 64, 96, 128
 N_HEADS, D_HEAD = 8, 72  # head dims 0..63: two one-hot blocks; 71: the key noise
 CFG = AttnOnlyConfig(
     n_layers=2,
@@ -85,64 +85,14 @@ POSITIVES = {h: role for h, (_, role) in PLANTED.items() if role != "none"}
 NEGATIVES = [h for h, (_, role) in PLANTED.items() if role == "none"]
 
 
-class _Head:
-    """The live weights of one head, zeroed: q/k/v rows ``[d_head, d_model]``, o columns."""
-
-    def __init__(self, model, head: HeadId) -> None:
-        attn = model.blocks[head.layer].attn
-        rows = slice(head.head * D_HEAD, (head.head + 1) * D_HEAD)
-        self.q = attn.q.original_component.weight[rows]
-        self.k = attn.k.original_component.weight[rows]
-        self.v = attn.v.original_component.weight[rows]
-        self.o = attn.o.original_component.weight[:, rows]
-        self.unit = math.sqrt(D_HEAD)  # undoes the 1/sqrt(d_head) scale
-        for w in (self.q, self.k, self.v, self.o):
-            w.zero_()
-
-    def positional(self, shares: dict[int, float], sharpness: float) -> None:
-        """Query p puts logit ``sharpness + log(share)`` on key ``p - d`` for each offset ``d``
-        (head dims 0..31: one per key position)."""
-        for p in range(BLOCK):
-            self.k[p, POS + p] = 1.0
-            for d, share in shares.items():
-                if p - d >= 0:
-                    self.q[p - d, POS + p] = self.unit * (sharpness + math.log(share))
-
-    def content(self, key_block: int | tuple[int, ...], sharpness: float) -> None:
-        """Query token t looks for a key whose ``key_block`` holds t (head dims 0..31)."""
-        blocks = key_block if isinstance(key_block, tuple) else (key_block,)
-        for t in range(BLOCK):
-            self.q[t, TOK + t] = self.unit * sharpness
-            for b in blocks:
-                self.k[t, b + t] = 1.0
-
-    def key_noise(self, bias: torch.Tensor) -> None:
-        """Add ``bias[token of the key]`` to every logit (the last head dim, constant query)."""
-        for p in range(BLOCK):
-            self.q[D_HEAD - 1, POS + p] = self.unit
-        self.k[D_HEAD - 1, TOK : TOK + BLOCK] = bias
-
-    def copy(self, src: int, dst: int) -> None:
-        """OV: the one-hot in block ``src`` -> block ``dst``."""
-        for i in range(BLOCK):
-            self.v[i, src + i] = 1.0
-            self.o[dst + i, i] = 1.0
-
-
 def planted_model(
     *, sharpness: float = 20.0, noise: float = 0.0, seed: int = 0, period: int = PERIOD
 ):
     """The model of :data:`PLANTED` (module docstring)."""
-    model = build_model(CFG)
+    model = blank_model(CFG, OUT)
     gen = torch.Generator().manual_seed(seed)
-    eye = torch.eye(BLOCK)
     with torch.no_grad():
-        for p in model.parameters():
-            p.zero_()
-        model.embed.original_component.weight[:, TOK : TOK + BLOCK] = eye
-        model.pos_embed.original_component.weight[:, POS : POS + BLOCK] = eye
-        model.unembed.original_component.weight[:, OUT : OUT + BLOCK] = eye
-        heads = {h: _Head(model, h) for h in PLANTED}
+        heads = {h: Head(model, h) for h in PLANTED}
         a = sharpness
         # 0.0 and 0.1 feed layer 1: always sharp and noiseless, so PREV and PREV2 are exact
         heads[HeadId(0, 0)].positional({1: 1.0}, SHARP)
@@ -192,8 +142,8 @@ def expected_roles() -> list[list[str]]:
 # ------------------------------------------------------------------------ split heads (issue 30)
 
 
-def _positional_rows(head, shares: dict[int, float], sharpness: float, row0: int) -> None:
-    """Like ``_Head.positional`` in head dims ``row0 .. row0 + 31`` (so it can sit beside a
+def positional_rows(head: Head, shares: dict[int, float], sharpness: float, row0: int) -> None:
+    """Like :meth:`planting.Head.positional` in head dims ``row0 .. row0 + 31`` (so it can sit beside a
     content rule in dims 0..31): query p puts ``sharpness + log(share)`` on key ``p - d``."""
     for p in range(BLOCK):
         head.k[row0 + p, POS + p] = 1.0
@@ -202,7 +152,7 @@ def _positional_rows(head, shares: dict[int, float], sharpness: float, row0: int
                 head.q[row0 + p - d, POS + p] += head.unit * (sharpness + math.log(share))
 
 
-def _induction_split(head, share: float, *, far: int | None, sharpness: float) -> None:
+def induction_split(head: Head, share: float, *, far: int | None, sharpness: float) -> None:
     """An induction head (content: the key whose PREV holds the query's token) with ``share`` of
     its attention there and the rest on the key one later (PREV2, ``far`` None) or on the fixed
     key ``q - far`` (positional)."""
@@ -214,7 +164,7 @@ def _induction_split(head, share: float, *, far: int | None, sharpness: float) -
             head.q[BLOCK + t, TOK + t] = head.unit * (sharpness + math.log(1 - share))
             head.k[BLOCK + t, PREV2 + t] = 1.0
     else:
-        _positional_rows(head, {far: 1 - share}, sharpness, BLOCK)
+        positional_rows(head, {far: 1 - share}, sharpness, BLOCK)
     head.copy(TOK, OUT)
 
 
@@ -247,11 +197,11 @@ def split_model(sharpness: float = 20.0):
             HeadId(0, 6): {1: 0.6, 4: 0.4},
         }
         for h, shares in positional.items():
-            _positional_rows(_Head(model, h), shares, sharpness, 0)
-        _induction_split(_Head(model, HeadId(1, 1)), 0.5, far=4, sharpness=sharpness)
-        _induction_split(_Head(model, HeadId(1, 2)), 0.6, far=None, sharpness=sharpness)
-        _induction_split(_Head(model, HeadId(1, 5)), 0.8, far=4, sharpness=sharpness)
-        _induction_split(_Head(model, HeadId(1, 6)), 0.64, far=7, sharpness=sharpness)
+            positional_rows(Head(model, h), shares, sharpness, 0)
+        induction_split(Head(model, HeadId(1, 1)), 0.5, far=4, sharpness=sharpness)
+        induction_split(Head(model, HeadId(1, 2)), 0.6, far=None, sharpness=sharpness)
+        induction_split(Head(model, HeadId(1, 5)), 0.8, far=4, sharpness=sharpness)
+        induction_split(Head(model, HeadId(1, 6)), 0.64, far=7, sharpness=sharpness)
     return model
 
 

@@ -1,6 +1,6 @@
 """A hand-built model on which the old rules for "the induction head" disagree (issue 23).
 
-Built from :mod:`circuits_helpers`' blocks (2 layers x 2 heads, the residual blocks TOK/POS/MID/OUT;
+Built from :mod:`planting.circuits`' blocks (2 layers x 2 heads, the residual blocks TOK/POS/MID/OUT;
 the standard probe at n_ctx 32 has period 13):
 
 - 0.0: the previous-token head (writes the previous token's id into MID);
@@ -21,18 +21,20 @@ from __future__ import annotations
 import math
 
 import torch
-from circuits_helpers import ALPHA, BLOCK, POS, TOK, _blank_model, _Head, _induction_query_key
-from circuits_helpers import _previous_token_head as previous_token_head
+
+from interp_toolkit.heads.registry import HeadId
+from planting.blank import ALPHA, BLOCK, POS, TOK, Head
+from planting.circuits import blank_circuit_model, induction_query_key, previous_token_head
 
 PERIOD = 13  # default_layout(32): prefix up to 4, period (32 - 1 - 4) // 2
 PLAIN = {(1, 0): 0.6, (1, 1): 0.5}
 VALUE_WEIGHTED = {(1, 0): 1 / 3, (1, 1): 0.75}
 
 
-def _split_with_bos(h: _Head, bos_logit: float, bos_norm: float) -> None:
+def _split_with_bos(h: Head, bos_logit: float, bos_norm: float) -> None:
     """Induction key at logit ALPHA (dims 0..31), BOS at ``bos_logit`` (dim 32); value = the
     token, BOS's with norm ``bos_norm``."""
-    _induction_query_key(h)
+    induction_query_key(h)
     for t in range(BLOCK):
         h.q[BLOCK, TOK + t] = h.scale
         h.v[t, TOK + t] = bos_norm if t == 0 else 1.0
@@ -40,15 +42,16 @@ def _split_with_bos(h: _Head, bos_logit: float, bos_norm: float) -> None:
 
 
 def disagreeing_model():
-    model = _blank_model()
+    """The model of the module docstring."""
+    model = blank_circuit_model()
     with torch.no_grad():
         previous_token_head(model)
-        pos = _Head(model, 0, 1)
+        pos = Head(model, HeadId(0, 1))
         for p in range(PERIOD - 1, BLOCK):
             pos.q[p - (PERIOD - 1), POS + p] = pos.scale  # query p looks for dim p - 12 ...
         for p in range(BLOCK):
             pos.k[p, POS + p] = 1.0  # ... which key p - 12 has
             pos.v[p, TOK + p] = 1.0
-        _split_with_bos(_Head(model, 1, 0), ALPHA - math.log(1.5), 3.0)
-        _split_with_bos(_Head(model, 1, 1), ALPHA, 1 / 3)
+        _split_with_bos(Head(model, HeadId(1, 0)), ALPHA - math.log(1.5), 3.0)
+        _split_with_bos(Head(model, HeadId(1, 1)), ALPHA, 1 / 3)
     return model

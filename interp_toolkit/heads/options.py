@@ -1,0 +1,119 @@
+"""Every option of head discovery in one frozen value, checked once when it is built.
+
+:class:`DiscoveryOptions` travels whole: the ``heads`` command builds one at the boundary,
+:func:`interp_toolkit.api.discover` builds one from its keywords (:meth:`DiscoveryOptions.of`),
+and :func:`~interp_toolkit.heads.discovery.discover` hands it unchanged to
+:func:`~interp_toolkit.heads.discovery.discover_heads`. A bad value is one
+:class:`~interp_toolkit.errors.UserError` line when the value is built (the rules and lines of
+:mod:`interp_toolkit.runtime.validate` and
+:func:`~interp_toolkit.stats.significance.check_alpha`), so no invalid one exists.
+
+This module imports no torch, so ``--help`` reads its defaults (``DiscoveryOptions.n_seqs``...);
+the checks that live beside torch (α, the induction score) are imported when one is built.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from interp_toolkit.errors import UserError
+from interp_toolkit.runtime import validate
+from interp_toolkit.stats import thresholds
+
+#: Repeated-token rows the discovery batch scores by default (``heads --n-seqs``).
+N_SEQS = 64
+
+
+@dataclass(frozen=True)
+class DiscoveryOptions:
+    """How discovery is run (every field has today's default; ``heads --help`` shows them).
+
+    The batch: ``n_seqs`` rows of ``[BOS] prefix seg x n_repeats filler`` (``period`` and
+    ``prefix_max``: None fits the model's context; ``token_range``: ``(low, high)`` ids, None:
+    the codec's default range), drawn from ``seed``. The test: ``alpha`` (``fdr``:
+    Benjamini-Hochberg over heads x scores at ``alpha`` instead of ``p <= alpha``), ``n_draws``
+    sign-flip draws (None: enough that BH can reject a lone effect), τ at ``quantile`` of the
+    null. ``induction_score``: ``"vw"`` (value-weighted) or ``"plain"`` decides the induction
+    role. ``n_untrained``: also test against that many untrained models, on the batch's first
+    ``untrained_rows`` rows (None: off; it decides nothing). ``batch_size``: rows per forward
+    pass (None: the default chunking).
+    """
+
+    n_seqs: int = N_SEQS
+    period: int | None = None
+    seed: int = 0
+    alpha: float = thresholds.ALPHA
+    fdr: bool = False
+    induction_score: str = "vw"
+    n_draws: int | None = None
+    n_untrained: int | None = None
+    untrained_rows: int | None = None
+    quantile: float = thresholds.QUANTILE
+    n_repeats: int = 2
+    prefix_max: int | None = None
+    token_range: tuple[int, int] | None = None
+    batch_size: int | None = None
+
+    def __post_init__(self) -> None:
+        from interp_toolkit.heads.registry import deciders
+        from interp_toolkit.stats.significance import check_alpha
+
+        deciders(self.induction_score)
+        check_alpha(self.alpha)
+        self._set("n_seqs", validate.count(self.n_seqs, "n_seqs"))
+        self._set("period", validate.count(self.period, "period", 2, optional=True))
+        self._set("seed", validate.seed(self.seed))
+        validate.flag(self.fdr, "fdr")
+        self._set("n_repeats", validate.count(self.n_repeats, "n_repeats", 2))
+        self._set("prefix_max", validate.count(self.prefix_max, "prefix_max", 0, optional=True))
+        self._set("batch_size", validate.count(self.batch_size, "batch_size", optional=True))
+        for name in ("n_untrained", "untrained_rows", "n_draws"):
+            self._set(name, validate.count(getattr(self, name), name, optional=True))
+        validate.number(self.quantile, "quantile", above=0, below=1)
+        self._set("token_range", _token_range(self.token_range))
+
+    def _set(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)  # the checked value (an int, not a numpy int)
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in dataclasses.fields(cls))
+
+    @classmethod
+    def of(cls, options: DiscoveryOptions | None = None, /, **changes: Any) -> DiscoveryOptions:
+        """``options`` (default: the defaults) with ``changes``, checked; an unknown keyword is
+        one line naming the valid ones."""
+        base = cls() if options is None else checked(options)
+        unknown = sorted(set(changes) - set(cls.names()))
+        if unknown:
+            raise UserError(
+                f"unknown discovery option{'s' if len(unknown) > 1 else ''} "
+                f"{', '.join(unknown)}: the options are {', '.join(cls.names())}."
+            )
+        return dataclasses.replace(base, **changes) if changes else base
+
+
+def checked(options: Any) -> DiscoveryOptions:
+    """``options`` itself when it is a :class:`DiscoveryOptions` (checked when it was built)."""
+    if not isinstance(options, DiscoveryOptions):
+        raise UserError(
+            f"options must be a DiscoveryOptions, got {type(options).__name__}: e.g. "
+            "DiscoveryOptions(n_seqs=32) (interp_toolkit.heads.options), or the options as keywords."
+        )
+    return options
+
+
+def _token_range(value: Any) -> tuple[int, int] | None:
+    """None, or ``(low, high)``: whole numbers with ``0 <= low`` and at least 2 ids between."""
+    if value is None:
+        return None
+    pair = tuple(value) if isinstance(value, (tuple, list)) else ()
+    ok = len(pair) == 2 and all(validate.is_whole(x) for x in pair)
+    if not ok or int(pair[0]) < 0 or int(pair[1]) - int(pair[0]) < 2:
+        raise UserError(
+            f"token_range={value!r} cannot work: give (low, high) ids with 0 <= low and "
+            "high - low >= 2, or None for the codec's range."
+        )
+    return int(pair[0]), int(pair[1])
