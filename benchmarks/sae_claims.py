@@ -1,6 +1,6 @@
 """SAE claims per row family and through the encoder (issue 30, item 5), measured.
 
-1. **Planted features** (``--planted``, the fast known answer of tests/unit/test_dictionaries.py):
+1. **Planted features** (``--planted``, the fast known answer of tests/unit/saes/test_dictionaries.py):
    96 features in 32 dimensions, TopK k 4, BatchTopK k 4 and ReLU L1 3 dictionaries of 192
    latents on 122,880 samples; each one's MMCS (decoder cosine) beside the precision and recall
    of each feature's best latent through the encoder on held-out samples

@@ -1,8 +1,10 @@
-"""Helpers shared by test_views.py and test_browser.py: a tiny run folder on disk."""
+"""Helpers shared by the view, page and browser tests: a tiny run folder on disk, and the check
+that a page works offline."""
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 TEXT = " the cat sat on the mat. The dog ran after the cat.\nA B C X D E F A B C D"
@@ -51,3 +53,25 @@ def make_tiny_run(path: Path, *, n_layers: int = 2, metrics: bool = True) -> Pat
         json.dumps([{"prompt": "The cat", "text": "The cat <sat> & ran"}])
     )
     return path
+
+
+def assert_offline(page: str) -> None:
+    """No external script, stylesheet or module import: the page must work with no network.
+
+    The inlined libraries (plotly.js, the circuitsvis bundle) mention URLs in strings they never
+    load for our figures (map tiles, error messages); the check reads the page without them.
+    """
+    from interp_toolkit.views.cv import bundle
+
+    ours = page.replace(plotly_js(), "").replace(bundle(), "")
+    assert not re.search(r"<script[^>]*\bsrc=", ours)
+    assert not re.search(r"<link[^>]*\bhref=", ours)
+    assert not re.search(r"\bimport\b[^;]*\bfrom\s*[\"']https?:", ours)
+    assert "https://" not in ours and "http://" not in ours
+    assert "unpkg.com" not in ours and "cdn" not in ours.lower()
+
+
+def plotly_js() -> str:
+    from plotly.offline import get_plotlyjs
+
+    return get_plotlyjs()

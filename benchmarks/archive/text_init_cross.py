@@ -10,7 +10,7 @@ the optimiser), copies the weights into the toolkit's ``text`` preset model (the
 bias, which the tries lack, starts at 0) and trains it with the toolkit's loop
 (``training.loop.run_tl_train``), scoring the toolkit's probe every 250 steps. Arm B runs
 text_tries.py with try L's settings after loading the toolkit's seed-0 initial weights into it.
-Logs: benchmarks/results/text_tries/XA_tk_engine_L_init.jsonl and XB_tries_engine_tk_init.jsonl.
+Logs: benchmarks/archive/results/text_tries/XA_tk_engine_L_init.jsonl and XB_tries_engine_tk_init.jsonl.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from interp_toolkit.training.loop import run_tl_train  # noqa: E402
 from interp_toolkit.training.presets import get_preset, with_overrides  # noqa: E402
 from interp_toolkit.training.trainer import _stream  # noqa: E402
 
-STEPS, LOG_DIR = 1000, ROOT / "benchmarks" / "results" / "text_tries"
+STEPS, LOG_DIR = 1000, ROOT / "benchmarks" / "archive" / "results" / "text_tries"
 TRIES = ROOT / "benchmarks" / "archive" / "text_tries.py"
 NAMES = {"A": "XA_tk_engine_L_init", "B": "XB_tries_engine_tk_init"}
 # toolkit state-dict key -> text_tries.py key

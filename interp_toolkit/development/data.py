@@ -5,7 +5,7 @@ repeat fraction, spans, seed: :class:`~interp_toolkit.text.stream.TrainStream`),
 every checkpoint reads the same rows: the batches of the run's first ``n_batches`` training steps
 (the first ``rows`` rows of each), the distribution its loss was minimised on. The stream is
 built as ``training/trainer.py`` builds it (the same arguments, kept in step by
-``tests/unit/test_stages.py``).
+``tests/unit/development/test_stages.py``).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ The estimator. With ``w*`` the weights given, ``L(w)`` the mean loss over the ba
     w <- w - (ε/2) (nβ ∇L_b(w) + γ (w - w*)) + sqrt(ε) N(0, I)
 
 on batch ``b`` of step ``t`` (the batches in turn, each chain from its own offset), the update of
-devinterp's ``SGLD`` (weight decay 0, noise level 1; ``tests/unit/test_llc.py`` checks the two
+devinterp's ``SGLD`` (weight decay 0, noise level 1; ``tests/unit/development/test_llc.py`` checks the two
 take the same steps). The loss of the batch each step reads is recorded; after ``burn_in`` steps
 the next ``draws`` are the chain's draws, and
 

@@ -1,7 +1,7 @@
 """Developmental stages: boundaries where the LLC curve over training turns, and what changed in
 each stage (Hoogland et al. 2024, "The developmental landscape of in-context learning").
 
-**The rule** (:func:`stage_boundaries`, tested on planted curves in ``tests/unit/test_stages.py``).
+**The rule** (:func:`stage_boundaries`, tested on planted curves in ``tests/unit/development/test_stages.py``).
 The LLC estimates at the kept checkpoints are smoothed over log(step) by a Gaussian kernel of
 width ``bandwidth`` (natural-log units, default 0.25: a factor e^0.25 = 1.28 in steps); a
 boundary is a critical point of the smoothed curve, a checkpoint where its slope changes sign

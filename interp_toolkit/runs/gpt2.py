@@ -27,7 +27,7 @@ from transformer_lens import TransformerBridge
 from transformers import GPT2Tokenizer, PreTrainedTokenizerBase
 
 from interp_toolkit.errors import UserError
-from interp_toolkit.runs.hub import WEIGHT_FILES, Source, read_json, resolve
+from interp_toolkit.runs.hub import WEIGHT_FILES, Source, read_json_or_none, resolve
 from interp_toolkit.runs.target import Target
 from interp_toolkit.runtime import validate
 from interp_toolkit.text.codecs import GPT2_VOCAB_SIZE, GPT2Codec, gpt2_bpe_files
@@ -52,7 +52,7 @@ def check_folder(folder: Path) -> dict[str, Any]:
             f"{folder} has no config.json: pass a folder saved with transformers "
             "save_pretrained (config.json + model.safetensors)."
         )
-    cfg = read_json(cfg_path)
+    cfg = read_json_or_none(cfg_path)
     if not isinstance(cfg, dict):
         raise UserError(f"{cfg_path} is not valid JSON: save the model again with save_pretrained.")
     model_type = cfg.get("model_type")

@@ -62,7 +62,9 @@ def _supply_hint(name: str) -> str:
 # --------------------------------------------------------------------------- spec resolution
 
 
-def read_json(path: Path) -> Any:
+def read_json_or_none(path: Path) -> Any:
+    """The JSON in ``path``, or None when it cannot be read (a probe of what a folder holds; a
+    file the user named is read by :func:`interp_toolkit.files.io.read_json`)."""
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
@@ -77,7 +79,7 @@ def _is_hf_folder(path: Path) -> bool:
     if not cfg.is_file():
         # An HF-style folder that lost its config.json is still meant as a model folder.
         return any((path / f).is_file() for f in WEIGHT_FILES)
-    data = read_json(cfg)
+    data = read_json_or_none(cfg)
     if not isinstance(data, dict):
         # Unreadable config.json: HF-only files say it was meant as an HF folder.
         hf_only = (

@@ -15,7 +15,7 @@ before. Under bf16 autocast on CUDA, SDPA takes bf16 q, k, v and keeps its softm
 accumulators; on the CPU (whose bf16 SDPA backward is slow) the two attention matmuls run in
 bf16 and the softmax in float32 (:func:`_bf16_cpu_attention`).
 
-SDPA and the explicit softmax differ only by float rounding (tests/unit/test_sdpa.py compares
+SDPA and the explicit softmax differ only by float rounding (tests/unit/training/test_sdpa.py compares
 logits and gradients); benchmarks/train_throughput.py measures the speed.
 """
 

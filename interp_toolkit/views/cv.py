@@ -12,7 +12,7 @@ What we change, and why:
 3. ``<`` in the render call's JSON props (token labels such as ``</script>`` or ``<!--``) would end
    or break the script (circuitsvis writes them raw), so it is written ``\\u003c``.
 
-``tests/unit/test_cv.py`` holds a snapshot of circuitsvis's output: it fails when upstream changes
+``tests/unit/views/test_cv.py`` holds a snapshot of circuitsvis's output: it fails when upstream changes
 the shape these steps rely on.
 """
 

@@ -37,7 +37,7 @@ outwards to bf16. A row whose bf16 entries all lie outside its band, or that has
 beaters, is decided by them; every other row of the block (its candidates: entries inside the
 bf16 band) is re-checked by the float32 step 2 and 3 above, so each decision is still the exact
 one. The bound assumes what oneDNN (CPUs) and cuBLAS (GPUs) do: bf16 products accumulated in
-float32 (tests/test_self_ranks.py checks the observed error against the band on this machine).
+float32 (tests/unit/weights/test_self_ranks.py checks the observed error against the band on this machine).
 
 So every decision is the exact one for the given factors; nothing is sampled or approximated.
 Matmuls run under :data:`~interp_toolkit.runtime.devices.STRICT_FP32` (IEEE float32, no autocast, no TF32)

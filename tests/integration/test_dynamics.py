@@ -1,5 +1,5 @@
 """Snapshots of a real (tiny) training run, re-scored; the trajectory rules themselves are tested
-on hand-written metrics in tests/unit/test_trajectory.py."""
+on hand-written metrics in tests/unit/training/test_trajectory.py."""
 
 import torch
 

@@ -2,7 +2,7 @@
 ``fault_runner.py``): SIGTERM checkpoints and resumes an SAE exactly as Ctrl-C does, a study
 stopped in its analyses says so in ``study.json``, and a study's worker processes die with their
 parent even when it is killed with -9 (docs/reliability.md; in-process cases:
-tests/unit/test_signals.py)."""
+tests/unit/runtime/test_signals.py)."""
 
 import json
 import os

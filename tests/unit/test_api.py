@@ -89,7 +89,7 @@ def test_view_is_one_object_with_every_layer(planted):
 
 def test_view_saves_an_offline_page(planted, tmp_path):
     """``view(...).save(path)``: the page ``interp-toolkit view`` writes, with no network."""
-    from test_views import assert_offline
+    from _views_fixtures import assert_offline
 
     path = view(planted, PROMPT).save(tmp_path / "v.html", title="mine")
     page = path.read_text(encoding="utf-8")

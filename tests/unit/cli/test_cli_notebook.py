@@ -17,7 +17,7 @@ from tqdm import std as tqdm_std
 
 from interp_toolkit.runtime.progress import PIPED_INTERVAL, progress_bar
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture

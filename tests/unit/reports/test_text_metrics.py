@@ -107,7 +107,7 @@ def test_run_report_text_section_old_and_new_logs(tmp_path):
 
 
 def test_the_study_table_reads_each_depths_last_text_measures():
-    from test_findings import depth
+    from findings_helpers import depth
 
     from interp_toolkit.reports.study_report import text_rows
 

@@ -184,7 +184,7 @@ COMMANDS_WITH_JSON = {
     "sae": ["--hook", "blocks.1.attn.hook_z", "--tokens", "2048", "--expansion", "2", "--k", "4"],
 }
 #: Commands whose ``--json -`` is checked elsewhere, on a run they can read (``stages`` needs kept
-#: checkpoints, which mlp_run, never trained, has none of: tests/unit/test_stages.py).
+#: checkpoints, which mlp_run, never trained, has none of: tests/unit/development/test_stages.py).
 JSON_CHECKED_ELSEWHERE = {"stages"}
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import plotly.graph_objects as go
 import pytest
-from test_findings import depth, exams
+from findings_helpers import depth, exams
 
 from interp_toolkit.causal.circuit import Circuit, CircuitEdge
 from interp_toolkit.causal.compare import Disagreement
@@ -49,7 +49,7 @@ from interp_toolkit.views.circuit import circuit_figure
 from interp_toolkit.views.page import FOLD_AT, Row, render_report
 from interp_toolkit.views.plots import head_score_heatmap
 
-SNAPSHOT = Path(__file__).resolve().parents[1] / "snapshots" / "small_study.json"
+SNAPSHOT = Path(__file__).resolve().parents[2] / "snapshots" / "small_study.json"
 
 # ---------------------------------------------------------------- hand-made measurements
 

@@ -6,19 +6,10 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from findings_helpers import KINDS, PERIODS, UNTRAINED, N, copier, depth, exam, exams, route
 
-from interp_toolkit.causal.routes import (
-    Estimate,
-    ModelRoute,
-    PathEffect,
-    head_route,
-    model_route_name,
-)
-from interp_toolkit.exams.periods import Chance, PeriodExam
 from interp_toolkit.exams.verdict import exam_verdict
-from interp_toolkit.heads.registry import HeadId
 from interp_toolkit.reports.findings import (
-    DepthMeasurement,
     claim_sentence,
     data_mix_sentence,
     deeper_sentence,
@@ -28,87 +19,6 @@ from interp_toolkit.reports.findings import (
     study_findings,
 )
 from interp_toolkit.stats.thresholds import THRESHOLDS
-
-PERIODS = range(2, 17)
-KINDS = ("letters", "random")
-N = 200
-UNTRAINED = "untrained 2-layer model (same architecture)"
-
-
-def exam(kind: str, period: int, passes: int, chance: int = 0) -> PeriodExam:
-    """One exam of N prompts: the first ``passes`` prompts pass; an untrained model on the same
-    prompts passes ``chance`` of them (p-value: the exact McNemar test)."""
-    from interp_toolkit.stats.intervals import mcnemar_greater
-
-    ranks = (0,) * passes + (7,) * (N - passes)
-    ref = [i < chance for i in range(N)]
-    p = mcnemar_greater([r == 0 for r in ranks], ref)
-    return PeriodExam(
-        period, kind, N, passes, 0.0 if passes > N // 2 else 7.0, (0, 28), ranks,
-        f"{kind}-{period}", (Chance(UNTRAINED, chance, N, p),),
-    )  # fmt: skip
-
-
-def exams(passes: int | dict[tuple[str, int], int], chance: int = 0) -> tuple[PeriodExam, ...]:
-    def k(kind: str, p: int) -> int:
-        return passes.get((kind, p), N) if isinstance(passes, dict) else passes
-
-    return tuple(exam(kind, p, k(kind, p), chance) for kind in KINDS for p in PERIODS)
-
-
-def copier() -> tuple[PeriodExam, ...]:
-    """A 1-layer model that guesses among the period's tokens in context: N/period passes."""
-    return tuple(exam(kind, p, N // p) for kind in KINDS for p in PERIODS)
-
-
-def route(carrying: str | None) -> ModelRoute:
-    """A measured route of induction head 1.1 whose ``carrying`` input (or none) carries it."""
-    inputs = {
-        c: Estimate(0.9, 0.85, 0.95) if c == carrying else Estimate(0.02, 0.0, 0.04) for c in "qkv"
-    }
-    paths = [
-        PathEffect(
-            HeadId(0, h), HeadId(1, 1), c, inputs[c] if h == 0 else Estimate(0.0, 0.0, 0.01), 0.1
-        )
-        for h in range(2)
-        for c in "qkv"
-    ]
-    head = head_route(HeadId(1, 1), Estimate(0.9, 0.85, 0.95), inputs, paths, HeadId(0, 1))
-    gap = Estimate(3.0, 2.8, 3.2)
-    return ModelRoute("induction", 64, 3.2, 0.2, gap, 0.05, (head,), model_route_name([head], gap))
-
-
-def depth(n_layers: int, **kw) -> DepthMeasurement:
-    deep = n_layers > 1
-    base = DepthMeasurement(
-        name=f"cpu-{n_layers}l",
-        n_layers=n_layers,
-        induction_heads=("1.0", "1.2") if deep else (),
-        top_head="1.2" if deep else "0.3",
-        top_score=0.91 if deep else 0.08,
-        induction_step=350 if deep else None,
-        induction_tokens=1_433_600 if deep else None,
-        induction_minutes=0.7 if deep else None,
-        steps=550,
-        tokens=2_252_800,
-        train_minutes=1.1,
-        final_loss=2.1,
-        val_loss=2.3,
-        period_exams=exams(N) if deep else copier(),
-        route=route("k")
-        if deep
-        else ModelRoute(
-            "induction",
-            64,
-            0.3,
-            0.2,
-            Estimate(0.1, 0.0, 0.2),
-            None,
-            (),
-            model_route_name([], Estimate(0.1, 0.0, 0.2)),
-        ),
-    )
-    return dataclasses.replace(base, **kw)
 
 
 def test_exam_verdict_is_a_test_on_the_wilson_lower_bound():

@@ -8,9 +8,9 @@ import json
 
 import pytest
 import torch
+from _views_fixtures import assert_offline
 from analysis_helpers import tiny_codec
 from cli_helpers import run_main
-from test_views import assert_offline
 
 from interp_toolkit.errors import UserError
 from interp_toolkit.models.build import AttnOnlyConfig, build_model
@@ -247,7 +247,7 @@ def test_bad_sae_options_are_one_line_errors(text_mlp_run, tmp_path, capsys, ext
 
 def test_a_gpt2_sae_needs_an_out_folder_before_anything_loads(capsys, monkeypatch, tmp_path):
     """With the hub cache holding nothing and no network, the uncached name is refused first
-    (before any import: tests/unit/test_cli_help.py); a GPT-2 folder gets the --out line."""
+    (before any import: tests/unit/cli/test_cli_help.py); a GPT-2 folder gets the --out line."""
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     assert run_main(["sae", "gpt2", "--hook", "blocks.0.hook_resid_pre"]) == 2

@@ -21,7 +21,7 @@ from interp_toolkit.text import stream as data
 from interp_toolkit.text.codecs import EOT_ID, CompactVocab, GPT2Codec, encode_batch
 from interp_toolkit.text.store import TokenWindows, build_store, open_store, token_dtype
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(autouse=True)

@@ -7,33 +7,11 @@ import re
 
 import pytest
 import torch
-from _views_fixtures import make_tiny_run, tiny_vocab
+from _views_fixtures import assert_offline, make_tiny_run, plotly_js, tiny_vocab
 
 from interp_toolkit.errors import UserError
 
 PROMPT = "The cat sat on the zebra"
-
-
-def assert_offline(page: str) -> None:
-    """No external script, stylesheet or module import: the page must work with no network.
-
-    The inlined libraries (plotly.js, the circuitsvis bundle) mention URLs in strings they never
-    load for our figures (map tiles, error messages); the check reads the page without them.
-    """
-    from interp_toolkit.views.cv import bundle
-
-    ours = page.replace(_plotly_js(), "").replace(bundle(), "")
-    assert not re.search(r"<script[^>]*\bsrc=", ours)
-    assert not re.search(r"<link[^>]*\bhref=", ours)
-    assert not re.search(r"\bimport\b[^;]*\bfrom\s*[\"']https?:", ours)
-    assert "https://" not in ours and "http://" not in ours
-    assert "unpkg.com" not in ours and "cdn" not in ours.lower()
-
-
-def _plotly_js() -> str:
-    from plotly.offline import get_plotlyjs
-
-    return get_plotlyjs()
 
 
 @pytest.fixture
@@ -235,7 +213,7 @@ def test_render_report_inlines_plotly_once():
         title="T <1>",
     )
     assert_offline(page)
-    assert page.count(_plotly_js()) == 1 and page.count('class="plotly-graph-div"') == 3
+    assert page.count(plotly_js()) == 1 and page.count('class="plotly-graph-div"') == 3
     assert (
         "&lt;unk&gt;" in page
         and "&lt;b&gt;x&lt;/b&gt;" in page
@@ -277,7 +255,7 @@ def test_run_report(two_runs, analyses):
     assert path == two_runs[1] / "report.html"
     page = path.read_text(encoding="utf-8")
     assert_offline(page)
-    assert page.count(_plotly_js()) == 1 and page.count(circuitsvis_bundle()) == 1
+    assert page.count(plotly_js()) == 1 and page.count(circuitsvis_bundle()) == 1
     for heading in (
         "Config and recipe",
         "Training",
@@ -318,7 +296,7 @@ def test_summary_and_comparison(analyses):
     page = render_comparison(summaries, title="Study")
     assert_offline(page)
     assert '<a href="L1/report.html">L1</a>' in page and '<a href="L2/report.html">L2</a>' in page
-    assert page.count(_plotly_js()) == 1
+    assert page.count(plotly_js()) == 1
     assert page.count('class="plotly-graph-div"') == _n_figures(comparison_sections(summaries))
     with pytest.raises(UserError):
         render_comparison([])

@@ -169,7 +169,7 @@ def test_help_lists_every_command_and_loads_no_model_library():
     """``interp-toolkit --help`` in a fresh process lists every registered command with the
     first line of its help, and loads neither torch nor TransformerLens (what keeps it fast: a
     stopwatch under load would prove nothing)."""
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     env = {**os.environ, "PYTHONPATH": str(root), "COLUMNS": "200"}
     proc = subprocess.run(
         [sys.executable, "-c", HELP], capture_output=True, text=True, check=True, env=env

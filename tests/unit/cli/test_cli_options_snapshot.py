@@ -11,7 +11,7 @@ import typer.main
 import interp_toolkit.cli  # noqa: F401 (registers every command)
 from interp_toolkit.cli.app import app
 
-SNAPSHOT = Path(__file__).resolve().parents[1] / "snapshots" / "cli_options.json"
+SNAPSHOT = Path(__file__).resolve().parents[2] / "snapshots" / "cli_options.json"
 
 
 def _options() -> dict[str, set[str]]:

@@ -8,7 +8,7 @@ import json
 
 import pytest
 from analysis_helpers import tiny_codec
-from test_layer_findings import neurons
+from findings_helpers import neurons
 
 from interp_toolkit.models.build import AttnOnlyConfig, build_model
 from interp_toolkit.reports.layer_findings import _headline_evals

@@ -21,7 +21,7 @@ from interp_toolkit.models.build import build_model
 from interp_toolkit.runs.folder import RunPaths, save_run
 from interp_toolkit.text.codecs import EOT_ID, CompactVocab
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def run_cli(capsys, *args):

@@ -8,8 +8,7 @@ import dataclasses
 import json
 from html import escape
 
-import torch
-from test_findings import depth
+from findings_helpers import depth, neurons, rule_count
 
 from interp_toolkit.probing.probes import ProbeResult, ProbeRow
 from interp_toolkit.reports.layer_findings import (
@@ -26,8 +25,6 @@ from interp_toolkit.reports.layer_findings import (
 )
 from interp_toolkit.reports.layers_report import mlp_section, probes_section
 from interp_toolkit.stats.thresholds import Thresholds
-from interp_toolkit.units.neurons import LayerNeurons, NeuronStats
-from interp_toolkit.units.reading import Concept, RuleCount, TopActivations
 from interp_toolkit.views.page import render_report
 
 CHANCE = 0.001
@@ -134,27 +131,6 @@ def test_mlp_sentence_compares_with_the_attention_only_twin():
     assert "passes 0 of 30 period exams" in one
 
 
-def _stats(mono: int, live: int, n: int, k: int, groups: int = 1) -> NeuronStats:
-    """``n`` neurons: ``mono`` monosemantic, ``live - mono`` not, the rest dead."""
-    top = TopActivations(
-        torch.ones(n, k), torch.zeros(n, k, dtype=torch.long), torch.zeros(n, k, dtype=torch.long)
-    )
-    concepts = [Concept("token", 4, 1.0, 0.01, 1e-9, True)] * mono
-    concepts += [Concept("token", 4, 0.5, 0.01, 1e-3, False)] * (live - mono)
-    concepts += [Concept("token", -1, 0.0, 0.0, 1.0, False, dead=True)] * (n - live)
-    grp = torch.tensor([groups] * live + [0] * (n - live))
-    return NeuronStats(top, torch.zeros(n, k, dtype=torch.long), concepts, grp, torch.ones(n), 0.2)
-
-
-def neurons(model=(60, 100), untrained=(20, 100), shuffled=(0, 100), n=100, k=20) -> LayerNeurons:
-    stats = {
-        "model": _stats(*model, n, k),
-        "untrained": _stats(*untrained, n, k, groups=3),
-        "shuffled": _stats(*shuffled, n, k, groups=4),
-    }
-    return LayerNeurons(1, stats, torch.zeros(n, 3, dtype=torch.long), torch.zeros(n, 3))
-
-
 def test_neuron_sentence_claims_only_what_beats_both_baselines():
     win = neuron_sentence("cpu-2l-mlp", neurons())
     assert win.startswith("cpu-2l-mlp layer 1: 60 of 100 live (60%) neurons are monosemantic")
@@ -169,24 +145,20 @@ def test_neuron_sentence_claims_only_what_beats_both_baselines():
 
 def test_latent_sentence_sets_latents_against_neurons_and_the_untrained_twin():
     info = neurons(model=(30, 100))
-    good = LatentCount(1, _count(150, 200), _count(20, 200), 200, 1000)
+    good = LatentCount(1, rule_count(150, 200), rule_count(20, 200), 200, 1000)
     s = latent_sentence("m", info, good)
     assert "30 of 100 live (30%) neurons (untrained twin 20 of 100 live (20%))" in s
     assert "and 150 of 200 live (75%) latents" in s and "beat the neurons" in s
-    same = LatentCount(1, _count(62, 200), _count(60, 200), 200, 1000)
+    same = LatentCount(1, rule_count(62, 200), rule_count(60, 200), 200, 1000)
     assert "do not beat the neurons" in latent_sentence("m", info, same)
-    twin = LatentCount(1, _count(150, 200), _count(150, 200), 200, 1000)
+    twin = LatentCount(1, rule_count(150, 200), rule_count(150, 200), 200, 1000)
     assert "do not beat the untrained twin's latents" in latent_sentence("m", info, twin)
-
-
-def _count(mono: int, live: int) -> RuleCount:
-    return RuleCount(units=live, dead=0, monosemantic=mono, by_kind={})
 
 
 def test_sections_carry_the_sentences_and_the_json_is_plain():
     probe = measurement()
     mlp = depth(2, name="cpu-2l-mlp", induction_step=900)
-    latents = (LatentCount(1, _count(150, 200), _count(20, 200), 200, 1000),)
+    latents = (LatentCount(1, rule_count(150, 200), rule_count(20, 200), 200, 1000),)
     layer = NeuronMeasurement("cpu-2l-mlp", (neurons(),), latents)
     html = render_report(
         [

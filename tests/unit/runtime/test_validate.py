@@ -108,7 +108,7 @@ def test_api_path_and_seed_arguments_are_one_line(tmp_path):
     import sys
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     env = {**os.environ, "PYTHONPATH": str(root)}
     proc = subprocess.run(
         [sys.executable, "-c", API_PATHS, str(tmp_path / "run")],
