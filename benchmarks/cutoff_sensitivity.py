@@ -7,9 +7,9 @@ Models:
 - the cpu preset's 1- and 2-layer models (``--train LAYERS:SEED``, default ``1:0 2:0``, ``--steps``
   700: the test fixtures' recipe, trained into ``--runs-dir`` with one thread unless already
   there): no answer is known; the table shows which roles move;
-- the planted heads of ``tests/planted_heads.py`` (16 heads, each with the role it must get):
+- the planted heads of ``tests/planting/heads.py`` (16 heads, each with the role it must get):
   sharp (sharpness 20), and soft and noisy (sharpness 6, key-token noise std 1, seed 3);
-- the split heads (``planted_heads.split_model``: 50/50, 60/40, 64/36 splits between a score's
+- the split heads (``planting.heads.split_model``: 50/50, 60/40, 64/36 splits between a score's
   key and another key, near or far, and 75/25, 80/20 positives).
 
 A last row gives the roles of the floor alone (every test counted significant).
@@ -40,7 +40,7 @@ from typing import Any
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))  # planted_heads, the letters codec
+sys.path.insert(0, str(ROOT / "tests"))  # the planting kit, the letters codec
 
 from _common import print_table, write_result  # noqa: E402
 

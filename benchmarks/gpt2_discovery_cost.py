@@ -9,7 +9,7 @@ Cases, each in a fresh child process, one after the other in this run:
 
 - ``heads --fdr``: exactly what ``interp-toolkit heads FOLDER --fdr --json OUT`` does, through the
   CLI's own entry point (:func:`interp_toolkit.cli.main`): load without compatibility mode, then
-  :func:`interp_toolkit.heads.discover.discover` with its defaults (64 rows x 117 tokens; every
+  :func:`interp_toolkit.heads.discovery.discover` with its defaults (64 rows x 117 tokens; every
   score's specificity test against the head itself: its nearby keys on the probe, a no-repeat
   control batch, sign-flip draws enough for Benjamini-Hochberg over all 864 tests).
 - ``heads, per-head untrained nulls (before)``: what ``heads gpt2`` ran before the specificity

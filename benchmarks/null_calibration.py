@@ -2,7 +2,7 @@
 cannot have a role, power on planted positives, and the cost of discovery on the cpu preset, the
 specificity test beside the rule it replaces, in one run.
 
-1. **Planted heads** (``tests/planted_heads.py``: hand-built heads, each almost but not quite a
+1. **Planted heads** (``tests/planting/heads.py``: hand-built heads, each almost but not quite a
    role, and the positives), ``--n-planted`` instances: attention sharpness uniform in [4, 12]
    (a head puts 0.5-1.0 of its attention where it looks), key-token noise std uniform in
    [0.5, 1.5] (an even split is even only on average over rows), model seed and probe seed ``i``,
@@ -65,7 +65,7 @@ from typing import Any
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))  # planted_heads, the letters codec
+sys.path.insert(0, str(ROOT / "tests"))  # the planting kit, the letters codec
 
 from _common import RESULTS, print_table, write_result  # noqa: E402
 

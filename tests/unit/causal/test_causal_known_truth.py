@@ -1,5 +1,5 @@
 """The route by path and circuit discovery against hand-built circuits whose answer is known
-(``tests/circuits_helpers.py``): a previous-token head 0.0 feeding induction head 1.0's key
+(``tests/planting/circuits.py``): a previous-token head 0.0 feeding induction head 1.0's key
 (K-composition) and a duplicate-token head 0.0 feeding its query (Q-composition); 0.1 is an
 unrelated copying head (no role: the control), 1.1 is empty. The controls zero 0.0's OV.
 

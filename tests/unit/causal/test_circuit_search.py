@@ -1,4 +1,4 @@
-"""How the circuit is chosen and scored (issue 30, item 3), on :func:`circuits_helpers.chain_model`:
+"""How the circuit is chosen and scored (issue 30, item 3), on :func:`planting.circuits.chain_model`:
 the K-composition circuit (previous-token head 0.0 -> induction head 1.0's key) plus a head 1.1
 that changes nothing on any one run but lowers the right token when its two value inputs come
 from different runs (its value is ``2 * OUT - TOK``: 0.1's write against the embedding).

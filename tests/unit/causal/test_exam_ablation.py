@@ -98,7 +98,7 @@ def test_head_impact_matches_a_hand_ablation(tiny_model):
 
 
 def test_head_impact_on_a_hand_built_induction_circuit():
-    """The K-composition circuit of circuits_helpers on ``BOS seg seg`` (period 6, no prefix):
+    """The K-composition circuit of planting.circuits on ``BOS seg seg`` (period 6, no prefix):
     position p predicts token p+1, and induction can only help from the first token of the second
     repeat (p = 7) on."""
     from planting.circuits import k_composition_model

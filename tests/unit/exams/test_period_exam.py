@@ -287,7 +287,7 @@ def test_bad_periods_name_the_range():
 
 @pytest.mark.parametrize("circuit", ["k", "q"])
 def test_hand_built_circuits_pass_every_exam_and_their_controls_none(circuit):
-    """The K- and Q-composition circuits (tests/circuits_helpers.py) induce at any offset and
+    """The K- and Q-composition circuits (tests/planting/circuits.py) induce at any offset and
     for any token; their controls (layer 0's output cut) copy every token in context alike, so
     the target (in context once, the other segment tokens twice) never ranks first."""
     from planting import letters_codec

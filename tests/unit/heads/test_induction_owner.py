@@ -1,5 +1,5 @@
 """One owner for "the induction head(s)": on a hand-built model where the old rules named three
-different heads (``tests/causal_helpers.py``), the run report, the study page and the stop rule
+different heads (``tests/planting/disagreeing.py``), the run report, the study page and the stop rule
 name the same one."""
 
 from __future__ import annotations

@@ -70,7 +70,7 @@ def _uniform_head_reading_position(model, layer: int, head: int) -> None:
 
 
 def test_scores_of_hand_built_heads():
-    """Every score of heads whose attention is known (circuits_helpers.stripes_model): a wrong
+    """Every score of heads whose attention is known (planting.circuits.stripes_model): a wrong
     stripe, query set or value weighting moves at least one of these numbers."""
     from planting import BLOCK, letters_codec
     from planting.circuits import BOS_VALUE_NORM, stripes_model

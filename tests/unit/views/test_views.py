@@ -98,7 +98,7 @@ def _view_props(view) -> dict:
 
 
 def test_attention_view_shows_the_planted_induction_head():
-    """The K-composition circuit of circuits_helpers on ``A B C D A B C``: the view of 1.0 shows
+    """The K-composition circuit of planting.circuits on ``A B C D A B C``: the view of 1.0 shows
     ' B' and ' C' of the second repeat attending to the token after their first copy, and
     uniform attention where there is nothing to find (' A' has no earlier copy: the first ``A``
     has no space)."""

@@ -1,5 +1,5 @@
 """Discovery, circuits, composition, ablation and the exam against hand-built circuits whose answer
-is known (``tests/circuits_helpers.py`` describes the weights).
+is known (``tests/planting/circuits.py`` describes the weights).
 
 Planted: a previous-token head 0.0 feeding a K-composition induction head 1.0 (``k``), and a
 duplicate-token head 0.0 feeding a Q-composition induction head 1.0 (``q``); in both, 0.1 is an
