@@ -66,7 +66,7 @@ class Matmul:
 def forward_matmuls(
     cfg: Any, n_seqs: int, n_ctx: int | None = None, *, unembed: bool = True
 ) -> list[Matmul]:
-    """The matmuls of one forward pass of ``cfg`` (an AttnOnlyConfig) on ``n_seqs`` sequences
+    """The matmuls of one forward pass of ``cfg`` (an ModelConfig) on ``n_seqs`` sequences
     of ``n_ctx`` tokens (default: the config's); ``unembed=False``: a pass that stops before the
     unembedding (head scoring, probes)."""
     t = int(n_ctx or cfg.n_ctx)

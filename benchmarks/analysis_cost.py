@@ -76,9 +76,9 @@ def _reset_peak() -> bool:
 
 
 def _build_model(spec: dict[str, Any]) -> Any:
-    from interp_toolkit.models.build import AttnOnlyConfig, build_model
+    from interp_toolkit.models.build import ModelConfig, build_model
 
-    return build_model(AttnOnlyConfig(**spec))
+    return build_model(ModelConfig(**spec))
 
 
 def _probe(spec: dict[str, Any]) -> Any:

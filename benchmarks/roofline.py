@@ -143,10 +143,10 @@ def train_path(
 
 
 def _gpt2_shaped(mlp: bool = False):
-    from interp_toolkit.models.build import AttnOnlyConfig, build_model
+    from interp_toolkit.models.build import ModelConfig, build_model
 
     extra = dict(mlp=True, d_mlp=3072, normalization="LN") if mlp else {}
-    cfg = AttnOnlyConfig(**GPT2_SHAPE, **extra)
+    cfg = ModelConfig(**GPT2_SHAPE, **extra)
     return cfg, build_model(cfg)
 
 
@@ -159,7 +159,7 @@ def _timed(fn: Callable[[], Any]) -> float:
 def scores_paths() -> list[dict[str, Any]]:
     from interp_toolkit.heads.discovery import head_scores
     from interp_toolkit.heads.repeats import default_layout, repeated_tokens
-    from interp_toolkit.models.build import AttnOnlyConfig, build_model
+    from interp_toolkit.models.build import ModelConfig, build_model
     from interp_toolkit.training.metrics import score_grids
     from interp_toolkit.training.presets import get_preset
 
@@ -178,7 +178,7 @@ def scores_paths() -> list[dict[str, Any]]:
         (FP32,),
     )
     rows.append(_row("scores cpu", "score_grids 32 seqs", mms, FP32, r))
-    cfg12 = AttnOnlyConfig(**GPT2_SHAPE)
+    cfg12 = ModelConfig(**GPT2_SHAPE)
     model12 = build_model(cfg12)
     probe12 = repeated_tokens(16, 60, low=1000, high=20000, bos_id=50256, prefix_max=7, seed=0)
     mms = forward_matmuls(cfg12, 16, probe12.tokens.shape[1], unembed=False)

@@ -19,11 +19,11 @@ def tiny_vocab():
 
 def make_tiny_run(path: Path, *, n_layers: int = 2, metrics: bool = True) -> Path:
     """A run folder with an untrained tiny model, a compact vocabulary, metrics and samples."""
-    from interp_toolkit.models.build import AttnOnlyConfig, build_model
+    from interp_toolkit.models.build import ModelConfig, build_model
     from interp_toolkit.runs.folder import save_run
 
     vocab = tiny_vocab()
-    cfg = AttnOnlyConfig(
+    cfg = ModelConfig(
         n_layers=n_layers, d_model=32, n_heads=4, d_head=8, n_ctx=32, d_vocab=vocab.d_vocab, seed=0
     )
     model = build_model(cfg)

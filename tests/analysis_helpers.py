@@ -89,7 +89,7 @@ def tiny_mlp_text_run(root, *, repeat_fraction: float | None = 0.5):
     """A tiny 2-layer MLP run (LayerNorm, d_model 32) saved under ``root/run``, trained on nothing,
     with a small text corpus ``root/corpus.txt`` recorded as its data: SAEs, probes and every
     command with a --json option run on it in seconds."""
-    from interp_toolkit.models.build import AttnOnlyConfig, build_model
+    from interp_toolkit.models.build import ModelConfig, build_model
     from interp_toolkit.runs.folder import save_run
 
     text = root / "corpus.txt"
@@ -98,5 +98,5 @@ def tiny_mlp_text_run(root, *, repeat_fraction: float | None = 0.5):
     if repeat_fraction is not None:
         data["repeat_fraction"] = repeat_fraction
     base = dict(n_layers=2, d_model=32, n_heads=4, d_head=8, n_ctx=16, d_vocab=64, mlp=True)
-    cfg = AttnOnlyConfig(**base, d_mlp=24, normalization="LN")
+    cfg = ModelConfig(**base, d_mlp=24, normalization="LN")
     return save_run(root / "run", build_model(cfg), tiny_codec(64), cfg, {"data": data})

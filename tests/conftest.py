@@ -74,9 +74,9 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
 
 @pytest.fixture
 def tiny_cfg():
-    from interp_toolkit.models.build import AttnOnlyConfig
+    from interp_toolkit.models.build import ModelConfig
 
-    return AttnOnlyConfig(n_layers=2, d_model=32, n_heads=4, d_head=8, n_ctx=32, d_vocab=64, seed=0)
+    return ModelConfig(n_layers=2, d_model=32, n_heads=4, d_head=8, n_ctx=32, d_vocab=64, seed=0)
 
 
 @pytest.fixture

@@ -301,8 +301,8 @@ def _default_token_ids(codec: Codec, d_vocab: int) -> list[int]:
     return ids or [i for i in range(min(4, d_vocab)) if i != codec.bos_id][:3]
 
 
-@app.command("circuits")
-def circuits(
+@app.command("copying")
+def copying(
     target: str = typer.Argument(..., help=TARGET_HELP),
     head: str = typer.Option(..., "--head", help="Head as L.H, e.g. 1.4."),
     token: list[str] | None = typer.Option(
@@ -314,7 +314,8 @@ def circuits(
     ),
     device: str = device_option(),
 ) -> None:
-    """A head's OV copying score, top-1/top-5 copy accuracy and top boosted tokens."""
+    """A head's OV copying score, top-1/top-5 copy accuracy and top boosted tokens (factored
+    circuits over the whole vocabulary). Formerly ``circuits`` (still accepted)."""
     from interp_toolkit.heads.registry import HeadId
 
     check_device(device)
@@ -344,6 +345,10 @@ def circuits(
         ids = _default_token_ids(tgt.codec, d_vocab)
     result = head_circuit(tgt.model, tgt.codec, layer, index, token_ids=ids, k=top_k)
     emit({"target": tgt.name, **result.to_dict()}, _print_circuit, json_out)
+
+
+#: The command's earlier name, one letter from ``circuit`` (edge attribution): hidden, still accepted.
+app.command("circuits", hidden=True)(copying)
 
 
 def _print_circuit(data: dict[str, Any]) -> None:

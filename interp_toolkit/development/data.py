@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from jaxtyping import Int
 
-from interp_toolkit.models.build import AttnOnlyConfig
+from interp_toolkit.models.build import ModelConfig
 from interp_toolkit.runs.folder import Run, read_config
 from interp_toolkit.text.codecs import Codec
 from interp_toolkit.text.stream import DataConfig, TrainStream, tokenize_corpus, windows
@@ -37,7 +37,7 @@ class LLCBatches:
 
 
 def training_stream(
-    codec: Codec, model_cfg: AttnOnlyConfig, data_cfg: DataConfig, train_cfg: TrainSettings
+    codec: Codec, model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainSettings
 ) -> TrainStream:
     """The run's training stream from step 0 (``training/trainer.py: stream_for``, the trainer's
     own builder, over the recorded corpus)."""

@@ -59,7 +59,7 @@ from interp_toolkit.heads.specificity import (
     specificity_tests,
 )
 from interp_toolkit.heads.untrained import untrained_models
-from interp_toolkit.models.build import AttnOnlyConfig
+from interp_toolkit.models.build import ModelConfig
 from interp_toolkit.stats import significance, thresholds
 from interp_toolkit.text.codecs import Codec
 
@@ -325,7 +325,7 @@ def discover_heads(
     codec: Codec,
     options: DiscoveryOptions = DiscoveryOptions(),
     *,
-    model_cfg: AttnOnlyConfig | None = None,
+    model_cfg: ModelConfig | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> HeadReport:
     """Score every head on :func:`discovery_batch`, run each (head, score)'s specificity test
@@ -419,7 +419,7 @@ def discover(
     codec: Codec,
     options: DiscoveryOptions = DiscoveryOptions(),
     *,
-    model_cfg: AttnOnlyConfig | None = None,
+    model_cfg: ModelConfig | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> Discovery:
     """:func:`discover_heads` (``options`` passed on unchanged), then the view heads and the first

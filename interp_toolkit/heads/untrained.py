@@ -30,7 +30,7 @@ from transformer_lens import TransformerBridge
 
 from interp_toolkit.heads.repeats import RepeatedTokens
 from interp_toolkit.heads.scorer import RowScores, row_scores
-from interp_toolkit.models.build import AttnOnlyConfig, build_model, positional_kind, reinitialise
+from interp_toolkit.models.build import ModelConfig, build_model, positional_kind, reinitialise
 from interp_toolkit.runtime.seeds import derive, seed_global
 
 #: By default a layer's untrained pool holds at least this many values: ``K = ceil(pool / n_heads)``
@@ -107,7 +107,7 @@ def _remember(key: tuple[str, int, str], value: Scores) -> None:
 def untrained_models(
     model: TransformerBridge,
     *,
-    model_cfg: AttnOnlyConfig | None = None,
+    model_cfg: ModelConfig | None = None,
     n_models: int | None = None,
     rows: int | None = None,
 ) -> UntrainedModels | None:
@@ -122,7 +122,7 @@ def untrained_models(
     device = str(next(model.parameters()).device)
     native = getattr(cfg, "architecture", None) == "TransformerLensNative"
     if model_cfg is None and native and not cfg.normalization_type and cfg.attn_only:
-        model_cfg = AttnOnlyConfig(
+        model_cfg = ModelConfig(
             n_layers=int(cfg.n_layers),
             d_model=int(cfg.d_model),
             n_heads=int(cfg.n_heads),
@@ -158,7 +158,7 @@ def untrained_models(
 
 
 def toy_untrained(
-    cfg: AttnOnlyConfig, seeds: Sequence[int], *, rows: int | None = None, device: str = "cpu"
+    cfg: ModelConfig, seeds: Sequence[int], *, rows: int | None = None, device: str = "cpu"
 ) -> UntrainedModels:
     """Toy models of ``cfg``'s architecture with these seeds: one bridge, re-drawn per seed."""
     bridge: list[TransformerBridge] = []

@@ -1,6 +1,6 @@
 """Small transformers built with TransformerLens 4.x (``TransformerBridge.boot_native``).
 
-One config dataclass (:class:`AttnOnlyConfig`) describes the architecture; :func:`build_model` turns
+One config dataclass (:class:`ModelConfig`) describes the architecture; :func:`build_model` turns
 it into a ``TransformerBridge``. By default: attention only, no LayerNorm, learned absolute
 positions (or rotary, or shortformer: learned positions that enter only queries and keys), exactly
 what the seed study trains. With ``mlp=True`` each block also has
@@ -32,8 +32,10 @@ ACT_FNS = ("gelu", "relu")
 
 
 @dataclass(frozen=True)
-class AttnOnlyConfig:
-    """Architecture of an attention-only transformer.
+class ModelConfig:
+    """Architecture of a transformer: attention-only by default, or with an MLP and LayerNorm in
+    every block (``mlp``; the name was ``AttnOnlyConfig`` before the MLP fields came, and stays
+    importable under it).
 
     ``embed_init_std``: when set, token and positional embeddings are re-drawn N(0, std²) after
     TransformerLens's own init (its default, N(0, 0.8/√d_model), keeps attention near-uniform for
@@ -97,15 +99,15 @@ class AttnOnlyConfig:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> AttnOnlyConfig:
+    def from_dict(cls, d: dict[str, Any]) -> ModelConfig:
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in names})
 
-    def replace(self, **changes: Any) -> AttnOnlyConfig:
+    def replace(self, **changes: Any) -> ModelConfig:
         return dataclasses.replace(self, **changes)
 
 
-def tl_config(cfg: AttnOnlyConfig) -> TransformerBridgeConfig:
+def tl_config(cfg: ModelConfig) -> TransformerBridgeConfig:
     """The ``TransformerBridgeConfig`` for ``cfg``."""
     return TransformerBridgeConfig(
         d_model=cfg.d_model,
@@ -127,7 +129,7 @@ def tl_config(cfg: AttnOnlyConfig) -> TransformerBridgeConfig:
 
 
 def build_model(
-    cfg: AttnOnlyConfig,
+    cfg: ModelConfig,
     device: str | torch.device = "cpu",
     codec: Codec | None = None,
 ) -> TransformerBridge:
@@ -146,7 +148,7 @@ def build_model(
     return model.eval()
 
 
-def reinitialise(model: TransformerBridge, cfg: AttnOnlyConfig) -> TransformerBridge:
+def reinitialise(model: TransformerBridge, cfg: ModelConfig) -> TransformerBridge:
     """Draw every weight of ``model`` (built by :func:`build_model` with ``cfg``'s architecture)
     again, in place, exactly as ``build_model(cfg)`` draws them for ``cfg.seed``: a fresh model
     without booting a new bridge (what the untrained null models of analysis/ reuse)."""
@@ -157,7 +159,7 @@ def reinitialise(model: TransformerBridge, cfg: AttnOnlyConfig) -> TransformerBr
     return model
 
 
-def _draw_embeddings(model: TransformerBridge, cfg: AttnOnlyConfig) -> None:
+def _draw_embeddings(model: TransformerBridge, cfg: ModelConfig) -> None:
     if cfg.embed_init_std is None:
         return
     gen = rng(cfg.seed, "embedding_init")
@@ -245,3 +247,7 @@ def positional_kind(model: TransformerBridge) -> str:
     if is_shortformer(model):
         return "shortformer"
     return str(getattr(model.cfg, "positional_embedding_type", None) or "standard")
+
+
+#: The earlier name (notebooks and scripts written before MLP models).
+AttnOnlyConfig = ModelConfig

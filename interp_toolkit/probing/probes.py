@@ -76,7 +76,7 @@ from interp_toolkit.errors import UserError
 from interp_toolkit.heads.registry import HeadId
 from interp_toolkit.heads.untrained import untrained_models
 from interp_toolkit.models.activations import MAX_SEQ, Hooks, run_hooks
-from interp_toolkit.models.build import AttnOnlyConfig
+from interp_toolkit.models.build import ModelConfig
 from interp_toolkit.probing.data import (
     FEATURES,
     VariedRepeats,
@@ -361,7 +361,7 @@ def probe(
     ablate: Sequence[tuple[int, int]] = (),
     untrained: TransformerBridge | ProbeResult | None = None,
     baseline: bool = True,
-    model_cfg: AttnOnlyConfig | None = None,
+    model_cfg: ModelConfig | None = None,
 ) -> ProbeResult:
     """:func:`probe_layers` on its default data: ``data="text"`` (held-out windows of ``corpus``,
     the default for token features) or ``"repeats"`` (:func:`~.probe_data.varied_repeats`, the

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from interp_toolkit.models.build import AttnOnlyConfig
+from interp_toolkit.models.build import ModelConfig
 from interp_toolkit.probing.probes import ProbeResult, ProbeRow, beyond_untrained
 from interp_toolkit.reports.findings import (
     DepthMeasurement,
@@ -262,7 +262,7 @@ def _family_clause(e: dict[str, Any]) -> str:
     return s + (f" ({each})" if len(fam) > 1 else "")
 
 
-def block_phrase(cfg: AttnOnlyConfig) -> str:
+def block_phrase(cfg: ModelConfig) -> str:
     """What an MLP model's blocks hold, from its config: 'an MLP of 512 GELU neurons and
     pre-norm LayerNorm'."""
     norm = {"LN": " and pre-norm LayerNorm"}.get(str(cfg.normalization), "")

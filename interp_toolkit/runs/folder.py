@@ -27,7 +27,7 @@ from transformer_lens import TransformerBridge
 
 from interp_toolkit.errors import UserError
 from interp_toolkit.files.io import LOCK_NAME, check_readable, read_json, write_bytes, write_json
-from interp_toolkit.models.build import AttnOnlyConfig, build_model
+from interp_toolkit.models.build import ModelConfig, build_model
 from interp_toolkit.runtime import validate
 from interp_toolkit.runtime.devices import resolve_device
 from interp_toolkit.text.codecs import Codec, load_codec, save_codec
@@ -86,7 +86,7 @@ class Run:
     path: Path
     model: TransformerBridge
     codec: Codec
-    model_cfg: AttnOnlyConfig
+    model_cfg: ModelConfig
     settings: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -143,7 +143,7 @@ def load_weights(model: TransformerBridge, path: Path) -> None:
 def init_run(
     path: str | Path,
     codec: Codec,
-    model_cfg: AttnOnlyConfig,
+    model_cfg: ModelConfig,
     settings: dict[str, Any] | None = None,
 ) -> RunPaths:
     """Start a run folder: vocab.json and config.json (each atomically); weights come later."""
@@ -154,7 +154,7 @@ def init_run(
     return paths
 
 
-def write_config(paths: RunPaths, model_cfg: AttnOnlyConfig, settings: dict[str, Any]) -> None:
+def write_config(paths: RunPaths, model_cfg: ModelConfig, settings: dict[str, Any]) -> None:
     """config.json: the format version, the model config and the training settings."""
     write_json(
         paths.config,
@@ -166,7 +166,7 @@ def save_run(
     path: str | Path,
     model: TransformerBridge,
     codec: Codec,
-    model_cfg: AttnOnlyConfig,
+    model_cfg: ModelConfig,
     settings: dict[str, Any] | None = None,
 ) -> Path:
     """Write config.json, vocab.json and model.safetensors (each atomically)."""
@@ -235,11 +235,11 @@ def load_run(
     )
 
 
-def model_config(data: dict[str, Any], where: Path) -> AttnOnlyConfig:
+def model_config(data: dict[str, Any], where: Path) -> ModelConfig:
     """The model config of a run's config.json (``data``, read from ``where``)."""
     fix = "restore it, or train the run again."
     try:
-        cfg = AttnOnlyConfig.from_dict(data["model"])
+        cfg = ModelConfig.from_dict(data["model"])
     except TypeError as exc:
         raise UserError(f"run config {where} is damaged ({exc}): {fix}") from None
     try:

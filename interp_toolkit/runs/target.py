@@ -7,7 +7,7 @@ from pathlib import Path
 
 from transformer_lens import TransformerBridge
 
-from interp_toolkit.models.build import AttnOnlyConfig
+from interp_toolkit.models.build import ModelConfig
 from interp_toolkit.runs.folder import Run
 from interp_toolkit.text.codecs import Codec
 
@@ -28,6 +28,6 @@ class Target:
         return int(self.model.cfg.n_ctx)
 
     @property
-    def model_cfg(self) -> AttnOnlyConfig | None:
+    def model_cfg(self) -> ModelConfig | None:
         """The toy model's config (what the untrained null models rebuild); None for other kinds."""
         return self.source.model_cfg if isinstance(self.source, Run) else None

@@ -20,7 +20,7 @@ import torch
 from transformer_lens import TransformerBridge
 
 from interp_toolkit.heads.registry import HeadId
-from interp_toolkit.models.build import AttnOnlyConfig
+from interp_toolkit.models.build import ModelConfig
 from interp_toolkit.probing.data import neuron_windows
 from interp_toolkit.probing.probes import probe
 from interp_toolkit.reports.layer_findings import (
@@ -67,7 +67,7 @@ def measure_probe(
     name: str,
     ablate: Sequence[HeadId] = (),
     seed: int = 0,
-    model_cfg: AttnOnlyConfig | None = None,
+    model_cfg: ModelConfig | None = None,
 ) -> ProbeMeasurement:
     """The previous-token probe at every boundary beside an untrained model of the same
     architecture (``model_cfg``: the run's), and again with the heads ``ablate`` (the model's

@@ -24,7 +24,7 @@ from transformer_lens import TransformerBridge
 
 from interp_toolkit.errors import UserError
 from interp_toolkit.files.io import check_readable, read_json, write_bytes, write_json
-from interp_toolkit.models.build import AttnOnlyConfig
+from interp_toolkit.models.build import ModelConfig
 from interp_toolkit.runs.folder import (
     RunPaths,
     read_config,
@@ -227,7 +227,7 @@ def _discard(paths: RunPaths, entries: list[Path], note: Callable[[str], None]) 
 
 def continued_configs(
     paths: RunPaths, begin: Start, requested: Configs
-) -> tuple[AttnOnlyConfig, DataConfig, TrainSettings, str | None]:
+) -> tuple[ModelConfig, DataConfig, TrainSettings, str | None]:
     """The recorded configs of the run being resumed, with the requested step budget; a
     UserError when the request differs in anything else, or ends before the checkpoint."""
     config = read_config(paths.root)

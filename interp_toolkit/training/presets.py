@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from interp_toolkit.errors import UserError
-from interp_toolkit.models.build import AttnOnlyConfig
+from interp_toolkit.models.build import ModelConfig
 from interp_toolkit.runs.folder import RunPaths, read_config
 from interp_toolkit.text.stream import DataConfig
 from interp_toolkit.training import TrainSettings
@@ -37,7 +37,7 @@ LAYER_CHOICES = (1, 2, 3, 8)
 @dataclass(frozen=True)
 class Preset:
     name: str
-    model: AttnOnlyConfig
+    model: ModelConfig
     data: DataConfig
     train: TrainSettings
     #: Whether a study trains this recipe's 2+-layer models only until induction has formed (then
@@ -52,7 +52,7 @@ class Preset:
 def _seed(n_layers: int) -> Preset:
     return Preset(
         name="seed",
-        model=AttnOnlyConfig(
+        model=ModelConfig(
             n_layers=n_layers, d_model=768, n_heads=12, d_head=64, n_ctx=128, d_vocab=50257
         ),
         data=DataConfig(corpus="stdlib", vocab_size=None, repeat_fraction=0.0),
@@ -70,7 +70,7 @@ def _seed(n_layers: int) -> Preset:
 def _cpu(n_layers: int) -> Preset:
     return Preset(
         name="cpu",
-        model=AttnOnlyConfig(
+        model=ModelConfig(
             n_layers=n_layers, d_model=128, n_heads=4, d_head=32, n_ctx=32, d_vocab=1024
         ),
         data=DataConfig(corpus="stdlib", vocab_size=1024, repeat_fraction=0.9),
@@ -91,7 +91,7 @@ def _text(n_layers: int) -> Preset:
     return Preset(
         name="text",
         stops_on_induction=False,
-        model=AttnOnlyConfig(
+        model=ModelConfig(
             n_layers=n_layers,
             d_model=128,
             n_heads=4,
@@ -127,7 +127,7 @@ def _text_bpe(n_layers: int) -> Preset:
     return Preset(
         name="text-bpe",
         stops_on_induction=False,
-        model=AttnOnlyConfig(
+        model=ModelConfig(
             n_layers=n_layers,
             d_model=128,
             n_heads=4,

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from interp_toolkit.errors import UserError
-from interp_toolkit.models.build import AttnOnlyConfig
+from interp_toolkit.models.build import ModelConfig
 from interp_toolkit.runtime import validate
 from interp_toolkit.runtime.devices import precision_named
 from interp_toolkit.text.stream import DataConfig
@@ -138,7 +138,7 @@ def settings_dict(
     }
 
 
-Configs = tuple[AttnOnlyConfig, DataConfig, TrainSettings]
+Configs = tuple[ModelConfig, DataConfig, TrainSettings]
 
 #: Fields a request may leave different from a recorded run: the vocabulary size the codec
 #: decided (``d_vocab``) and the thread count (speed only).
@@ -157,7 +157,7 @@ def recorded_configs(config: dict[str, Any], where: Path) -> Configs:
         )
     try:
         return (
-            AttnOnlyConfig.from_dict(config["model"]),
+            ModelConfig.from_dict(config["model"]),
             DataConfig(**_known_fields(DataConfig, settings["data"])),
             TrainSettings.from_dict(settings["train"]),
         )

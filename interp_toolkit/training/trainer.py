@@ -23,7 +23,7 @@ import torch
 
 from interp_toolkit.errors import Interrupted, UserError
 from interp_toolkit.heads.repeats import default_token_range
-from interp_toolkit.models.build import AttnOnlyConfig, build_model
+from interp_toolkit.models.build import ModelConfig, build_model
 from interp_toolkit.runs.folder import (
     Run,
     RunPaths,
@@ -77,7 +77,7 @@ class TrainResult:
 
 def train_model(
     out: str | Path,
-    model_cfg: AttnOnlyConfig,
+    model_cfg: ModelConfig,
     data_cfg: DataConfig,
     train_cfg: TrainSettings,
     *,
@@ -235,7 +235,7 @@ def train_model(
 def stream_for(
     train_windows: TokenWindows,
     codec: Codec,
-    model_cfg: AttnOnlyConfig,
+    model_cfg: ModelConfig,
     data_cfg: DataConfig,
     train_cfg: TrainSettings,
     start_step: int,

@@ -35,7 +35,7 @@ from transformer_lens import TransformerBridge
 
 from interp_toolkit.errors import UserError
 from interp_toolkit.models.activations import run_hooks
-from interp_toolkit.models.build import AttnOnlyConfig, build_model
+from interp_toolkit.models.build import ModelConfig, build_model
 from interp_toolkit.runtime.seeds import derive, rng
 from interp_toolkit.stats.thresholds import MIN_SHARE, SIM_QUANTILE
 from interp_toolkit.units.reading import (
@@ -233,7 +233,7 @@ def neuron_stats(
     return out
 
 
-def untrained_twin(model: TransformerBridge, model_cfg: AttnOnlyConfig | None) -> TransformerBridge:
+def untrained_twin(model: TransformerBridge, model_cfg: ModelConfig | None) -> TransformerBridge:
     """The model before training: a toy model rebuilt from its config and seed; another model
     (GPT-2) redrawn with its library's init (:mod:`~.untrained`, first seed)."""
     device = next(model.parameters()).device

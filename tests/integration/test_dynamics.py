@@ -7,7 +7,7 @@ from interp_toolkit.heads.discovery import head_scores
 from interp_toolkit.heads.dynamics import over_snapshots, snapshot_steps, trajectory
 from interp_toolkit.heads.induction import INDUCTION_SCORE
 from interp_toolkit.heads.registry import SCORE
-from interp_toolkit.models.build import AttnOnlyConfig
+from interp_toolkit.models.build import ModelConfig
 from interp_toolkit.runs.folder import load_run, read_metrics
 from interp_toolkit.text.stream import DataConfig
 from interp_toolkit.training import TrainSettings, train_model
@@ -18,7 +18,7 @@ def test_trajectory_and_snapshots(tmp_path):
     corpus.mkdir()
     (corpus / "a.txt").write_text("the cat sat on the mat\n" * 400)
     (corpus / "b.txt").write_text("a dog ran in the fog\n" * 400)
-    m = AttnOnlyConfig(n_layers=2, d_model=32, n_heads=4, d_head=8, n_ctx=16, d_vocab=1)
+    m = ModelConfig(n_layers=2, d_model=32, n_heads=4, d_head=8, n_ctx=16, d_vocab=1)
     t = TrainSettings(
         steps=8, batch_size=4, log_every=2, score_every=4, checkpoint_every=4, snapshot_steps=(4, 8)
     )

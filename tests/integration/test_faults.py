@@ -243,7 +243,7 @@ def test_json_to_dev_full_dev_null_a_fifo_and_a_symlink(reference, tmp_path):
     import json
     import stat
 
-    head = ("circuits", reference, "--head", "0.0", "--json")
+    head = ("copying", reference, "--head", "0.0", "--json")
     code, _, err = finish(cli(*head, "/dev/full"))
     assert code == 1 and one_line(err) == (
         "error: the device /dev/full is full (no space left): write to another path."

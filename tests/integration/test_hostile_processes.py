@@ -33,10 +33,10 @@ def one_line(err):
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    from interp_toolkit.models.build import AttnOnlyConfig, build_model
+    from interp_toolkit.models.build import ModelConfig, build_model
     from interp_toolkit.runs.folder import save_run
 
-    cfg = AttnOnlyConfig(n_layers=2, d_model=32, n_heads=4, d_head=8, n_ctx=32, d_vocab=64, seed=0)
+    cfg = ModelConfig(n_layers=2, d_model=32, n_heads=4, d_head=8, n_ctx=32, d_vocab=64, seed=0)
     return save_run(tmp_path_factory.mktemp("r") / "run", build_model(cfg), tiny_codec(64), cfg)
 
 

@@ -6,7 +6,7 @@ import torch
 from safetensors.torch import load_file
 
 from interp_toolkit.errors import UserError
-from interp_toolkit.models.build import AttnOnlyConfig
+from interp_toolkit.models.build import ModelConfig
 from interp_toolkit.runs.folder import load_run, read_metrics
 from interp_toolkit.text.stream import DataConfig
 from interp_toolkit.training import TrainSettings, train_model
@@ -18,7 +18,7 @@ def _tiny(tmp_path, name="run", steps=12, **train_kw):
         corpus.mkdir()
         for i in range(30):
             (corpus / f"m{i}.py").write_text(f"def f{i}(x, y):\n    return x * y + {i}\n" * 30)
-    model_cfg = AttnOnlyConfig(n_layers=2, d_model=32, n_heads=4, d_head=8, n_ctx=16, d_vocab=1)
+    model_cfg = ModelConfig(n_layers=2, d_model=32, n_heads=4, d_head=8, n_ctx=16, d_vocab=1)
     data_cfg = DataConfig(corpus=str(corpus), vocab_size=64, repeat_fraction=0.5)
     kw = dict(steps=steps, batch_size=8, lr=1e-3, log_every=2, score_every=4, checkpoint_every=4)
     kw.update(train_kw)

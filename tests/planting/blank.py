@@ -28,7 +28,7 @@ import math
 import torch
 
 from interp_toolkit.heads.registry import HeadId
-from interp_toolkit.models.build import AttnOnlyConfig, build_model
+from interp_toolkit.models.build import ModelConfig, build_model
 from interp_toolkit.text.codecs import EOT_ID, CompactVocab, gpt2_encoding
 
 BLOCK = 32  # d_vocab = n_ctx = the width of each residual block
@@ -47,7 +47,7 @@ def letters_codec() -> CompactVocab:
     return codec
 
 
-def blank_model(cfg: AttnOnlyConfig, out: int):
+def blank_model(cfg: ModelConfig, out: int):
     """``cfg`` with every weight and bias 0, then the embeddings (``TOK``), positions (``POS``)
     and the unembedding (reading block ``out``) of the module docstring."""
     model = build_model(cfg)

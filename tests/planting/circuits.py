@@ -43,13 +43,13 @@ from __future__ import annotations
 import torch
 
 from interp_toolkit.heads.registry import HeadId
-from interp_toolkit.models.build import AttnOnlyConfig
+from interp_toolkit.models.build import ModelConfig
 from planting.blank import BLOCK, POS, TOK, Head, blank_model
 
 MID, OUT = 64, 96
 GAIN = 4.0
 UNRELATED_GAIN = 0.5
-CFG = AttnOnlyConfig(n_layers=2, d_model=128, n_heads=2, d_head=64, n_ctx=BLOCK, d_vocab=BLOCK)
+CFG = ModelConfig(n_layers=2, d_model=128, n_heads=2, d_head=64, n_ctx=BLOCK, d_vocab=BLOCK)
 
 
 def blank_circuit_model():

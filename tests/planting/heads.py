@@ -41,12 +41,12 @@ import math
 import torch
 
 from interp_toolkit.heads.registry import HeadId
-from interp_toolkit.models.build import AttnOnlyConfig
+from interp_toolkit.models.build import ModelConfig
 from planting.blank import BLOCK, POS, TOK, Head, blank_model
 
 PREV, PREV2, OUT = 64, 96, 128
 N_HEADS, D_HEAD = 8, 72  # head dims 0..63: two one-hot blocks; 71: the key noise
-CFG = AttnOnlyConfig(
+CFG = ModelConfig(
     n_layers=2,
     d_model=N_HEADS * D_HEAD,  # the blocks above, then unused dims
     n_heads=N_HEADS,

@@ -16,7 +16,7 @@ from analysis_helpers import make_offset_head, tiny_codec
 
 import interp_toolkit
 from interp_toolkit import UserError, load, scores_on, train, view
-from interp_toolkit.models.build import AttnOnlyConfig, build_model
+from interp_toolkit.models.build import ModelConfig, build_model
 
 ROOT = Path(__file__).resolve().parents[2]
 PERIOD = 5
@@ -28,7 +28,7 @@ PROMPT = [0, 40, 41, 10, 11, 12, 13, 14, 10, 11, 12, 13, 14, 42]
 def planted():
     """Layer 0: head 2 attends PERIOD-1 back (the induction stripe of this prompt), head 1
     PERIOD back (the duplicate-token stripe); the other heads are random."""
-    cfg = AttnOnlyConfig(n_layers=2, d_model=32, n_heads=4, d_head=8, n_ctx=32, d_vocab=64, seed=0)
+    cfg = ModelConfig(n_layers=2, d_model=32, n_heads=4, d_head=8, n_ctx=32, d_vocab=64, seed=0)
     model = build_model(cfg, codec=tiny_codec(64))
     make_offset_head(model, 0, 2, offset=PERIOD - 1)
     make_offset_head(model, 0, 1, offset=PERIOD)

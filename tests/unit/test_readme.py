@@ -59,6 +59,7 @@ def _commands() -> dict[str, set[str]]:
     return {
         name: {o for p in cmd.params for o in (*p.opts, *p.secondary_opts)}
         for name, cmd in group.commands.items()
+        if not cmd.hidden  # an earlier name kept as an alias (`circuits`: now `copying`)
     }
 
 

@@ -32,7 +32,7 @@ from interp_toolkit.causal.attribution import (
 from interp_toolkit.causal.fork import install_fork, qkv_fork
 from interp_toolkit.causal.graph import Graph, graph_of
 from interp_toolkit.causal.tasks import induction_task
-from interp_toolkit.models.build import AttnOnlyConfig, build_model
+from interp_toolkit.models.build import ModelConfig, build_model
 
 NATIVE = {
     "plain": {},
@@ -42,7 +42,7 @@ NATIVE = {
 
 
 def _native(kind: str, seed: int = 0):
-    cfg = AttnOnlyConfig(
+    cfg = ModelConfig(
         n_layers=2,
         d_model=32,
         n_heads=2,

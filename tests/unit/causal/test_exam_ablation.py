@@ -35,10 +35,10 @@ def _letters_codec(extra: str = "") -> CompactVocab:
 
 
 def _model(d_vocab: int, n_ctx: int = 32):
-    from interp_toolkit.models.build import AttnOnlyConfig, build_model
+    from interp_toolkit.models.build import ModelConfig, build_model
 
     return build_model(
-        AttnOnlyConfig(n_layers=1, d_model=16, n_heads=2, d_head=8, n_ctx=n_ctx, d_vocab=d_vocab)
+        ModelConfig(n_layers=1, d_model=16, n_heads=2, d_head=8, n_ctx=n_ctx, d_vocab=d_vocab)
     )
 
 

@@ -1,4 +1,4 @@
-"""``heads``, ``exam`` and ``circuits`` commands on a tiny saved run (fast)."""
+"""``heads``, ``exam`` and ``copying`` (formerly ``circuits``) commands on a tiny saved run (fast)."""
 
 from __future__ import annotations
 
@@ -100,18 +100,16 @@ def test_exam_command(tiny_run, tmp_path, capsys):
     assert run_main(["exam", str(tiny_run), "--prompt", "!"]) == 2
 
 
-def test_circuits_command(tiny_run, tmp_path, capsys):
+@pytest.mark.parametrize("name", ["copying", "circuits"])  # circuits: the hidden earlier name
+def test_copying_command(name, tiny_run, tmp_path, capsys):
     out = tmp_path / "c.json"
-    assert (
-        run_main(["circuits", str(tiny_run), "--head", "1.2", "--token", "!", "--json", str(out)])
-        == 0
-    )
+    assert run_main([name, str(tiny_run), "--head", "1.2", "--token", "!", "--json", str(out)]) == 0
     data = json.loads(out.read_text())
     assert data["head"] == "1.2" and data["boosted"][0]["token"] == "!"
     assert {"copying_score", "top1_accuracy", "top5_accuracy", "pos_prev_token"} <= set(data)
-    assert run_main(["circuits", str(tiny_run), "--head", "5.0"]) == 2
+    assert run_main(["copying", str(tiny_run), "--head", "5.0"]) == 2
     assert "does not exist" in capsys.readouterr().err
-    assert run_main(["circuits", str(tiny_run), "--head", "x"]) == 2
+    assert run_main(["copying", str(tiny_run), "--head", "x"]) == 2
 
 
 def test_exam_periods_json(tmp_path, tiny_cfg, capsys):

@@ -175,7 +175,7 @@ def test_help_lists_every_command_and_loads_no_model_library():
         [sys.executable, "-c", HELP], capture_output=True, text=True, check=True, env=env
     )
     assert proc.stdout.rstrip().splitlines()[-1] == "LOADED", proc.stdout[-300:]
-    commands = typer.main.get_command(app).commands
+    commands = {n: c for n, c in typer.main.get_command(app).commands.items() if not c.hidden}
     panel = proc.stdout.split("Commands")[1]
     listed = re.findall(r"^│ (\S+) {2,}(.*?)\s*│$", panel, flags=re.M)
     assert [name for name, _ in listed] == list(commands)
@@ -202,7 +202,7 @@ no_gpu = pytest.mark.skipif(
         ["sample", "{run}"],
         ["heads", "{run}"],
         ["exam", "{run}"],
-        ["circuits", "{run}", "--head", "0.0"],
+        ["copying", "{run}", "--head", "0.0"],
         ["view", "{run}", "--prompt", "a b", "--out", "{tmp}/v.html"],
         ["report", "{run}", "--out", "{tmp}/r.html"],
         ["reproduce", "--out", "{tmp}/new"],
@@ -318,7 +318,7 @@ def test_json_to_devices_fifos_and_symlinks(capsys, tmp_path, tiny_run):
     import stat
     import threading
 
-    cmd = ("circuits", tiny_run, "--head", "0.0", "--json")
+    cmd = ("copying", tiny_run, "--head", "0.0", "--json")
     run_cli(capsys, *cmd, "/dev/full").one_line_error("/dev/full is full", code=1)
     assert run_cli(capsys, *cmd, "/dev/null").code == 0
     for dev in ("/dev/full", "/dev/null"):

@@ -62,13 +62,13 @@ def train_lines(draw):
 
 @pytest.fixture(scope="module")
 def places(tmp_path_factory):
-    from interp_toolkit.models.build import AttnOnlyConfig, build_model
+    from interp_toolkit.models.build import ModelConfig, build_model
     from interp_toolkit.runs.folder import save_run
     from interp_toolkit.text.codecs import EOT_ID, CompactVocab
 
     root = tmp_path_factory.mktemp("fuzz")
     codec = CompactVocab([EOT_ID, *range(1, 15)])
-    cfg = AttnOnlyConfig(n_layers=1, d_model=16, n_heads=2, d_head=8, n_ctx=16, d_vocab=16)
+    cfg = ModelConfig(n_layers=1, d_model=16, n_heads=2, d_head=8, n_ctx=16, d_vocab=16)
     save_run(root / "run", build_model(cfg), codec, cfg)
     (root / "file.txt").write_text("some text\n")
     (root / "dir").mkdir()

@@ -44,7 +44,7 @@ def test_version_prints_the_package_metadata_version(cli):
     [
         ("heads", "--n-seqs", "4", "--n-untrained", "2", "--untrained-rows", "4"),
         ("exam", "--prompt", " the cat the", "--target", " cat"),
-        ("circuits", "--head", "1.0", "--token", " cat"),
+        ("copying", "--head", "1.0", "--token", " cat"),
     ],
 )
 def test_json_dash_is_json_alone_on_stdout(cli, run, args):

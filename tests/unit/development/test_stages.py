@@ -286,7 +286,7 @@ def test_stages_command_on_a_tiny_run(tmp_path, tiny_cfg, tiny_model, capsys):
 
 @pytest.mark.slow  # trains a tiny model for 12 steps
 def test_training_keeps_the_default_schedule(tmp_path):
-    from interp_toolkit.models.build import AttnOnlyConfig
+    from interp_toolkit.models.build import ModelConfig
     from interp_toolkit.runs.folder import RunPaths
     from interp_toolkit.runs.targets import load_target
     from interp_toolkit.text.stream import DataConfig
@@ -296,7 +296,7 @@ def test_training_keeps_the_default_schedule(tmp_path):
     corpus.mkdir()
     for i in range(30):
         (corpus / f"m{i}.py").write_text(f"def f{i}(x, y):\n    return x * y + {i}\n" * 30)
-    model_cfg = AttnOnlyConfig(n_layers=2, d_model=32, n_heads=4, d_head=8, n_ctx=16, d_vocab=1)
+    model_cfg = ModelConfig(n_layers=2, d_model=32, n_heads=4, d_head=8, n_ctx=16, d_vocab=1)
     data_cfg = DataConfig(corpus=str(corpus), vocab_size=64, repeat_fraction=0.5)
     train_cfg = TrainSettings(steps=40, batch_size=8, log_every=2, score_every=20, snapshot_log=5)
     train_model(tmp_path / "run", model_cfg, data_cfg, train_cfg, progress=False)

@@ -225,12 +225,10 @@ def test_ties_fail_in_every_exam():
 def test_single_prompt_exam_ranks_ties_against_the_target():
     """A model whose logits are all equal (no unembedding) ranks every target last and passes
     no exam (ties counted for the target would rank it 0, a pass)."""
-    from interp_toolkit.models.build import AttnOnlyConfig, build_model
+    from interp_toolkit.models.build import ModelConfig, build_model
 
     codec = _codec()
-    cfg = AttnOnlyConfig(
-        n_layers=1, d_model=16, n_heads=2, d_head=8, n_ctx=32, d_vocab=codec.d_vocab
-    )
+    cfg = ModelConfig(n_layers=1, d_model=16, n_heads=2, d_head=8, n_ctx=32, d_vocab=codec.d_vocab)
     model = build_model(cfg, codec=codec)
     with torch.no_grad():
         model.unembed.original_component.weight.zero_()

@@ -17,7 +17,7 @@ from interp_toolkit.heads.discovery import classify, discover_heads, discovery_b
 from interp_toolkit.heads.options import DiscoveryOptions
 from interp_toolkit.heads.registry import SCORE_KINDS, SCORES
 from interp_toolkit.heads.scorer import HeadScores, head_scores, row_pairs, row_scores
-from interp_toolkit.models.build import AttnOnlyConfig, build_model, reinitialise
+from interp_toolkit.models.build import ModelConfig, build_model, reinitialise
 from interp_toolkit.stats import significance
 
 # ----------------------------------------------------------------------------- statistics
@@ -134,7 +134,7 @@ def test_row_scores_do_not_depend_on_chunking(tiny_model):
 
 # ----------------------------------------------------------------------------- untrained models
 
-TINY = AttnOnlyConfig(n_layers=2, d_model=32, n_heads=4, d_head=8, n_ctx=32, d_vocab=64, seed=0)
+TINY = ModelConfig(n_layers=2, d_model=32, n_heads=4, d_head=8, n_ctx=32, d_vocab=64, seed=0)
 
 
 def test_reinitialise_gives_the_model_of_that_seed():

@@ -18,7 +18,7 @@ from interp_toolkit.heads.options import DiscoveryOptions
 from interp_toolkit.heads.registry import SCORE_KINDS, HeadId, Stripe
 from interp_toolkit.heads.repeats import RepeatedTokens
 from interp_toolkit.heads.specificity import Pair, bh_reach, draws_for, sign_flip_p
-from interp_toolkit.models.build import AttnOnlyConfig, build_model
+from interp_toolkit.models.build import ModelConfig, build_model
 
 # ----------------------------------------------------------------------------- statistics
 
@@ -240,7 +240,7 @@ def make_prev_token_head_onehot(model, head: HeadId) -> None:
         Head(model, head).positional({1: 1.0}, 20.0)
 
 
-WIDE = AttnOnlyConfig(n_layers=8, d_model=96, n_heads=12, d_head=8, n_ctx=32, d_vocab=64, seed=0)
+WIDE = ModelConfig(n_layers=8, d_model=96, n_heads=12, d_head=8, n_ctx=32, d_vocab=64, seed=0)
 
 
 def _lone_head_model():

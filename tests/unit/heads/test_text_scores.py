@@ -22,7 +22,7 @@ from interp_toolkit.errors import UnknownTokensWarning, UserError
 from interp_toolkit.heads.registry import SCORE
 from interp_toolkit.heads.repeats import prompt_probe
 from interp_toolkit.heads.text_scorer import previous_occurrence, stripe_keys
-from interp_toolkit.models.build import AttnOnlyConfig, build_model
+from interp_toolkit.models.build import ModelConfig, build_model
 from interp_toolkit.text.tl_tokenizer import attach_tokenizer
 
 #: The leading "A" is another token than " A": no exact periodic repeat, six tokens recur.
@@ -85,7 +85,7 @@ def test_known_heads_score_as_planted_and_as_transformerlens_says(k_model):
 def test_random_heads_match_transformerlens_on_every_score():
     """Random weights (attention spread everywhere): each score is TransformerLens's "mul"
     similarity to its detection pattern, rescaled from all queries to the queries we read."""
-    cfg = AttnOnlyConfig(n_layers=2, d_model=64, n_heads=4, d_head=16, n_ctx=32, d_vocab=32, seed=3)
+    cfg = ModelConfig(n_layers=2, d_model=64, n_heads=4, d_head=16, n_ctx=32, d_vocab=32, seed=3)
     model = build_model(cfg, codec=letters_codec())
     s = scores_on(model, TEXT)
     tokens = model.to_tokens(TEXT)
@@ -107,7 +107,7 @@ def test_periodic_prompts_read_the_same_as_the_period_rule(k_model):
     """On [BOS] seg seg (no filler) the text rule reads the period rule's entries."""
     from interp_toolkit.heads.text_scorer import text_head_scores
 
-    cfg = AttnOnlyConfig(n_layers=2, d_model=64, n_heads=4, d_head=16, n_ctx=32, d_vocab=32, seed=5)
+    cfg = ModelConfig(n_layers=2, d_model=64, n_heads=4, d_head=16, n_ctx=32, d_vocab=32, seed=5)
     model = build_model(cfg, codec=letters_codec())
     text = " A B C D E F A B C D E F"
     tokens = model.to_tokens(text).cpu()
@@ -130,7 +130,7 @@ def test_text_without_a_repeated_token_has_nan_repeat_scores(k_model):
 def test_rows_of_another_period_or_no_period_are_read_as_text():
     """Batches the period rule refuses (rows of different periods, a span repeated only in
     part) are scored as text, token by token."""
-    cfg = AttnOnlyConfig(n_layers=1, d_model=32, n_heads=2, d_head=16, n_ctx=32, d_vocab=32, seed=1)
+    cfg = ModelConfig(n_layers=1, d_model=32, n_heads=2, d_head=16, n_ctx=32, d_vocab=32, seed=1)
     model = build_model(cfg, codec=letters_codec())
     rows = [[0, 3, 4, 3, 4, 9, 9], [0, 3, 4, 5, 3, 4, 5]]
     s = scores_on(model, rows)
@@ -145,7 +145,7 @@ def test_close_repeats_are_not_read_so_a_previous_token_head_is_no_induction_hea
 
     from interp_toolkit.heads.text_scorer import MIN_DISTANCE, text_head_scores
 
-    cfg = AttnOnlyConfig(n_layers=1, d_model=32, n_heads=4, d_head=8, n_ctx=32, d_vocab=64, seed=0)
+    cfg = ModelConfig(n_layers=1, d_model=32, n_heads=4, d_head=8, n_ctx=32, d_vocab=64, seed=0)
     model = build_model(cfg, codec=tiny_codec(64))
     make_prev_token_head(model, 0, 0)
     close = torch.tensor([[0, 5, 6, 5, 7, 8, 7, 9, 10, 9]])  # every repeat 2 back

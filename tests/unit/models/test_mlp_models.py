@@ -1,4 +1,4 @@
-"""Models with MLPs and LayerNorm (``AttnOnlyConfig(mlp=True, normalization="LN")``, ``train
+"""Models with MLPs and LayerNorm (``ModelConfig(mlp=True, normalization="LN")``, ``train
 --mlp``): the TransformerLens config, run folders (old ones still load), and every command on a
 tiny MLP run folder."""
 
@@ -11,14 +11,14 @@ import torch
 from analysis_helpers import tiny_codec
 from cli_helpers import run_main
 
-from interp_toolkit.models.build import AttnOnlyConfig, build_model, tl_config
+from interp_toolkit.models.build import ModelConfig, build_model, tl_config
 from interp_toolkit.runs.folder import load_run, save_run
 from interp_toolkit.training.presets import get_preset
 
 
 def _mlp_cfg(**kw):
     base = dict(n_layers=2, d_model=32, n_heads=4, d_head=8, n_ctx=32, d_vocab=64)
-    return AttnOnlyConfig(**{**base, "mlp": True, "d_mlp": 16, "normalization": "LN", **kw})
+    return ModelConfig(**{**base, "mlp": True, "d_mlp": 16, "normalization": "LN", **kw})
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ import pytest
 import torch
 from analysis_helpers import make_prev_token_head, tiny_codec
 
-from interp_toolkit.models.build import AttnOnlyConfig, build_model
+from interp_toolkit.models.build import ModelConfig, build_model
 from interp_toolkit.probing import probes
 from interp_toolkit.probing.data import feature_inputs, feature_labels
 from interp_toolkit.probing.lda import (
@@ -45,7 +45,7 @@ def test_the_point_estimate_is_inside_its_interval_with_rare_badly_predicted_lab
     in 8 dims, rare ones mostly unseen in training). Measured: balanced accuracy 0.280 over 72
     labels; stratified interval [0.269, 0.291], bootstrap mean 0.280; the row bootstrap gave
     [0.281, 0.392], mean 0.332: the point below its own interval."""
-    cfg = AttnOnlyConfig(n_layers=1, d_model=8, n_heads=2, d_head=4, n_ctx=16, d_vocab=256)
+    cfg = ModelConfig(n_layers=1, d_model=8, n_heads=2, d_head=4, n_ctx=16, d_vocab=256)
     model, tokens = build_model(cfg), _rare_tokens()
     row = probes.probe_layers(model, tokens, "token").row("embed")
     lo, hi = row.balanced_ci
@@ -110,7 +110,7 @@ def test_selectivity_compares_the_same_number_of_labels():
     labels at every boundary. For the identity feature the control is the task relabelled, so
     the probe does the same on both: selectivity 0. (Before, the control drew every value's
     label at random and held a fraction of the task's labels.)"""
-    cfg = AttnOnlyConfig(n_layers=2, d_model=32, n_heads=2, d_head=16, n_ctx=16, d_vocab=16)
+    cfg = ModelConfig(n_layers=2, d_model=32, n_heads=2, d_head=16, n_ctx=16, d_vocab=16)
     model = build_model(cfg)
     make_prev_token_head(model, 0, 0)
     tokens = torch.randint(0, 16, (200, 16), generator=torch.Generator().manual_seed(0))
@@ -124,6 +124,6 @@ def test_selectivity_compares_the_same_number_of_labels():
     train, _ = probes.split_rows(200, 0.2, seed=0)
     control = probes.control_labels(feature_inputs("prev_token", tokens), labels, train, 16, 0)
     assert len(control[labels >= 0].unique()) == len(labels[labels >= 0].unique())
-    mlp = AttnOnlyConfig(n_layers=1, d_model=32, n_heads=4, d_head=8, n_ctx=16, d_vocab=64)
+    mlp = ModelConfig(n_layers=1, d_model=32, n_heads=4, d_head=8, n_ctx=16, d_vocab=64)
     rep = probes.probe(build_model(mlp), tiny_codec(64), "in_repeat", n_seqs=40, model_cfg=mlp)
     assert {(r.n_test_classes, r.n_control_classes) for r in rep.rows} == {(2, 2)}

@@ -10,7 +10,7 @@ import torch
 from analysis_helpers import make_prev_token_head, tiny_codec
 from cli_helpers import run_main
 
-from interp_toolkit.models.build import AttnOnlyConfig, build_model
+from interp_toolkit.models.build import ModelConfig, build_model
 from interp_toolkit.probing import probes
 from interp_toolkit.probing.data import feature_inputs, varied_repeats
 from interp_toolkit.probing.lda import (
@@ -25,7 +25,7 @@ from interp_toolkit.probing.lda import (
 
 def _mlp_cfg(**kw):
     base = dict(n_layers=2, d_model=32, n_heads=4, d_head=8, n_ctx=16, d_vocab=64)
-    return AttnOnlyConfig(**{**base, "mlp": True, "d_mlp": 16, "normalization": "LN", **kw})
+    return ModelConfig(**{**base, "mlp": True, "d_mlp": 16, "normalization": "LN", **kw})
 
 
 def _random_rows(n, seq, vocab, seed=0):
@@ -139,7 +139,7 @@ def test_the_prev_token_control_is_not_readable_from_the_current_token():
     """At the embedding (which holds only the token at p and its position) the previous token is
     unreadable on random tokens, and so is its control g(t[p-1]): both at chance. A control built
     from the current token, g(t[p]), would be read off the embedding almost perfectly."""
-    cfg = AttnOnlyConfig(n_layers=1, d_model=32, n_heads=2, d_head=16, n_ctx=16, d_vocab=16)
+    cfg = ModelConfig(n_layers=1, d_model=32, n_heads=2, d_head=16, n_ctx=16, d_vocab=16)
     res = probes.probe_layers(build_model(cfg), _random_rows(200, 16, 16), "prev_token")
     embed = res.row("embed")
     assert embed.control_ci[0] < 3 * embed.chance and embed.balanced_ci[0] < 3 * embed.chance
@@ -148,7 +148,7 @@ def test_the_prev_token_control_is_not_readable_from_the_current_token():
 
 
 def test_prev_token_is_read_off_a_planted_previous_token_head_and_ablation_removes_it():
-    cfg = AttnOnlyConfig(n_layers=2, d_model=32, n_heads=2, d_head=16, n_ctx=16, d_vocab=16)
+    cfg = ModelConfig(n_layers=2, d_model=32, n_heads=2, d_head=16, n_ctx=16, d_vocab=16)
     tokens = _random_rows(200, 16, 16)
     plain = build_model(cfg)
     planted = build_model(cfg)

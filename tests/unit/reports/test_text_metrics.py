@@ -26,7 +26,7 @@ def _row(step: int, icl: float, drop: float, best: float | None) -> dict:
 
 
 def test_training_logs_the_text_measures_every_scoring(tmp_path):
-    from interp_toolkit.models.build import AttnOnlyConfig
+    from interp_toolkit.models.build import ModelConfig
     from interp_toolkit.text import stream as data
     from interp_toolkit.training import TrainSettings, train_model
 
@@ -35,7 +35,7 @@ def test_training_logs_the_text_measures_every_scoring(tmp_path):
     (tmp_path / "c.txt").write_text(text)
     res = train_model(
         tmp_path / "run",
-        AttnOnlyConfig(n_layers=2, d_model=16, n_heads=2, d_head=8, n_ctx=16, d_vocab=1),
+        ModelConfig(n_layers=2, d_model=16, n_heads=2, d_head=8, n_ctx=16, d_vocab=1),
         data.DataConfig(corpus=str(tmp_path / "c.txt"), vocab_size=32),
         TrainSettings(steps=4, batch_size=4, log_every=1, score_every=2, checkpoint_every=4),
         progress=False,

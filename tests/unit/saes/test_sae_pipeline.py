@@ -13,7 +13,7 @@ from analysis_helpers import tiny_codec
 from cli_helpers import run_main
 
 from interp_toolkit.errors import UserError
-from interp_toolkit.models.build import AttnOnlyConfig, build_model
+from interp_toolkit.models.build import ModelConfig, build_model
 from interp_toolkit.saes.activations import check_hook, hook_width, read_hook
 from interp_toolkit.saes.config import SAEConfig
 from interp_toolkit.saes.evaluate import evaluate_sae
@@ -23,7 +23,7 @@ from interp_toolkit.saes.sae import SparseAutoencoder
 
 def _mlp_cfg(**kw):
     base = dict(n_layers=2, d_model=32, n_heads=4, d_head=8, n_ctx=16, d_vocab=64, mlp=True)
-    return AttnOnlyConfig(**{**base, "d_mlp": 24, "normalization": "LN", **kw})
+    return ModelConfig(**{**base, "d_mlp": 24, "normalization": "LN", **kw})
 
 
 def _tokens(n=6, seq=16, seed=0):

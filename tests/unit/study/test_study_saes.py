@@ -10,7 +10,7 @@ import pytest
 from analysis_helpers import tiny_codec
 from findings_helpers import neurons
 
-from interp_toolkit.models.build import AttnOnlyConfig, build_model
+from interp_toolkit.models.build import ModelConfig, build_model
 from interp_toolkit.reports.layer_findings import _headline_evals
 
 
@@ -23,7 +23,7 @@ def mlp_run(tmp_path, monkeypatch):
     text.write_text("".join(f"{chr(97 + i % 26)}{i % 7} = [{i}, {i * 3}]\n" for i in range(3000)))
     settings = {"data": {"corpus": str(text), "val_fraction": 0.2, "repeat_fraction": 0.5}}
     base = dict(n_layers=1, d_model=32, n_heads=4, d_head=8, n_ctx=16, d_vocab=64, mlp=True)
-    cfg = AttnOnlyConfig(**{**base, "d_mlp": 24, "normalization": "LN"})
+    cfg = ModelConfig(**{**base, "d_mlp": 24, "normalization": "LN"})
     save_run(tmp_path / "run", build_model(cfg), tiny_codec(64), cfg, settings)
     return load_run(tmp_path / "run", device="cpu")
 

@@ -46,9 +46,9 @@ def test_the_codec_saves_and_loads(tmp_path):
 
 
 def test_a_bridge_with_the_byte_tokenizer_reads_bytes():
-    from interp_toolkit.models.build import AttnOnlyConfig, build_model
+    from interp_toolkit.models.build import ModelConfig, build_model
 
-    cfg = AttnOnlyConfig(n_layers=1, d_model=16, n_heads=2, d_head=8, n_ctx=16, d_vocab=256)
+    cfg = ModelConfig(n_layers=1, d_model=16, n_heads=2, d_head=8, n_ctx=16, d_vocab=256)
     model = build_model(cfg, codec=ByteCodec())
     assert model.to_str_tokens("def f") == ["<|endoftext|>", "d", "e", "f", " ", "f"]
     assert model.to_tokens("é").tolist() == [[0, 0xC3, 0xA9]]

@@ -135,7 +135,7 @@ def test_single_file_or_one_file_folder_holds_out_its_last_tokens(tmp_path):
 
 
 def test_a_2mb_single_file_corpus_trains(tmp_path):
-    from interp_toolkit.models.build import AttnOnlyConfig
+    from interp_toolkit.models.build import ModelConfig
     from interp_toolkit.training import TrainSettings, train_model
 
     words = np.array("alpha beta gamma delta import return self value for while\n".split(" "))
@@ -144,7 +144,7 @@ def test_a_2mb_single_file_corpus_trains(tmp_path):
     (tmp_path / "big.txt").write_text(text)
     res = train_model(
         tmp_path / "run",
-        AttnOnlyConfig(n_layers=1, d_model=16, n_heads=2, d_head=8, n_ctx=16, d_vocab=1),
+        ModelConfig(n_layers=1, d_model=16, n_heads=2, d_head=8, n_ctx=16, d_vocab=1),
         data.DataConfig(corpus=str(tmp_path / "big.txt"), vocab_size=32),
         TrainSettings(steps=2, batch_size=4, log_every=1, score_every=2, checkpoint_every=2),
         progress=False,

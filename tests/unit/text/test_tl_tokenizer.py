@@ -11,7 +11,7 @@ from transformer_lens import head_detector, utilities
 
 from interp_toolkit.heads.discovery import head_scores
 from interp_toolkit.heads.repeats import RepeatedTokens
-from interp_toolkit.models.build import AttnOnlyConfig, build_model
+from interp_toolkit.models.build import ModelConfig, build_model
 from interp_toolkit.runs.folder import load_run, save_run
 from interp_toolkit.text.codecs import ENDOFTEXT, EOT_ID, UNK, CompactVocab, GPT2Codec
 from interp_toolkit.text.tl_tokenizer import attach_tokenizer, make_tokenizer
@@ -131,8 +131,8 @@ def test_special_tokens_and_vocabulary(codec):
     assert tok("a" + ENDOFTEXT, add_special_tokens=False)["input_ids"][-1] == codec.bos_id
 
 
-def _tiny(d_vocab: int = 64, n_ctx: int = 32, seed: int = 0) -> AttnOnlyConfig:
-    return AttnOnlyConfig(
+def _tiny(d_vocab: int = 64, n_ctx: int = 32, seed: int = 0) -> ModelConfig:
+    return ModelConfig(
         n_layers=2, d_model=32, n_heads=4, d_head=8, n_ctx=n_ctx, d_vocab=d_vocab, seed=seed
     )
 

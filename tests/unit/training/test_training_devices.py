@@ -7,7 +7,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from interp_toolkit.models.build import AttnOnlyConfig
+from interp_toolkit.models.build import ModelConfig
 from interp_toolkit.runs.folder import RunPaths, load_run, read_metrics
 from interp_toolkit.text.stream import DataConfig
 from interp_toolkit.training import TrainSettings, train_model
@@ -17,9 +17,7 @@ def _tiny(tmp_path, n_layers=1):
     corpus = tmp_path / "corpus.txt"
     if not corpus.exists():
         corpus.write_text("def f(x, y):\n    return x * y + 1\n" * 200)
-    model_cfg = AttnOnlyConfig(
-        n_layers=n_layers, d_model=16, n_heads=2, d_head=8, n_ctx=16, d_vocab=1
-    )
+    model_cfg = ModelConfig(n_layers=n_layers, d_model=16, n_heads=2, d_head=8, n_ctx=16, d_vocab=1)
     return model_cfg, DataConfig(corpus=str(corpus), vocab_size=32, repeat_fraction=0.5)
 
 

@@ -11,13 +11,13 @@ import torch
 from analysis_helpers import tiny_codec
 from cli_helpers import run_main
 
-from interp_toolkit.models.build import AttnOnlyConfig, build_model
+from interp_toolkit.models.build import ModelConfig, build_model
 from interp_toolkit.units import neurons
 
 
 def _mlp_cfg(**kw):
     base = dict(n_layers=2, d_model=32, n_heads=4, d_head=8, n_ctx=16, d_vocab=64, mlp=True)
-    return AttnOnlyConfig(**{**base, "d_mlp": 24, "normalization": "LN", **kw})
+    return ModelConfig(**{**base, "d_mlp": 24, "normalization": "LN", **kw})
 
 
 def _clustered_embeddings() -> torch.Tensor:
