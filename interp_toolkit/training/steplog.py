@@ -1,6 +1,6 @@
 """``StepLog``: the bookkeeping after every optimizer step of :func:`~.trainer.train_model`
-(metrics, head scores, snapshots, checkpoints, the progress bar, callbacks, stop signals and the
-early stop after induction), and ``StepInfo``, what callbacks see."""
+(metrics, head scores, snapshots, checkpoints, the progress bar, callbacks and stop signals),
+``InductionStop``, the early-stop rule it asks, and ``StepInfo``, what callbacks see."""
 
 from __future__ import annotations
 
@@ -38,6 +38,33 @@ from interp_toolkit.training.settings import TrainSettings
 
 
 @dataclass
+class InductionStop:
+    """The early stop after induction: due once the strongest induction head's score (the one
+    owner: :func:`~interp_toolkit.heads.induction.best_induction_score`) has stayed above
+    ``stop_score`` for ``wait`` steps (every scoring since the first above it). ``stop_score``
+    None: never due."""
+
+    stop_score: float | None
+    wait: int
+    above_since: int | None = None  # first step of the current streak above stop_score
+
+    @classmethod
+    def of(cls, cfg: TrainSettings) -> InductionStop:
+        return cls(cfg.stop_score, cfg.score_every if cfg.stop_after is None else cfg.stop_after)
+
+    def track(self, step: int, induction: list[list[float]]) -> None:
+        """Read one scoring's induction grid (``[layer][head]``) at ``step``."""
+        best = best_induction_score(induction)
+        if best <= (self.stop_score or math.inf):
+            self.above_since = None
+        elif self.above_since is None:
+            self.above_since = step
+
+    def due(self, step: int) -> bool:
+        return self.above_since is not None and step - self.above_since >= self.wait
+
+
+@dataclass
 class StepInfo:
     """What callbacks see after each optimizer step. ``loss_tensor``: the step's loss on the
     training device (under torchrun, this process's rows); reading :attr:`loss` makes the host wait
@@ -59,9 +86,8 @@ class StepLog:
     """The bookkeeping after every optimizer step: metrics.jsonl (with head scores and held-out
     loss every ``score_every`` steps), snapshots, checkpoints (after step 1, every
     ``checkpoint_every`` steps, at the end, and when a stop signal came), the progress bar,
-    callbacks, the stop a signal asked for, and the early stop once the strongest induction head's
-    score has stayed above ``stop_score`` for ``stop_after`` steps (every scoring since the first
-    above it; a resumed run re-reads them).
+    callbacks, the stop a signal asked for, and the early stop that :class:`InductionStop` rules
+    on (a resumed run re-reads its scorings).
 
     The loss is read from the device only on logged steps (the mean over the processes under
     torchrun). Under torchrun every process keeps count and runs the callbacks; rank 0 alone
@@ -91,13 +117,13 @@ class StepLog:
         self.score_batch = default_probe(
             codec, int(model.cfg.n_ctx), n_seqs=32, seed=derive(cfg.seed, "training_scores")
         )
-        self.above_since: int | None = None  # first step of the current streak above stop_score
+        self.early_stop = InductionStop.of(cfg)
         # The first step whose loss was not finite (0: none yet), kept on the device: checking
         # it costs no host sync between the steps that read the loss anyway (see __call__).
         self.bad_loss_step = torch.zeros((), dtype=torch.long, device=self.device)
         for row in read_metrics(paths.root) if cluster.is_main else ():  # a resumed run's scorings
             if (key := logged_induction_key(row)) is not None:
-                self._track(int(row["step"]), row[key])
+                self.early_stop.track(int(row["step"]), row[key])
         self.t0 = time.perf_counter()
         self.metrics = MetricsLog(paths) if cluster.is_main else None
         self.bar = progress_bar(
@@ -148,7 +174,7 @@ class StepLog:
         if scored and main:
             assert row is not None
             scores = self._scores_and_val_loss(row)
-            self._track(step, scores[logged_induction_key(scores) or "induction"])
+            self.early_stop.track(step, scores[logged_induction_key(scores) or "induction"])
         if row is not None and self.metrics is not None:
             self.metrics.write(row)
             self.bar.set_postfix(
@@ -156,8 +182,7 @@ class StepLog:
             )
         if snapshot and main:
             save_weights(self.model, self.paths.snapshot(step))
-        wait = cfg.score_every if cfg.stop_after is None else cfg.stop_after
-        stop = self.above_since is not None and step - self.above_since >= wait  # rank 0 only
+        stop = self.early_stop.due(step)  # rank 0 only
         signalled = self.signals.signum is not None and step < end  # the last step just finishes
         if self.cluster.active:  # every process stops at the same step
             stop, signalled = (
@@ -225,15 +250,6 @@ class StepLog:
             f"training diverged: {what} (lr {lr:g}); the run stops here and {keep}: train it "
             "again with --restart and a lower lr (or max_grad_norm, warmup_steps)."
         )
-
-    def _track(self, step: int, induction: list[list[float]]) -> None:
-        """Follow the streak of scorings whose strongest induction head's score (the one owner:
-        :func:`~interp_toolkit.heads.induction.best_induction_score`) > ``stop_score``."""
-        best = best_induction_score(induction)
-        if best <= (self.cfg.stop_score or math.inf):
-            self.above_since = None
-        elif self.above_since is None:
-            self.above_since = step
 
     def _scores_and_val_loss(self, row: dict[str, Any]) -> dict[str, list[list[float]]]:
         """Score the heads on the synthetic probe, and the held-out loss with the text measures

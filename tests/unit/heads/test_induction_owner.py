@@ -4,8 +4,6 @@ name the same one."""
 
 from __future__ import annotations
 
-import types
-
 import pytest
 import torch
 from planting import letters_codec
@@ -21,7 +19,7 @@ from interp_toolkit.heads.induction import (
 from interp_toolkit.heads.registry import HeadId, top_head
 from interp_toolkit.heads.repeats import default_probe
 from interp_toolkit.training.metrics import score_grids
-from interp_toolkit.training.steplog import StepLog
+from interp_toolkit.training.steplog import InductionStop
 
 WANT = HeadId(1, 1)
 
@@ -50,9 +48,11 @@ def test_the_stop_rule_watches_the_one_head(row):
     assert best_induction_score(row["induction_vw"]) == pytest.approx(0.75, abs=1e-3)
     # 0.7 lies between the old rule's value (plain 0.6 of 1.0) and the one rule's (0.75 of 1.1)
     assert first_induction_step([row], 0.7) == 50
-    log = types.SimpleNamespace(cfg=types.SimpleNamespace(stop_score=0.7), above_since=None)
-    StepLog._track(log, 50, row[logged_induction_key(row)])
-    assert log.above_since == 50
+    stop = InductionStop(stop_score=0.7, wait=100)
+    stop.track(50, row[logged_induction_key(row)])
+    assert stop.above_since == 50 and not stop.due(149) and stop.due(150)
+    stop.track(200, [[0.0], [0.69]])  # a scoring at or below the score ends the streak
+    assert stop.above_since is None and not stop.due(400)
     old = {k: v for k, v in row.items() if k != "induction_vw"}  # a run logged before
     assert logged_induction_key(old) == "induction" and first_induction_step([old], 0.7) is None
 
