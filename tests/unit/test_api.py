@@ -137,6 +137,19 @@ def test_train_exist_ok_load_loads_the_same_run(tmp_path):
         train(out, colour="red")
 
 
+def test_train_derives_the_head_width_from_d_model_as_the_cli_does(tmp_path):
+    """``train(d_model=...)`` without ``d_head`` keeps the preset's heads (``d_head = d_model /
+    n_heads``), as ``train --d-model`` does; a width the heads do not divide is one line."""
+    run = train(
+        tmp_path / "run", layers=1, steps=1, d_model=64, n_ctx=16, vocab_size=32, batch_size=2,
+        corpus=_text_corpus(tmp_path), progress=False,
+    )  # fmt: skip
+    cfg = run.model.cfg
+    assert (cfg.d_model, cfg.n_heads * cfg.d_head) == (64, 64)
+    with pytest.raises(UserError, match="cannot work with"):
+        train(tmp_path / "odd", layers=1, steps=1, d_model=66, progress=False)
+
+
 def test_version_and_exports_are_single_sourced_and_light():
     assert interp_toolkit.__version__ == metadata.version("interp-toolkit")
     import interp_toolkit.api as api
