@@ -31,8 +31,9 @@ def reproduce_cmd(
     steps: int | None = typer.Option(
         None,
         "--steps",
-        help="Train every depth exactly this many steps (default: each 2+-layer model until "
-        "200 steps after its induction head forms, the 1-layer control as long as the longest).",
+        help="Train every depth exactly this many steps (default: each 2+-layer model until its "
+        "induction score has stayed past the floor for its preset's steps after induction, "
+        "docs/recipes.md §4; the 1-layer control as long as the longest).",
     ),
     corpus: str | None = typer.Option(None, "--corpus", help="stdlib (default) | PATH | hf:NAME."),
     workers: int = typer.Option(

@@ -24,7 +24,8 @@ class StudyConfig:
     layers: tuple[int, ...] | None = None  # None: each setting's own depths (SETTINGS)
     seed: int = 0
     steps: int | None = None  # train exactly this many steps (default: stop after induction)
-    after_induction: int = 200  # steps a 2+-layer model trains once induction has formed
+    # steps a 2+-layer model trains once induction has formed (None: its preset's after_induction)
+    after_induction: int | None = None
     threads: int = 1  # torch threads per training run (2 threads on 2 shared cores are slower)
     workers: int = (
         2  # runs trained at once on the CPU, in separate processes (a GPU: one at a time)
@@ -71,8 +72,9 @@ def study_runs(cfg: StudyConfig) -> list[StudyRun]:
 
 def stops_on_induction(preset: str) -> bool:
     """Whether a study trains this preset's 2+-layer models only until induction has formed
-    (the curriculum), or every depth for the preset's fixed number of steps (natural text:
-    the 1-layer control then trains as long from the start, beside it)."""
+    (the curriculum and the byte text preset: ``after_induction`` steps past the floor), or every
+    depth for the preset's fixed number of steps (``text-bpe``, which forms none: the 1-layer
+    control then trains as long from the start, beside it)."""
     return get_preset(preset, 2).stops_on_induction
 
 
@@ -93,7 +95,9 @@ def depth_preset(cfg: StudyConfig, run: StudyRun, control_steps: int | None = No
         return preset
     if run.n_layers > 1:
         return with_overrides(
-            preset, stop_score=THRESHOLDS.induction, stop_after=cfg.after_induction
+            preset,
+            stop_score=THRESHOLDS.induction,
+            stop_after=cfg.after_induction or preset.after_induction,
         )
     return with_overrides(preset, steps=control_steps)
 

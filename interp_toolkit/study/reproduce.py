@@ -1,10 +1,11 @@
 """The study in one call: both settings (natural text, the curriculum), every depth, examined.
 
 :func:`reproduce` trains each model on the embedded corpus with its preset's documented recipe:
-by default the natural-text pair (``text``: 1 and 2 layers on plain text read as bytes, each the
-preset's fixed number of steps) beside the curriculum's four depths (``cpu``: 1, 2, 3 and 8
-layers, each 2+-layer model only until its induction score has stayed past the floor for
-``StudyConfig.after_induction`` steps, and the 1-layer control as long as the longest of them).
+the natural-text pair (``text``: 1 and 2 layers on plain text read as bytes) beside the
+curriculum's four depths (``cpu``: 1, 2, 3 and 8 layers); in each setting every 2+-layer model
+trains only until its induction score has stayed past the floor for its preset's
+``after_induction`` steps (``StudyConfig.after_induction`` overrides it), and the 1-layer control
+as long as the longest of them.
 ``preset`` picks one setting alone.
 With ``mlp``, the 1- and 2-layer models get MLP twins (the same recipe on the GPT-2 block). It
 writes samples, exam results, the head table (every head's scores tested against their own null
@@ -84,7 +85,7 @@ from interp_toolkit.study.plan import (  # noqa: F401  (StudyConfig and SETTINGS
     study_runs,
     study_settings,
 )
-from interp_toolkit.training.presets import LAYER_CHOICES, PRESETS
+from interp_toolkit.training.presets import LAYER_CHOICES, PRESETS, Preset
 from interp_toolkit.views.page import Section, render_report, text
 from interp_toolkit.weights.circuits import copying_table
 
@@ -238,6 +239,12 @@ def measure_run(run: Run, cfg: StudyConfig, *, mlp: bool) -> RunMeasurements:
     )
 
 
+def _budget(preset: Preset) -> int:
+    """A run's most work: tokens x layers over its step budget (what orders the jobs)."""
+    t, m = preset.train, preset.model
+    return t.steps * t.batch_size * m.n_ctx * m.n_layers
+
+
 def _train_and_measure(
     cfg: StudyConfig, out: Path, runs: Sequence[StudyRun]
 ) -> dict[str, RunMeasurements]:
@@ -251,7 +258,7 @@ def _train_and_measure(
             for r in runs
             if r.n_layers > 1 or cfg.steps is not None or not stops_on_induction(r.preset)
         ),
-        key=lambda r: (stops_on_induction(r.preset), not r.mlp, -r.n_layers),
+        key=lambda r: (not r.mlp, -_budget(depth_preset(cfg, r))),  # the longest jobs first
     )
     train_runs([(out / r.name, depth_preset(cfg, r)) for r in known], cfg.workers, cfg.device)
     controls = [r for r in runs if r not in known]

@@ -92,7 +92,7 @@ def test_every_command_runs_on_an_mlp_run(mlp_run, tmp_path, capsys):
     assert result["prob"] == pytest.approx(float(probs[target]), abs=1e-5)
     assert result["rank"] == int((probs > probs[target]).sum())
     circ = tmp_path / "circ.json"
-    assert run_main(["circuits", run, "--head", "1.2", "--token", "!", "--json", str(circ)]) == 0
+    assert run_main(["copying", run, "--head", "1.2", "--token", "!", "--json", str(circ)]) == 0
     assert json.loads(circ.read_text())["head"] == "1.2"
     view = tmp_path / "view.html"
     assert run_main(["view", run, "--prompt", "1,2,1,2", "--out", str(view)]) == 0

@@ -106,7 +106,7 @@ def test_a_missing_head_on_a_one_layer_model_suggests_one_that_exists(tmp_path, 
     codec = CompactVocab([EOT_ID, *range(1, 31)])
     cfg = ModelConfig(n_layers=1, d_model=16, n_heads=2, d_head=8, n_ctx=16, d_vocab=32)
     run = save_run(tmp_path / "one", build_model(cfg), codec, cfg)
-    code, err = run_cli(capsys, "circuits", run, "--head", "1.0")
+    code, err = run_cli(capsys, "copying", run, "--head", "1.0")
     assert code == 2 and "does not exist" in err and "e.g. 0.0" in err and "e.g. 1.0" not in err
 
 

@@ -160,8 +160,9 @@ def test_controls_train_in_workers_while_the_block_runs(tmp_path, monkeypatch):
 
 
 def test_both_settings_train_the_text_pair_first_and_each_control_follows_its_own(tmp_path):
-    """`reproduce --preset all`: the natural-text pair (fixed length, both known from the start)
-    beside the curriculum's depths; a curriculum control follows only curriculum runs."""
+    """`reproduce --preset all`: the natural-text pair beside the curriculum's depths; each
+    2+-layer model stops its own preset's steps past the floor, and each 1-layer control
+    follows only the runs of its setting."""
     import json
 
     from interp_toolkit.study.reproduce import (
@@ -176,11 +177,18 @@ def test_both_settings_train_the_text_pair_first_and_each_control_follows_its_ow
     runs = study_runs(cfg)
     assert [r.name for r in runs] == ["text-1l", "text-2l", "cpu-1l", "cpu-2l", "cpu-3l", "cpu-8l"]
     text1, text2, cpu1 = runs[0], runs[1], runs[2]
-    assert depth_preset(cfg, text1).train.steps == depth_preset(cfg, text2).train.steps
-    assert depth_preset(cfg, text2).train.stop_score is None  # natural text: fixed length
-    assert depth_preset(cfg, runs[3]).train.stop_score == 0.4  # curriculum: stop rule
+    from interp_toolkit.stats.thresholds import THRESHOLDS
+    from interp_toolkit.training.presets import TEXT_AFTER_INDUCTION
+
+    # both settings stop past the floor, each after its own preset's steps after induction
+    text = depth_preset(cfg, text2).train
+    assert (text.stop_score, text.stop_after) == (THRESHOLDS.induction, TEXT_AFTER_INDUCTION)
+    cpu = depth_preset(cfg, runs[3]).train
+    assert (cpu.stop_score, cpu.stop_after) == (THRESHOLDS.induction, 200)
+    assert depth_preset(StudyConfig(after_induction=50), text2).train.stop_after == 50
     assert depth_preset(cfg, text1).data.codec == "bytes"
     (tmp_path / "text-2l").mkdir()
     (tmp_path / "text-2l" / "metrics.jsonl").write_text(json.dumps({"step": 9000}) + "\n")
     assert control_steps(tmp_path, runs, cpu1) is None  # the text run is not its kind
+    assert depth_preset(cfg, text1, control_steps(tmp_path, runs, text1)).train.steps == 9000
     assert study_settings(StudyConfig(out=tmp_path)) == [("cpu", (1, 2, 3, 8))]

@@ -153,12 +153,12 @@ def test_circuits_command_says_empty_for_an_empty_ov_circuit(tmp_path, codec, ca
 
     run = save_run(tmp_path / "control", control_model("k"), codec, CFG)
     out = tmp_path / "c.json"
-    code, stdout = _cli(["circuits", str(run), "--head", "0.0", "--json", str(out)], capsys)
+    code, stdout = _cli(["copying", str(run), "--head", "0.0", "--json", str(out)], capsys)
     assert code == 0
     data = json.loads(out.read_text())
     assert data["copying_score"] is None and data["copying_note"].startswith("empty OV circuit")
     assert "copying score: empty OV circuit" in " ".join(stdout.split())
-    code, stdout = _cli(["circuits", str(run), "--head", "1.0", "--json", str(out)], capsys)
+    code, stdout = _cli(["copying", str(run), "--head", "1.0", "--json", str(out)], capsys)
     data = json.loads(out.read_text())
     assert code == 0 and data["copying_note"] is None and "empty" not in stdout
     assert data["copying_score"] == pytest.approx(1.0, abs=1e-6) and data["top1_accuracy"] == 1.0
