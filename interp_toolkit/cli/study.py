@@ -16,11 +16,11 @@ def reproduce_cmd(
         Path("study"), "--out", help="Study folder (new, empty, or an earlier study to reuse)."
     ),
     preset: str = typer.Option(
-        "cpu",
+        "all",
         "--preset",
-        help="cpu (the curriculum: minutes on a CPU), text (natural text read as bytes), "
-        "text-bpe, seed (GPU scale), or all (natural text's 1 and 2 layers beside the "
-        "curriculum's depths, one page).",
+        help="all (the default: natural text's 1 and 2 layers beside the curriculum's depths, "
+        "one page), cpu (the curriculum alone: minutes on a CPU), text (natural text read as "
+        "bytes alone), text-bpe, or seed (GPU scale).",
     ),
     layers: str | None = typer.Option(
         None,
@@ -50,8 +50,8 @@ def reproduce_cmd(
     ),
     device: str = device_option(),
 ) -> None:
-    """Train 1, 2, 3 and 8 layers (or both settings, --preset all) and write the side-by-side
-    study report (DIR/index.html)."""
+    """Train natural text's 1 and 2 layers and the curriculum's 1, 2, 3 and 8 (or one setting,
+    --preset) and write the side-by-side study report (DIR/index.html)."""
     from interp_toolkit.study.reproduce import StudyConfig, parse_layers, reproduce, summary_lines
 
     check_device(device)

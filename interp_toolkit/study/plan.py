@@ -18,9 +18,9 @@ class StudyConfig:
     """What ``interp-toolkit reproduce`` runs."""
 
     out: Path = Path("study")
-    # None: both settings (SETTINGS), natural text first (`reproduce --preset all`); the default
-    # stays the curriculum until the byte recipe grows induction for every seed (docs/recipes.md)
-    preset: str | None = "cpu"
+    # None (the default, `reproduce --preset all`): both settings (SETTINGS), natural text first;
+    # a preset's name: that setting alone
+    preset: str | None = None
     layers: tuple[int, ...] | None = None  # None: each setting's own depths (SETTINGS)
     seed: int = 0
     steps: int | None = None  # train exactly this many steps (default: stop after induction)

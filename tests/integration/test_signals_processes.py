@@ -73,7 +73,7 @@ def test_sigterm_in_a_studys_analyses_leaves_it_stopped_not_running(tmp_path):
     """``reproduce`` got SIGTERM while analysing: it used to exit 143 without a word and leave
     ``study.json`` saying ``running``."""
     out = tmp_path / "study"
-    proc = start("reproduce", "--out", out, "--layers", 1, "--steps", 3, "--workers", 1,
+    proc = start("reproduce", "--out", out, "--preset", "cpu", "--layers", 1, "--steps", 3, "--workers", 1,
                  fault="analysis:TERM")  # fmt: skip
     code, err = finish(proc)
     last = err.splitlines()[-1]
@@ -113,7 +113,10 @@ def test_workers_die_with_their_parent_even_after_kill_9(tmp_path):
     alive 20 minutes later): now each gets SIGTERM when its parent dies, saves its checkpoint
     and exits within seconds."""
     out = tmp_path / "study"
-    parent = start("reproduce", "--out", out, "--layers", "1,2", "--steps", 200_000, "--workers", 2)
+    parent = start(
+        "reproduce", "--out", out, "--preset", "cpu", "--layers", "1,2", "--steps", 200_000,
+        "--workers", 2,
+    )  # fmt: skip
     workers = []
     try:
         for _ in range(3000):  # until both workers are training (their first checkpoint)

@@ -14,7 +14,9 @@ def test_reproduce_end_to_end_and_reuse(tmp_path, capsys):
     out = tmp_path / "study"
     # --steps fixes every run's length: all five (three depths, two MLP twins) train at once,
     # two worker processes
-    cfg = StudyConfig(out=out, layers=(1, 2, 3), steps=12, sample_tokens=8, workers=2, mlp=True)
+    cfg = StudyConfig(
+        out=out, preset="cpu", layers=(1, 2, 3), steps=12, sample_tokens=8, workers=2, mlp=True
+    )
     result = reproduce(cfg)
     assert result.index.is_file()
     # every run is analysed once (a comprehension once re-ran the whole study per run)

@@ -287,7 +287,9 @@ def test_reproduce_with_another_seed_does_not_reuse_a_run(tmp_path, capsys, tiny
     study = _study_with_a_seed_0_run(tmp_path, tiny_cfg)
     monkeypatch.setattr("interp_toolkit.study.folder.train_model", _no_training)
     before = (study / "cpu-1l" / "config.json").read_text()
-    code, err = run_cli(capsys, "reproduce", "--out", study, "--layers", "1", "--seed", "5")
+    code, err = run_cli(
+        capsys, "reproduce", "--out", study, "--preset", "cpu", "--layers", "1", "--seed", "5"
+    )
     assert code == 2 and "seed=0 (asked 5)" in err and "cpu-1l" in err
     assert (study / "cpu-1l" / "config.json").read_text() == before  # nothing deleted
     assert json.loads((study / "study.json").read_text())["status"] == "done"

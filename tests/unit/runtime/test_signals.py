@@ -148,7 +148,9 @@ def test_an_interrupted_study_says_stopped_and_what_finished(capsys, monkeypatch
         _send(signum)()
 
     monkeypatch.setattr("interp_toolkit.study.reproduce._train_and_measure", midway)
-    code, _, err = run_cli(capsys, "reproduce", "--out", out, "--layers", "1,2,3", "--workers", 1)
+    code, _, err = run_cli(
+        capsys, "reproduce", "--out", out, "--preset", "cpu", "--layers", "1,2,3", "--workers", 1
+    )
     name = signal.Signals(signum).name
     assert code == 128 + signum, err
     line = one_line(err)

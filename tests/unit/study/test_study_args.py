@@ -70,7 +70,7 @@ def test_mlp_twins_and_how_long_each_control_trains(tmp_path):
 
     from interp_toolkit.study.reproduce import StudyRun, control_steps, depth_preset, study_runs
 
-    cfg = StudyConfig(out=tmp_path, layers=(1, 2, 8), mlp=True)
+    cfg = StudyConfig(out=tmp_path, preset="cpu", layers=(1, 2, 8), mlp=True)
     runs = study_runs(cfg)
     assert [(r.name, r.n_layers, r.mlp) for r in runs] == [
         ("cpu-1l", 1, False),
@@ -82,7 +82,7 @@ def test_mlp_twins_and_how_long_each_control_trains(tmp_path):
     twin, plain = depth_preset(cfg, runs[4]), depth_preset(cfg, runs[1])
     assert twin.model.mlp and not plain.model.mlp and twin.data == plain.data
     assert twin.train == plain.train and twin.train.stop_score == 0.4
-    assert not study_runs(StudyConfig(layers=(1, 2)))[-1].mlp  # no --mlp: no twins
+    assert not study_runs(StudyConfig(preset="cpu", layers=(1, 2)))[-1].mlp  # no --mlp: no twins
     assert control_steps(tmp_path, runs, runs[0]) is None  # nothing trained yet
 
     def trained(name, step):
@@ -191,4 +191,5 @@ def test_both_settings_train_the_text_pair_first_and_each_control_follows_its_ow
     (tmp_path / "text-2l" / "metrics.jsonl").write_text(json.dumps({"step": 9000}) + "\n")
     assert control_steps(tmp_path, runs, cpu1) is None  # the text run is not its kind
     assert depth_preset(cfg, text1, control_steps(tmp_path, runs, text1)).train.steps == 9000
-    assert study_settings(StudyConfig(out=tmp_path)) == [("cpu", (1, 2, 3, 8))]
+    assert study_settings(StudyConfig(out=tmp_path)) == study_settings(cfg)  # the default
+    assert study_settings(StudyConfig(out=tmp_path, preset="cpu")) == [("cpu", (1, 2, 3, 8))]
