@@ -16,7 +16,7 @@ training time to that step (the run's own clock, scoring included).
 
     python benchmarks/text_seeds.py [--seeds 0,1,2,3,4] [--window 3000] [--out DIR] [--max-steps N]
                                     [--json PATH]
-    python benchmarks/text_seeds.py --merge results/text_seeds_s0.json results/text_seeds_s1.json ...
+    python benchmarks/text_seeds.py --merge A.json B.json ...   (per-seed or per-batch runs)
 
 (``--merge``: one table and summary from per-seed runs, each run on its own, written to
 benchmarks/results/text_seeds.json.)
