@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # seeds soft at the floor: train past it, run heads at every kept 1000-step snapshot
-cd /work/main
+cd "$(dirname "$0")/../../../.." || exit 1  # the repository root
 B=.venv/bin/interp-toolkit
 for spec in "0 13000 8000" "3 18000 14000" "2 20000 16000"; do
   set -- $spec; s=$1; n=$2; f=$3
