@@ -239,7 +239,7 @@ def ablated_metrics(
                     model,
                     graph,
                     tokens,
-                    add=ablation_adder(stacked, replacement.repeat(1, n, 1, 1)),
+                    add=ablation_adder(stacked, replacement),
                     w_o=w_o,
                 )
                 value = part.metric.rows(torch.arange(b).repeat(n))(logits).float().cpu()

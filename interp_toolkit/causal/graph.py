@@ -296,23 +296,68 @@ def ablation_adder(
 ) -> Adder:
     """Replace every dropped edge's writer output by ``replacement`` in its reader's input alone.
     The forward's rows are ``replicas`` copies of the prompts, replica ``i`` dropping
-    ``drops[i]`` (per position when it has a position axis); ``replacement`` holds the rows."""
+    ``drops[i]`` (per position when it has a position axis); ``replacement`` holds one replica's
+    rows (the same for every replica).
+
+    Each reader group sums ``replacement - output`` over the writers it drops. When a group drops
+    more writers than it keeps (a circuit: every edge but a few), that sum is the sum over all
+    its writers (running sums, one pass per forward) less the sum over the kept ones; either way
+    only the writers that matter are stacked. Same numbers up to float summation order."""
     n = drops.shape[0]
+    repl_sums = torch.cumsum(replacement, 0)  # [writer, rows, pos, d]: sums of the first k + 1
+    live_sum: list[Any] = [0, None]  # writers summed so far in this forward, their sum
+    stacked: list[Any] = [None, None]  # the last outputs stacked: (writers, which), the stack
+
+    def total(live: list[Tensor], w: int) -> Tensor:
+        """sum over the first ``w`` writers of replacement - output: [replica, rows, pos, d]."""
+        done, acc = live_sum
+        for t in live[done:w]:
+            acc = t.clone() if acc is None else acc.add_(t)
+        live_sum[0], live_sum[1] = w, acc
+        rows, pos, dm = acc.shape
+        return repl_sums[w - 1].to(acc.device)[None] - acc.view(n, rows // n, pos, dm)
+
+    def contract(mask: Tensor, idx: list[int], live: list[Tensor], per_head: bool) -> Tensor:
+        """sum over writers ``idx`` of mask x (replacement - output): [replica, rows, pos, (h,)
+        d]. A matrix product per replica over the stacked outputs (no [writer, ...] difference
+        is built); a per-position mask takes an einsum."""
+        rows, pos, dm = live[0].shape
+        b, device = rows // n, live[0].device
+        mask = mask.to(live[0].dtype).to(device)
+        if not per_head:
+            mask = mask[:, :, :1]  # one reader: the logits or an MLP
+        repl = replacement[idx].to(device)  # [a, rows, pos, d]
+        if mask.ndim == 4:  # [replica, writer, head, pos]
+            diff = repl[:, None] - torch.stack([live[i] for i in idx]).view(len(idx), n, b, pos, dm)
+            out = torch.einsum("anbpd,nahp->nbphd", diff, mask)
+            return out if per_head else out[:, :, :, 0]
+        key = (len(live), tuple(idx))  # a layer's Q, K and V groups stack the same outputs
+        if stacked[0] != key:
+            stacked[:] = [key, torch.stack([live[i].view(n, b * pos * dm) for i in idx], dim=1)]
+        outs = stacked[1]  # [n, a, bpd]; out: [n, h, bpd]
+        weights = mask.transpose(1, 2)  # [replica, head, writer]
+        out = torch.baddbmm(weights @ repl.view(len(idx), -1), weights, outs, alpha=-1)
+        if per_head:
+            return out.view(n, -1, b, pos, dm).permute(0, 2, 3, 1, 4)
+        return out.view(n, b, pos, dm)
 
     def add(group: ReaderGroup, live: list[Tensor]) -> Tensor | None:
         w = group.n_writers
-        d = drops[:, :w][:, :, list(group.readers)]
+        d = drops[:, :w][:, :, list(group.readers)]  # [replica, writer, reader(, pos)]
         if not bool(d.any()):
             return None
-        diff = replacement[:w].to(live[0].device) - torch.stack(live)  # [w, rows, pos, d]
-        rows, pos, dm = diff.shape[1:]
-        diff = diff.view(w, n, rows // n, pos, dm)
-        d = d.to(diff.dtype).to(diff.device)
-        if group.per_head:
-            spec = "wnbpd,nwh->nbphd" if d.ndim == 3 else "wnbpd,nwhp->nbphd"
-            return torch.einsum(spec, diff, d).reshape(rows, pos, -1, dm)
-        d = d[:, :, 0]
-        spec = "wnbpd,nw->nbpd" if d.ndim == 2 else "wnbpd,nwp->nbpd"
-        return torch.einsum(spec, diff, d).reshape(rows, pos, dm)
+        others = tuple(i for i in range(d.ndim) if i != 1)
+        dropped = d.any(dim=others).nonzero().flatten().tolist()
+        kept = (~d).any(dim=others).nonzero().flatten().tolist()
+        rows, pos, dm = live[0].shape
+        shape = (rows, pos, -1, dm) if group.per_head else (rows, pos, dm)
+        if len(dropped) <= len(kept) + 1:  # the full sum costs about one writer's pass
+            return contract(d[:, dropped], dropped, live, group.per_head).reshape(shape)
+        full = total(live, w)  # [replica, rows, pos, d]
+        if group.per_head:  # every head's input
+            full = full.unsqueeze(3).expand(-1, -1, -1, len(group.readers), -1)
+        if kept:
+            full = full - contract(~d[:, kept], kept, live, group.per_head)
+        return full.reshape(shape)
 
     return add
