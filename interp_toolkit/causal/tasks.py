@@ -8,7 +8,8 @@ faithfulness all read a task through :meth:`Task.gap` (clean minus corrupt) and 
 Built in (:data:`TASKS`; ``make_task(name, model, codec)``):
 
 - ``induction`` (:func:`induction_task`): rows ``[BOS] prefix seg seg filler`` of random tokens
-  (the head-score probe's layout, :func:`~interp_toolkit.heads.repeats.default_probe`); the
+  (the head-score probe's layout, :func:`~interp_toolkit.heads.repeats.default_probe`, with a
+  shorter period where the vocabulary is too small for fresh tokens: :func:`task_probe`); the
   corrupt row replaces the first ``seg`` by fresh tokens found nowhere else in the row, so nothing
   repeats. Scored: the queries of the second ``seg`` whose next token is still in it; metric: the
   right token's logit minus the mean logit (``logit_diff``) or its log-probability (``logprob``).
@@ -42,7 +43,12 @@ from torch import Tensor
 from transformer_lens import TransformerBridge
 
 from interp_toolkit.errors import UserError
-from interp_toolkit.heads.repeats import default_probe, default_token_range
+from interp_toolkit.heads.repeats import (
+    RepeatedTokens,
+    default_layout,
+    default_token_range,
+    repeated_batch,
+)
 from interp_toolkit.runtime import validate
 from interp_toolkit.runtime.seeds import derive, rng
 from interp_toolkit.text.codecs import Codec
@@ -158,6 +164,22 @@ def _fresh(row: Tensor, n: int, low: int, high: int, bos: int | None, gen: torch
     return free[torch.randperm(len(free), generator=gen)[:n]]
 
 
+def task_probe(codec: Codec, n_ctx: int, n_prompts: int, seed: int) -> RepeatedTokens:
+    """The induction task's clean rows: the head-score probe
+    (:func:`~interp_toolkit.heads.repeats.default_probe`), its period shortened where the
+    codec's random-token range holds too few ids for a corrupt segment of fresh ones (bytes: 95
+    printable ids leave 29 beside the probe's 50-token segment and 16-token prefix; period 39 leaves
+    40)."""
+    period, prefix_max = default_layout(n_ctx)
+    low, high = default_token_range(codec)
+    high = min(high, int(codec.d_vocab))
+    n_ids = (high - low) - int(codec.bos_id is not None and low <= codec.bos_id < high)
+    fits = (n_ids - prefix_max) // 2  # segment + prefix + a fresh segment, all distinct
+    if 2 <= fits < period:
+        period = fits
+    return repeated_batch(codec, codec.d_vocab, n_prompts, period, prefix_max=prefix_max, seed=seed)
+
+
 def induction_task(
     codec: Codec,
     n_ctx: int,
@@ -170,7 +192,7 @@ def induction_task(
     have the same layout and second segment but a first segment of fresh tokens."""
     if metric not in METRIC_KINDS:
         raise UserError(f"metric {metric!r} is unknown: use {' or '.join(METRIC_KINDS)}.")
-    probe = default_probe(codec, n_ctx, n_seqs=n_prompts, seed=seed)
+    probe = task_probe(codec, n_ctx, n_prompts, seed)
     clean, period = probe.tokens, probe.period
     corrupt = clean.clone()
     scored = torch.zeros_like(clean, dtype=torch.bool)

@@ -35,6 +35,34 @@ def test_induction_task_corrupts_only_the_first_repeat():
         assert q.tolist() == list(range(start + period, start + 2 * period - 1))
 
 
+def test_a_byte_model_gets_a_shorter_period_with_fresh_corrupt_tokens():
+    """Bytes: 95 printable ids cannot hold the probe's 50-token segment, its 16-token prefix and
+    50 fresh ones; the task's period shrinks to what fits (39), the corrupt segment shares no id
+    with its row, and a vocabulary that fits keeps the head-score probe's rows exactly."""
+    from interp_toolkit.heads.repeats import default_probe
+    from interp_toolkit.text.codecs import ByteCodec
+
+    task = induction_task(ByteCodec(), 256, n_prompts=4, seed=3)
+    period = 39
+    assert int(task.metric.scored[0].sum()) == period - 1
+    for clean, corrupt in zip(task.clean, task.corrupt, strict=True):
+        diff = torch.nonzero(clean != corrupt)[:, 0]
+        assert len(diff) == period
+        fresh = set(corrupt[diff].tolist())
+        assert len(fresh) == period and not fresh & set(clean.tolist())
+        assert all(32 <= t < 127 for t in clean[1:].tolist())  # printable bytes
+    with pytest.raises(UserError, match="too small for a corrupt prompt"):
+        from interp_toolkit.causal.tasks import _fresh
+
+        probe = default_probe(ByteCodec(), 256, n_seqs=1, seed=3)  # the probe's period 50
+        _fresh(probe.tokens[0], probe.period, probe.low, probe.high, None, torch.Generator())
+    codec = letters_codec()
+    assert torch.equal(
+        induction_task(codec, 32, n_prompts=5, seed=2).clean,
+        default_probe(codec, 32, n_seqs=5, seed=2).tokens,
+    )
+
+
 def test_induction_metric_is_the_repeated_tokens_logit_minus_the_mean():
     codec = letters_codec()
     task = induction_task(codec, 32, n_prompts=3, seed=0)
