@@ -7,8 +7,8 @@
   a compact vocabulary, a short context, and 90% of every batch made of repeated-span windows.
 - ``text``: natural text read as bytes (docs/recipes.md §1): plain stdlib source only (no
   synthetic windows), every byte its own token (256 ids, nothing unknown), context 256, batch 4,
-  shortformer positions, float32 with denormals flushed. Screened over seeds in
-  docs/recipes.md §1: no setting yet grows a head with the induction role for every seed.
+  shortformer positions, bf16 autocast (float32 weights) with denormals flushed. Screened over
+  seeds in docs/recipes.md §0c-§0g: every seed measured grows a head with the induction role.
 - ``text-bpe``: the earlier natural-text recipe on GPT-2 BPE compacted to 256 ids (20% of stdlib
   tokens become ``<unk>``), context 64: it grows a weak layer-1 induction head that does not
   reach the role rule (0.095 against 0.4 after 12,000 steps, docs/recipes.md §2).
@@ -113,7 +113,9 @@ def _text(n_layers: int) -> Preset:
             score_every=1000,  # a scoring at context 256 costs ~10 s: 4 min at 250
             checkpoint_every=1000,
             threads=1,
-            precision="fp32",  # 2.2x bf16's speed at this shape (docs/recipes.md §1)
+            # bf16 autocast, float32 weights and SDPA attention: 1.15x our float32 step here
+            # with the same science on the seeds checked (docs/benchmarks.md, recipes.md §0g)
+            precision="bf16",
             flush_denormal=True,
         ),
     )
@@ -213,6 +215,22 @@ def with_overrides(preset: Preset, **changes: object) -> Preset:
             updates[name][key] = value
     return dataclasses.replace(
         preset, **{n: dataclasses.replace(cfg, **updates[n]) for n, cfg in parts.items()}
+    )
+
+
+def until_induction(preset: Preset, after: int | None = None) -> Preset:
+    """``preset`` stopping once its induction score has stayed above the floor for ``after``
+    steps (default: its ``after_induction``), as a study trains it: for a 2+-layer model of a
+    preset that stops on induction; any other preset is returned unchanged (a 1-layer model has no
+    layer-1 head to wait for). The steps stay the budget."""
+    from interp_toolkit.stats.thresholds import THRESHOLDS
+
+    if not preset.stops_on_induction or preset.model.n_layers < 2:
+        return preset
+    return with_overrides(
+        preset,
+        stop_score=THRESHOLDS.induction,
+        stop_after=preset.after_induction if after is None else after,
     )
 
 

@@ -12,8 +12,9 @@ during training or a user's hook, runs TransformerLens's own forward, so a patte
 whenever anything reads it (under bf16 autocast such a layer runs in float32, autocast off, so
 the pattern read is the float32 one). The q/k/v/o projections and their hook points run as
 before. Under bf16 autocast on CUDA, SDPA takes bf16 q, k, v and keeps its softmax in float32
-accumulators; on the CPU (whose bf16 SDPA backward is slow) the two attention matmuls run in
-bf16 and the softmax in float32 (:func:`_bf16_cpu_attention`).
+accumulators; on the CPU (whose bf16 SDPA backward is slow) short contexts run the two attention
+matmuls in bf16 and the softmax in float32, long ones (from :data:`CPU_SDPA_FROM` keys) float32
+SDPA on the bf16 projections cast up (:func:`_bf16_cpu_attention`).
 
 SDPA and the explicit softmax differ only by float rounding (tests/unit/training/test_sdpa.py compares
 logits and gradients); benchmarks/train_throughput.py measures the speed.
@@ -99,12 +100,26 @@ def _fused_forward(native: NativeAttention, bridge: torch.nn.Module) -> Callable
     return forward
 
 
+#: From this many keys on, bf16 training on the CPU runs attention as float32 SDPA: at the byte
+#: preset's 256 keys that trained at 1.35-1.4x the explicit bf16 path below, at the curriculum's
+#: 32 keys at 0.86-0.91x (one thread, this machine; docs/benchmarks.md).
+CPU_SDPA_FROM = 128
+
+
 def _bf16_cpu_attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float
 ) -> torch.Tensor:
-    """Causal attention under bf16 autocast on the CPU: the two matmuls in bf16, the softmax in
-    float32. torch's bf16 SDPA backward on the CPU ran ~6x slower than its float32 one here, and
-    float32 SDPA ~8% slower than this (benchmarks/train_throughput.py, docs/benchmarks.md)."""
+    """Causal attention under bf16 autocast on the CPU. From :data:`CPU_SDPA_FROM` keys on,
+    float32 SDPA on q, k, v cast up (its flash kernel never builds the [query, key] scores; torch's
+    bf16 SDPA backward on the CPU ran ~6x slower than its float32 one here); below, the two
+    matmuls in bf16 and the softmax in float32, which the short contexts run faster
+    (benchmarks/train_throughput.py, docs/benchmarks.md). The output is in v's dtype."""
+    if k.shape[-2] >= CPU_SDPA_FROM:
+        with torch.autocast("cpu", enabled=False):
+            z = F.scaled_dot_product_attention(
+                q.float(), k.float(), v.float(), is_causal=True, scale=scale
+            )
+        return z.to(v.dtype)
     scores = (q @ k.transpose(-1, -2)).float() * scale  # [batch, head, query, key]
     n = scores.shape[-1]
     mask = torch.ones(n, n, dtype=torch.bool, device=scores.device).triu(1)

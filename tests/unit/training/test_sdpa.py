@@ -112,3 +112,22 @@ def test_cpu_bf16_attention_is_causal_attention_up_to_bf16_rounding():
     assert err < 0.02, err
     no_mask = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float())
     assert float((no_mask - want).abs().max() / want.abs().max()) > 0.2  # what 2% must exclude
+
+
+def test_cpu_bf16_attention_takes_float32_sdpa_from_its_threshold_on():
+    """From CPU_SDPA_FROM keys on the attention is float32 SDPA exactly (then cast to bf16);
+    one key fewer takes the explicit bf16 path, which differs by bf16 rounding."""
+    n = sdpa.CPU_SDPA_FROM
+    gen = torch.Generator().manual_seed(1)
+    q, k, v = (torch.randn(1, 2, n, 8, generator=gen).bfloat16() for _ in range(3))
+    want = torch.nn.functional.scaled_dot_product_attention(
+        q.float(), k.float(), v.float(), is_causal=True
+    )
+    assert torch.equal(sdpa._bf16_cpu_attention(q, k, v, 8**-0.5), want.bfloat16())
+    short = sdpa._bf16_cpu_attention(q[..., 1:, :], k[..., 1:, :], v[..., 1:, :], 8**-0.5)
+    want_short = torch.nn.functional.scaled_dot_product_attention(
+        q[..., 1:, :].float(), k[..., 1:, :].float(), v[..., 1:, :].float(), is_causal=True
+    )
+    assert not torch.equal(short, want_short.bfloat16())
+    err = float((short.float() - want_short).abs().max() / want_short.abs().max())
+    assert err < 0.02, err

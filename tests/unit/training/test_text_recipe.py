@@ -58,7 +58,7 @@ def test_the_text_preset_is_plain_text_with_shortformer_positions(layers):
     bpe, byte = get_preset("text-bpe", layers), get_preset("text", layers)
     assert bpe.model.d_vocab == bpe.data.vocab_size == 256 and bpe.data.codec == "bpe"
     assert (byte.data.codec, byte.data.vocab_size, byte.model.d_vocab) == ("bytes", None, 256)
-    assert (byte.model.n_ctx, byte.train.batch_size, byte.train.precision) == (256, 4, "fp32")
+    assert (byte.model.n_ctx, byte.train.batch_size, byte.train.precision) == (256, 4, "bf16")
     assert byte.train.flush_denormal and not bpe.train.flush_denormal
 
 
