@@ -71,12 +71,16 @@ def train(
     exist_ok: str = "error",
     progress: bool = True,
     device: str = "auto",
+    all_steps: bool = False,
     **overrides: Any,
 ) -> Run:
     """Train an attention-only model into the run folder ``out``; returns the trained run.
 
     ``layers`` and ``preset`` pick the recipe (:mod:`interp_toolkit.training.presets`); ``overrides``
     change any of its fields (``steps=``, ``seed=``, ``d_model=``, ``n_ctx=``, ``corpus=`` ...).
+    Without ``steps=`` (and ``all_steps``) a 2+-layer model stops as a study's does, once its
+    induction score has stayed above the floor for the preset's ``after_induction`` steps;
+    ``steps=N`` trains exactly N, ``all_steps=True`` the preset's whole budget.
     When ``out`` already holds a run, ``exist_ok`` says what to do: ``"load"`` returns its
     trained model (training on from its checkpoint if it was interrupted), so re-running a
     notebook cell loads instead of failing; ``"resume"`` continues it to ``steps``; ``"error"``
@@ -84,7 +88,7 @@ def train(
     ``"resume"`` may change ``steps``). ``device`` as the CLI's ``--device`` (default ``auto``).
     """
     from interp_toolkit.training import train_model
-    from interp_toolkit.training.presets import get_preset, with_overrides
+    from interp_toolkit.training.presets import get_preset, until_induction, with_overrides
     from interp_toolkit.training.settings import config_differences, recorded_configs
 
     out = path_arg(out, "out")
@@ -99,6 +103,8 @@ def train(
             f"train() has no setting {exc.args[0]!r}: use a field of the preset's model, data or "
             "training settings (steps, seed, d_model, n_ctx, corpus, ...)."
         ) from None
+    if "steps" not in overrides and not all_steps:
+        p = until_induction(p)
     p.validate()  # every setting's type and range, before any folder exists
     paths = RunPaths(Path(out))
     held = exist_ok != "error" and paths.config.is_file()

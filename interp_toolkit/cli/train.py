@@ -26,7 +26,17 @@ def train_cmd(
         "windows; see docs/recipes.md) or seed (the seed study; GPU).",
     ),
     steps: int | None = typer.Option(
-        None, "--steps", help="Optimizer steps (default: the preset's)."
+        None,
+        "--steps",
+        help="Train exactly this many optimizer steps (default: the preset's budget, stopping "
+        "once induction has formed; see --all-steps).",
+    ),
+    all_steps: bool = typer.Option(
+        False,
+        "--all-steps",
+        help="Train the preset's whole budget. Without it (and without --steps) a 2+-layer "
+        "model stops as a study's does: once its induction score has stayed above the floor "
+        "for the preset's after-induction steps (the first line printed says how many).",
     ),
     corpus: str | None = typer.Option(
         None,
@@ -76,7 +86,13 @@ def train_cmd(
     batch is the preset's; see the README)."""
     from interp_toolkit.training import train_model
     from interp_toolkit.training.distributed import cluster_from_env
-    from interp_toolkit.training.presets import get_preset, recorded_preset, with_overrides
+    from interp_toolkit.training.presets import (
+        get_preset,
+        recorded_preset,
+        until_induction,
+        with_overrides,
+    )
+    from interp_toolkit.training.steplog import planned_steps
 
     if repeat_fraction is not None and not 0.0 <= repeat_fraction <= 1.0:
         raise UserError(
@@ -106,6 +122,13 @@ def train_cmd(
         changes["seed"] = seed
     changes["d_model"] = d_model  # d_head (and d_mlp) follow in with_overrides, as in the API
     p = with_overrides(p, **changes)
+    if not resume and steps is None and not all_steps:
+        p = until_induction(p)
+    if not quiet and cluster_from_env().is_main and not resume:
+        typer.echo(
+            f"training: {p.model.n_layers} layer(s), {planned_steps(p.train)}, preset {p.name}",
+            err=True,
+        )
     result = train_model(
         out,
         p.model,

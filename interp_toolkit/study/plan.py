@@ -8,9 +8,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from interp_toolkit.runs.folder import read_metrics
-from interp_toolkit.stats.thresholds import THRESHOLDS
 from interp_toolkit.study.layers import MLP_LAYERS, run_name
-from interp_toolkit.training.presets import LAYER_CHOICES, Preset, get_preset, with_overrides
+from interp_toolkit.training.presets import (
+    LAYER_CHOICES,
+    Preset,
+    get_preset,
+    until_induction,
+    with_overrides,
+)
 
 
 @dataclass(frozen=True)
@@ -94,11 +99,7 @@ def depth_preset(cfg: StudyConfig, run: StudyRun, control_steps: int | None = No
     if not stops_on_induction(run.preset):
         return preset
     if run.n_layers > 1:
-        return with_overrides(
-            preset,
-            stop_score=THRESHOLDS.induction,
-            stop_after=cfg.after_induction or preset.after_induction,
-        )
+        return until_induction(preset, cfg.after_induction)
     return with_overrides(preset, steps=control_steps)
 
 

@@ -63,6 +63,21 @@ class InductionStop:
     def due(self, step: int) -> bool:
         return self.above_since is not None and step - self.above_since >= self.wait
 
+    def due_step(self) -> int | None:
+        """The step the stop falls due at if the score stays above the floor (None: below)."""
+        return None if self.above_since is None else self.above_since + self.wait
+
+
+def planned_steps(cfg: TrainSettings) -> str:
+    """The steps a run will take, as its stop rule applies them (what a run's first line says)."""
+    if cfg.stop_score is None:
+        return f"{cfg.steps:,} steps"
+    after = cfg.stop_after if cfg.stop_after is not None else cfg.score_every
+    return (
+        f"up to {cfg.steps:,} steps (stopping once the induction score has stayed above "
+        f"{cfg.stop_score:g} for {after:,} steps)"
+    )
+
 
 @dataclass
 class StepInfo:
@@ -134,6 +149,16 @@ class StepLog:
             enabled=progress,
             dynamic_ncols=True,
         )
+        self._bar_total()  # a resumed run may already be past the floor
+
+    def _bar_total(self) -> None:
+        """The bar's total: the budget, or the step the early stop falls due at once the score
+        is past the floor (back to the budget if it falls below again)."""
+        due = self.early_stop.due_step()
+        total = self.cfg.steps if due is None else min(self.cfg.steps, due)
+        if self.bar.total != total:
+            self.bar.total = total
+            self.bar.refresh()
 
     def elapsed(self) -> float:
         return self.start.elapsed_s + time.perf_counter() - self.t0
@@ -175,6 +200,7 @@ class StepLog:
             assert row is not None
             scores = self._scores_and_val_loss(row)
             self.early_stop.track(step, scores[logged_induction_key(scores) or "induction"])
+            self._bar_total()
         if row is not None and self.metrics is not None:
             self.metrics.write(row)
             self.bar.set_postfix(
