@@ -7,12 +7,10 @@ before any work (:func:`planned_runs`), so a study never half-trains into a fold
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import signal
 import sys
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -20,12 +18,12 @@ from typing import Any
 from interp_toolkit.errors import Interrupted, UserError, signal_of
 from interp_toolkit.files.io import LOCK_NAME, check_writable_dir, folder_lock, write_json
 from interp_toolkit.runs.folder import Run, RunPaths, load_run, read_config
-from interp_toolkit.runtime.devices import resolve_device
-from interp_toolkit.runtime.signals import die_with_parent, orphaned
+from interp_toolkit.runtime.signals import orphaned
 from interp_toolkit.training import train_model
 from interp_toolkit.training.checkpoints import read_progress
 from interp_toolkit.training.presets import Preset
 from interp_toolkit.training.settings import config_differences, recorded_configs
+from interp_toolkit.training.steplog import planned_steps
 
 #: A study (or sweep) folder: this marker, ``index.html`` and one run folder per model.
 STUDY_MARKER = "study.json"
@@ -129,18 +127,6 @@ def is_finished(path: Path, preset: Preset) -> bool:
 TRAINED_HERE: set[Path] = set()
 
 
-def planned_steps(preset: Preset) -> str:
-    """The steps a run will take, as its stop rule applies them."""
-    t = preset.train
-    if t.stop_score is None:
-        return f"{t.steps:,} steps"
-    after = t.stop_after if t.stop_after is not None else t.score_every
-    return (
-        f"up to {t.steps:,} steps (stopping once the induction score has stayed above "
-        f"{t.stop_score:g} for {after:,} steps)"
-    )
-
-
 def train_or_reuse(path: Path, preset: Preset, device: str = "auto") -> Run:
     """The finished run ``preset`` asks for in ``path``: reused, continued from its checkpoint,
     or trained (:func:`is_finished` says which, or why not), on ``device``."""
@@ -153,7 +139,7 @@ def train_or_reuse(path: Path, preset: Preset, device: str = "auto") -> Run:
     resume = RunPaths(path).config.is_file()
     say(
         f"[{path.name}] {'resuming' if resume else 'training'}: {preset.model.n_layers} layer(s), "
-        f"{planned_steps(preset)}, preset {preset.name}"
+        f"{planned_steps(preset.train)}, preset {preset.name}"
     )
     TRAINED_HERE.add(path.resolve())
     return train_model(
@@ -175,28 +161,17 @@ def planned_runs(out: Path, presets: dict[str, Preset]) -> None:
         is_finished(out / name, preset)
 
 
-def _train_quietly(path: Path, preset: Preset, parent: int) -> None:
-    """A worker process's job: train (or reuse) one run on the CPU; the parent loads it later.
-    Stopped because the parent died (:func:`_worker_start`), it exits once its checkpoint is
-    saved: nobody is left to hand it another job."""
+def train_job(path: Path, preset: Preset, device: str, parent: int) -> None:
+    """One run's training as a job (:mod:`~interp_toolkit.study.jobs`): train (or reuse) it; the
+    parent loads it later. In a worker process stopped because the parent died
+    (:func:`~.jobs.worker_start`), it exits once its checkpoint is saved: nobody is left to hand
+    it another job."""
     try:
-        train_or_reuse(path, preset, "cpu")
+        train_or_reuse(path, preset, device)
     except KeyboardInterrupt as exc:
         if orphaned(parent):
             os._exit(getattr(exc, "exit_code", 128 + signal.SIGTERM))
         raise
-
-
-def _worker_start(parent: int) -> None:
-    """Each worker's first act: leave the terminal's process group, so that a Ctrl-C reaches it
-    once, through its parent (:func:`_stop_workers`), not twice (a second signal stops a
-    training at once, unsaved); and die with its parent (``parent``: the parent's PID), even when
-    that is killed with -9 (no orphan keeps training, or waits for a job nobody sends)."""
-    try:
-        os.setsid()
-    except OSError:  # already a session leader
-        pass
-    die_with_parent(parent)
 
 
 def train_runs(jobs: Sequence[tuple[Path, Preset]], workers: int, device: str = "auto") -> None:
@@ -205,53 +180,10 @@ def train_runs(jobs: Sequence[tuple[Path, Preset]], workers: int, device: str = 
     after another (processes sharing one accelerator would only contend for it). Each run is a
     function of its preset alone, so running them side by side changes nothing but the wall
     time."""
-    jobs = [(path, preset) for path, preset in jobs if not is_finished(path, preset)]
-    with training(jobs, workers if len(jobs) > 1 else 1, device):
-        pass
+    from interp_toolkit.study.jobs import Job, run_jobs
 
-
-@contextmanager
-def training(
-    jobs: Sequence[tuple[Path, Preset]], workers: int, device: str = "auto"
-) -> Iterator[None]:
-    """Train (or reuse) ``jobs`` as :func:`train_runs` does, while the block runs: on the CPU
-    they train in worker processes (``workers`` at most) and the block runs meanwhile (analysing
-    other runs, say); on any other device, or with one worker, they train first. Every job has
-    finished, or raised, when the block exits."""
-    jobs = [(path, preset) for path, preset in jobs if not is_finished(path, preset)]
-    if not jobs or workers <= 1 or resolve_device(device).type != "cpu":
-        for path, preset in jobs:
-            train_or_reuse(path, preset, device)
-        yield
-        return
-    context = multiprocessing.get_context("spawn")
+    todo = [(path, preset) for path, preset in jobs if not is_finished(path, preset)]
+    TRAINED_HERE.update(path.resolve() for path, _ in todo)
     parent = os.getpid()
-    pool = ProcessPoolExecutor(
-        max_workers=min(workers, len(jobs)),
-        mp_context=context,
-        initializer=_worker_start,
-        initargs=(parent,),
-    )
-    try:
-        futures = [pool.submit(_train_quietly, path, preset, parent) for path, preset in jobs]
-        TRAINED_HERE.update(path.resolve() for path, _ in jobs)
-        yield
-        for job in futures:
-            job.result()
-    except BaseException as exc:
-        if isinstance(exc, KeyboardInterrupt):
-            _stop_workers(pool)
-        pool.shutdown(wait=True, cancel_futures=True)
-        raise
-    pool.shutdown()
-
-
-def _stop_workers(pool: ProcessPoolExecutor) -> None:
-    """Pass a stop to the pool's workers (SIGTERM, whatever stopped the parent): each training
-    saves a checkpoint at the step under way and stops; an idle worker just ends."""
-    for process in list(getattr(pool, "_processes", {}).values()):
-        if process.pid is not None and process.is_alive():
-            try:
-                os.kill(process.pid, signal.SIGTERM)
-            except OSError:  # it has just ended
-                pass
+    made = [(train_job, (path, preset, device, parent)) for path, preset in todo]
+    run_jobs([Job(str(i), lambda m=m: m, rank=(i,)) for i, m in enumerate(made)], workers, device)

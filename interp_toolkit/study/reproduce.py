@@ -22,6 +22,7 @@ settings asked for (:mod:`interp_toolkit.study.folder`); every run is checked be
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -60,14 +61,16 @@ from interp_toolkit.stats.thresholds import THRESHOLDS
 from interp_toolkit.study.folder import (
     INDEX,
     STUDY_MARKER,
+    TRAINED_HERE,
     check_study_dir,
+    is_finished,
     planned_runs,
     say,
     study_folder,
+    train_job,
     train_or_reuse,
-    train_runs,
-    training,
 )
+from interp_toolkit.study.jobs import Job, run_jobs
 from interp_toolkit.study.layers import (
     MLP_LAYERS,
     PROBE_LAYERS,
@@ -248,30 +251,65 @@ def _budget(preset: Preset) -> int:
 def _train_and_measure(
     cfg: StudyConfig, out: Path, runs: Sequence[StudyRun]
 ) -> dict[str, RunMeasurements]:
-    """Every run whose length is known now trains first, side by side (the longest jobs first:
-    MLP twins, then the deepest); then the 1-layer controls, unless --steps fixes them, each as
-    long as the longest deeper run of its kind (:func:`control_steps`), while the other runs are
-    analysed."""
-    known = sorted(
-        (
-            r
-            for r in runs
-            if r.n_layers > 1 or cfg.steps is not None or not stops_on_induction(r.preset)
-        ),
-        key=lambda r: (not r.mlp, -_budget(depth_preset(cfg, r))),  # the longest jobs first
-    )
-    train_runs([(out / r.name, depth_preset(cfg, r)) for r in known], cfg.workers, cfg.device)
-    controls = [r for r in runs if r not in known]
+    """Every run trained, then measured, as jobs on ``cfg.workers`` processes
+    (:mod:`~interp_toolkit.study.jobs`): the runs whose length is known now train first (MLP
+    twins, then the longest); a 1-layer control, unless --steps fixes it, trains once the deeper
+    runs of its setting have, as long as the longest of them (:func:`control_steps`); each run is
+    measured once trained, trainings before measurements, the deepest measured first."""
+    known = [
+        r
+        for r in runs
+        if r.n_layers > 1 or cfg.steps is not None or not stops_on_induction(r.preset)
+    ]
     presets = {r.name: depth_preset(cfg, r) for r in known}
-    presets |= {r.name: depth_preset(cfg, r, control_steps(out, runs, r)) for r in controls}
+    parent = os.getpid()
 
-    def measure(r: StudyRun) -> RunMeasurements:
-        run = train_or_reuse(out / r.name, presets[r.name], cfg.device)
-        return measure_run(run, cfg, mlp=r.mlp)
+    def preset_of(r: StudyRun) -> Preset:
+        if r.name not in presets:  # a control: its length is read once its setting's runs trained
+            presets[r.name] = depth_preset(cfg, r, control_steps(out, runs, r))
+        return presets[r.name]
 
-    with training([(out / r.name, presets[r.name]) for r in controls], cfg.workers, cfg.device):
-        measured = {r.name: measure(r) for r in known}
-    return measured | {r.name: measure(r) for r in controls}
+    def train(r: StudyRun) -> tuple[Any, tuple[Any, ...]]:
+        path, preset = out / r.name, preset_of(r)
+        if is_finished(path, preset):  # its measurement says it reuses it
+            return _nothing, ()
+        TRAINED_HERE.add(path.resolve())  # its measurement says it loads the run trained here
+        return train_job, (path, preset, cfg.device, parent)
+
+    def measure(r: StudyRun) -> tuple[Any, tuple[Any, ...]]:
+        path = out / r.name
+        trained_here = path.resolve() in TRAINED_HERE
+        return measure_job, (path, preset_of(r), cfg, r.mlp, trained_here, parent)
+
+    jobs = []
+    for r in runs:
+        if r in known:  # the longest first: MLP twins, then by tokens x layers
+            after, rank = (), (0, int(not r.mlp), -_budget(presets[r.name]))
+        else:
+            after, rank = tuple(f"train {k.name}" for k in known if k.preset == r.preset), (1,)
+        jobs.append(Job(f"train {r.name}", lambda r=r: train(r), after, rank))
+        jobs.append(
+            Job(f"measure {r.name}", lambda r=r: measure(r), (f"train {r.name}",), (2, -r.n_layers))
+        )
+    done = run_jobs(jobs, cfg.workers, cfg.device)
+    return {r.name: done[f"measure {r.name}"] for r in runs}
+
+
+def _nothing() -> None:
+    """The job of a run found finished: nothing to train."""
+
+
+def measure_job(
+    path: Path, preset: Preset, cfg: StudyConfig, mlp: bool, trained_here: bool, parent: int
+) -> RunMeasurements:
+    """One trained run's measurements as a job: load it (``trained_here``: by this study, which
+    is what its line then says), then :func:`measure_run`; in a worker process (not ``parent``)
+    on ``cfg.threads`` threads, as its training had."""
+    if os.getpid() != parent:
+        torch.set_num_threads(cfg.threads)
+    if trained_here:
+        TRAINED_HERE.add(path.resolve())  # a worker process's own record
+    return measure_run(train_or_reuse(path, preset, cfg.device), cfg, mlp=mlp)
 
 
 @dataclass

@@ -131,7 +131,7 @@ def _check(argv, where):
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr("interp_toolkit.training.train_model", no_training)
         mp.setattr("interp_toolkit.study.folder.train_model", no_training)
-        mp.setattr("interp_toolkit.study.folder.ProcessPoolExecutor", InlinePool)
+        mp.setattr("interp_toolkit.study.jobs.ProcessPoolExecutor", InlinePool)
         code, text = _run(argv, root / "dir")
     assert code in (0, 2), f"{argv}: exit {code}\n{text}"
     assert "Traceback" not in text, f"{argv}\n{text}"

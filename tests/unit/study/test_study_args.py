@@ -47,19 +47,20 @@ def test_workers_fan_out_on_the_cpu_only(tmp_path, monkeypatch):
     import torch
 
     from interp_toolkit.study import folder as study
+    from interp_toolkit.study import jobs
     from interp_toolkit.training.presets import get_preset
 
     trained, pools = [], []
     monkeypatch.setattr(study, "is_finished", lambda path, preset: False)
     monkeypatch.setattr(study, "train_or_reuse", lambda p, preset, device: trained.append(device))
-    monkeypatch.setattr(study, "ProcessPoolExecutor", lambda **kw: pools.append(kw) or 1 / 0)
-    jobs = [(tmp_path / n, get_preset("cpu", 2)) for n in ("a", "b")]
-    monkeypatch.setattr(study, "resolve_device", lambda spec: torch.device("cuda", 0))
-    study.train_runs(jobs, workers=2, device="cuda")
+    monkeypatch.setattr(jobs, "ProcessPoolExecutor", lambda **kw: pools.append(kw) or 1 / 0)
+    work = [(tmp_path / n, get_preset("cpu", 2)) for n in ("a", "b")]
+    monkeypatch.setattr(jobs, "resolve_device", lambda spec: torch.device("cuda", 0))
+    study.train_runs(work, workers=2, device="cuda")
     assert trained == ["cuda", "cuda"] and not pools
-    monkeypatch.setattr(study, "resolve_device", lambda spec: torch.device("cpu"))
+    monkeypatch.setattr(jobs, "resolve_device", lambda spec: torch.device("cpu"))
     with pytest.raises(ZeroDivisionError):
-        study.train_runs(jobs, workers=2, device="cpu")
+        study.train_runs(work, workers=2, device="cpu")
     assert len(pools) == 1 and pools[0]["max_workers"] == 2
 
 
@@ -99,17 +100,17 @@ def test_mlp_twins_and_how_long_each_control_trains(tmp_path):
     assert depth_preset(cfg, StudyRun("cpu-1l-mlp", 1, True), 1100).train.steps == 1100
 
 
-def test_controls_train_in_workers_while_the_block_runs(tmp_path, monkeypatch):
-    """``training``: on the CPU the jobs go to worker processes before the block runs and are
-    awaited after it (the block analyses other runs meanwhile); a job's error surfaces; on a GPU
-    they train first, in this process."""
+def test_jobs_run_when_what_they_wait_for_has_finished(monkeypatch):
+    """``run_jobs``: on the CPU, jobs go to worker processes as soon as their ``after`` jobs have
+    finished, the lowest rank first among the ready ones, never more than ``workers`` at once; a
+    job is made (its arguments read) only when ready; a job's error stops the rest; on a GPU they
+    run here in the same order."""
     import os
     from concurrent.futures import Future
 
     import torch
 
-    from interp_toolkit.study import folder as study_folder
-    from interp_toolkit.training.presets import get_preset
+    from interp_toolkit.study import jobs
 
     events = []
 
@@ -117,46 +118,61 @@ def test_controls_train_in_workers_while_the_block_runs(tmp_path, monkeypatch):
         def __init__(self, max_workers, mp_context, initializer, initargs):
             events.append(("pool", max_workers))
             # each worker dies with this process (tests/integration/test_signals_processes.py)
-            assert initializer is study_folder._worker_start and initargs == (os.getpid(),)
+            assert initializer is jobs.worker_start and initargs == (os.getpid(),)
+            self.running = 0
 
-        def submit(self, fn, path, preset, parent):
-            events.append(("submit", path.name))
+        def submit(self, fn, *args):
+            events.append(("submit", args[0]))
             future = Future()
-            if path.name == "bad":
+            if args[0] == "bad":
                 future.set_exception(UserError("(test) it failed"))
             else:
-                future.set_result(None)
+                future.set_result(fn(*args))
             return future
 
         def shutdown(self, **kwargs):
             events.append(("shutdown", kwargs.get("cancel_futures", False)))
 
-    monkeypatch.setattr(study_folder, "ProcessPoolExecutor", Pool)
-    monkeypatch.setattr(study_folder, "is_finished", lambda path, preset: path.name == "done")
-    monkeypatch.setattr(
-        study_folder, "train_or_reuse", lambda p, preset, device: events.append(("here", p.name))
-    )
-    monkeypatch.setattr(study_folder, "resolve_device", lambda spec: torch.device("cpu"))
-    jobs = [(tmp_path / n, get_preset("cpu", 1)) for n in ("a", "done", "b")]
-    with study_folder.training(jobs, workers=2):
-        events.append(("block",))
+    def job(name, after=(), rank=(0,)):
+        def make():
+            events.append(("make", name))
+            return str.upper, (name,)
+
+        return jobs.Job(name, make, after, rank)
+
+    monkeypatch.setattr(jobs, "ProcessPoolExecutor", Pool)
+    monkeypatch.setattr(jobs, "resolve_device", lambda spec: torch.device("cpu"))
+    work = [
+        job("measure a", ("train a",), (2,)),
+        job("train b", (), (0, 1)),
+        job("train a", (), (0, 0)),
+        job("control", ("train a", "train b"), (1,)),
+    ]
+    done = jobs.run_jobs(work, workers=2)
+    assert done == {n: n.upper() for n in ("train a", "train b", "measure a", "control")}
     assert events == [
         ("pool", 2),
-        ("submit", "a"),
-        ("submit", "b"),
-        ("block",),
+        ("make", "train a"),
+        ("submit", "train a"),
+        ("make", "train b"),
+        ("submit", "train b"),
+        ("make", "control"),  # ranked before the measurement once both trainings finished
+        ("submit", "control"),
+        ("make", "measure a"),
+        ("submit", "measure a"),
         ("shutdown", False),
     ]
     events.clear()
     with pytest.raises(UserError, match="it failed"):
-        with study_folder.training([(tmp_path / "bad", get_preset("cpu", 1))], workers=2):
-            events.append(("block",))
-    assert events == [("pool", 1), ("submit", "bad"), ("block",), ("shutdown", True)]
+        jobs.run_jobs([job("bad"), job("after bad", ("bad",))], workers=2)
+    assert events == [("pool", 2), ("make", "bad"), ("submit", "bad"), ("shutdown", True)]
     events.clear()
-    monkeypatch.setattr(study_folder, "resolve_device", lambda spec: torch.device("cuda", 0))
-    with study_folder.training(jobs, workers=2, device="cuda"):
-        events.append(("block",))
-    assert events == [("here", "a"), ("here", "b"), ("block",)]
+    monkeypatch.setattr(jobs, "resolve_device", lambda spec: torch.device("cuda", 0))
+    assert jobs.run_jobs(work, workers=2, device="cuda") == done
+    assert [e for e in events if e[0] != "make"] == []  # here, no pool
+    assert [e[1] for e in events] == ["train a", "train b", "control", "measure a"]
+    with pytest.raises(ValueError, match="unknown jobs"):
+        jobs.run_jobs([job("x", ("nowhere",))], workers=2)
 
 
 def test_both_settings_train_the_text_pair_first_and_each_control_follows_its_own(tmp_path):
