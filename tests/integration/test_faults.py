@@ -39,12 +39,25 @@ def corpus(tmp_path_factory):
     return path
 
 
+def terminal_sigint() -> None:
+    """A child's SIGINT as a terminal's Ctrl-C meets it: a shell without job control starts
+    background jobs (pytest among them) with SIGINT ignored, and the child would inherit that."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def train(out, corpus, *extra, fault=None, wait=True):
     cmd = [sys.executable]
     cmd += [str(RUNNER)] if fault else ["-m", "interp_toolkit"]
     cmd += ["train", "--out", str(out), "--corpus", str(corpus), *TINY, *extra]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "FAULT": fault or ""}
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        cmd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=terminal_sigint,
+    )
     if not wait:
         return proc
     out_text, err = proc.communicate(timeout=600)
@@ -271,11 +284,9 @@ def test_json_to_dev_full_dev_null_a_fifo_and_a_symlink(reference, tmp_path):
 def test_sampling_streams_and_ctrl_c_keeps_the_text(reference):
     """``sample --tokens 100000000`` prints text as it comes (no silent hang); Ctrl-C stops it:
     exit 130, one line saying how many tokens came, the text kept on standard output."""
-    # a shell without job control starts background jobs with SIGINT ignored, and Python keeps an
-    # ignored SIGINT ignored: the child gets the disposition a terminal's Ctrl-C meets
     proc = cli(
         "sample", reference, "--prompt", "def", "--tokens", 100_000_000,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        preexec_fn=terminal_sigint,
     )  # fmt: skip
     first = proc.stdout.read(40)  # blocks until the command has printed 40 characters
     proc.send_signal(signal.SIGINT)
