@@ -15,7 +15,7 @@ The role step is what the issue's goal reads ("a layer-1 head with the induction
 training time to that step (the run's own clock, scoring included).
 
     python benchmarks/text_seeds.py [--seeds 0,1,2,3,4] [--window 3000] [--out DIR] [--max-steps N]
-                                    [--json PATH]
+                                    [--precision fp32|bf16] [--json PATH]
     python benchmarks/text_seeds.py --merge A.json B.json ...   (per-seed or per-batch runs)
 
 (``--merge``: one table and summary from per-seed runs, each run on its own, written to
@@ -43,7 +43,9 @@ from natural_text import curve, heads_report
 PRESET = "text"
 
 
-def train(out: Path, layers: int, seed: int, steps: int, stop_after: int | None) -> dict[str, Any]:
+def train(
+    out: Path, layers: int, seed: int, steps: int, stop_after: int | None, precision: str | None
+) -> dict[str, Any]:
     import torch
 
     from interp_toolkit.stats.thresholds import THRESHOLDS
@@ -51,7 +53,9 @@ def train(out: Path, layers: int, seed: int, steps: int, stop_after: int | None)
     from interp_toolkit.training.presets import get_preset, with_overrides
 
     torch.set_num_threads(1)
-    p = with_overrides(get_preset(PRESET, layers), steps=steps, seed=seed, threads=1)
+    p = with_overrides(
+        get_preset(PRESET, layers), steps=steps, seed=seed, threads=1, precision=precision
+    )
     if stop_after is not None:  # the study's rule: past the floor for stop_after steps
         p = with_overrides(p, stop_score=THRESHOLDS.induction, stop_after=stop_after)
     t0 = time.perf_counter()
@@ -123,6 +127,7 @@ def main() -> None:
     ap.add_argument(
         "--window", type=int, default=3000, help="steps trained past the floor (role search)"
     )
+    ap.add_argument("--precision", default=None, help="fp32 | bf16 (default: the preset's)")
     ap.add_argument("--json", default=None)
     ap.add_argument("--merge", nargs="+", default=None, help="per-seed JSON files to combine")
     args = ap.parse_args()
@@ -141,12 +146,12 @@ def main() -> None:
     for seed in (int(s) for s in args.seeds.split(",")):
         load = os.getloadavg()[0]
         run2, run1 = root / f"s{seed}-2", root / f"s{seed}-1"
-        two = train(run2, 2, seed, budget, stop_after=args.window)
+        two = train(run2, 2, seed, budget, stop_after=args.window, precision=args.precision)
         curve2 = curve(two["metrics"], 2)
         hit = first_past(curve2, THRESHOLDS.induction)
         role, tried = role_step(run2, curve2, THRESHOLDS.induction)
         control_steps = role["step"] if role else two["steps"]
-        one = train(run1, 1, seed, control_steps, stop_after=None)
+        one = train(run1, 1, seed, control_steps, stop_after=None, precision=args.precision)
         curve1 = curve(one["metrics"], 1)
         r2 = tried[-1] if tried else roles(run2, 2)
         r1 = roles(run1, 1)
@@ -154,6 +159,7 @@ def main() -> None:
             {
                 "seed": seed,
                 "budget_steps": budget,
+                "precision": args.precision or get_preset(PRESET, 2).train.precision,
                 "window_steps": args.window,
                 "floor_step": hit["step"] if hit else None,
                 "floor_minutes": round(hit["elapsed_s"] / 60, 2) if hit else None,
