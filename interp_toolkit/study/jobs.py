@@ -23,6 +23,9 @@ from typing import Any
 from interp_toolkit.runtime.devices import resolve_device
 from interp_toolkit.runtime.signals import die_with_parent
 
+#: How long a stop waits for the running jobs to end (a training saves its checkpoint first).
+STOP_WAIT_S = 120.0
+
 
 @dataclass(frozen=True)
 class Job:
@@ -74,9 +77,18 @@ def run_jobs(jobs: Sequence[Job], workers: int, device: str = "auto") -> dict[st
             for future in finished:
                 done[running.pop(future).name] = future.result()
     except BaseException as exc:
-        if isinstance(exc, KeyboardInterrupt):
-            stop_workers(pool)
-        pool.shutdown(wait=True, cancel_futures=True)
+        if not isinstance(exc, KeyboardInterrupt):  # a job failed: the running ones finish
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+        # A stop: each running job ends at its next safe point (a training saves its checkpoint
+        # first); an idle worker just ends, maybe holding the pool's queue lock, which would leave
+        # the others waiting on it forever: once the running jobs are done, the rest are killed.
+        stop_workers(pool)
+        wait(running, timeout=STOP_WAIT_S)
+        for process in list(getattr(pool, "_processes", {}).values()):
+            if process.is_alive():
+                process.kill()
+        pool.shutdown(wait=False, cancel_futures=True)
         raise
     pool.shutdown()
     return done

@@ -7,8 +7,8 @@
   a compact vocabulary, a short context, and 90% of every batch made of repeated-span windows.
 - ``text``: natural text read as bytes (docs/recipes.md §1): plain stdlib source only (no
   synthetic windows), every byte its own token (256 ids, nothing unknown), context 256, batch 4,
-  shortformer positions, bf16 autocast (float32 weights) with denormals flushed. Screened over
-  seeds in docs/recipes.md §0c-§0g: every seed measured grows a head with the induction role.
+  shortformer positions, bf16 autocast (float32 weights) with denormals flushed. Through the
+  toolkit each of five seeds grows a head with the induction role (docs/recipes.md §0f, §0g).
 - ``text-bpe``: the earlier natural-text recipe on GPT-2 BPE compacted to 256 ids (20% of stdlib
   tokens become ``<unk>``), context 64: it grows a weak layer-1 induction head that does not
   reach the role rule (0.095 against 0.4 after 12,000 steps, docs/recipes.md §2).

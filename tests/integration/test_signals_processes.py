@@ -144,3 +144,41 @@ def test_workers_die_with_their_parent_even_after_kill_9(tmp_path):
         if parent.poll() is None:
             parent.kill()
         parent.communicate()
+
+
+def test_a_stopped_study_ends_while_a_worker_waits_idle(tmp_path):
+    """SIGTERM to ``reproduce`` while one worker trains and the other waits idle (the 1-layer
+    control waits for the 2-layer run): the training saves its checkpoint, the study exits 143
+    with ``study.json`` saying ``stopped``, and no worker is left. (A real 8-layer study stopped
+    this way once hung, its last worker blocked on the pool's queue; this test did not reproduce
+    that hang before the fix, so the kill after the wait is tested in
+    tests/unit/study/test_study_args.py.)"""
+    out = tmp_path / "study"
+    parent = start("reproduce", "--out", out, "--preset", "cpu", "--layers", "1,2", "--workers", 2)
+    workers = []
+    try:
+        for _ in range(3000):  # until the 2-layer run trains (its first checkpoint)
+            workers = _children(parent.pid) or workers
+            if len(workers) == 2 and (out / "cpu-2l" / "checkpoints" / "state.json").is_file():
+                break
+            assert parent.poll() is None, parent.communicate()
+            time.sleep(0.1)
+        else:
+            raise AssertionError(f"the 2-layer run never started training ({workers})")
+        parent.send_signal(signal.SIGTERM)
+        code, err = finish(parent, timeout=150)
+        assert code == 143, err
+        assert json.loads((out / "study.json").read_text())["status"] == "stopped"
+        assert (out / "cpu-2l" / "checkpoints" / "state.json").is_file()
+        for _ in range(300):
+            if not any(_alive(w) for w in workers):
+                break
+            time.sleep(0.1)
+        assert not [w for w in workers if _alive(w)], "workers still running"
+    finally:
+        for w in workers:
+            if _alive(w):
+                os.kill(w, signal.SIGKILL)
+        if parent.poll() is None:
+            parent.kill()
+            parent.communicate()

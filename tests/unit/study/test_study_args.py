@@ -175,6 +175,57 @@ def test_jobs_run_when_what_they_wait_for_has_finished(monkeypatch):
         jobs.run_jobs([job("x", ("nowhere",))], workers=2)
 
 
+def test_a_stop_kills_the_workers_left_once_the_running_jobs_end(monkeypatch):
+    """A stop (Ctrl-C, SIGTERM) while jobs run: the workers get the stop, the running jobs get
+    their time to end, then every worker still alive is killed (one may wait forever on a queue
+    lock an idle worker died holding) and the pool is not joined."""
+    from concurrent.futures import Future
+
+    import torch
+
+    from interp_toolkit.study import jobs
+
+    events = []
+
+    class Process:
+        def __init__(self, alive):
+            self.alive = alive
+
+        def is_alive(self):
+            return self.alive
+
+        def kill(self):
+            events.append("kill")
+
+    class Pool:
+        def __init__(self, **kwargs):
+            self._processes = {1: Process(True), 2: Process(False)}
+
+        def submit(self, fn, *args):
+            return Future()  # never done: a long training
+
+        def shutdown(self, wait=True, cancel_futures=False):
+            events.append(("shutdown", wait, cancel_futures))
+
+    waits = []
+
+    def interrupted_wait(futures, timeout=None, return_when=None):
+        waits.append(timeout)
+        if len(waits) == 1:
+            raise KeyboardInterrupt  # the signal arrives while the parent waits
+        return set(), set(futures)
+
+    monkeypatch.setattr(jobs, "ProcessPoolExecutor", Pool)
+    monkeypatch.setattr(jobs, "resolve_device", lambda spec: torch.device("cpu"))
+    monkeypatch.setattr(jobs, "wait", interrupted_wait)
+    monkeypatch.setattr(jobs, "stop_workers", lambda pool: events.append("stop"))
+    work = [jobs.Job(n, lambda: (str.upper, ("x",))) for n in ("a", "b")]
+    with pytest.raises(KeyboardInterrupt):
+        jobs.run_jobs(work, workers=2)
+    assert waits == [None, jobs.STOP_WAIT_S]
+    assert events == ["stop", "kill", ("shutdown", False, True)]
+
+
 def test_both_settings_train_the_text_pair_first_and_each_control_follows_its_own(tmp_path):
     """`reproduce --preset all`: the natural-text pair beside the curriculum's depths; each
     2+-layer model stops its own preset's steps past the floor, and each 1-layer control
