@@ -94,6 +94,8 @@ def train(
     out = path_arg(out, "out")
     if exist_ok not in ("load", "resume", "error"):
         raise UserError(f"exist_ok={exist_ok!r} is not one of 'load', 'resume', 'error'.")
+    if all_steps and "steps" in overrides:
+        raise UserError("steps= and all_steps=True both say how long to train: give one.")
     if isinstance(overrides.get("corpus"), os.PathLike):
         overrides["corpus"] = os.fspath(overrides["corpus"])  # recorded in config.json as text
     try:

@@ -94,6 +94,11 @@ def train_cmd(
     )
     from interp_toolkit.training.steplog import planned_steps
 
+    if steps is not None and all_steps:
+        raise UserError(
+            "--steps and --all-steps both say how long to train: give one (--all-steps: the "
+            "preset's whole budget)."
+        )
     if repeat_fraction is not None and not 0.0 <= repeat_fraction <= 1.0:
         raise UserError(
             f"--repeat-fraction {repeat_fraction} is not a share: give a number from 0 (plain "

@@ -1,5 +1,6 @@
 """A study (or sweep) folder and the runs in it: the marker and its lock, which runs may be
-reused (:func:`is_finished`), and training runs side by side (:func:`train_runs`).
+reused (:func:`is_finished`), and a run's training as a job (:func:`train_job`, run side by side
+by :mod:`interp_toolkit.study.jobs`).
 
 A run is reused only when its recorded config equals the one asked for; every run is checked
 before any work (:func:`planned_runs`), so a study never half-trains into a folder it must refuse.
@@ -10,7 +11,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -172,18 +173,3 @@ def train_job(path: Path, preset: Preset, device: str, parent: int) -> None:
         if orphaned(parent):
             os._exit(getattr(exc, "exit_code", 128 + signal.SIGTERM))
         raise
-
-
-def train_runs(jobs: Sequence[tuple[Path, Preset]], workers: int, device: str = "auto") -> None:
-    """Train (or reuse) independent runs in the order given (put the longest first): on the CPU
-    ``workers`` at a time in separate processes (a lone run trains here); on any other device one
-    after another (processes sharing one accelerator would only contend for it). Each run is a
-    function of its preset alone, so running them side by side changes nothing but the wall
-    time."""
-    from interp_toolkit.study.jobs import Job, run_jobs
-
-    todo = [(path, preset) for path, preset in jobs if not is_finished(path, preset)]
-    TRAINED_HERE.update(path.resolve() for path, _ in todo)
-    parent = os.getpid()
-    made = [(train_job, (path, preset, device, parent)) for path, preset in todo]
-    run_jobs([Job(str(i), lambda m=m: m, rank=(i,)) for i, m in enumerate(made)], workers, device)

@@ -101,7 +101,7 @@ def _fused_forward(native: NativeAttention, bridge: torch.nn.Module) -> Callable
 
 
 #: From this many keys on, bf16 training on the CPU runs attention as float32 SDPA: at the byte
-#: preset's 256 keys that trained at 1.35-1.4x the explicit bf16 path below, at the curriculum's
+#: preset's 256 keys that trained at 1.4x the explicit bf16 path below, at the curriculum's
 #: 32 keys at 0.86-0.91x (one thread, this machine; docs/benchmarks.md).
 CPU_SDPA_FROM = 128
 

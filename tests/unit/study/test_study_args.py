@@ -54,13 +54,21 @@ def test_workers_fan_out_on_the_cpu_only(tmp_path, monkeypatch):
     monkeypatch.setattr(study, "is_finished", lambda path, preset: False)
     monkeypatch.setattr(study, "train_or_reuse", lambda p, preset, device: trained.append(device))
     monkeypatch.setattr(jobs, "ProcessPoolExecutor", lambda **kw: pools.append(kw) or 1 / 0)
-    work = [(tmp_path / n, get_preset("cpu", 2)) for n in ("a", "b")]
+
+    def work(device):
+        return [
+            jobs.Job(
+                n, lambda n=n: (study.train_job, (tmp_path / n, get_preset("cpu", 2), device, 0))
+            )
+            for n in ("a", "b")
+        ]
+
     monkeypatch.setattr(jobs, "resolve_device", lambda spec: torch.device("cuda", 0))
-    study.train_runs(work, workers=2, device="cuda")
+    jobs.run_jobs(work("cuda"), workers=2, device="cuda")
     assert trained == ["cuda", "cuda"] and not pools
     monkeypatch.setattr(jobs, "resolve_device", lambda spec: torch.device("cpu"))
     with pytest.raises(ZeroDivisionError):
-        study.train_runs(work, workers=2, device="cpu")
+        jobs.run_jobs(work("cpu"), workers=2, device="cpu")
     assert len(pools) == 1 and pools[0]["max_workers"] == 2
 
 

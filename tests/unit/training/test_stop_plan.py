@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import pytest
+
 from interp_toolkit.stats.thresholds import THRESHOLDS
 from interp_toolkit.training.presets import get_preset, until_induction, with_overrides
 from interp_toolkit.training.steplog import InductionStop, StepLog, planned_steps
@@ -81,6 +83,12 @@ def test_train_without_steps_stops_as_a_study_does(tmp_path, capsys, monkeypatch
     assert seen[-1].stop_score is None and seen[-1].steps == 30_000
     run_cli(capsys, *base, "--out", tmp_path / "c", "--steps", "40")
     assert seen[-1].stop_score is None and seen[-1].steps == 40
+    run_cli(capsys, *base, "--out", tmp_path / "d", "--steps", "40", "--all-steps").one_line_error(
+        "--steps and --all-steps"
+    )
+    assert not (tmp_path / "d").exists()
+    with pytest.raises(UserError, match="give one"):
+        api.train(tmp_path / "e", preset="text", steps=40, all_steps=True)
     for kw, stops in (({}, True), ({"steps": 40}, False), ({"all_steps": True}, False)):
         try:
             api.train(tmp_path / f"api{len(seen)}", preset="text", **kw)
