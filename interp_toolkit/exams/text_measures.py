@@ -30,6 +30,7 @@ from interp_toolkit.errors import UserError
 from interp_toolkit.heads.induction import strongest_induction_head
 from interp_toolkit.heads.scorer import RowScores
 from interp_toolkit.heads.text_scorer import text_row_scores, text_scores_from_rows
+from interp_toolkit.runtime.devices import CPU_PATTERN_BYTES, rows_per_chunk
 from interp_toolkit.stats.intervals import Interval, mean_interval
 
 #: Olsson et al.'s positions: token 50 and token 500 of a 512-token context.
@@ -211,13 +212,17 @@ def text_induction(
 ) -> TextInduction:
     """All three measures on held-out ``windows`` (as the model was trained on them: no BOS by
     default): forward passes over the windows (head scores and per-token losses together, about
-    256 MiB of logits at a time), one over the first ``passage_rows`` windows' repeated
-    passages. ``val_loss``: the mean loss on the first ``val_rows`` windows (default all).
+    256 MiB of logits at a time, and on the CPU about ``CPU_PATTERN_BYTES`` of patterns), one
+    over the first ``passage_rows`` windows' repeated passages. ``val_loss``: the mean loss on the first ``val_rows`` windows (default all).
     ``unk_id``: the vocabulary's ``<unk>``, never read as a repeat."""
     if len(windows) < 2:
         raise UserError("the in-context score needs at least 2 held-out windows.")
     n, length = windows.shape
-    chunk = max(1, (1 << 26) // max(1, length * int(model.cfg.d_vocab)))
+    cfg, device = model.cfg, next(model.parameters()).device
+    chunk = max(1, (1 << 26) // max(1, length * int(cfg.d_vocab)))
+    if device.type == "cpu":  # and patterns near the caches (CPU_PATTERN_BYTES)
+        pattern = 4 * int(cfg.n_heads) * length * length
+        chunk = min(chunk, rows_per_chunk(device, pattern, budget=CPU_PATTERN_BYTES))
     parts: list[dict[str, RowScores]] = []
     losses = []
     for lo in range(0, n, chunk):

@@ -102,3 +102,16 @@ def test_without_its_previous_token_head_the_circuit_only_copies():
     assert 0 < control.drop.estimate < 0.5 < 2.0 < full.drop.estimate
     m = text_induction(control_model("k"), windows)
     assert float(m.induction[1, 0]) < 0.15
+
+
+def test_chunks_change_no_number(monkeypatch):
+    """On the CPU the windows go through in chunks sized by their patterns
+    (CPU_PATTERN_BYTES): one window at a time gives exactly the numbers of one pass."""
+    import interp_toolkit.exams.text_measures as text_measures
+
+    model, windows = k_composition_model(), _passages(n_rows=6, seed=3)
+    whole = text_induction(model, windows, passage_rows=4)
+    monkeypatch.setattr(text_measures, "CPU_PATTERN_BYTES", 1)  # one window per chunk
+    chunked = text_induction(model, windows, passage_rows=4)
+    assert chunked.metrics() == whole.metrics() and chunked.val_loss == whole.val_loss
+    assert torch.equal(chunked.induction, whole.induction)
