@@ -6,7 +6,11 @@ against the machine's matmul roofline (benchmarks/_flops.py).
     python benchmarks/train_throughput.py [--preset cpu] [--layers 2] [--device auto]
         [--precision fp32] [--steps 60] [--threads 2] [--repeats 3]
 
-The trainers alternate, ``--repeats`` times each, in this one process, and medians are compared.
+The trainers alternate, ``--repeats`` times each, each run in a fresh process (process-wide
+settings such as the allocator's cannot leak from one to the next), and medians are compared.
+On the CPU our training keeps freed memory for reuse (``runtime.devices.keep_freed_memory``);
+the plain model runs as written (glibc's default) and, as ``reference*_kept``, with that setting
+too.
 With ``--precision fp32``: ``new`` (train_model as it is), ``old`` (train_model with fused
 attention switched off: TransformerLens's explicit softmax in every training step, as before) and
 ``reference``; ``new`` and ``old`` must end with the same weights up to float rounding
@@ -27,9 +31,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import math
+import multiprocessing
 import os
 import statistics
 import tempfile
+from concurrent.futures import ProcessPoolExecutor
 
 import torch
 import torch.nn as nn
@@ -183,6 +189,43 @@ def ours_tokens_per_s(
     return tokens / dt, weights
 
 
+#: The suffix of a reference run with :func:`~interp_toolkit.runtime.devices.keep_freed_memory`
+#: set (as our training sets it on the CPU): the plain model as written runs without it.
+KEPT = "_kept"
+
+
+def _measure(name: str, args: dict) -> tuple[float, dict[str, torch.Tensor] | None]:
+    """One trainer's tokens/s (and ours, its final weights), in this (fresh) process."""
+    from interp_toolkit.runtime.devices import (
+        STRICT_FP32,
+        keep_freed_memory,
+        precision_named,
+        resolve_device,
+    )
+
+    device = resolve_device(args["device"])
+    torch.set_num_threads(args["threads"])
+    if device.type == "cpu":
+        set_clock(args["threads"], args["clock"])
+    else:
+        set_clock(0, "wall")
+    preset, batches = timed_preset(args["preset"], args["layers"], args["steps"], args["threads"])
+    if name.startswith("reference"):
+        if name.endswith(KEPT):
+            keep_freed_memory()
+        base = name.removesuffix(KEPT)
+        p = STRICT_FP32 if base == "reference" else precision_named(args["precision"])
+        return reference_tokens_per_s(preset, batches, args["warmup"], device, p), None
+    return ours_tokens_per_s(
+        preset,
+        args["steps"],
+        args["warmup"],
+        device,
+        fused=name != "old",
+        precision="fp32" if name == "new_fp32" else args["precision"],
+    )
+
+
 def timed_preset(name: str, layers: int, steps: int, threads: int):
     """The preset with the codec's vocabulary, no scoring or checkpoints inside the timed window,
     and the reference's batches (the same stream, the same shapes)."""
@@ -243,10 +286,10 @@ def main() -> None:
     )
     args = ap.parse_args()
 
-    from interp_toolkit.runtime.devices import STRICT_FP32, precision_named, resolve_device
+    from interp_toolkit.runtime.devices import precision_named, resolve_device
 
     device = resolve_device(args.device)
-    precision = precision_named(args.precision)
+    precision_named(args.precision)  # a bad name: refused before any run
     torch.set_num_threads(args.threads)
     clock = set_clock(args.threads, args.clock) if device.type == "cpu" else set_clock(0, "wall")
     preset, batches = timed_preset(args.preset, args.layers, args.steps, args.threads)
@@ -254,12 +297,10 @@ def main() -> None:
     names = (
         ("new", "new_fp32", "reference", f"reference_{args.precision}")
         if mixed
-        else (
-            "new",
-            "old",
-            "reference",
-        )
+        else ("new", "old", "reference")
     )
+    if device.type == "cpu":  # the plain model with our allocator setting too
+        names += tuple(f"{n}{KEPT}" for n in names if n.startswith("reference"))
     mms = step_matmuls(preset)
     dtypes = sorted({torch.float32, dtype_of(args.precision)}, key=str)
     on_cpu = device.type == "cpu"
@@ -267,22 +308,17 @@ def main() -> None:
     runs: dict[str, list[float]] = {n: [] for n in names}
     rate_runs, loads = [], []
     weights: dict[str, dict[str, torch.Tensor]] = {}
+    spawn = multiprocessing.get_context("spawn")
     for _ in range(args.repeats):
         for name in names:
             loads.append(os.getloadavg()[0])
-            if name.startswith("reference"):
-                p = STRICT_FP32 if name == "reference" else precision
-                runs[name].append(reference_tokens_per_s(preset, batches, args.warmup, device, p))
-                continue
-            tok_s, weights[name] = ours_tokens_per_s(
-                preset,
-                args.steps,
-                args.warmup,
-                device,
-                fused=name != "old",
-                precision="fp32" if name == "new_fp32" else args.precision,
-            )
+            # each trainer in a fresh process: allocator, denormal and thread settings are
+            # process-wide, and ours sets the allocator (keep_freed_memory) as it trains
+            with ProcessPoolExecutor(1, mp_context=spawn) as pool:
+                tok_s, w = pool.submit(_measure, name, vars(args)).result()
             runs[name].append(tok_s)
+            if w is not None:
+                weights[name] = w
         if on_cpu:
             rate_runs.append(measure_rates(mms, dtypes))
     med = {k: statistics.median(v) for k, v in runs.items()}
@@ -314,7 +350,8 @@ def main() -> None:
     if on_cpu:
         rates = median_rates(rate_runs)
         for name in names:
-            dt = torch.float32 if name in ("new_fp32", "reference") else dtype_of(args.precision)
+            fp32 = name.removesuffix(KEPT) in ("new_fp32", "reference")
+            dt = torch.float32 if fp32 else dtype_of(args.precision)
             roof_tok_s = tokens_per_step / roofline_seconds(mms, rates[dt])
             roofline[name] = {
                 "matmul_dtype": str(dt).removeprefix("torch."),
@@ -322,12 +359,20 @@ def main() -> None:
                 "fraction": round(med[name] / roof_tok_s, 3),
             }
         row["new_roofline_fraction"] = roofline["new"]["fraction"]
+    kept = f"{same}{KEPT}" if f"{same}{KEPT}" in med else None
+    if kept:
+        row[f"new_vs_{kept}"] = round(med["new"] / med[kept], 3)
     print_table([row], list(row))
     ratio = med["new"] / med[same]
     print(
         f"{args.precision}: ours / the plain model in {args.precision}: {ratio:.2f}x "
         f"(goal >= {GOAL}: {'met' if ratio >= GOAL else 'NOT met'})"
     )
+    if kept:
+        print(
+            f"{args.precision}: ours / the plain model with our allocator setting "
+            f"(keep_freed_memory): {med['new'] / med[kept]:.2f}x"
+        )
     if mixed:
         print(
             f"{args.precision}: ours / the plain model in fp32: {med['new'] / med['reference']:.2f}x"

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import torch
+from torch.nn.modules import module as torch_module
 from transformer_lens import TransformerBridge, TransformerBridgeConfig
 
 from interp_toolkit.errors import UserError
@@ -234,6 +235,37 @@ def install_shortformer(model: TransformerBridge) -> None:
             point = linear.hook_out
             point.__dict__["_shortformer"] = _QKPositions(embedding, linear.original_component)
             point.register_forward_hook(_add_positions, prepend=True)
+
+
+def qk_positions(q: torch.nn.Module, k: torch.nn.Module) -> torch.nn.Embedding | None:
+    """The positions a shortformer adds to the queries and keys, when its hooks are all that
+    the query and key projections (TransformerLens ``LinearBridge`` modules) carry: then a caller may
+    compute ``(x + positions) @ W`` itself (training's fused attention); else None (not a
+    shortformer, or something else hooks a projection, so it must run through its hooks)."""
+    found = []
+    for linear in (q, k):
+        out, inp = getattr(linear, "hook_out", None), getattr(linear, "hook_in", None)
+        src = out.__dict__.get("_shortformer") if out is not None else None
+        if not isinstance(src, _QKPositions) or inp is None:
+            return None
+        if list(out._forward_hooks.values()) != [_add_positions] or any(
+            (
+                out._forward_pre_hooks,
+                out._backward_hooks,
+                out._backward_pre_hooks,
+                inp._forward_hooks,
+                inp._forward_pre_hooks,
+                inp._backward_hooks,
+                inp._backward_pre_hooks,
+                linear._forward_hooks,
+                linear._forward_pre_hooks,
+                torch_module._global_forward_hooks,
+                torch_module._global_forward_pre_hooks,
+            )
+        ):
+            return None
+        found.append(src.positions)
+    return found[0] if found[0] is found[1] else None
 
 
 def is_shortformer(model: TransformerBridge) -> bool:

@@ -12,9 +12,15 @@ during training or a user's hook, runs TransformerLens's own forward, so a patte
 whenever anything reads it (under bf16 autocast such a layer runs in float32, autocast off, so
 the pattern read is the float32 one). The q/k/v/o projections and their hook points run as
 before. Under bf16 autocast on CUDA, SDPA takes bf16 q, k, v and keeps its softmax in float32
-accumulators; on the CPU (whose bf16 SDPA backward is slow) short contexts run the two attention
-matmuls in bf16 and the softmax in float32, long ones (from :data:`CPU_SDPA_FROM` keys) float32
-SDPA on the bf16 projections cast up (:func:`_bf16_cpu_attention`).
+accumulators; on the CPU (whose bf16 SDPA backward is slow) the two attention matmuls run in
+bf16, with the softmax in float32 for short contexts and, from :data:`CPU_BF16_SOFTMAX_FROM` keys
+on, in bf16 as plain PyTorch under autocast computes it (:func:`_bf16_cpu_attention`).
+
+A shortformer model (positions in the queries and keys only, :func:`~interp_toolkit.models.build.
+install_shortformer`) adds its positions to each projection's output through a hook there
+(``positions @ W``, a matmul per projection). In the fused path, when that hook is the only one on
+the query and key projections, the positions are added to their input instead (``(x + positions)
+@ W``, as a plain implementation writes it: one addition per layer), equal up to float rounding.
 
 SDPA and the explicit softmax differ only by float rounding (tests/unit/training/test_sdpa.py compares
 logits and gradients); benchmarks/train_throughput.py measures the speed.
@@ -32,6 +38,8 @@ from torch.nn.modules import module as torch_module
 from transformer_lens import TransformerBridge
 from transformer_lens.model_bridge.sources.native.model import NativeAttention
 from transformer_lens.utilities.activation_functions import softcap_enabled
+
+from interp_toolkit.models.build import qk_positions
 
 
 def _hooked(point: torch.nn.Module) -> bool:
@@ -85,8 +93,13 @@ def _fused_forward(native: NativeAttention, bridge: torch.nn.Module) -> Callable
             )
         b, s, _ = hidden_states.shape
         shape = (b, s, native.n_heads, native.d_head)
-        q = native.q(hidden_states).view(shape).transpose(1, 2)
-        k = native.k(hidden_states).view(shape).transpose(1, 2)
+        positions = qk_positions(native.q, native.k)
+        if positions is None:
+            q, k = native.q(hidden_states), native.k(hidden_states)
+        else:  # shortformer: (x + positions) @ W instead of the hooks' x @ W + positions @ W
+            qk_in = hidden_states + positions.weight[:s]
+            q, k = native.q.original_component(qk_in), native.k.original_component(qk_in)
+        q, k = q.view(shape).transpose(1, 2), k.view(shape).transpose(1, 2)
         v = native.v(hidden_states).view(shape).transpose(1, 2)
         if native.rotary is not None:
             q, k = native.rotary.apply_rope(q, k, position_ids=position_ids)
@@ -100,28 +113,24 @@ def _fused_forward(native: NativeAttention, bridge: torch.nn.Module) -> Callable
     return forward
 
 
-#: From this many keys on, bf16 training on the CPU runs attention as float32 SDPA: at the byte
-#: preset's 256 keys that trained at 1.4x the explicit bf16 path below, at the curriculum's
-#: 32 keys at 0.86-0.91x (one thread, this machine; docs/benchmarks.md).
-CPU_SDPA_FROM = 128
+#: From this many keys on, bf16 training on the CPU runs the attention's softmax in bf16 (as
+#: plain PyTorch under autocast does): at the byte preset's 256 keys casting the [batch, head,
+#: query, key] scores to float32 and back cost more than the matmuls; at the curriculum's 32 keys
+#: the float32 softmax costs little (docs/benchmarks.md).
+CPU_BF16_SOFTMAX_FROM = 128
 
 
 def _bf16_cpu_attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float
 ) -> torch.Tensor:
-    """Causal attention under bf16 autocast on the CPU. From :data:`CPU_SDPA_FROM` keys on,
-    float32 SDPA on q, k, v cast up (its flash kernel never builds the [query, key] scores; torch's
-    bf16 SDPA backward on the CPU ran ~6x slower than its float32 one here); below, the two
-    matmuls in bf16 and the softmax in float32, which the short contexts run faster
+    """Causal attention under bf16 autocast on the CPU: the two matmuls in bf16 (torch's bf16
+    SDPA backward on the CPU ran ~6x slower than its float32 one here), the softmax in float32
+    below :data:`CPU_BF16_SOFTMAX_FROM` keys and in bf16 from there on
     (benchmarks/train_throughput.py, docs/benchmarks.md). The output is in v's dtype."""
-    if k.shape[-2] >= CPU_SDPA_FROM:
-        with torch.autocast("cpu", enabled=False):
-            z = F.scaled_dot_product_attention(
-                q.float(), k.float(), v.float(), is_causal=True, scale=scale
-            )
-        return z.to(v.dtype)
-    scores = (q @ k.transpose(-1, -2)).float() * scale  # [batch, head, query, key]
-    n = scores.shape[-1]
+    n = k.shape[-2]
+    scores = (q @ k.transpose(-1, -2)) * scale  # [batch, head, query, key], bf16
+    if n < CPU_BF16_SOFTMAX_FROM:
+        scores = scores.float()
     mask = torch.ones(n, n, dtype=torch.bool, device=scores.device).triu(1)
     pattern = scores.masked_fill(mask, float("-inf")).softmax(-1)
     return pattern.to(v.dtype) @ v

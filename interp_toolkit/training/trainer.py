@@ -35,7 +35,7 @@ from interp_toolkit.runs.folder import (
     save_weights,
     write_config,
 )
-from interp_toolkit.runtime.devices import precision_named
+from interp_toolkit.runtime.devices import keep_freed_memory, precision_named
 from interp_toolkit.text.codecs import Codec
 from interp_toolkit.text.store import TokenWindows
 from interp_toolkit.text.stream import (
@@ -119,6 +119,8 @@ def train_model(
             torch.set_num_threads(train_cfg.threads)
         if train_cfg.flush_denormal and dev.type == "cpu":
             torch.set_flush_denormal(True)
+        if dev.type == "cpu":
+            keep_freed_memory()  # no page faults on each step's fresh tensors
 
         # 2. Data: the corpus (rank 0 tokenizes first), the codec (saved with the run), training
         #    windows of n_ctx + 1 tokens (the model reads n_ctx and every position, the last one

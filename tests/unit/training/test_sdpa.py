@@ -114,20 +114,73 @@ def test_cpu_bf16_attention_is_causal_attention_up_to_bf16_rounding():
     assert float((no_mask - want).abs().max() / want.abs().max()) > 0.2  # what 2% must exclude
 
 
-def test_cpu_bf16_attention_takes_float32_sdpa_from_its_threshold_on():
-    """From CPU_SDPA_FROM keys on the attention is float32 SDPA exactly (then cast to bf16);
-    one key fewer takes the explicit bf16 path, which differs by bf16 rounding."""
-    n = sdpa.CPU_SDPA_FROM
+def test_cpu_bf16_attention_takes_a_bf16_softmax_from_its_threshold_on():
+    """From CPU_BF16_SOFTMAX_FROM keys on, the softmax takes the bf16 scores (plain PyTorch under
+    autocast; torch's CPU kernel accumulates in float32 and rounds the pattern, which the float32
+    softmax rounded too before the value matmul); one key fewer, the scores cast to float32. Both
+    are causal attention up to bf16 rounding (a missing mask or scale moves them by > 20%)."""
+    n = sdpa.CPU_BF16_SOFTMAX_FROM
     gen = torch.Generator().manual_seed(1)
     q, k, v = (torch.randn(1, 2, n, 8, generator=gen).bfloat16() for _ in range(3))
-    want = torch.nn.functional.scaled_dot_product_attention(
+    mask = torch.ones(n, n, dtype=torch.bool).triu(1)
+    scores = (q @ k.transpose(-1, -2)) * 8**-0.5
+    bf16_softmax = scores.masked_fill(mask, float("-inf")).softmax(-1) @ v
+    got = sdpa._bf16_cpu_attention(q, k, v, 8**-0.5)
+    assert got.dtype == torch.bfloat16 and torch.equal(got, bf16_softmax)
+    short = sdpa._bf16_cpu_attention(q[..., 1:, :], k[..., 1:, :], v[..., 1:, :], 8**-0.5)
+    want_short = _exact(q[..., 1:, :], k[..., 1:, :], v[..., 1:, :])
+    for out, want in ((got, _exact(q, k, v)), (short, want_short)):
+        err = float((out.float() - want).abs().max() / want.abs().max())
+        assert err < 0.02, err
+
+
+def _exact(q, k, v):
+    return torch.nn.functional.scaled_dot_product_attention(
         q.float(), k.float(), v.float(), is_causal=True
     )
-    assert torch.equal(sdpa._bf16_cpu_attention(q, k, v, 8**-0.5), want.bfloat16())
-    short = sdpa._bf16_cpu_attention(q[..., 1:, :], k[..., 1:, :], v[..., 1:, :], 8**-0.5)
-    want_short = torch.nn.functional.scaled_dot_product_attention(
-        q[..., 1:, :].float(), k[..., 1:, :].float(), v[..., 1:, :].float(), is_causal=True
+
+
+def test_a_shortformer_adds_its_positions_to_the_projections_input_when_fused():
+    """Fused, a shortformer's q/k projections read x + positions (its output hooks do not run);
+    the step's loss and gradients equal TransformerLens's own forward (the hooks adding
+    positions @ W) up to float32 rounding. A user's hook on hook_q sends the layer back
+    through the hooks."""
+    from interp_toolkit.models import build
+
+    cfg = build.ModelConfig(
+        n_layers=2,
+        d_model=32,
+        n_heads=4,
+        d_head=8,
+        n_ctx=32,
+        d_vocab=64,
+        seed=0,
+        positional="shortformer",
     )
-    assert not torch.equal(short, want_short.bfloat16())
-    err = float((short.float() - want_short).abs().max() / want_short.abs().max())
-    assert err < 0.02, err
+    model = build.build_model(cfg).train()
+    tokens = torch.randint(0, 64, (3, 32), generator=torch.Generator().manual_seed(0))
+    loss, grads = _loss_and_grads(model, tokens)
+    calls = []
+    real = build._add_positions
+    build_hooks = [block.attn.q.hook_out._forward_hooks for block in model.blocks] + [
+        block.attn.k.hook_out._forward_hooks for block in model.blocks
+    ]
+    assert all(list(h.values()) == [real] for h in build_hooks)
+    with sdpa.fused_attention(model):
+        for h in build_hooks:  # count the output hooks' calls (the fused path skips them)
+            key = next(iter(h))
+            h[key] = lambda *a, _r=real: (calls.append(1), _r(*a))[1]
+        positions = build.qk_positions(model.blocks[0].attn.q, model.blocks[0].attn.k)
+        assert positions is None  # the counting wrappers are "something else"
+        for h in build_hooks:
+            h[next(iter(h))] = real
+        fused_loss, fused_grads = _loss_and_grads(model, tokens)
+        assert calls == []
+        torch.testing.assert_close(fused_loss, loss, rtol=0, atol=1e-5)
+        for name, g in grads.items():
+            torch.testing.assert_close(fused_grads[name], g, rtol=1e-4, atol=1e-5)
+        seen = []
+        hook = ("blocks.1.attn.hook_q", lambda t, hook: seen.append(t.shape))
+        with model.hooks(fwd_hooks=[hook]):
+            hooked_loss = model(tokens, return_type="loss")
+        assert seen and torch.allclose(hooked_loss, loss, atol=1e-5)
