@@ -124,5 +124,13 @@ def _print_circuit(data: dict[str, Any]) -> None:
     for e in c["edges"]:
         table.add_row(e["source"], e["target"], e["input"], f"{e['score']:.4g}")
     out.print(table)
+    held = c.get("heldout_faithfulness")
+    if held is not None:
+        out.print(
+            f"held out: on {c['heldout_prompts']} prompts of the task drawn again (seed "
+            f"{c['heldout_seed']}) the circuit recovers {held['value']:.1%} [{held['low']:.1%}, "
+            f"{held['high']:.1%}] of the gap ({c['heldout_interval']})",
+            soft_wrap=True,
+        )
     curve = ", ".join(f"{p['edges']}: {p['faithfulness']:.2f}" for p in data["curve"])
     out.print(f"faithfulness of the top-k edges: {curve}", soft_wrap=True)

@@ -109,6 +109,18 @@ def route_section(routes: Sequence[tuple[str, ModelRoute]], t: Thresholds = THRE
     )
 
 
+def heldout_clause(circuit: Circuit) -> str:
+    """The circuit's faithfulness on the held-out prompts, with its interval ("" when none was
+    measured): the number that was not chosen on the prompts it is scored on."""
+    h = circuit.heldout
+    if h is None:
+        return ""
+    return (
+        f"; on {circuit.heldout_prompts} held-out prompts (the task drawn again) it recovers "
+        f"{h.value:.0%} [{h.low:.0%}, {h.high:.0%}]"
+    )
+
+
 def circuit_sentence(c: CircuitSummary, t: Thresholds = THRESHOLDS) -> str:
     """What was discovered, how faithful it is, and whether the route's edges are in it."""
     ig = c.circuit
@@ -119,6 +131,7 @@ def circuit_sentence(c: CircuitSummary, t: Thresholds = THRESHOLDS) -> str:
         f"recovers {ig.faithfulness:.0%} of the induction gap alone (top {ig.top_k} by score "
         f"reach ≥ {t.recovers:.0%}{', then pruned' if ig.pruned else ''})"
     )
+    s += heldout_clause(ig)
     if c.route_edges:
         inside, dropped, missing = route_edge_lists(c)
         if inside:
@@ -260,7 +273,7 @@ def circuit_page(
         summary = (
             f"{circuit.method}: {len(circuit.edges)} of {circuit.total_edges} edges recover "
             f"{circuit.faithfulness:.0%} of the gap (clean {circuit.clean:.3f}, corrupt "
-            f"{circuit.corrupt:.3f})."
+            f"{circuit.corrupt:.3f}){heldout_clause(circuit)}."
         )
     else:
         summary = f"No circuit: {circuit.reason}."

@@ -113,8 +113,8 @@ def _text(n_layers: int) -> Preset:
             score_every=1000,  # a scoring at context 256 costs ~10 s: 4 min at 250
             checkpoint_every=1000,
             threads=1,
-            # bf16 autocast, float32 weights and SDPA attention: 1.15x our float32 step here
-            # with the same science on the seeds checked (docs/benchmarks.md, recipes.md §0g)
+            # bf16 autocast, float32 weights: 1.30x our float32 step here, every seed checked
+            # growing the role (docs/benchmarks.md, recipes.md §0i)
             precision="bf16",
             flush_denormal=True,
         ),

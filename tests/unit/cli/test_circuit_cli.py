@@ -43,8 +43,18 @@ def test_circuit_json_and_drawing(run_dir, tmp_path, capsys):
     html = page.read_text()
     assert "plotly-graph-div" in html and "into k" in html and "recover 100% of the gap" in html
     assert 'src="http' not in html  # offline: plotly is inlined, nothing loads from a CDN
-    stdout = capsys.readouterr().out
-    assert "circuit: 4 edges recover 100.0% of the gap" in " ".join(stdout.split())
+    stdout = " ".join(capsys.readouterr().out.split())
+    assert "circuit: 4 edges recover 100.0% of the gap" in stdout
+    # the number not chosen on its own prompts: the held-out draw, with its interval
+    held = circuit["heldout_faithfulness"]
+    assert circuit["heldout_prompts"] == 8 and held["low"] <= held["value"] <= held["high"]
+    said = f"recovers {held['value']:.1%} [{held['low']:.1%}, {held['high']:.1%}]"
+    assert f"held out: on 8 prompts of the task drawn again (seed {circuit['heldout_seed']})" in (
+        stdout
+    )
+    assert said in stdout
+    page_said = f"on 8 held-out prompts (the task drawn again) it recovers {held['value']:.0%}"
+    assert page_said in " ".join(html.split())
 
 
 def test_fixed_edges_and_per_position(run_dir, tmp_path):
