@@ -44,8 +44,17 @@ PRESET = "text"
 
 
 def train(
-    out: Path, layers: int, seed: int, steps: int, stop_after: int | None, precision: str | None
+    out: Path,
+    layers: int,
+    seed: int,
+    steps: int,
+    stop_after: int | None,
+    precision: str | None,
+    **changes: Any,
 ) -> dict[str, Any]:
+    """The preset at ``layers``, trained with ``seed`` for at most ``steps``; ``changes`` are
+    further :func:`with_overrides` fields (benchmarks/unk_share.py: ``codec``, ``vocab_size``,
+    ``d_vocab``)."""
     import torch
 
     from interp_toolkit.stats.thresholds import THRESHOLDS
@@ -54,7 +63,12 @@ def train(
 
     torch.set_num_threads(1)
     p = with_overrides(
-        get_preset(PRESET, layers), steps=steps, seed=seed, threads=1, precision=precision
+        get_preset(PRESET, layers),
+        steps=steps,
+        seed=seed,
+        threads=1,
+        precision=precision,
+        **changes,
     )
     if stop_after is not None:  # the study's rule: past the floor for stop_after steps
         p = with_overrides(p, stop_score=THRESHOLDS.induction, stop_after=stop_after)
