@@ -28,6 +28,7 @@ from transformer_lens import TransformerBridge
 
 from interp_toolkit.errors import UserError
 from interp_toolkit.heads.induction import strongest_induction_head
+from interp_toolkit.heads.registry import SCORE
 from interp_toolkit.heads.scorer import RowScores
 from interp_toolkit.heads.text_scorer import text_row_scores, text_scores_from_rows
 from interp_toolkit.runtime.devices import CPU_PATTERN_BYTES, rows_per_chunk
@@ -201,6 +202,10 @@ class TextInduction:
         }
 
 
+#: The one stripe the text measures read (every head's induction score on the text).
+_INDUCTION_ONLY = {"induction": SCORE["induction"].stripe}
+
+
 def text_induction(
     model: TransformerBridge,
     windows: Int[torch.Tensor, "batch pos"],
@@ -227,7 +232,9 @@ def text_induction(
     losses = []
     for lo in range(0, n, chunk):
         w = windows[lo : lo + chunk]
-        rows, logits = text_row_scores(model, w, has_bos=has_bos, unk_id=unk_id)
+        rows, logits = text_row_scores(
+            model, w, has_bos=has_bos, unk_id=unk_id, stripes=_INDUCTION_ONLY
+        )
         losses.append(token_losses(logits, w))
         parts.append(rows)
         del logits
