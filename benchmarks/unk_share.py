@@ -19,8 +19,8 @@ bf16, the stop rule, the scoring) and only the codec changes: GPT-2 BPE compacte
    with ``--runs DIR`` adds it to runs that lack it);
 4. with ``--control``, its 1-layer control trained as long.
 
-The byte rows of benchmarks/results/text_seeds.json (§0g, 0% ``<unk>``) are copied into the
-result as the reference, marked ``"source": "text_seeds.json"``.
+The byte rows of §0g's table (benchmarks/archive/results/text_seeds_bf16_sdpa/, 0% ``<unk>``)
+are copied into the result as the reference, marked ``"source": "text_seeds.json"``.
 
     python benchmarks/unk_share.py [--vocab-sizes 256,1024,4096] [--seeds 0,1] [--max-steps 12000]
                                    [--window 3000] [--control] [--out DIR] [--json PATH]
@@ -182,8 +182,9 @@ def one_run(
 
 
 def byte_reference(seeds: list[int]) -> list[dict[str, Any]]:
-    """The byte preset's rows for ``seeds`` from benchmarks/results/text_seeds.json (§0g)."""
-    path = RESULTS / "text_seeds.json"
+    """The byte preset's rows for ``seeds`` from §0g's table (the code these runs used:
+    benchmarks/archive/results/text_seeds_bf16_sdpa/text_seeds.json)."""
+    path = RESULTS.parent / "archive" / "results" / "text_seeds_bf16_sdpa" / "text_seeds.json"
     if not path.exists():
         return []
     rows = json.loads(path.read_text())["rows"]

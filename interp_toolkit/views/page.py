@@ -161,7 +161,9 @@ def page_layout(fig: go.Figure) -> go.Figure:
                 "yref": "container",
                 "y": 1,
                 "yanchor": "top",
-                "pad": {"t": MODEBAR_PX},
+                # plotly's pad places the first line's baseline: its top sits one font size
+                # higher (Chromium measured a title 15 px into the band with pad = the band)
+                "pad": {"t": MODEBAR_PX + round(size)},
             }
         )
         top += round(LINE_EM * size * len(lines))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+from html import unescape as html_unescape
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -46,7 +47,7 @@ from interp_toolkit.reports.study_report import (
     describe_run,
 )
 from interp_toolkit.views.circuit import circuit_figure
-from interp_toolkit.views.page import FOLD_AT, Row, render_report
+from interp_toolkit.views.page import FOLD_AT, Row, Section, render_report
 from interp_toolkit.views.plots import head_score_heatmap
 
 SNAPSHOT = Path(__file__).resolve().parents[2] / "snapshots" / "small_study.json"
@@ -320,3 +321,83 @@ def test_fold_starts_past_fold_at(n):
 
     out = fold([f"e{i}" for i in range(n)], "edges")
     assert ("<details>" in out) is (n > FOLD_AT)
+
+
+# ---------------------------------------------------------------- in a real browser
+
+#: Measures each rendered figure in the browser: its title's top and its mode bar's bottom, in px
+#: from the figure's top (the mode bar exists, hidden until hover, from the first draw).
+GEOMETRY_JS = """<script>
+window.addEventListener("load", () => setTimeout(() => {
+  const out = [...document.querySelectorAll(".js-plotly-plot")].map((div) => {
+    const top = div.getBoundingClientRect().top;
+    const title = div.querySelector(".gtitle"), bar = div.querySelector(".modebar");
+    return {title: title ? title.textContent : null,
+            title_top: title ? title.getBoundingClientRect().top - top : null,
+            title_x: title ? [title.getBoundingClientRect().left, title.getBoundingClientRect().right] : null,
+            modebar_x: bar ? [bar.getBoundingClientRect().left, bar.getBoundingClientRect().right] : null,
+            modebar_bottom: bar ? bar.getBoundingClientRect().bottom - top : null};
+  });
+  const pre = document.createElement("pre");
+  pre.id = "geometry";
+  pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+}, 2000));
+</script>"""
+
+
+@pytest.mark.browser
+def test_the_page_in_chromium_agrees_with_itself_and_no_title_sits_under_the_mode_bar(tmp_path):
+    """The study page's sections rendered by headless Chromium (the DOM after plotly ran): the
+    two exam rows keep their names and the cells their finding's numbers, a share above 1 keeps
+    its note, and every figure's title starts below the mode bar's band. The same heatmap laid
+    out by plotly's defaults with a tight top margin (what the page had before page_layout) is
+    measured too, and its title is caught under the band."""
+    import shutil
+    import subprocess
+
+    binary = next(
+        (p for n in ("chromium", "chromium-browser", "google-chrome") if (p := shutil.which(n))),
+        None,
+    )
+    if binary is None:
+        pytest.skip("headless Chromium not found: install it with `apt-get install -y chromium`")
+    ms = [depth(1), depth(3, period_exams=exams({("letters", 2): 180}))]
+    findings = study_findings(ms)
+    runs = [summary("cpu-1l", 1), summary("cpu-3l", 3, induction=("1.0", "1.2"))]
+    weak = head(Estimate(0.01, 0.004, 0.02), Estimate(11.78, 2.1, 30.5))
+    grid = [[0.1 * (i + j) for j in range(4)] for i in range(3)]
+    title = "cpu-3l: induction scores, value-weighted, each head against its null model's tau"
+    fig = head_score_heatmap(grid, title=title)
+    sections = comparison_sections(runs, finding=findings)
+    sections += [depth_section(ms, curves={}), route_section([("cpu-8l", model(weak))])]
+    page = render_report([*sections, Section("Heads", [fig])], title="Study")
+    bare = go.Figure(fig).update_layout(margin={"t": 24}, title={"text": "bare", "y": None})
+    bare_div = bare.to_html(include_plotlyjs=False, full_html=False)
+    doc = tmp_path / "page.html"
+    doc.write_text(page.replace("</body>", f"{bare_div}{GEOMETRY_JS}</body>"), encoding="utf-8")
+    done = subprocess.run(
+        [binary, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+         f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=15000",
+         "--window-size=1200,2000", "--dump-dom", doc.as_uri()],
+        capture_output=True, timeout=180, env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    dom = done.stdout.decode("utf-8", "replace")
+    assert done.returncode == 0 and "js-plotly-plot" in dom, done.stderr.decode()[-2000:]
+    p = parse(re.sub(r"<script\b.*?</script>", "", dom, flags=re.S))
+    row = {r[0]: r[1:] for r in p.rows if r}
+    assert row[PROMPT_EXAMS] == ["pass (2/2 passed)"] * 2
+    assert row[PERIOD_EXAMS][1].startswith("29/30 pass")
+    assert "passes 29 of 30 period exams" in findings[1]
+    said = " ".join(" ".join(p.text).split())
+    shares = [m.end() for m in re.finditer(r"11\.78 \[2\.10, 30\.50\]", said)]
+    assert len(shares) >= 3
+    assert all(said[end:].startswith(" (share > 1: the path") for end in shares)
+    geometry = json.loads(html_unescape(re.search(r'<pre id="geometry">(.*?)</pre>', dom).group(1)))
+    titled = [g for g in geometry if g["title"]]
+    assert len(titled) >= 2 and titled[-1]["title"] == "bare", geometry
+    for g in titled[:-1]:  # every figure the page laid out: its title starts below the mode bar
+        assert g["modebar_bottom"] is not None and g["title_top"] >= g["modebar_bottom"], g
+    assert any(g["title"].startswith("cpu-3l: induction scores") for g in titled)
+    bare_g = titled[-1]  # plotly's own layout with a tight top: the check catches the overlap
+    assert bare_g["title_top"] < bare_g["modebar_bottom"], bare_g
