@@ -218,7 +218,8 @@ def text_induction(
     """All three measures on held-out ``windows`` (as the model was trained on them: no BOS by
     default): forward passes over the windows (head scores and per-token losses together, about
     256 MiB of logits at a time, and on the CPU about ``CPU_PATTERN_BYTES`` of patterns), one
-    over the first ``passage_rows`` windows' repeated passages. ``val_loss``: the mean loss on the first ``val_rows`` windows (default all).
+    over the first ``passage_rows`` windows' repeated passages. ``val_loss``: the mean loss on
+    the first ``val_rows`` windows (default all).
     ``unk_id``: the vocabulary's ``<unk>``, never read as a repeat."""
     if len(windows) < 2:
         raise UserError("the in-context score needs at least 2 held-out windows.")

@@ -239,9 +239,9 @@ def install_shortformer(model: TransformerBridge) -> None:
 
 def qk_positions(q: torch.nn.Module, k: torch.nn.Module) -> torch.nn.Embedding | None:
     """The positions a shortformer adds to the queries and keys, when its hooks are all that
-    the query and key projections (TransformerLens ``LinearBridge`` modules) carry: then a caller may
-    compute ``(x + positions) @ W`` itself (training's fused attention); else None (not a
-    shortformer, or something else hooks a projection, so it must run through its hooks)."""
+    the query and key projections (TransformerLens ``LinearBridge`` modules) carry: then a
+    caller may compute ``(x + positions) @ W`` itself (training's fused attention); else None
+    (not a shortformer, or something else hooks a projection: it must run through its hooks)."""
     found = []
     for linear in (q, k):
         out, inp = getattr(linear, "hook_out", None), getattr(linear, "hook_in", None)

@@ -11,16 +11,17 @@ keys, and **no hook** (forward or backward, on the module or global) on the laye
 during training or a user's hook, runs TransformerLens's own forward, so a pattern is exact
 whenever anything reads it (under bf16 autocast such a layer runs in float32, autocast off, so
 the pattern read is the float32 one). The q/k/v/o projections and their hook points run as
-before. Under bf16 autocast on CUDA, SDPA takes bf16 q, k, v and keeps its softmax in float32
+before (a shortformer's q/k, below, when nothing but its own hooks is on them, excepted). Under bf16 autocast on CUDA, SDPA takes bf16 q, k, v and keeps its softmax in float32
 accumulators; on the CPU (whose bf16 SDPA backward is slow) the two attention matmuls run in
 bf16, with the softmax in float32 for short contexts and, from :data:`CPU_BF16_SOFTMAX_FROM` keys
 on, in bf16 as plain PyTorch under autocast computes it (:func:`_bf16_cpu_attention`).
 
-A shortformer model (positions in the queries and keys only, :func:`~interp_toolkit.models.build.
-install_shortformer`) adds its positions to each projection's output through a hook there
-(``positions @ W``, a matmul per projection). In the fused path, when that hook is the only one on
-the query and key projections, the positions are added to their input instead (``(x + positions)
-@ W``, as a plain implementation writes it: one addition per layer), equal up to float rounding.
+A shortformer model (positions in the queries and keys only:
+:func:`~interp_toolkit.models.build.install_shortformer`) adds its positions to each projection's
+output through a hook there (``positions @ W``, a matmul per projection). In the fused path,
+when that hook is the only one on the query and key projections, the positions are added to their
+input instead (``(x + positions) @ W``, as a plain implementation writes it: one addition per
+layer), equal up to float rounding.
 
 SDPA and the explicit softmax differ only by float rounding (tests/unit/training/test_sdpa.py compares
 logits and gradients); benchmarks/train_throughput.py measures the speed.
@@ -115,8 +116,8 @@ def _fused_forward(native: NativeAttention, bridge: torch.nn.Module) -> Callable
 
 #: From this many keys on, bf16 training on the CPU runs the attention's softmax in bf16 (as
 #: plain PyTorch under autocast does): at the byte preset's 256 keys casting the [batch, head,
-#: query, key] scores to float32 and back cost more than the matmuls; at the curriculum's 32 keys
-#: the float32 softmax costs little (docs/benchmarks.md).
+#: query, key] scores to float32 and back cost more than the matmuls (docs/benchmarks.md). Below
+#: it the softmax stays float32 (the curriculum's 32 keys; not re-measured against bf16 there).
 CPU_BF16_SOFTMAX_FROM = 128
 
 
