@@ -194,8 +194,11 @@ def ours_tokens_per_s(
 KEPT = "_kept"
 
 
-def _measure(name: str, args: dict) -> tuple[float, dict[str, torch.Tensor] | None]:
-    """One trainer's tokens/s (and ours, its final weights), in this (fresh) process."""
+def _measure(
+    name: str, args: dict, preset, batches: list[torch.Tensor]
+) -> tuple[float, dict[str, torch.Tensor] | None]:
+    """One trainer's tokens/s (and ours, its final weights), in this (fresh) process, on the
+    driver's :func:`timed_preset` (read once, not per trainer)."""
     from interp_toolkit.runtime.devices import (
         STRICT_FP32,
         keep_freed_memory,
@@ -209,7 +212,6 @@ def _measure(name: str, args: dict) -> tuple[float, dict[str, torch.Tensor] | No
         set_clock(args["threads"], args["clock"])
     else:
         set_clock(0, "wall")
-    preset, batches = timed_preset(args["preset"], args["layers"], args["steps"], args["threads"])
     if name.startswith("reference"):
         if name.endswith(KEPT):
             keep_freed_memory()
@@ -315,7 +317,7 @@ def main() -> None:
             # each trainer in a fresh process: allocator, denormal and thread settings are
             # process-wide, and ours sets the allocator (keep_freed_memory) as it trains
             with ProcessPoolExecutor(1, mp_context=spawn) as pool:
-                tok_s, w = pool.submit(_measure, name, vars(args)).result()
+                tok_s, w = pool.submit(_measure, name, vars(args), preset, batches).result()
             runs[name].append(tok_s)
             if w is not None:
                 weights[name] = w

@@ -121,23 +121,18 @@ _KEEP_FREED = (
 )
 
 
+@functools.cache
 def keep_freed_memory() -> bool:
     """Keep the memory torch frees on the CPU for its next allocation (glibc ``mallopt``,
     process-wide; True when set, False off glibc). By default glibc returns each large freed
     block to the system and the next step's tensors fault their pages in again: a byte-preset
     training step took ~500 page faults (the plain-PyTorch reference ~1,500) and ran 5-12% slower
     (docs/benchmarks.md). Numbers do not change; the process keeps up to its peak plus 1 GiB."""
-    global _kept
-    if _kept is None:
-        try:
-            mallopt = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallopt
-            _kept = all(mallopt(param, value) == 1 for param, value in _KEEP_FREED)
-        except (OSError, AttributeError):  # not glibc (macOS, musl, Windows)
-            _kept = False
-    return _kept
-
-
-_kept: bool | None = None
+    try:
+        mallopt = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallopt
+    except (OSError, AttributeError):  # not glibc (macOS, musl, Windows)
+        return False
+    return all(mallopt(param, value) == 1 for param, value in _KEEP_FREED)
 
 
 def memory_budget(device: torch.device) -> int:

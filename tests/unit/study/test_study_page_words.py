@@ -34,6 +34,7 @@ from interp_toolkit.reports.circuit_report import (
     MAX_DRAWN,
     NO_EFFECT_TO_ROUTE,
     circuit_section,
+    circuit_sentence,
     route_rows,
     route_section,
 )
@@ -274,6 +275,19 @@ def circuit(n: int, n_route: int, n_only: int) -> CircuitSummary:
     diff = Disagreement("EAP", ig.method, n, 0.7, only, only)
     route = tuple((str(e.edge), True, True) for e in kept[:n_route])
     return CircuitSummary("cpu-8l", 8, 8, ig, eap, diff, route, 1.0)
+
+
+def test_a_circuit_sentence_gives_its_held_out_faithfulness_when_measured():
+    """The number not chosen on its own prompts is said beside the in-sample one, with its
+    interval, and only when it was measured."""
+    c = circuit(5, 1, 1)
+    assert "held-out" not in circuit_sentence(c)  # none measured: nothing said
+    held = dataclasses.replace(
+        c.circuit, heldout=Estimate(0.8234, 0.808, 0.838), heldout_prompts=64
+    )
+    said = circuit_sentence(dataclasses.replace(c, circuit=held))
+    assert "recovers 85% of the induction gap alone" in said
+    assert "; on 64 held-out prompts (the task drawn again) it recovers 82% [81%, 84%]" in said
 
 
 def test_a_long_edge_list_folds_and_a_short_one_does_not():

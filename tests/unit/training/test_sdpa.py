@@ -140,23 +140,14 @@ def _exact(q, k, v):
     )
 
 
-def test_a_shortformer_adds_its_positions_to_the_projections_input_when_fused():
+def test_a_shortformer_adds_its_positions_to_the_projections_input_when_fused(tiny_cfg):
     """Fused, a shortformer's q/k projections read x + positions (its output hooks do not run);
     the step's loss and gradients equal TransformerLens's own forward (the hooks adding
     positions @ W) up to float32 rounding. A user's hook on hook_q sends the layer back
     through the hooks."""
     from interp_toolkit.models import build
 
-    cfg = build.ModelConfig(
-        n_layers=2,
-        d_model=32,
-        n_heads=4,
-        d_head=8,
-        n_ctx=32,
-        d_vocab=64,
-        seed=0,
-        positional="shortformer",
-    )
+    cfg = tiny_cfg.replace(positional="shortformer")
     model = build.build_model(cfg).train()
     tokens = torch.randint(0, 64, (3, 32), generator=torch.Generator().manual_seed(0))
     loss, grads = _loss_and_grads(model, tokens)
