@@ -57,7 +57,7 @@ def stages(
 
     setup_torch()
     from interp_toolkit.development.curve import stages as find_stages
-    from interp_toolkit.files.io import write_text
+    from interp_toolkit.files.io import write_json, write_text
     from interp_toolkit.runs.folder import RunPaths, read_config
     from interp_toolkit.runtime.progress import status
 
@@ -75,6 +75,7 @@ def stages(
             progress=lambda i, n, step: shown.update(f"checkpoint {i + 1} of {n} (step {step})"),
         )
     data = found.to_dict(traces=True)
+    write_json(RunPaths(run).stages, data)  # the run keeps its stages (its report draws them)
     emit(data, _print_stages, json_out)
     if html_out:
         from interp_toolkit.runs.folder import read_metrics

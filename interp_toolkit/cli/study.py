@@ -28,6 +28,13 @@ def reproduce_cmd(
         help="Comma-separated layer counts from 1,2,3,8 (default: each setting's own).",
     ),
     seed: int = typer.Option(0, "--seed", help="Seed for init, data and analysis."),
+    seeds: int = typer.Option(
+        1,
+        "--seeds",
+        help="Run the whole study at N seeds (--seed, --seed + 1, ...; the others in DIR/seed-S) "
+        "and give every headline measure as its median and range over them, each verdict as the "
+        "seeds it held in.",
+    ),
     steps: int | None = typer.Option(
         None,
         "--steps",
@@ -60,6 +67,7 @@ def reproduce_cmd(
         preset=None if preset == "all" else preset,
         layers=None if layers is None else parse_layers(layers),
         seed=seed,
+        seeds=seeds,
         steps=steps,
         corpus=corpus,
         workers=workers,

@@ -120,6 +120,50 @@ def llc_curve(
     )
 
 
+def route_at(
+    run_path: str | Path, step: int, *, seed: int = 0, device: str = "auto"
+) -> dict[str, Any]:
+    """The route by path of the run's induction heads at its kept checkpoint ``step``
+    (:func:`~interp_toolkit.causal.induction_route`, roles from discovery on that checkpoint):
+    the model's route, its induction heads, and the strongest routed head's effect, carrying
+    inputs, feeder and input shares."""
+    from interp_toolkit.causal import induction_route
+    from interp_toolkit.heads.discovery import discover_heads
+    from interp_toolkit.heads.options import DiscoveryOptions
+
+    run = load_run(run_path, device=device, weights=RunPaths(Path(run_path)).snapshot(step))
+    report = discover_heads(
+        run.model, run.codec, DiscoveryOptions(seed=seed), model_cfg=run.model_cfg
+    )
+    route = induction_route(run.model, run.codec, report, seed=seed)
+    out: dict[str, Any] = {
+        "step": step,
+        "route": route.name.value,
+        "induction_heads": [str(h) for h in report.heads_with_role("induction")],
+    }
+    heads = [h for h in route.heads if h.inputs]
+    if heads:
+        top = max(heads, key=lambda h: h.effect.value)
+        out |= {
+            "head": str(top.head),
+            "effect": vars(top.effect),
+            "carrying": list(top.carrying),
+            "feeder": None if top.feeder is None else str(top.feeder),
+            "inputs": {c: e.value for c, e in top.inputs.items()},
+        }
+    return out
+
+
+def route_words(r: dict[str, Any]) -> str:
+    """'route at its end: K-composition (head 1.2 from 0.2; K input 0.97 of its effect)'."""
+    s = f"route at its end: {r['route']}"
+    if "head" in r:
+        feeder = f" from {r['feeder']}" if r.get("feeder") else ""
+        shares = ", ".join(f"{c.upper()} {v:.2f}" for c, v in r["inputs"].items())
+        s += f" (head {r['head']}{feeder}; input shares of its effect {shares})"
+    return s
+
+
 def stages(
     run_path: str | Path,
     settings: SGLDSettings | None = None,
@@ -127,18 +171,25 @@ def stages(
     bandwidth: float = BANDWIDTH,
     min_swing: float = MIN_SWING,
     curve: LLCCurve | None = None,
+    routes: bool = True,
     **kwargs: Any,
 ) -> Stages:
     """The stages of a run: its LLC curve (``curve``, or :func:`llc_curve` with ``kwargs``),
-    the boundaries, each stage described from metrics.jsonl, and whether the logged induction
-    phase change falls inside a boundary's interval."""
+    the boundaries, each stage described from metrics.jsonl and (``routes``) by the route by
+    path at its end (:func:`route_at`), and whether the logged induction phase change falls
+    inside a boundary's interval."""
     curve = curve or llc_curve(run_path, settings, **kwargs)
     bounds = stage_boundaries(curve.steps, curve.llc, bandwidth=bandwidth, min_swing=min_swing)
     rows = read_metrics(run_path)
+    described = describe_stages(curve.steps, curve.llc, bounds, rows)
+    if routes:
+        for st in described:
+            st["route_at_end"] = route_at(run_path, st["end"], device=kwargs.get("device", "cpu"))
+            st["summary"] += f"; {route_words(st['route_at_end'])}"
     return Stages(
         curve=curve,
         boundaries=bounds,
-        stages=describe_stages(curve.steps, curve.llc, bounds, rows),
+        stages=described,
         phase_change=phase_change_in_boundary(
             bounds, first_induction_step(rows), steepest_rise(curve.steps, curve.llc)
         ),

@@ -24,6 +24,7 @@ from interp_toolkit.causal.routes import (
 )
 from interp_toolkit.causal.summary import CircuitSummary
 from interp_toolkit.exams.periods import PeriodExam, with_chance
+from interp_toolkit.exams.role_checks import RoleCheck, RoleChecks
 from interp_toolkit.exams.verdict import exam_verdict, passes_rule
 from interp_toolkit.heads.induction import first_induction_step
 from interp_toolkit.reports.run_analysis import RunSummary
@@ -53,6 +54,7 @@ class DepthMeasurement:
     route: ModelRoute
     circuit: CircuitSummary | None = None
     setting: str = ""  # the training setting (natural text | curriculum), from the run's data
+    role_checks: RoleChecks | None = None  # the causal check of each role
 
     def heads_per_layer(self) -> list[int]:
         counts = [0] * self.n_layers
@@ -65,6 +67,7 @@ class DepthMeasurement:
         d["period_exams"] = [e.to_dict() for e in self.period_exams]
         d["route"] = self.route.to_dict()
         d["circuit"] = None if self.circuit is None else self.circuit.to_dict()
+        d["role_checks"] = None if self.role_checks is None else self.role_checks.to_dict()
         d["heads_per_layer"] = self.heads_per_layer()
         return d
 
@@ -75,6 +78,7 @@ def measure_depth(
     period_exams: Sequence[PeriodExam],
     route: ModelRoute,
     circuit: CircuitSummary | None = None,
+    role_checks: RoleChecks | None = None,
 ) -> DepthMeasurement:
     """What the study page compares about one trained depth (from its metrics and analyses)."""
     rows = run.metrics()
@@ -99,6 +103,7 @@ def measure_depth(
         route=route,
         circuit=circuit,
         setting=_setting(run.settings),
+        role_checks=role_checks,
     )
 
 
@@ -253,7 +258,57 @@ def depth_sentence(m: DepthMeasurement, t: Thresholds = THRESHOLDS) -> str:
     s += f"; it {exam_phrase(m.period_exams, t)}"
     if m.n_layers > 1:
         s += f"; {route_phrase(m.route, t)}"
+    if checked := role_check_phrase(m.role_checks):
+        s += f"; {checked}"
     return s + "."
+
+
+def _removed(c: RoleCheck) -> str:
+    r = c.removed
+    assert r is not None
+    return f"{c.role} head {c.head} removes {pct(r.value)} [{pct(r.low)}, {pct(r.high)}] of {c.of}"
+
+
+def _role_list(cs: Sequence[RoleCheck], at: int = 3) -> str:
+    """Per role: each check with what it removed, or (more than ``at``) the heads and the range."""
+    parts = []
+    for role in dict.fromkeys(c.role for c in cs):
+        mine = [c for c in cs if c.role == role]
+        if len(mine) <= at:
+            parts += [_removed(c) for c in mine]
+            continue
+        removed = [c.removed.value for c in mine if c.removed is not None]
+        parts.append(
+            f"{len(mine)} {role} heads ({', '.join(str(c.head) for c in mine)}), each removing "
+            f"{pct(min(removed))} to {pct(max(removed))} alone"
+        )
+    return "; ".join(parts)
+
+
+def role_check_phrase(rc: RoleChecks | None) -> str:
+    """The causal check of a model's roles (:mod:`~interp_toolkit.exams.role_checks`): how many
+    pass and which (what each removed, or a range when many), the flagged ones alike, the
+    induction heads together, and the untestable ones with why ('' when nothing was checked)."""
+    if rc is None or not rc.checks:
+        return ""
+    passing, flagged, untestable = rc.passing(), rc.flagged(), rc.untestable()
+    tested = len(passing) + len(flagged)
+    s = (
+        f"causal check of its roles (a role passes when ablating the head removes at least "
+        f"{pct(rc.floor)} of what the role does, the interval above 0; {rc.n_passages} held-out "
+        f"passages): {len(passing)} of {tested} pass"
+    )
+    if passing:
+        s += f" ({_role_list(passing)})"
+    if flagged:
+        s += f"; flagged: {_role_list(flagged)}"
+    n_ind = sum(c.role == "induction" and c.removed is not None for c in rc.checks)
+    if rc.together is not None and n_ind > 1:
+        s += f"; its {n_ind} induction heads together remove {pct(rc.together.value)}"
+    for why in dict.fromkeys(c.why for c in untestable):
+        heads = [f"{c.role} {c.head}" for c in untestable if c.why == why]
+        s += f"; untestable: {', '.join(heads)} ({why})"
+    return s
 
 
 def one_layer_chance(ms: Sequence[DepthMeasurement]) -> list[DepthMeasurement]:
@@ -302,6 +357,32 @@ def claim_sentence(ms: Sequence[DepthMeasurement], t: Thresholds = THRESHOLDS) -
             f"The seed's claim{where} needs a 1-layer and a 2-layer model: this study lacks "
             f"{lacking} ({has})."
         )
+    problems = claim_problems(one, two, t)
+    if problems:
+        return f"The seed's claim does not hold as measured here{where}: {'; '.join(problems)}."
+    each = " each" if len(two) > 1 else ""
+    n_one = exam_verdict(one[0].period_exams, t).n_exams
+    n_two = exam_verdict(two[0].period_exams, t).n_exams
+    return (
+        f"The seed's claim holds as measured here{where}: 1 layer has no induction head and "
+        f"passes none of its {n_one} period exams; 2 layers{each} have an induction head "
+        f"and pass all {n_two} (a period exam passes when the Wilson 95% lower bound of its "
+        f"pass rate is ≥ {pct(t.exam_lower_bound)})."
+    )
+
+
+def claim_holds(ms: Sequence[DepthMeasurement], t: Thresholds = THRESHOLDS) -> bool:
+    """Whether the seed's claim holds on ``ms`` (:func:`claim_sentence`'s rule)."""
+    one = [m for m in ms if m.n_layers == 1]
+    two = [m for m in ms if m.n_layers == 2]
+    return bool(one and two) and not claim_problems(one, two, t)
+
+
+def claim_problems(
+    one: Sequence[DepthMeasurement], two: Sequence[DepthMeasurement], t: Thresholds = THRESHOLDS
+) -> list[str]:
+    """What keeps the claim from holding: the 1-layer models' induction heads or passed exams,
+    the 2-layer models' missing induction head or missed exams (empty: it holds)."""
     problems = []
     for m in one:
         if m.induction_heads:
@@ -322,17 +403,7 @@ def claim_sentence(ms: Sequence[DepthMeasurement], t: Thresholds = THRESHOLDS) -
                 f"exams (lowest {pct(w.pass_rate)}, lower bound {pct(w.interval.low)}, at "
                 f"period {w.period}, {KIND_WORDS.get(w.kind, w.kind)})"
             )
-    if problems:
-        return f"The seed's claim does not hold as measured here{where}: {'; '.join(problems)}."
-    each = " each" if len(two) > 1 else ""
-    n_one = exam_verdict(one[0].period_exams, t).n_exams
-    n_two = exam_verdict(two[0].period_exams, t).n_exams
-    return (
-        f"The seed's claim holds as measured here{where}: 1 layer has no induction head and "
-        f"passes none of its {n_one} period exams; 2 layers{each} have an induction head "
-        f"and pass all {n_two} (a period exam passes when the Wilson 95% lower bound of its "
-        f"pass rate is ≥ {pct(t.exam_lower_bound)})."
-    )
+    return problems
 
 
 def _periods(ps: Sequence[int]) -> str:

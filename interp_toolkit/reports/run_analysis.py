@@ -5,7 +5,8 @@ two-repeat exams at every period), per-head impact curves on repeated random tok
 by path of the induction heads (:func:`~interp_toolkit.causal.induction_route`), and the
 attention patterns of the key heads: the heads with a role, the strongest induction head
 (:func:`~interp_toolkit.heads.induction.strongest_induction_head`) and the heads that feed the
-induction heads (measured by the route). :meth:`RunAnalysis.summary` is the :class:`RunSummary` a
+induction heads (measured by the route), and the causal check of each induction and
+previous-token role (:func:`check_roles`). :meth:`RunAnalysis.summary` is the :class:`RunSummary` a
 study compares.
 """
 
@@ -25,6 +26,7 @@ from interp_toolkit.causal.ablation import head_impact
 from interp_toolkit.causal.routes import ModelRoute
 from interp_toolkit.errors import UserError
 from interp_toolkit.exams.periods import PeriodExam, exam_with_chance
+from interp_toolkit.exams.role_checks import CHECK_PASSAGES, CHECKED_ROLES, RoleChecks, role_checks
 from interp_toolkit.exams.single import Exam, ExamResult, exams_for, run_exam
 from interp_toolkit.heads.discovery import HeadReport, discover_heads
 from interp_toolkit.heads.induction import strongest_induction_head
@@ -32,6 +34,7 @@ from interp_toolkit.heads.options import DiscoveryOptions
 from interp_toolkit.heads.patterns import attention_patterns
 from interp_toolkit.heads.registry import ROLES, HeadId, top_head
 from interp_toolkit.heads.repeats import repeated_batch
+from interp_toolkit.probing.data import corpus_of, heldout_windows
 from interp_toolkit.runs.folder import Run, read_samples
 
 #: The roles whose deciding scores' per-head grids a summary carries (the comparison page draws them).
@@ -107,6 +110,7 @@ class RunSummary:
     p_value: dict[str, list[list[float]]]
     passes: dict[str, list[list[bool]]]
     loss_curve: list[list[int | float]]  # [tokens (or step), loss]
+    role_checks: dict[str, Any] | None = None  # RoleChecks.to_dict(); None: not measured
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -130,6 +134,7 @@ class RunAnalysis:
     patterns: dict[int, Float[Tensor, "head dest src"]]  # on ``repeated``, the key heads' layers
     period_exams: list[PeriodExam] = dataclasses.field(default_factory=list)
     period_exam_error: str = ""  # why there are no period exams (e.g. no letters in the vocabulary)
+    role_checks: RoleChecks | None = None  # the causal check of each role (None: not measured)
 
     @property
     def name(self) -> str:
@@ -207,6 +212,7 @@ class RunAnalysis:
             p_value={k: rep.tests.p_value[k].tolist() for k in kinds},
             passes={k: rep.passes(k).tolist() for k in kinds},
             loss_curve=[[r.get("tokens", r.get("step")), float(r["loss"])] for r in losses[::step]],
+            role_checks=None if self.role_checks is None else self.role_checks.to_dict(),
         )
 
 
@@ -249,6 +255,7 @@ def analyse_run(
         period_error = ""
     except UserError as exc:
         period_exams, period_error = [], str(exc)
+    route = induction_route(model, codec, head_report, seed=seed)
     analysis = RunAnalysis(
         run=run,
         rows=run.metrics(),
@@ -260,11 +267,34 @@ def analyse_run(
         impact=impact,
         induction_head=induction_head,
         prev_token_head=prev_token_head,
-        route=induction_route(model, codec, head_report, seed=seed),
+        route=route,
         patterns={},
         period_exams=period_exams,
         period_exam_error=period_error,
+        role_checks=check_roles(run, head_report, route, seed=seed),
     )
     layers = sorted({h.layer for h in analysis.key_heads()})
     analysis.patterns = attention_patterns(model, repeated, layers)
     return analysis
+
+
+def check_roles(
+    run: Run, report: HeadReport, route: ModelRoute, *, seed: int = 0
+) -> RoleChecks | None:
+    """The causal check of the run's induction and previous-token roles
+    (:mod:`~interp_toolkit.exams.role_checks`) on held-out windows of its own corpus, a context
+    each; None when that corpus has no held-out window of that length."""
+    corpus, val_fraction = corpus_of(run)
+    try:
+        windows = heldout_windows(
+            run.codec,
+            seq_len=int(run.model_cfg.n_ctx),
+            n_windows=CHECK_PASSAGES,
+            corpus=corpus,
+            val_fraction=val_fraction,
+            seed=seed,
+        )
+    except UserError:
+        return None
+    roles = {r: report.heads_with_role(r) for r in CHECKED_ROLES}
+    return role_checks(run.model, windows, roles, route, seed=seed)

@@ -10,12 +10,19 @@ import html
 from pathlib import Path
 
 from interp_toolkit.exams.prompts import MIN_OFFSETS
+from interp_toolkit.exams.role_checks import RoleChecks
 from interp_toolkit.exams.verdict import chance_rule, pass_rule, passes_rule
-from interp_toolkit.files.io import check_output, write_text
+from interp_toolkit.files.io import check_output, read_json, write_text
 from interp_toolkit.heads.discovery import HeadReport
 from interp_toolkit.heads.registry import NO_ROLE, ROLES, SCORE, SCORES, HeadId
 from interp_toolkit.reports.circuit_report import route_section
-from interp_toolkit.reports.findings import KIND_WORDS, data_mix_sentence, exam_phrase
+from interp_toolkit.reports.findings import (
+    KIND_WORDS,
+    data_mix_sentence,
+    exam_phrase,
+    pct,
+    role_check_phrase,
+)
 from interp_toolkit.reports.run_analysis import RunAnalysis, analyse_run
 from interp_toolkit.reports.text_findings import text_sentences
 from interp_toolkit.runs.folder import RunPaths, load_run
@@ -34,6 +41,7 @@ from interp_toolkit.views.page import (
     text,
     verdict,
 )
+from interp_toolkit.views.stages import stages_section
 
 #: The roles whose deciding scores are drawn as heatmaps (every score is in the head table).
 HEATMAP_ROLES = ("previous-token", "induction")
@@ -289,6 +297,13 @@ def run_report_sections(analysis: RunAnalysis) -> list[Section]:
     )
     sections.append(Section("Impact and the induction stripe", key_items))
     sections.append(route_section([(analysis.name, analysis.route)]))
+    sections.append(role_check_section(analysis.role_checks))
+    if run.paths.stages.is_file():  # `stages RUN` was run: its figure
+        title = "Stages from the local learning coefficient (`stages RUN`)"
+        data = read_json(
+            analysis.run.paths.stages, "the run's stages", "run `interp-toolkit stages RUN` again"
+        )
+        sections.append(stages_section(data, analysis.rows, title))
 
     key = analysis.key_heads()
     plan: dict[int, list[int]] = {}
@@ -305,6 +320,35 @@ def run_report_sections(analysis: RunAnalysis) -> list[Section]:
         )
     )
     return sections
+
+
+def role_check_section(rc: RoleChecks | None) -> Section:
+    """The causal check of each induction and previous-token role, one row per head."""
+    title = "Causal check of each role"
+    if rc is None:
+        return Section(title, [text("Not measured: the run's corpus has no held-out window.")])
+    if not rc.checks:
+        return Section(title, [text("No head has the induction or the previous-token role.")])
+    rows = [
+        [
+            str(c.head),
+            c.role,
+            "—"
+            if c.removed is None
+            else f"{pct(c.removed.value)} [{pct(c.removed.low)}, {pct(c.removed.high)}]",
+            c.of or "—",
+            verdict(bool(c.passed), c.why if c.passed is None else ""),
+        ]
+        for c in rc.checks
+    ]
+    intro = (
+        f"An induction head is mean-ablated on {rc.n_passages} held-out passages of "
+        f"{rc.length} tokens repeated once (their drop: {rc.drop} nats); a previous-token head's "
+        "write into a later induction head's input is resampled (the route by path). "
+        f"{role_check_phrase(rc)[0].upper()}{role_check_phrase(rc)[1:]}."
+    )
+    header = ["head", "role", "share removed [95% interval]", "of", "check"]
+    return Section(title, [table(header, rows, raw=(4,))], intro=intro)
 
 
 def run_report_html(analysis: RunAnalysis) -> str:

@@ -56,6 +56,7 @@ class RunPaths:
     exam = property(lambda self: self.root / "exam.json")
     circuits = property(lambda self: self.root / "circuits.json")
     report = property(lambda self: self.root / "report.html")
+    stages = property(lambda self: self.root / "stages.json")  # `stages RUN`: the LLC's stages
 
     def checkpoint_weights(self, step: int) -> Path:
         return self.checkpoints / f"step_{step}.safetensors"
@@ -69,7 +70,7 @@ class RunPaths:
     def known(self) -> tuple[Path, ...]:
         """Every file or folder a run folder may hold (what ``train --restart`` may remove)."""
         names = ("config", "weights", "vocab", "metrics", "checkpoints", "snapshots", "samples")
-        names += ("heads", "exam", "circuits", "report", "lock")
+        names += ("heads", "exam", "circuits", "report", "stages", "lock")
         return tuple(getattr(self, n) for n in names)
 
     def snapshot_steps(self) -> list[int]:

@@ -182,3 +182,9 @@ def derive(seed: int, purpose: str, index: int = 0) -> int:
     if index and not found.index_step:
         raise ValueError(f"the derived seed {purpose!r} takes no index")
     return int(seed) * found.seed_stride + found.offset + int(index) * found.index_step
+
+
+def study_seeds(first: int, n: int) -> list[int]:
+    """The seeds of a study run at ``n`` seeds (``reproduce --seed FIRST --seeds N``): ``first``,
+    ``first + 1``, ... (each a whole study; not derived seeds: each seeds everything itself)."""
+    return list(range(first, first + n))

@@ -62,6 +62,10 @@ class Thresholds:
     probe's held-out balanced accuracy's 95% interval is at least ``chance + decodable x (1 -
     chance)`` (:func:`~interp_toolkit.probing.probes.is_decodable`; 0.5: halfway from chance to
     perfect, so a binary feature needs 0.75).
+    ``role_effect``: a head's role passes its causal check (:mod:`~interp_toolkit.exams.role_checks`)
+    when ablating it removes at least this share of what the role is for (an induction head: the
+    repeated-passage drop; a previous-token head, by its path: a later induction head's effect)
+    and the interval of that share lies above 0.
     """
 
     carries: float = 0.5
@@ -71,6 +75,7 @@ class Thresholds:
     chance_alpha: float = 0.05
     induction: float = ARENA_FLOOR  # every induction score's floor in the registry reads it too
     decodable: float = 0.5
+    role_effect: float = 0.1
 
 
 THRESHOLDS = Thresholds()

@@ -35,8 +35,9 @@ def say(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def check_study_dir(out: Path) -> None:
-    """``out`` must be new, empty, or a study folder this command wrote before."""
+def check_study_dir(out: Path, *, create: bool = True) -> None:
+    """``out`` must be new, empty, or a study folder this command wrote before; ``create``: make
+    it (and check it is writable) now."""
     if out.exists() and not out.is_dir():
         raise UserError(f"{out} is a file, not a folder: choose another --out.")
     held = [p for p in out.iterdir() if p.name != LOCK_NAME] if out.is_dir() else []
@@ -44,7 +45,8 @@ def check_study_dir(out: Path) -> None:
         raise UserError(
             f"{out} holds something else (no {STUDY_MARKER}): choose a new or empty folder for --out."
         )
-    check_writable_dir(out, "study folder")
+    if create:
+        check_writable_dir(out, "study folder")
 
 
 @contextmanager

@@ -28,6 +28,8 @@ class StudyConfig:
     preset: str | None = None
     layers: tuple[int, ...] | None = None  # None: each setting's own depths (SETTINGS)
     seed: int = 0
+    # train and measure the whole study at seeds seed .. seed + seeds - 1 (the others in DIR/seed-S)
+    seeds: int = 1
     steps: int | None = None  # train exactly this many steps (default: stop after induction)
     # steps a 2+-layer model trains once induction has formed (None: its preset's after_induction)
     after_induction: int | None = None

@@ -53,10 +53,17 @@ from interp_toolkit.reports.layer_findings import (
 from interp_toolkit.reports.layers_report import mlp_section, probes_section
 from interp_toolkit.reports.run_analysis import RunAnalysis, RunSummary, analyse_run
 from interp_toolkit.reports.run_report import run_report_html
+from interp_toolkit.reports.seeds import (
+    SeedMeasurements,
+    SettingOverSeeds,
+    over_seeds,
+    seeds_section,
+    seeds_sentence,
+)
 from interp_toolkit.reports.study_report import comparison_sections, depth_section
 from interp_toolkit.runs.folder import Run, read_metrics
 from interp_toolkit.runtime.devices import resolve_device
-from interp_toolkit.runtime.seeds import derive
+from interp_toolkit.runtime.seeds import derive, study_seeds
 from interp_toolkit.stats.thresholds import THRESHOLDS
 from interp_toolkit.study.folder import (
     INDEX,
@@ -88,6 +95,7 @@ from interp_toolkit.study.plan import (  # noqa: F401  (StudyConfig and SETTINGS
     study_runs,
     study_settings,
 )
+from interp_toolkit.study.seeds import other_seeds, seed_configs, stages_section
 from interp_toolkit.training.presets import LAYER_CHOICES, PRESETS, Preset
 from interp_toolkit.views.page import Section, render_report, text
 from interp_toolkit.weights.circuits import copying_table
@@ -105,6 +113,7 @@ STUDY_JSON_FIELDS = (
     "top_induction",
     "decides",
     "test",
+    "role_checks",
 )
 
 
@@ -181,6 +190,8 @@ def reproduce(cfg: StudyConfig) -> StudyResult:
                 f"unknown preset {preset!r}: use one of {', '.join(PRESETS)}, or all (both "
                 "settings on one page)."
             )
+    if cfg.seeds < 1:
+        raise UserError(f"--seeds {cfg.seeds}: use 1 or more (seeds --seed, --seed + 1, ...).")
     if cfg.workers < 1 or cfg.threads < 1:
         raise UserError(f"--workers {cfg.workers} / threads {cfg.threads}: use 1 or more.")
     if cfg.mlp and not set(MLP_LAYERS) & {n for _, layers in settings for n in layers}:
@@ -192,13 +203,18 @@ def reproduce(cfg: StudyConfig) -> StudyResult:
     out = Path(cfg.out)
     check_study_dir(out)
     runs = study_runs(cfg)
-    # what each model trains with (a 1-layer control's length is settled later)
+    # what each model trains with (a 1-layer control's length is settled later), in every seed
     planned_runs(out, {r.name: depth_preset(cfg, r) for r in runs})
+    for extra in seed_configs(cfg):  # made when that seed's study starts
+        check_study_dir(extra.out, create=False)
+        planned_runs(extra.out, {r.name: depth_preset(extra, r) for r in runs})
     if len(settings) == 1:
         marker: dict[str, Any] = {"preset": settings[0][0], "layers": sorted(settings[0][1])}
     else:
         marker = {"presets": {name: sorted(layers) for name, layers in settings}}
     marker |= {"seed": cfg.seed, "mlp": sorted({r.n_layers for r in runs if r.mlp})}
+    if cfg.seeds > 1:
+        marker["seeds"] = study_seeds(cfg.seed, cfg.seeds)
     with study_folder(out, marker):
         return _reproduce(cfg, out, runs, marker)
 
@@ -234,7 +250,9 @@ def measure_run(run: Run, cfg: StudyConfig, *, mlp: bool) -> RunMeasurements:
         neurons = measure_neurons(run, seed=cfg.seed)
     return RunMeasurements(
         summary=summary,
-        depth=measure_depth(run, summary, analysis.period_exams, analysis.route, circuit),
+        depth=measure_depth(
+            run, summary, analysis.period_exams, analysis.route, circuit, analysis.role_checks
+        ),
         circuit=circuit,
         probe=probe,
         neurons=neurons,
@@ -399,8 +417,25 @@ def _reproduce(
     blocks = [
         _setting_block(cfg, out, [r for r in runs if r.preset == p], by_name) for p in presets
     ]
+    seeds: list[SettingOverSeeds] = []
+    if cfg.seeds > 1:
+        first = SeedMeasurements(
+            cfg.seed,
+            [d for b in blocks for d in b.depths],
+            [x for b in blocks for x in b.summaries],
+            [p for b in blocks for p in b.probes],
+        )
+        measured = [first, *other_seeds(cfg, reproduce)]
+        seeds = over_seeds([(b.preset, [d.name for d in b.depths]) for b in blocks], measured)
+        for b, over in zip(blocks, seeds, strict=True):
+            b.findings.insert(0, seeds_sentence(over))
+            b.sections.insert(1, seeds_section(over))
+    for b in blocks:
+        if section := stages_section(cfg, b.depths):
+            b.sections.append(section)
     elapsed = time.perf_counter() - t0
     took = f"this run took {elapsed / 60:.1f} min"
+    which = f"seed{'s' * (cfg.seeds > 1)} {', '.join(map(str, study_seeds(cfg.seed, cfg.seeds)))}"
     if len(blocks) == 1:
         (only,) = blocks
         html = render_report(
@@ -420,11 +455,13 @@ def _reproduce(
         html = render_report(
             [lead, *(s for b in blocks for s in _labelled(b))],
             title="Induction heads from natural text and from the curriculum",
-            subtitle=f"{' · '.join(setting_title(b.preset) for b in blocks)}; seed {cfg.seed}; {took}.",
+            subtitle=f"{' · '.join(setting_title(b.preset) for b in blocks)}; {which}; {took}.",
         )
         body = {
             "settings": [{"preset": b.preset, "findings": b.findings, **b.json} for b in blocks]
         }
+    if seeds:
+        body["over_seeds"] = [o.to_dict() for o in seeds]
     index = write_text(out / INDEX, html)
     thresholds = dataclasses.asdict(THRESHOLDS)
     done = {"status": "done", "elapsed_s": round(elapsed, 1), "thresholds": thresholds}

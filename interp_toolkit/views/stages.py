@@ -54,10 +54,17 @@ def stages_figure(data: dict[str, Any], rows: list[dict[str, Any]]) -> go.Figure
     return fig
 
 
-def stages_html(data: dict[str, Any], rows: list[dict[str, Any]]) -> str:
-    """One offline page: the figure and the stages' sentences."""
+def stages_section(
+    data: dict[str, Any], rows: list[dict[str, Any]], title: str = "Stages"
+) -> Section:
+    """The figure and the stages' sentences (a run report's section, or a page alone)."""
     lines = [f"stage {s['stage']} (steps {s['start']}-{s['end']}): {s['summary']}"
              for s in data["stages"]]  # fmt: skip
     items: list[Any] = [stages_figure(data, rows), *(text(line) for line in lines)]
     intro = f"Rule: {data['rule']['boundary']}. Batches: {data['batches']['source']}."
-    return render_report([Section("Stages", items, intro=intro)], title=f"{data['run']}: stages")
+    return Section(title, items, intro=intro)
+
+
+def stages_html(data: dict[str, Any], rows: list[dict[str, Any]]) -> str:
+    """One offline page: the figure and the stages' sentences."""
+    return render_report([stages_section(data, rows)], title=f"{data['run']}: stages")

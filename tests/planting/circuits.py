@@ -196,3 +196,26 @@ CIRCUITS = {
     "k": (k_composition_model, "previous-token"),
     "q": (q_composition_model, "duplicate-token"),
 }
+
+
+def role_check_model():
+    """:func:`k_composition_model` with two heads that attend like a role but do not do its work
+    (the causal check's planted negatives, issue 30):
+
+    - 1.1 attends like 1.0 (an induction head's pattern; its value reads the token, so its
+      value-weighted induction score is 1.0's) but its output weights are 0: it writes nothing;
+    - 0.1 attends to the previous token, like 0.0, but writes that token into ``OUT`` (the
+      logits), where no layer-1 head reads: no induction head's query, key or value uses it.
+    """
+    model = k_composition_model()
+    with torch.no_grad():
+        looks = Head(model, HeadId(1, 1))
+        induction_query_key(looks)
+        looks.copy(TOK, OUT, 0.0)  # value: the token; output: nothing
+        prev = Head(model, HeadId(0, 1))
+        for p in range(1, BLOCK):
+            prev.q[p - 1, POS + p] = prev.scale
+        for p in range(BLOCK):
+            prev.k[p, POS + p] = 1.0
+        prev.copy(TOK, OUT, UNRELATED_GAIN)
+    return model

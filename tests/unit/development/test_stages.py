@@ -277,6 +277,13 @@ def test_stages_command_on_a_tiny_run(tmp_path, tiny_cfg, tiny_model, capsys):
     assert {"drift", "r_hat", "finite"} <= set(first["diagnostics"])
     assert "training stream" in data["batches"]["source"] and data["stages"]
     assert "plotly" in page.read_text()
+    # the run keeps its stages (its report draws them), and each stage ends with the route by path
+    assert json.loads(paths.stages.read_text()) == data
+    ends = [st["route_at_end"] for st in data["stages"]]
+    assert [r["step"] for r in ends] == [st["end"] for st in data["stages"]]
+    assert ends[-1]["step"] == 8 and all(
+        "route at its end: " in st["summary"] for st in data["stages"]
+    )
     capsys.readouterr()
     assert run_main([*argv, "--json", "-"]) == 0  # JSON alone on standard output
     assert json.loads(capsys.readouterr().out)["stages"] == data["stages"]

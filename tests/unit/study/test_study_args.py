@@ -25,6 +25,26 @@ def test_reproduce_mlp_without_a_depth_to_twin_is_one_line(tmp_path, capsys):
     assert not (tmp_path / "s").exists()
 
 
+def test_reproduce_seeds_below_one_and_a_seed_folder_holding_something_else(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["reproduce", "--seeds", "0", "--out", str(tmp_path / "s")])
+    err = capsys.readouterr().err.strip()
+    assert (
+        exc.value.code == 2
+        and err == "error: --seeds 0: use 1 or more (seeds --seed, --seed + 1, ...)."
+    )
+    # every seed's folder is checked before any work: seed 2's holds something else
+    (tmp_path / "t" / "seed-2").mkdir(parents=True)
+    (tmp_path / "t" / "study.json").write_text("{}")  # an earlier study's folder: reusable
+    (tmp_path / "t" / "seed-2" / "notes.txt").write_text("mine")
+    with pytest.raises(SystemExit) as exc:
+        main(["reproduce", "--seeds", "3", "--out", str(tmp_path / "t")])
+    err = capsys.readouterr().err.strip()
+    assert exc.value.code == 2 and "seed-2 holds something else" in err
+    assert sorted(p.name for p in (tmp_path / "t").iterdir()) == ["seed-2", "study.json"]
+    assert (tmp_path / "t" / "study.json").read_text() == "{}"  # untouched: nothing started
+
+
 def test_parse_layers():
     assert parse_layers("2,1") == (1, 2)
     with pytest.raises(UserError):

@@ -1,0 +1,129 @@
+"""The seed's closing question on the study page: does the induction transition coincide with the
+loss drop, and with a change in the model's structure (the LLC's stages, ``stages RUN``)?
+
+Read from each run's ``stages.json`` (written by ``interp-toolkit stages RUN``) and metrics.jsonl,
+for every seed of a study whose runs have one: the logged phase change (the first scored step a
+layer>=1 head's induction score passes the floor), the held-out loss's steepest fall between
+scorings, the LLC's steepest rise between kept checkpoints, and the stage boundaries. Runs
+without ``stages.json`` are named as not measured.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from interp_toolkit.reports.findings import layers_phrase
+from interp_toolkit.reports.text_findings import steepest_fall
+from interp_toolkit.views.page import Section, text
+from interp_toolkit.views.stages import stages_figure
+
+
+@dataclass(frozen=True)
+class StagesOfRun:
+    """One run's stages (``stages.json``) and its metrics rows, in one seed."""
+
+    seed: int
+    name: str
+    n_layers: int
+    data: dict[str, Any]
+    rows: list[dict[str, Any]]
+
+    @property
+    def phase_step(self) -> int | None:
+        return self.data["phase_change"].get("phase_change_step")
+
+    @property
+    def loss_fall(self) -> tuple[float, int, int] | None:
+        """The held-out loss's steepest fall between consecutive scorings."""
+        return steepest_fall([r for r in self.rows if "val_loss" in r], "val_loss")
+
+    @property
+    def rise(self) -> dict[str, Any] | None:
+        return self.data["phase_change"].get("steepest_rise")
+
+    def in_loss_fall(self) -> bool | None:
+        f, p = self.loss_fall, self.phase_step
+        return None if f is None or p is None else f[1] < p <= f[2]
+
+    def rise_meets_fall(self) -> bool | None:
+        """Whether the LLC's steepest rise and the loss's steepest fall overlap in steps."""
+        f, r = self.loss_fall, self.rise
+        return None if f is None or r is None else r["from"] < f[2] and f[1] < r["to"]
+
+
+def _bounds(s: StagesOfRun) -> str:
+    b = s.data["boundaries"]
+    if not b:
+        return "no stage boundary"
+    return "boundaries at " + ", ".join(
+        f"step {x['step']:,} ({x['kind']}; {x['interval'][0]:,}-{x['interval'][1]:,})" for x in b
+    )
+
+
+def stage_sentence(s: StagesOfRun) -> str:
+    """One run in one seed: its checkpoints, boundaries, and where the phase change, the loss's
+    steepest fall and the LLC's steepest rise lie."""
+    n = sum(c["llc"] is not None for c in s.data["checkpoints"])
+    out = f"{s.name} (seed {s.seed}, {layers_phrase(s.n_layers)}): the LLC at {n} kept checkpoints; {_bounds(s)}"
+    rise, fall = s.rise, s.loss_fall
+    if rise is not None:
+        out += (
+            f"; its steepest rise is between steps {rise['from']:,} and {rise['to']:,} "
+            f"({rise['llc'][0]:.3g} -> {rise['llc'][1]:.3g})"
+        )
+    if fall is not None:
+        out += (
+            f"; the held-out loss falls most between scored steps {fall[1]:,} and {fall[2]:,} "
+            f"(by {fall[0]:.3f})"
+        )
+    p = s.phase_step
+    if p is None:
+        return out + "; no head's induction score passed the floor (no phase change)."
+    pc = s.data["phase_change"]
+    where = [
+        f"{'inside' if s.in_loss_fall() else 'outside'} the loss's steepest fall",
+        f"{'inside' if pc.get('in_steepest_rise') else 'outside'} the LLC's steepest rise",
+        "inside a boundary's interval" if pc.get("inside") else "outside every boundary's interval",
+    ]
+    return out + f"; the induction phase change (step {p:,}) falls {', '.join(where)}."
+
+
+def _count(xs: Sequence[bool | None]) -> str:
+    known = [x for x in xs if x is not None]
+    return f"{sum(known)} of {len(known)}"
+
+
+def coincide_sentence(found: Sequence[StagesOfRun]) -> str:
+    """The answer over the seeds measured, for the runs with a phase change."""
+    formed = [s for s in found if s.phase_step is not None]
+    if not formed:
+        return "No run with measured stages formed induction: the question has no phase change to place."
+    seeds = sorted({s.seed for s in formed})
+    pcs = [s.data["phase_change"] for s in formed]
+    return (
+        "Does the transition coincide with the loss drop? Over "
+        f"{len(formed)} run(s) with stages measured and induction formed (seeds "
+        f"{', '.join(map(str, seeds))}): the phase change falls in the held-out loss's steepest "
+        f"fall in {_count([s.in_loss_fall() for s in formed])}, in the LLC's steepest rise in "
+        f"{_count([pc.get('in_steepest_rise') for pc in pcs])}, and inside a stage boundary's "
+        f"interval in {_count([pc.get('inside') for pc in pcs])}; the LLC's steepest rise overlaps "
+        f"the loss's steepest fall in {_count([s.rise_meets_fall() for s in formed])}."
+    )
+
+
+def stages_study_section(found: Sequence[StagesOfRun], missing: Sequence[str]) -> Section | None:
+    """The page's section: the answer, one sentence per run and seed, the first run's figure."""
+    if not found:
+        return None
+    items: list[Any] = [text(coincide_sentence(found), "p", "finding")]
+    items += [text(stage_sentence(s)) for s in found]
+    deepest = max(found, key=lambda s: (s.phase_step is not None, s.n_layers, -s.seed))
+    items.append(stages_figure(deepest.data, deepest.rows))
+    intro = (
+        "From `interp-toolkit stages RUN` (the local learning coefficient by SGLD at every kept "
+        "checkpoint; docs/stages.md), run on these runs before the page was written."
+        + (f" Not measured: {', '.join(missing)}." if missing else "")
+    )
+    return Section("When the structure changes: the LLC's stages", items, intro=intro)

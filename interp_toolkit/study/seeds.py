@@ -1,0 +1,74 @@
+"""A study at several seeds (``reproduce --seeds N``): where each seed's study lives
+(:func:`seed_configs`: ``DIR/seed-S``, the first seed in ``DIR``), and what the page reads from
+every seed's run folders besides the measurements (:func:`stages_section`: the LLC's stages kept
+by ``interp-toolkit stages RUN``)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Protocol
+
+from interp_toolkit.files.io import read_json
+from interp_toolkit.reports.findings import DepthMeasurement
+from interp_toolkit.reports.layer_findings import ProbeMeasurement
+from interp_toolkit.reports.run_analysis import RunSummary
+from interp_toolkit.reports.seeds import SeedMeasurements
+from interp_toolkit.reports.stage_findings import StagesOfRun, stages_study_section
+from interp_toolkit.runs.folder import RunPaths, read_metrics
+from interp_toolkit.runtime.seeds import study_seeds
+from interp_toolkit.study.folder import say
+from interp_toolkit.study.plan import StudyConfig
+from interp_toolkit.views.page import Section
+
+
+def seed_folders(cfg: StudyConfig) -> list[tuple[int, Path]]:
+    """Every seed of the study and its folder: the first is ``cfg.out``, the rest
+    ``cfg.out/seed-S``."""
+    out = Path(cfg.out)
+    seeds = study_seeds(cfg.seed, cfg.seeds)
+    return [(s, out if i == 0 else out / f"seed-{s}") for i, s in enumerate(seeds)]
+
+
+def seed_configs(cfg: StudyConfig) -> list[StudyConfig]:
+    """The studies of the seeds after the first, each a whole study of its own (one seed)."""
+    return [
+        dataclasses.replace(cfg, out=folder, seed=seed, seeds=1)
+        for seed, folder in seed_folders(cfg)[1:]
+    ]
+
+
+class SeedStudy(Protocol):
+    """What one seed's study returns that the seeds' page reads (a ``StudyResult``)."""
+
+    depths: list[DepthMeasurement]
+    summaries: list[RunSummary]
+    probes: list[ProbeMeasurement]
+
+
+def other_seeds(
+    cfg: StudyConfig, reproduce: Callable[[StudyConfig], SeedStudy]
+) -> list[SeedMeasurements]:
+    """Every seed after the first, trained and measured by ``reproduce`` as a study of its own."""
+    measured = []
+    for i, extra in enumerate(seed_configs(cfg), start=2):
+        say(f"seed {extra.seed} ({i} of {cfg.seeds}): the whole study in {extra.out}")
+        r = reproduce(extra)
+        measured.append(SeedMeasurements(extra.seed, r.depths, r.summaries, r.probes))
+    return measured
+
+
+def stages_section(cfg: StudyConfig, depths: Sequence[DepthMeasurement]) -> Section | None:
+    """The LLC's stages of the setting's 1- and 2-layer runs (``depths``) in every seed whose run
+    folder holds ``stages.json``; None when none does."""
+    found, missing = [], []
+    for seed, folder in seed_folders(cfg):
+        for d in (d for d in depths if d.n_layers <= 2):
+            path = folder / d.name
+            if not RunPaths(path).stages.is_file():
+                missing.append(f"{d.name} seed {seed}")
+                continue
+            data = read_json(RunPaths(path).stages, "a run's stages", f"run `stages {path}` again")
+            found.append(StagesOfRun(seed, d.name, d.n_layers, data, read_metrics(path)))
+    return stages_study_section(found, missing)

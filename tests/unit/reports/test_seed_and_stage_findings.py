@@ -1,0 +1,60 @@
+"""The words over seeds (reports/seeds.py) and the stages' answer on the study page
+(reports/stage_findings.py), from hand-written measurements with a known answer."""
+
+from __future__ import annotations
+
+from interp_toolkit.reports.seeds import Held, Spread
+from interp_toolkit.reports.stage_findings import StagesOfRun, coincide_sentence, stage_sentence
+
+
+def test_a_spread_is_median_and_range_and_says_which_seeds_lack_it():
+    s = Spread((0, 1, 2, 3, 4), (6000.0, 22000.0, None, 5000.0, 4000.0))
+    assert s.median == 5500.0
+    assert s.words(lambda v: f"{v:,.0f}") == "5,500 (4,000–22,000) in 4 of 5 seeds"
+    assert s.to_dict()["by_seed"]["2"] is None and s.to_dict()["max"] == 22000.0
+    assert Spread((0,), (None,)).words() == "—"
+    assert Spread((0, 1), (0.5, 0.5)).words() == "0.5 (0.5–0.5)"
+    assert Held((0, 1, 2), (0, 2)).words() == "2 of 3"
+
+
+def _stages(phase: int | None, rise: tuple[int, int], fall_at: int, inside: bool) -> StagesOfRun:
+    rows = [
+        {"step": s, "val_loss": 5.0 - (1.5 if s >= fall_at else 0.0) - 0.01 * s / 100}
+        for s in range(50, 601, 50)
+    ]
+    data = {
+        "checkpoints": [{"step": s, "llc": 1.0} for s in (100, 300, 350, 500)],
+        "boundaries": [{"step": 500, "interval": [461, 550], "kind": "peak", "llc_smoothed": 30.0}],
+        "phase_change": {
+            "phase_change_step": phase,
+            "inside": inside,
+            "in_steepest_rise": None if phase is None else rise[0] < phase <= rise[1],
+            "steepest_rise": {"from": rise[0], "to": rise[1], "llc": [10.5, 27.3], "rise": 16.8},
+        },
+    }
+    return StagesOfRun(0, "cpu-2l", 2, data, rows)
+
+
+def test_a_phase_change_in_the_loss_fall_and_the_llc_rise_is_placed_in_both():
+    s = _stages(350, (300, 350), 350, inside=False)
+    said = stage_sentence(s)
+    assert "steepest rise is between steps 300 and 350 (10.5 -> 27.3)" in said
+    assert "falls most between scored steps 300 and 350" in said
+    assert (
+        "(step 350) falls inside the loss's steepest fall, inside the LLC's steepest rise, "
+        "outside every boundary's interval" in said
+    )
+    assert s.rise_meets_fall() is True
+
+
+def test_the_answer_counts_each_placement_over_runs():
+    runs = [
+        _stages(350, (300, 350), 350, inside=False),
+        _stages(350, (100, 300), 350, inside=True),  # the LLC rose earlier; a boundary holds it
+        _stages(None, (300, 350), 350, inside=False),  # no phase change: not counted
+    ]
+    said = coincide_sentence(runs)
+    assert "Over 2 run(s) with stages measured and induction formed (seeds 0)" in said
+    assert "steepest fall in 2 of 2, in the LLC's steepest rise in 1 of 2" in said
+    assert "inside a stage boundary's interval in 1 of 2" in said
+    assert "overlaps the loss's steepest fall in 1 of 2" in said
