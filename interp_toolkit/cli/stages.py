@@ -39,7 +39,8 @@ def stages(
 ) -> None:
     """Estimate the local learning coefficient (SGLD) at every kept checkpoint and print the
     stages: boundaries where the smoothed LLC curve turns, each stage described from the run's
-    logged loss, held-out loss and head scores (docs/stages.md)."""
+    logged loss, held-out loss and head scores and by the route by path at its end; kept in
+    RUN/stages.json, which `report RUN` and `reproduce` draw (docs/stages.md)."""
     from interp_toolkit.development.llc import SGLDSettings
 
     check_device(device)

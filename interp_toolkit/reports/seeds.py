@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from interp_toolkit.causal.circuit import Circuit
 from interp_toolkit.exams.verdict import exam_verdict
 from interp_toolkit.reports.findings import (
     DepthMeasurement,
@@ -179,7 +180,7 @@ def _run_over_seeds(
     def summary(s: SeedMeasurements) -> RunSummary | None:
         return next((x for x in s.summaries if x.name == name), None)
 
-    def circuit(m: DepthMeasurement) -> Any:
+    def circuit(m: DepthMeasurement) -> Circuit | None:
         return None if m.circuit is None else m.circuit.circuit
 
     def checks(m: DepthMeasurement) -> bool:
