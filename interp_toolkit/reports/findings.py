@@ -264,8 +264,7 @@ def depth_sentence(m: DepthMeasurement, t: Thresholds = THRESHOLDS) -> str:
 
 
 def _removed(c: RoleCheck) -> str:
-    r = c.removed
-    assert r is not None
+    r = c.removed or Estimate(float("nan"), float("nan"), float("nan"))  # a tested check has one
     return f"{c.role} head {c.head} removes {pct(r.value)} [{pct(r.low)}, {pct(r.high)}] of {c.of}"
 
 
@@ -292,11 +291,10 @@ def role_check_phrase(rc: RoleChecks | None) -> str:
     if rc is None or not rc.checks:
         return ""
     passing, flagged, untestable = rc.passing(), rc.flagged(), rc.untestable()
-    tested = len(passing) + len(flagged)
     s = (
         f"causal check of its roles (a role passes when ablating the head removes at least "
         f"{pct(rc.floor)} of what the role does, the interval above 0; {rc.n_passages} held-out "
-        f"passages): {len(passing)} of {tested} pass"
+        f"passages): {len(passing)} of {len(passing) + len(flagged)} pass"
     )
     if passing:
         s += f" ({_role_list(passing)})"

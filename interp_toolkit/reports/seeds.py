@@ -75,7 +75,7 @@ class Held:
     held: tuple[int, ...]
 
     def words(self) -> str:
-        return f"{len(self.held)} of {len(self.seeds)}"
+        return f"{len(self.held)} of {len(self.seeds)}" if self.seeds else "—"
 
     def to_dict(self) -> dict[str, Any]:
         return {"held": len(self.held), "of": len(self.seeds), "seeds": list(self.held)}
@@ -112,10 +112,10 @@ class RunOverSeeds:
     circuit_edges: Spread
     heldout_faithfulness: Spread
     roles_checked: Spread  # roles passing their causal check, of those testable: the share
-    all_roles_pass: Held  # every testable role passed its causal check
+    all_roles_pass: Held  # every testable role passed its causal check (of the seeds with one)
     passage_drop: Spread
     val_loss: Spread
-    probe_selectivity: Spread  # after attn 0
+    probe_accuracy: Spread  # the previous-token probe's balanced accuracy after attn 0
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "n_layers": self.n_layers}
@@ -158,10 +158,12 @@ def _check_share(m: DepthMeasurement) -> float | None:
     return len(rc.passing()) / tested
 
 
-def _selectivity(probes: Sequence[ProbeMeasurement], name: str) -> float | None:
+def _probe_accuracy(probes: Sequence[ProbeMeasurement], name: str) -> float | None:
+    """The study's previous-token probe after attention layer 0 (balanced accuracy; its
+    selectivity is 0 by construction for this feature, so it is not the measure here)."""
     p = next((p for p in probes if p.name == name), None)
     row = next((r for r in p.result.rows if r.boundary == "attn 0"), None) if p else None
-    return None if row is None else row.selectivity
+    return None if row is None else row.balanced
 
 
 def _run_over_seeds(
@@ -186,6 +188,8 @@ def _run_over_seeds(
     def checks(m: DepthMeasurement) -> bool:
         rc = m.role_checks
         return rc is not None and not rc.flagged() and bool(rc.passing())
+
+    tested = tuple(s.seed for s, m in per_seed if _check_share(m) is not None)
 
     def drop(m: DepthMeasurement) -> float | None:
         return None if m.role_checks is None else m.role_checks.drop.value
@@ -213,10 +217,10 @@ def _run_over_seeds(
             lambda s, m: None if (c := circuit(m)) is None or c.heldout is None else c.heldout.value
         ),
         roles_checked=spread(lambda s, m: _check_share(m)),
-        all_roles_pass=held(lambda s, m: checks(m)),
+        all_roles_pass=Held(tested, tuple(s.seed for s, m in per_seed if checks(m))),
         passage_drop=spread(lambda s, m: drop(m)),
         val_loss=spread(lambda s, m: m.val_loss),
-        probe_selectivity=spread(lambda s, m: _selectivity(s.probes, name)),
+        probe_accuracy=spread(lambda s, m: _probe_accuracy(s.probes, name)),
     )
 
 
@@ -274,7 +278,9 @@ def seeds_sentence(s: SettingOverSeeds) -> str:
             f"{r.exams_passing.words(_int)} of {r.n_exams} period exams"
         )
         if r.roles_checked.present:
-            p += f", every checked role passing its causal check in {r.all_roles_pass.words()}"
+            p += (
+                f", every checked role passing its causal check in {r.all_roles_pass.words()} seeds"
+            )
         parts.append(p)
     return f"{lead}: {'; '.join(parts)} (median, range over seeds)."
 
@@ -297,10 +303,10 @@ def seeds_section(s: SettingOverSeeds) -> Section:
         ["EAP-IG circuit edges", *(r.circuit_edges.words(_int) for r in runs)],
         ["held-out faithfulness", *(r.heldout_faithfulness.words(pct) for r in runs)],
         ["roles passing the causal check", *(r.roles_checked.words(pct) for r in runs)],
-        ["every role passes it (seeds)", *(r.all_roles_pass.words() for r in runs)],
+        ["every role passes it (seeds with a role)", *(r.all_roles_pass.words() for r in runs)],
         ["repeated-passage drop (nats)", *(r.passage_drop.words(lambda v: f"{v:.2f}") for r in runs)],
         ["held-out loss", *(r.val_loss.words(lambda v: f"{v:.3f}") for r in runs)],
-        ["probe selectivity after attn 0", *(r.probe_selectivity.words(lambda v: f"{v:.3f}") for r in runs)],
+        ["previous-token probe after attn 0 (balanced accuracy)", *(r.probe_accuracy.words(lambda v: f"{v:.3f}") for r in runs)],
     ]  # fmt: skip
     intro = (
         f"Seeds {_seeds(s.seeds)}: each seed sets the model's initialisation, the data order and "

@@ -3,7 +3,7 @@ loss drop, and with a change in the model's structure (the LLC's stages, ``stage
 
 Read from each run's ``stages.json`` (written by ``interp-toolkit stages RUN``) and metrics.jsonl,
 for every seed of a study whose runs have one: the logged phase change (the first scored step a
-layer>=1 head's induction score passes the floor), the held-out loss's steepest fall between
+layer>=1 head's induction score passes the floor), the training loss's steepest fall between
 scorings, the LLC's steepest rise between kept checkpoints, and the stage boundaries. Runs
 without ``stages.json`` are named as not measured.
 """
@@ -36,8 +36,17 @@ class StagesOfRun:
 
     @property
     def loss_fall(self) -> tuple[float, int, int] | None:
-        """The held-out loss's steepest fall between consecutive scorings."""
-        return steepest_fall([r for r in self.rows if "val_loss" in r], "val_loss")
+        """The training loss's steepest fall between consecutive scorings (the steps that carry
+        head scores, where the phase change is read): the loss at a scoring is the mean of the
+        losses logged since the one before (one batch's loss is noisy)."""
+        scored = [r["step"] for r in self.rows if "val_loss" in r]
+        logged = [(r["step"], r["loss"]) for r in self.rows if isinstance(r.get("loss"), float)]
+        means = []
+        for a, b in zip([0, *scored], scored, strict=False):
+            window = [x for step, x in logged if a < step <= b]
+            if window:
+                means.append({"step": b, "loss": sum(window) / len(window)})
+        return steepest_fall(means, "loss")
 
     @property
     def rise(self) -> dict[str, Any] | None:
@@ -45,12 +54,13 @@ class StagesOfRun:
 
     def in_loss_fall(self) -> bool | None:
         f, p = self.loss_fall, self.phase_step
-        return None if f is None or p is None else f[1] < p <= f[2]
+        return None if f is None or p is None else f[1] <= p <= f[2]
 
     def rise_meets_fall(self) -> bool | None:
-        """Whether the LLC's steepest rise and the loss's steepest fall overlap in steps."""
+        """Whether the LLC's steepest rise and the loss's steepest fall overlap or meet (share a
+        step: adjacent scorings)."""
         f, r = self.loss_fall, self.rise
-        return None if f is None or r is None else r["from"] < f[2] and f[1] < r["to"]
+        return None if f is None or r is None else r["from"] <= f[2] and f[1] <= r["to"]
 
 
 def _bounds(s: StagesOfRun) -> str:
@@ -75,7 +85,7 @@ def stage_sentence(s: StagesOfRun) -> str:
         )
     if fall is not None:
         out += (
-            f"; the held-out loss falls most between scored steps {fall[1]:,} and {fall[2]:,} "
+            f"; the training loss falls most between scored steps {fall[1]:,} and {fall[2]:,} "
             f"(by {fall[0]:.3f})"
         )
     p = s.phase_step
@@ -92,7 +102,7 @@ def stage_sentence(s: StagesOfRun) -> str:
 
 def _count(xs: Sequence[bool | None]) -> str:
     known = [x for x in xs if x is not None]
-    return f"{sum(known)} of {len(known)}"
+    return f"{sum(known)} of {len(known)}" if known else "none (no boundary found)"
 
 
 def coincide_sentence(found: Sequence[StagesOfRun]) -> str:
@@ -105,11 +115,12 @@ def coincide_sentence(found: Sequence[StagesOfRun]) -> str:
     return (
         "Does the transition coincide with the loss drop? Over "
         f"{len(formed)} run(s) with stages measured and induction formed (seeds "
-        f"{', '.join(map(str, seeds))}): the phase change falls in the held-out loss's steepest "
+        f"{', '.join(map(str, seeds))}): the phase change falls in the training loss's steepest "
         f"fall in {_count([s.in_loss_fall() for s in formed])}, in the LLC's steepest rise in "
         f"{_count([pc.get('in_steepest_rise') for pc in pcs])}, and inside a stage boundary's "
-        f"interval in {_count([pc.get('inside') for pc in pcs])}; the LLC's steepest rise overlaps "
-        f"the loss's steepest fall in {_count([s.rise_meets_fall() for s in formed])}."
+        f"interval in {_count([pc.get('inside') for pc in pcs])}; the LLC's steepest rise meets "
+        "the training loss's steepest fall (shares or overlaps steps) in "
+        f"{_count([s.rise_meets_fall() for s in formed])}."
     )
 
 
