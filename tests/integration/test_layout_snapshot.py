@@ -4,8 +4,9 @@ curriculum) gives the study.json of tests/snapshots/small_study.json, less the w
 relative 1e-3 (the same code gives values apart by that on two CPUs: see BOUNDS). Taken before the layout move and kept through it unchanged; retaken when
 a change was meant to alter it: the exam names (prompt_exams, period_exams), the circuits'
 held-out fields and fixed-point pruning, the probes' stratified bootstrap and equal-class control,
-the period exams' room (periods with 16 or more offsets) and the specificity test's rival (the
-strongest other key: tau) (each with its own tests); the weights and every other value were checked equal to the code
+the period exams' room (periods with 16 or more offsets), the specificity test's rival (the
+strongest other key: tau) and the causal check of each role (role_checks, role_effect: added
+keys only, every other value equal) (each with its own tests); the weights and every other value were checked equal to the code
 before those changes."""
 
 from __future__ import annotations
