@@ -155,7 +155,8 @@ def route_at(
 
 
 def route_words(r: dict[str, Any]) -> str:
-    """'route at its end: K-composition (head 1.2 from 0.2; K input 0.97 of its effect)'."""
+    """'route at its end: K-composition (head 1.2 from 0.2; input shares of its effect Q 0.01,
+    K 0.97, V 0.02)'."""
     s = f"route at its end: {r['route']}"
     if "head" in r:
         feeder = f" from {r['feeder']}" if r.get("feeder") else ""
