@@ -32,7 +32,7 @@ from transformer_lens import TransformerBridge
 from interp_toolkit.causal.ablation import ablation_hooks, mean_z
 from interp_toolkit.causal.routes import Estimate, ModelRoute, does_task
 from interp_toolkit.causal.shares import gap, removed_share, resamples
-from interp_toolkit.exams.text_measures import passage_tokens, token_losses
+from interp_toolkit.exams.text_measures import copy_losses, passage_tokens, token_losses
 from interp_toolkit.heads.registry import HeadId
 from interp_toolkit.stats.thresholds import THRESHOLDS, Thresholds
 
@@ -134,8 +134,8 @@ def passage_drops(
     device = next(model.parameters()).device
     hooks = ablation_hooks(list(ablate), mode="mean", means=means) if ablate else []
     with torch.no_grad(), model.hooks(fwd_hooks=hooks):
-        losses = token_losses(model(passages.to(device)), passages).double()
-    return losses[:, : length - 1].mean(1) - losses[:, length : 2 * length - 1].mean(1)
+        first, second = copy_losses(token_losses(model(passages.to(device)), passages), length)
+    return first - second
 
 
 def induction_checks(

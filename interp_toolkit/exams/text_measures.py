@@ -138,10 +138,19 @@ def passage_tokens(
     return torch.cat([w, w], dim=1)
 
 
+def copy_losses(
+    losses: Float[torch.Tensor, "batch pred"], length: int
+) -> tuple[Float[torch.Tensor, " batch"], Float[torch.Tensor, " batch"]]:
+    """Each :func:`passage_tokens` row's mean loss on tokens 1..L-1 of the first copy and on the
+    same tokens of the second."""
+    first = losses[:, : length - 1].double().mean(1)
+    second = losses[:, length : 2 * length - 1].double().mean(1)
+    return first, second
+
+
 def passage_from_losses(losses: Float[torch.Tensor, "batch pred"], length: int) -> PassageLoss:
     """:class:`PassageLoss` from the per-token losses of :func:`passage_tokens` rows."""
-    first = losses[:, : length - 1].double().mean(1)  # tokens 1..L-1 of the first copy
-    second = losses[:, length : 2 * length - 1].double().mean(1)  # the same tokens, again
+    first, second = copy_losses(losses, length)
     return PassageLoss(
         length=length,
         first=float(first.mean()),

@@ -341,11 +341,12 @@ def role_check_section(rc: RoleChecks | None) -> Section:
         ]
         for c in rc.checks
     ]
+    phrase = role_check_phrase(rc)
     intro = (
         f"An induction head is mean-ablated on {rc.n_passages} held-out passages of "
         f"{rc.length} tokens repeated once (their drop: {rc.drop} nats); a previous-token head's "
         "write into a later induction head's input is resampled (the route by path). "
-        f"{role_check_phrase(rc)[0].upper()}{role_check_phrase(rc)[1:]}."
+        f"{phrase[0].upper()}{phrase[1:]}."
     )
     header = ["head", "role", "share removed [95% interval]", "of", "check"]
     return Section(title, [table(header, rows, raw=(4,))], intro=intro)
