@@ -11,6 +11,8 @@ import typer
 from interp_toolkit.cli.app import app, check_device, check_out_file, console, device_option, emit
 from interp_toolkit.errors import UserError
 
+_CAL = "Default: the one calibrated for the run's preset (docs/stages.md, 'Settings')."
+
 
 @app.command("stages")
 def stages(
@@ -21,12 +23,16 @@ def stages(
     html_out: Path | None = typer.Option(
         None, "--html", help="Write the figure (LLC, loss, head scores, boundaries) as HTML here."
     ),
-    step_size: float = typer.Option(1e-4, "--step-size", help="SGLD step size ε."),
-    gamma: float = typer.Option(1000.0, "--gamma", help="Localisation strength γ."),
-    nbeta: float = typer.Option(50.0, "--nbeta", help="Inverse temperature nβ."),
-    chains: int = typer.Option(2, "--chains", help="SGLD chains per checkpoint (2 or more)."),
-    draws: int = typer.Option(40, "--draws", help="Draws per chain, after the burn-in."),
-    burn_in: int = typer.Option(20, "--burn-in", help="Burn-in steps per chain."),
+    step_size: float | None = typer.Option(None, "--step-size", help=f"SGLD step size ε. {_CAL}"),
+    gamma: float | None = typer.Option(None, "--gamma", help=f"Localisation strength γ. {_CAL}"),
+    nbeta: float | None = typer.Option(None, "--nbeta", help=f"Inverse temperature nβ. {_CAL}"),
+    chains: int | None = typer.Option(
+        None, "--chains", help=f"SGLD chains per checkpoint (2 or more). {_CAL}"
+    ),
+    draws: int | None = typer.Option(
+        None, "--draws", help=f"Draws per chain, after the burn-in. {_CAL}"
+    ),
+    burn_in: int | None = typer.Option(None, "--burn-in", help=f"Burn-in steps per chain. {_CAL}"),
     n_batches: int = typer.Option(
         4, "--batches", help="Training batches the LLC reads (the run's first steps')."
     ),
@@ -41,14 +47,14 @@ def stages(
     stages: boundaries where the smoothed LLC curve turns, each stage described from the run's
     logged loss, held-out loss and head scores and by the route by path at its end; kept in
     RUN/stages.json, which `report RUN` and `reproduce` draw (docs/stages.md)."""
-    from interp_toolkit.development.llc import SGLDSettings
+    from dataclasses import replace
+
+    from interp_toolkit.development.llc import SGLDSettings, calibrated_settings
 
     check_device(device)
-    settings = SGLDSettings(
-        step_size=step_size, gamma=gamma, nbeta=nbeta, chains=chains, draws=draws,
-        burn_in=burn_in, seed=seed,
-    )  # fmt: skip
-    settings.validate()  # one line before any work
+    given = {k: v for k, v in {"step_size": step_size, "gamma": gamma, "nbeta": nbeta,
+             "chains": chains, "draws": draws, "burn_in": burn_in}.items() if v is not None}  # fmt: skip
+    replace(SGLDSettings(), **given, seed=seed).validate()  # one line before any work
     for name, value, least in (("--batches", n_batches, 1), ("--rows", rows, 1)):
         if value < least:
             raise UserError(f"{name}={value} cannot work: use a whole number, {least} or more.")
@@ -61,8 +67,12 @@ def stages(
     from interp_toolkit.files.io import write_json, write_text
     from interp_toolkit.runs.folder import RunPaths, read_config
     from interp_toolkit.runtime.progress import status
+    from interp_toolkit.training.settings import recorded_preset
 
-    read_config(run)  # not a run folder: its one line
+    base, source = calibrated_settings(recorded_preset(read_config(run)))  # not a run: one line
+    settings = replace(base, **given, seed=seed)
+    if given:
+        source += "; given: " + ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in given.items())
     kept = RunPaths(run).snapshot_steps()
     steps = [s for s in kept if max_step is None or s <= max_step]
     with status("stages", "estimating the LLC") as shown:
@@ -75,6 +85,7 @@ def stages(
             device=device,
             progress=lambda i, n, step: shown.update(f"checkpoint {i + 1} of {n} (step {step})"),
         )
+    found.curve.settings_source = source
     data = found.to_dict(traces=True)
     write_json(RunPaths(run).stages, data)  # the run keeps its stages (its report draws them)
     emit(data, _print_stages, json_out)
@@ -104,15 +115,21 @@ def _print_stages(data: dict[str, Any]) -> None:
         drift = [abs(d) for d in c["diagnostics"]["drift"] if d is not None]
         table.add_row(
             f"{c['step']}{' *' if c['step'] in bounds else ''}",
-            _f(c["llc"]),
+            _f(c["llc"]) + (" (below 0)" if c.get("below_zero") else ""),
             f"{_f(lo)} - {_f(hi)}",
             _f(c["init_loss"]),
             _f(c["diagnostics"]["r_hat"]),
             _f(max(drift)) if drift else "-",
         )
     out.print(table)
+    out.print(f"settings: {data.get('settings_source', 'given')}.", soft_wrap=True)
     out.print(f"batches: {data['batches']['source']}.", soft_wrap=True)
     out.print(f"rule: {data['rule']['boundary']} (* above).", soft_wrap=True)
+    if data["rule"].get("not_read_steps"):
+        steps = ", ".join(map(str, data["rule"]["not_read_steps"]))
+        out.print(
+            f"not read (below 0) at steps {steps}: {data['rule']['not_read']}.", soft_wrap=True
+        )
     for st in data["stages"]:
         out.print(f"stage {st['stage']} (steps {st['start']}-{st['end']}): {st['summary']}",
                   soft_wrap=True)  # fmt: skip

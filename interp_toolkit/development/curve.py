@@ -11,35 +11,57 @@ from pathlib import Path
 from typing import Any
 
 from interp_toolkit.development.data import LLCBatches, llc_batches, next_token_loss
-from interp_toolkit.development.llc import LLCEstimate, SGLDSettings, estimate_llc
+from interp_toolkit.development.llc import (
+    LLCEstimate,
+    SGLDSettings,
+    calibrated_settings,
+    estimate_llc,
+)
 from interp_toolkit.development.stages import (
     BANDWIDTH,
     MIN_SWING,
+    NOT_READ,
     Boundary,
     describe_stages,
     phase_change_in_boundary,
+    read_by_rule,
     stage_boundaries,
     steepest_rise,
 )
 from interp_toolkit.errors import UserError
 from interp_toolkit.heads.induction import first_induction_step
-from interp_toolkit.runs.folder import RunPaths, apply_weights, load_run, read_metrics, read_weights
+from interp_toolkit.runs.folder import (
+    RunPaths,
+    apply_weights,
+    load_run,
+    read_config,
+    read_metrics,
+    read_weights,
+)
 from interp_toolkit.training.sdpa import fused_attention
+from interp_toolkit.training.settings import recorded_preset
 
 
 @dataclass
 class LLCCurve:
-    """The LLC at each checkpoint ``steps[i]`` (``estimates[i]``), on ``batches``."""
+    """The LLC at each checkpoint ``steps[i]`` (``estimates[i]``), on ``batches``, with the
+    settings ``settings_source`` names."""
 
     run: str
     steps: list[int]
     estimates: list[LLCEstimate]
     batches: dict[str, Any]
     seconds: float
+    settings_source: str = "given"
 
     @property
     def llc(self) -> list[float]:
         return [e.llc for e in self.estimates]
+
+    @property
+    def read(self) -> list[float]:
+        """The values the stage rule reads (:func:`~.stages.read_by_rule`)."""
+        return read_by_rule(self.llc, [e.high for e in self.estimates])
 
 
 @dataclass
@@ -62,6 +84,7 @@ class Stages:
             ],
             "batches": c.batches,
             "settings": c.estimates[0].settings.to_dict() if c.estimates else None,
+            "settings_source": c.settings_source,
             "rule": self.rule,
             "boundaries": [b.to_dict() for b in self.boundaries],
             "stages": self.stages,
@@ -82,8 +105,12 @@ def llc_curve(
 ) -> LLCCurve:
     """The LLC at every kept checkpoint of ``run_path`` (or the kept ``steps``), each estimate
     on the same batches: ``n_batches`` of the run's first training batches, ``rows`` rows each
-    (:func:`~.data.llc_batches`). ``progress(i, n, step)`` before checkpoint ``i`` of ``n``."""
-    settings = settings or SGLDSettings()
+    (:func:`~.data.llc_batches`); ``settings`` default to those calibrated for the run's preset
+    (:func:`~.llc.calibrated_settings`). ``progress(i, n, step)`` before checkpoint ``i`` of
+    ``n``."""
+    source = "given"
+    if settings is None:
+        settings, source = calibrated_settings(recorded_preset(read_config(run_path)))
     settings.validate()
     paths = RunPaths(Path(run_path))
     kept = paths.snapshot_steps()
@@ -117,6 +144,7 @@ def llc_curve(
         estimates=estimates,
         batches=data.to_dict(),
         seconds=time.perf_counter() - t0,
+        settings_source=source,
     )
 
 
@@ -180,9 +208,10 @@ def stages(
     path at its end (:func:`route_at`), and whether the logged induction phase change falls
     inside a boundary's interval."""
     curve = curve or llc_curve(run_path, settings, **kwargs)
-    bounds = stage_boundaries(curve.steps, curve.llc, bandwidth=bandwidth, min_swing=min_swing)
+    read = curve.read
+    bounds = stage_boundaries(curve.steps, read, bandwidth=bandwidth, min_swing=min_swing)
     rows = read_metrics(run_path)
-    described = describe_stages(curve.steps, curve.llc, bounds, rows)
+    described = describe_stages(curve.steps, read, bounds, rows)
     if routes:
         for st in described:
             st["route_at_end"] = route_at(run_path, st["end"], device=kwargs.get("device", "cpu"))
@@ -192,13 +221,17 @@ def stages(
         boundaries=bounds,
         stages=described,
         phase_change=phase_change_in_boundary(
-            bounds, first_induction_step(rows), steepest_rise(curve.steps, curve.llc)
+            bounds, first_induction_step(rows), steepest_rise(curve.steps, read)
         ),
         rule={
             "smoothing": f"Gaussian kernel in log(step), bandwidth {bandwidth}",
             "boundary": "a checkpoint where the smoothed LLC's slope changes sign, kept when "
             f"the swing on each side is >= {min_swing} of the smoothed curve's range",
             "interval": "the checkpoints either side of the boundary",
+            "not_read": NOT_READ,
+            "not_read_steps": [
+                s for s, e in zip(curve.steps, curve.estimates, strict=True) if e.below_zero
+            ],
             "bandwidth": bandwidth,
             "min_swing": min_swing,
         },

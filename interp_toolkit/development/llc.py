@@ -45,7 +45,7 @@ LossFn = Callable[[torch.nn.Module, Any], Float[torch.Tensor, ""]]
 class SGLDSettings:
     """The estimator's settings (recorded with every estimate). The defaults are the ones
     calibrated on the cpu preset's 2-layer run (docs/stages.md: flat traces after the burn-in, the
-    loss within ~0.5 nats of the checkpoint's); another model needs its own calibration.
+    loss within ~0.5 nats of the checkpoint's); :data:`CALIBRATED` holds each preset's.
 
     ``step_size`` ε, ``gamma`` the localisation γ, ``nbeta`` the inverse temperature nβ (None:
     devinterp's default, rows per batch / log(rows per batch)), ``chains`` independent chains of
@@ -78,6 +78,26 @@ class SGLDSettings:
         return asdict(self)
 
 
+#: The settings calibrated per training preset (docs/stages.md, "Settings"): the cpu preset's on
+#: its 2-layer run; the text preset's on its 2-layer run (seed 0), where the cpu preset's step,
+#: localisation and temperature passed the same checks but 20 burn-in steps were too few (the
+#: chains' loss still falling at step 20 on checkpoints before step ~100).
+CALIBRATED: dict[str, SGLDSettings] = {
+    "cpu": SGLDSettings(),
+    "text": SGLDSettings(burn_in=50, draws=100),
+}
+
+
+def calibrated_settings(preset: str | None) -> tuple[SGLDSettings, str]:
+    """The settings calibrated for ``preset`` (a run's recorded preset), and where they come
+    from in words; a run of another preset gets the cpu preset's, said so."""
+    if preset in CALIBRATED:
+        return CALIBRATED[preset], f"calibrated for the {preset} preset (docs/stages.md)"
+    return CALIBRATED["cpu"], (
+        f"the cpu preset's calibration (none was done for {'preset ' + repr(preset) if preset else 'a run without a preset'})"
+    )
+
+
 @dataclass
 class LLCEstimate:
     """An LLC estimate with its chains. ``traces``: [chain, burn_in + draws] losses (the first
@@ -99,10 +119,17 @@ class LLCEstimate:
     n_batches: int
     rows_per_batch: int
 
+    @property
+    def below_zero(self) -> bool:
+        """The interval lies wholly below 0: the chains found lower loss near the weights, so
+        they are not at a local minimum (where the LLC is defined)."""
+        return math.isfinite(self.high) and self.high < 0
+
     def to_dict(self, traces: bool = True) -> dict[str, Any]:
         """JSON-safe fields (NaN as None); ``traces``: with the per-chain loss traces."""
         out: dict[str, Any] = {
             "llc": _num(self.llc),
+            "below_zero": self.below_zero,
             "std": _num(self.std),
             "interval": [_num(self.low), _num(self.high)],
             "interval_rule": "mean ± 2 standard errors over chains",

@@ -8,7 +8,9 @@ boundary is a critical point of the smoothed curve, a checkpoint where its slope
 (a peak or a trough), kept only when the swing on each side of it (to the neighbouring critical
 point or the curve's end) is at least ``min_swing`` (default 0.1) of the curve's range: the
 smallest swing's pair of critical points is dropped first, until every swing is large enough.
-Each boundary carries the interval between the checkpoints on either side of it. Hoogland et al.
+Each boundary carries the interval between the checkpoints on either side of it. A checkpoint
+whose LLC interval lies wholly below 0 is not read (:func:`read_by_rule`): the chains found lower
+loss near its weights, so they are not at a local minimum, where the LLC is defined. Hoogland et al.
 read critical points of the smoothed LLC curve the same way (they smoothed by eye-fitted
 Gaussian processes; this is the kernel version, stated).
 
@@ -30,6 +32,18 @@ from interp_toolkit.heads.registry import SCORE
 
 BANDWIDTH = 0.25
 MIN_SWING = 0.1
+#: Which estimates the rule leaves out, in words (recorded with every result).
+NOT_READ = (
+    "a checkpoint whose LLC interval lies wholly below 0 (the chains found lower loss near its "
+    "weights: not a local minimum, where the LLC is defined) is shown but not read by the "
+    "smoothing, the boundaries, the stages or the steepest rise"
+)
+
+
+def read_by_rule(llc: list[float], high: list[float]) -> list[float]:
+    """The LLC values the rule reads: ``llc``, NaN where the interval's top ``high`` is below 0
+    (:data:`NOT_READ`; the rule skips NaN)."""
+    return [v if not (h < 0) else float("nan") for v, h in zip(llc, high, strict=True)]
 
 
 @dataclass(frozen=True)

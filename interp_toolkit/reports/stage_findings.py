@@ -76,7 +76,13 @@ def stage_sentence(s: StagesOfRun) -> str:
     """One run in one seed: its checkpoints, boundaries, and where the phase change, the loss's
     steepest fall and the LLC's steepest rise lie."""
     n = sum(c["llc"] is not None for c in s.data["checkpoints"])
-    out = f"{s.name} (seed {s.seed}, {layers_phrase(s.n_layers)}): the LLC at {n} kept checkpoints; {_bounds(s)}"
+    not_read = s.data.get("rule", {}).get("not_read_steps", [])
+    below = len(not_read)
+    out = f"{s.name} (seed {s.seed}, {layers_phrase(s.n_layers)}): the LLC at {n} kept checkpoints"
+    if below:
+        last = max(not_read)
+        out += f" ({below} below 0, the last at step {last:,}: not at a local minimum, not read)"
+    out += f"; {_bounds(s)}"
     rise, fall = s.rise, s.loss_fall
     if rise is not None:
         out += (

@@ -145,6 +145,12 @@ Configs = tuple[ModelConfig, DataConfig, TrainSettings]
 DERIVED = (("model", "d_vocab"), ("train", "threads"))
 
 
+def recorded_preset(config: dict[str, Any]) -> str | None:
+    """The preset a run's config.json (``config``) records it was trained from, or None."""
+    preset = (config.get("settings") or {}).get("preset")
+    return preset if isinstance(preset, str) else None
+
+
 def recorded_configs(config: dict[str, Any], where: Path) -> Configs:
     """The model, data and training configs a run's config.json (``config``, read from
     ``where``) records; a UserError when it lacks them."""

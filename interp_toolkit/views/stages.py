@@ -27,8 +27,14 @@ def stages_figure(data: dict[str, Any], rows: list[dict[str, Any]]) -> go.Figure
                              y=[c["interval"][1] for c in pts] + [c["interval"][0] for c in pts][::-1],
                              fill="toself", line={"width": 0}, opacity=0.25, name="LLC interval",
                              hoverinfo="skip"), row=1, col=1)  # fmt: skip
-    fig.add_trace(go.Scatter(x=steps, y=[c["llc"] for c in pts], mode="lines+markers",
-                             name="LLC"), row=1, col=1)  # fmt: skip
+    read = [c for c in pts if not c.get("below_zero")]
+    fig.add_trace(go.Scatter(x=[c["step"] for c in read], y=[c["llc"] for c in read],
+                             mode="lines+markers", name="LLC"), row=1, col=1)  # fmt: skip
+    below = [c for c in pts if c.get("below_zero")]
+    if below:  # not at a local minimum: shown, not read by the stage rule
+        fig.add_trace(go.Scatter(x=[c["step"] for c in below], y=[c["llc"] for c in below],
+                                 mode="markers", marker={"symbol": "circle-open"},
+                                 name="LLC below 0 (not read by the rule)"), row=1, col=1)  # fmt: skip
     logged = [r for r in rows if isinstance(r.get("loss"), (int, float)) and r.get("step", 0) > 0]
     fig.add_trace(go.Scatter(x=[r["step"] for r in logged], y=[r["loss"] for r in logged],
                              name="training loss"), row=2, col=1)  # fmt: skip
@@ -62,6 +68,10 @@ def stages_section(
              for s in data["stages"]]  # fmt: skip
     items: list[Any] = [stages_figure(data, rows), *(text(line) for line in lines)]
     intro = f"Rule: {data['rule']['boundary']}. Batches: {data['batches']['source']}."
+    if data.get("rule", {}).get("not_read_steps"):
+        intro += f" Not read: {data['rule']['not_read']} (here {len(data['rule']['not_read_steps'])} checkpoints)."
+    if data.get("settings_source"):
+        intro += f" SGLD settings: {data['settings_source']}."
     return Section(title, items, intro=intro)
 
 

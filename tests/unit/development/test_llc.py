@@ -89,6 +89,16 @@ def test_strong_localisation_lowers_the_estimate_as_the_formula_says():
     assert est.llc == pytest.approx(want, rel=0.15), (est.llc, want)
 
 
+def test_each_preset_gets_its_calibrated_settings():
+    from interp_toolkit.development.llc import CALIBRATED, calibrated_settings
+
+    text, said = calibrated_settings("text")
+    assert text == CALIBRATED["text"] and "text preset" in said
+    assert (text.burn_in, text.draws) == (50, 100) and text.gamma == SGLDSettings().gamma
+    cpu, said = calibrated_settings("text-bpe")
+    assert cpu == SGLDSettings() and "none was done for preset 'text-bpe'" in said
+
+
 def test_nbeta_none_is_devinterps_default():
     assert SGLDSettings(nbeta=None).nbeta_for(128) == pytest.approx(128 / math.log(128))
     assert SGLDSettings(nbeta=3.0).nbeta_for(128) == 3.0

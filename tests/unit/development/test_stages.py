@@ -14,6 +14,7 @@ from cli_helpers import run_main
 from interp_toolkit.development.stages import (
     describe_stages,
     phase_change_in_boundary,
+    read_by_rule,
     smooth,
     stage_boundaries,
     steepest_rise,
@@ -182,6 +183,28 @@ def test_noise_on_a_rising_curve_gives_no_boundary():
     assert len(stage_boundaries(steps, llc, bandwidth=1e-3, min_swing=0.0)) > 3
 
 
+def test_estimates_below_zero_are_not_read_and_no_longer_hide_a_trough():
+    """Checkpoints before a minimum: the chains descend and the estimate reads far below 0 (the
+    text preset's first checkpoints read -15). Read, that drop swamps the curve's range and a
+    later dip's swing falls under the floor; not read, the dip is found where planted."""
+    steps = _log_steps(last=1000)
+
+    def planted(v: float) -> float:  # -15 before step 20; 10 falling to 8 at step 148; rising
+        return -15.0 if v < 3 else (10 - (v - 3) if v <= 5 else 8 + 2 * (v - 5))
+
+    llc = [planted(math.log(s)) for s in steps]
+    high = [v + 2.0 for v in llc]  # intervals of half-width 2: below 0 only for the -15s
+    assert [b.kind for b in stage_boundaries(steps, llc, bandwidth=0.2)] != ["trough"]
+    read = read_by_rule(llc, high)
+    assert [math.isnan(v) for v in read] == [math.log(s) < 3 for s in steps]
+    bounds = stage_boundaries(steps, read, bandwidth=0.2)
+    assert [b.kind for b in bounds] == ["trough"]
+    assert abs(math.log(bounds[0].step) - 5.0) < 0.3, bounds
+    assert math.log(steepest_rise(steps, read)["from"]) >= 3
+    # an interval that reaches 0 is read: a small estimate is a measurement, not a descent
+    assert read_by_rule([-0.5, 3.0], [0.1, 4.0]) == [-0.5, 3.0]
+
+
 def test_smoothing_keeps_a_line_in_log_step():
     steps = [1, 2, 4, 8, 16, 32, 64]
     line = [math.log2(s) for s in steps]
@@ -267,7 +290,8 @@ def test_stages_command_on_a_tiny_run(tmp_path, tiny_cfg, tiny_model, capsys):
                          "prev_token": [[0.1] * 4] * 2})  # fmt: skip
     paths.metrics.write_text("".join(json.dumps(r) + "\n" for r in rows))
     out, page = tmp_path / "s.json", tmp_path / "s.html"
-    argv = ["stages", str(root), "--draws", "3", "--burn-in", "1", "--rows", "4", "--batches", "2"]
+    argv = ["stages", str(root), "--draws", "3", "--burn-in", "1", "--rows", "4", "--batches", "2",
+            "--nbeta", "1", "--step-size", "0.01"]  # fmt: skip  # noise over descent: above 0
     assert run_main([*argv, "--json", str(out), "--html", str(page)]) == 0
     data = json.loads(out.read_text())
     assert [c["step"] for c in data["checkpoints"]] == [1, 2, 4, 8]
@@ -276,6 +300,12 @@ def test_stages_command_on_a_tiny_run(tmp_path, tiny_cfg, tiny_model, capsys):
     assert len(first["traces"][0]) == 4  # burn-in + draws
     assert {"drift", "r_hat", "finite"} <= set(first["diagnostics"])
     assert "training stream" in data["batches"]["source"] and data["stages"]
+    # no preset recorded: the cpu preset's calibration, with the flags given named
+    assert data["settings_source"].startswith("the cpu preset's calibration")
+    assert data["settings_source"].endswith(
+        "given: --step-size 0.01, --nbeta 1.0, --draws 3, --burn-in 1"
+    )
+    assert first["settings"]["gamma"] == 1000.0 and "below_zero" in first
     assert "plotly" in page.read_text()
     # the run keeps its stages (its report draws them), and each stage ends with the route by path
     assert json.loads(paths.stages.read_text()) == data
