@@ -156,6 +156,7 @@ def route_at(
     the model's route, its induction heads, and the strongest routed head's effect, carrying
     inputs, feeder and input shares."""
     from interp_toolkit.causal import induction_route
+    from interp_toolkit.causal.routes import RouteName
     from interp_toolkit.heads.discovery import discover_heads
     from interp_toolkit.heads.options import DiscoveryOptions
 
@@ -170,7 +171,7 @@ def route_at(
         "induction_heads": [str(h) for h in report.heads_with_role("induction")],
     }
     heads = [h for h in route.heads if h.inputs]
-    if heads:
+    if heads and route.name is not RouteName.NO_TASK:  # no task: shares of nothing, not shown
         top = max(heads, key=lambda h: h.effect.value)
         out |= {
             "head": str(top.head),

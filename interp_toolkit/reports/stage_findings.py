@@ -130,11 +130,59 @@ def coincide_sentence(found: Sequence[StagesOfRun]) -> str:
     )
 
 
+def _steps(xs: Sequence[int]) -> str:
+    return ", ".join(f"{x:,}" for x in xs)
+
+
+def seeds_move_sentence(runs: Sequence[StagesOfRun]) -> str:
+    """Do the boundaries move with the seed, and by how many steps? For one run name over its
+    seeds: each kind of boundary (its first of that kind per seed), where it falls, its spread
+    over seeds and its distance from each seed's phase change; and the same for the end of the
+    LLC's steepest rise."""
+    runs = sorted(runs, key=lambda s: s.seed)
+    head = f"{runs[0].name} over seeds {_steps([s.seed for s in runs])}:"
+    parts = []
+    for kind in ("trough", "peak"):
+        firsts = [
+            (s, next(b for b in s.data["boundaries"] if b["kind"] == kind))
+            for s in runs
+            if any(b["kind"] == kind for b in s.data["boundaries"])
+        ]
+        part = f"a {kind} in {len(firsts)} of {len(runs)} seeds"
+        if firsts:
+            at = [b["step"] for _, b in firsts]
+            part += f" (the first at step {_steps(at)}"
+            if len(at) > 1:
+                part += f": it moves by up to {max(at) - min(at):,} steps"
+            offsets = [b["step"] - s.phase_step for s, b in firsts if s.phase_step is not None]
+            if offsets:
+                part += f"; {', '.join(f'{o:+,}' for o in offsets)} steps from the phase change"
+            part += ")"
+        parts.append(part)
+    rises = [(s, s.rise) for s in runs if s.rise is not None]
+    if rises:
+        ends = [r["to"] for _, r in rises]
+        part = f"the LLC's steepest rise ends at step {_steps(ends)}"
+        if len(ends) > 1:
+            part += f" (moves by up to {max(ends) - min(ends):,} steps)"
+        phases = [s.phase_step for s, _ in rises]
+        if all(p is not None for p in phases):
+            part += f", the phase change is at step {_steps([p for p in phases if p is not None])}"
+        parts.append(part)
+    return f"{head} {'; '.join(parts)}."
+
+
 def stages_study_section(found: Sequence[StagesOfRun], missing: Sequence[str]) -> Section | None:
     """The page's section: the answer, one sentence per run and seed, the first run's figure."""
     if not found:
         return None
     items: list[Any] = [text(coincide_sentence(found), "p", "finding")]
+    names = sorted({s.name for s in found})
+    items += [
+        text(seeds_move_sentence([s for s in found if s.name == n]), "p", "finding")
+        for n in names
+        if len({s.seed for s in found if s.name == n}) > 1
+    ]
     items += [text(stage_sentence(s)) for s in found]
     deepest = max(found, key=lambda s: (s.phase_step is not None, s.n_layers, -s.seed))
     items.append(stages_figure(deepest.data, deepest.rows))

@@ -311,6 +311,7 @@ def test_stages_command_on_a_tiny_run(tmp_path, tiny_cfg, tiny_model, capsys):
     assert json.loads(paths.stages.read_text()) == data
     ends = [st["route_at_end"] for st in data["stages"]]
     assert [r["step"] for r in ends] == [st["end"] for st in data["stages"]]
+    assert all("head" not in r for r in ends if r["route"] == "no induction")  # no shares of 0
     assert ends[-1]["step"] == 8 and all(
         "route at its end: " in st["summary"] for st in data["stages"]
     )

@@ -4,7 +4,13 @@
 from __future__ import annotations
 
 from interp_toolkit.reports.seeds import Held, Spread
-from interp_toolkit.reports.stage_findings import StagesOfRun, coincide_sentence, stage_sentence
+from interp_toolkit.reports.stage_findings import (
+    StagesOfRun,
+    coincide_sentence,
+    seeds_move_sentence,
+    stage_sentence,
+    stages_study_section,
+)
 
 
 def test_a_spread_is_median_and_range_and_says_which_seeds_lack_it():
@@ -30,7 +36,10 @@ def _stages(phase: int | None, rise: tuple[int, int], fall_at: int, inside: bool
         for s in range(50, 601, 50)
     ]
     data = {
-        "checkpoints": [{"step": s, "llc": 1.0} for s in (100, 300, 350, 500)],
+        "run": "cpu-2l",
+        "checkpoints": [
+            {"step": s, "llc": 1.0, "interval": [0.5, 1.5]} for s in (100, 300, 350, 500)
+        ],
         "boundaries": [{"step": 500, "interval": [461, 550], "kind": "peak", "llc_smoothed": 30.0}],
         "phase_change": {
             "phase_change_step": phase,
@@ -65,3 +74,37 @@ def test_the_answer_counts_each_placement_over_runs():
     assert "steepest fall in 2 of 2, in the LLC's steepest rise in 1 of 2" in said
     assert "inside a stage boundary's interval in 1 of 2" in said
     assert "meets the training loss's steepest fall (shares or overlaps steps) in 1 of 2" in said
+
+
+def test_how_far_boundaries_move_with_the_seed_is_counted_in_steps():
+    def seed(n, phase, rise_to, bounds):
+        s = _stages(phase, (rise_to - 50, rise_to), 350, inside=False)
+        s.data["boundaries"] = [
+            {"step": st, "interval": [st - 10, st + 10], "kind": k, "llc_smoothed": 1.0}
+            for st, k in bounds
+        ]
+        return StagesOfRun(n, "text-2l", 2, s.data, s.rows)
+
+    runs = [
+        seed(2, 19_000, 19_000, [(500, "trough"), (20_000, "peak")]),
+        seed(0, 5_000, 5_000, [(112, "trough"), (5_000, "peak"), (7_000, "trough")]),
+        seed(1, 5_000, 4_000, []),  # no boundary at all in this seed
+    ]
+    said = seeds_move_sentence(runs)
+    assert said.startswith("text-2l over seeds 0, 1, 2:")
+    # the first trough of seeds 0 and 2 (not seed 0's second): 388 steps apart
+    assert "a trough in 2 of 3 seeds (the first at step 112, 500: it moves by up to 388" in said
+    assert "-4,888, -18,500 steps from the phase change" in said
+    assert (
+        "a peak in 2 of 3 seeds (the first at step 5,000, 20,000: it moves by up to 15,000" in said
+    )
+    assert "+0, +1,000 steps from the phase change" in said
+    assert "steepest rise ends at step 5,000, 4,000, 19,000 (moves by up to 15,000 steps)" in said
+    assert "the phase change is at step 5,000, 5,000, 19,000" in said
+
+    # a seed measured alone gets no sentence on the page: nothing to compare
+    def said_over_seeds(found):
+        section = stages_study_section(found, [])
+        return [i for i in section.items if "over seeds" in str(i)]
+
+    assert said_over_seeds([runs[0]]) == [] and len(said_over_seeds(runs)) == 1
