@@ -1,7 +1,8 @@
-"""The cost of the LLC per checkpoint, and the stages it finds, on cpu-preset runs (docs/stages.md).
+"""The cost of the LLC per checkpoint, and the stages it finds, on trained runs (docs/stages.md).
 
     taskset -c 0 python benchmarks/stages.py --run RUN2 --run RUN1 [--max-step 1050]
-        [--chains 2] [--draws 40] [--burn-in 20] [--rows 16] [--batches 4] [--threads 1]
+        [--chains N] [--draws N] [--burn-in N] [--rows 16] [--batches 4] [--threads 1]
+        (SGLD settings default to those calibrated for each run's preset)
 
 For each run (train them with ``interp-toolkit train --preset cpu --layers 2`` and ``--layers 1``;
 their kept checkpoints are the default snapshot schedule): the kept checkpoints' disk size, the
@@ -15,40 +16,39 @@ from __future__ import annotations
 
 import argparse
 import statistics
+from dataclasses import replace
 from pathlib import Path
 
 import torch
 from _common import print_table, write_result
 
 from interp_toolkit.development.curve import llc_curve, stages
-from interp_toolkit.development.llc import SGLDSettings
+from interp_toolkit.development.llc import calibrated_settings
 from interp_toolkit.runs.folder import RunPaths, read_config
+from interp_toolkit.training.settings import recorded_preset
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--run", action="append", required=True, help="a run folder (repeatable)")
     ap.add_argument("--max-step", type=int, default=None)
-    ap.add_argument("--chains", type=int, default=2)
-    ap.add_argument("--draws", type=int, default=40)
-    ap.add_argument("--burn-in", type=int, default=20)
-    ap.add_argument("--step-size", type=float, default=SGLDSettings.step_size)
-    ap.add_argument("--gamma", type=float, default=SGLDSettings.gamma)
-    ap.add_argument("--nbeta", type=float, default=SGLDSettings.nbeta)
+    for flag, kind in (
+        ("--chains", int),
+        ("--draws", int),
+        ("--burn-in", int),
+        ("--step-size", float),
+        ("--gamma", float),
+        ("--nbeta", float),
+    ):
+        ap.add_argument(flag, type=kind, default=None, help="default: the run's preset's")  # fmt: skip
     ap.add_argument("--rows", type=int, default=16)
     ap.add_argument("--batches", type=int, default=4)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    settings = SGLDSettings(
-        step_size=args.step_size,
-        gamma=args.gamma,
-        nbeta=args.nbeta,
-        chains=args.chains,
-        draws=args.draws,
-        burn_in=args.burn_in,
-    )
+    given = {k: getattr(args, k) for k in ("chains", "draws", "burn_in", "step_size", "gamma",
+             "nbeta") if getattr(args, k) is not None}  # fmt: skip
     results, table = [], []
     for run in args.run:
         paths = RunPaths(Path(run))
@@ -59,9 +59,12 @@ def main() -> None:
         def tick(i: int, n: int, step: int, run: str = run) -> None:
             print(f"{run}: checkpoint {i + 1}/{n} (step {step})", flush=True)
 
+        base, source = calibrated_settings(recorded_preset(cfg))
+        settings = replace(base, **given)
         curve = llc_curve(
             run, settings, n_batches=args.batches, rows=args.rows, steps=kept, progress=tick
         )
+        curve.settings_source = source + (f"; given: {given}" if given else "")
         times = [e.seconds for e in curve.estimates]
         found = stages(run, curve=curve)
         data = found.to_dict(traces=False)
@@ -78,7 +81,8 @@ def main() -> None:
             "llc_seconds_per_checkpoint_median": round(statistics.median(times), 3),
             "llc_seconds_total": round(sum(times), 2),
             "checkpoints_estimated": len(kept),
-            **{k: data[k] for k in ("checkpoints", "batches", "settings", "rule")},
+            **{k: data[k] for k in ("checkpoints", "batches", "settings", "settings_source")},
+            "rule": data["rule"],
             **{k: data[k] for k in ("boundaries", "stages", "phase_change")},
         }
         results.append(result)
@@ -97,7 +101,7 @@ def main() -> None:
     print_table(table, list(table[0]))
     write_result(
         "stages",
-        {"threads": args.threads, "settings": settings.to_dict(), "runs": results},
+        {"threads": args.threads, "runs": results},
         args.out,
     )
 

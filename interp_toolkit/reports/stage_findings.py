@@ -185,7 +185,12 @@ def stages_study_section(found: Sequence[StagesOfRun], missing: Sequence[str]) -
     ]
     items += [text(stage_sentence(s)) for s in found]
     deepest = max(found, key=lambda s: (s.phase_step is not None, s.n_layers, -s.seed))
-    items.append(stages_figure(deepest.data, deepest.rows))
+    control = next(
+        (s for s in found if s.seed == deepest.seed and s.n_layers < deepest.n_layers), None
+    )
+    items.append(
+        stages_figure(deepest.data, deepest.rows, None if control is None else control.data)
+    )
     intro = (
         "From `interp-toolkit stages RUN` (the local learning coefficient by SGLD at every kept "
         "checkpoint; docs/stages.md), run on these runs before the page was written."

@@ -14,10 +14,13 @@ from interp_toolkit.heads.registry import SCORE
 from interp_toolkit.views.page import Section, render_report, text
 
 
-def stages_figure(data: dict[str, Any], rows: list[dict[str, Any]]) -> go.Figure:
+def stages_figure(
+    data: dict[str, Any], rows: list[dict[str, Any]], control: dict[str, Any] | None = None
+) -> go.Figure:
     """Three panels over log(step): the LLC and its interval; the training and held-out loss;
     the strongest previous-token and induction heads. Boundaries as dashed lines, their
-    intervals shaded."""
+    intervals shaded. ``control``: another run's stages (the 1-layer control), its LLC drawn
+    beside in the first panel."""
     fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.06,
                         subplot_titles=("LLC (mean ± 2 s.e. over chains)", "loss",
                                         "strongest head score"))  # fmt: skip
@@ -35,6 +38,11 @@ def stages_figure(data: dict[str, Any], rows: list[dict[str, Any]]) -> go.Figure
         fig.add_trace(go.Scatter(x=[c["step"] for c in below], y=[c["llc"] for c in below],
                                  mode="markers", marker={"symbol": "circle-open"},
                                  name="LLC below 0 (not read by the rule)"), row=1, col=1)  # fmt: skip
+    if control is not None:
+        ctl = [c for c in control["checkpoints"] if c["llc"] is not None]
+        fig.add_trace(go.Scatter(x=[c["step"] for c in ctl], y=[c["llc"] for c in ctl],
+                                 mode="lines+markers", line={"dash": "dot"},
+                                 name=f"LLC of {control['run']} (control)"), row=1, col=1)  # fmt: skip
     logged = [r for r in rows if isinstance(r.get("loss"), (int, float)) and r.get("step", 0) > 0]
     fig.add_trace(go.Scatter(x=[r["step"] for r in logged], y=[r["loss"] for r in logged],
                              name="training loss"), row=2, col=1)  # fmt: skip

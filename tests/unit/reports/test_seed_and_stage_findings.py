@@ -108,3 +108,16 @@ def test_how_far_boundaries_move_with_the_seed_is_counted_in_steps():
         return [i for i in section.items if "over seeds" in str(i)]
 
     assert said_over_seeds([runs[0]]) == [] and len(said_over_seeds(runs)) == 1
+
+
+def test_the_figure_draws_the_one_layer_controls_llc_beside():
+    import plotly.graph_objects as go
+
+    two = _stages(350, (300, 350), 350, inside=False)
+    one = _stages(None, (300, 350), 350, inside=False)
+    one = StagesOfRun(0, "cpu-1l", 1, {**one.data, "run": "cpu-1l"}, one.rows)
+    for found, drawn in (([two, one], True), ([two], False)):
+        section = stages_study_section(found, [])
+        (fig,) = [i for i in section.items if isinstance(i, go.Figure)]
+        names = [t.name for t in fig.data]
+        assert ("LLC of cpu-1l (control)" in names) is drawn, names
