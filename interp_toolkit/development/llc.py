@@ -93,9 +93,8 @@ def calibrated_settings(preset: str | None) -> tuple[SGLDSettings, str]:
     from in words; a run of another preset gets the cpu preset's, said so."""
     if preset in CALIBRATED:
         return CALIBRATED[preset], f"calibrated for the {preset} preset (docs/stages.md)"
-    return CALIBRATED["cpu"], (
-        f"the cpu preset's calibration (none was done for {'preset ' + repr(preset) if preset else 'a run without a preset'})"
-    )
+    what = f"preset {preset!r}" if preset else "a run without a preset"
+    return CALIBRATED["cpu"], f"the cpu preset's calibration (none was done for {what})"
 
 
 @dataclass

@@ -151,7 +151,7 @@ def seeds_move_sentence(runs: Sequence[StagesOfRun]) -> str:
         part = f"a {kind} in {len(firsts)} of {len(runs)} seeds"
         if firsts:
             at = [b["step"] for _, b in firsts]
-            part += f" (the first at step {_steps(at)}"
+            part += f" (the first at step{'s' if len(at) > 1 else ''} {_steps(at)}"
             if len(at) > 1:
                 part += f": it moves by up to {max(at) - min(at):,} steps"
             offsets = [b["step"] - s.phase_step for s, b in firsts if s.phase_step is not None]
@@ -162,12 +162,12 @@ def seeds_move_sentence(runs: Sequence[StagesOfRun]) -> str:
     rises = [(s, s.rise) for s in runs if s.rise is not None]
     if rises:
         ends = [r["to"] for _, r in rises]
-        part = f"the LLC's steepest rise ends at step {_steps(ends)}"
+        part = f"the LLC's steepest rise ends at step{'s' if len(ends) > 1 else ''} {_steps(ends)}"
         if len(ends) > 1:
             part += f" (moves by up to {max(ends) - min(ends):,} steps)"
         phases = [s.phase_step for s, _ in rises]
         if all(p is not None for p in phases):
-            part += f", the phase change is at step {_steps([p for p in phases if p is not None])}"
+            part += f", the phase change at {_steps([p for p in phases if p is not None])}"
         parts.append(part)
     return f"{head} {'; '.join(parts)}."
 

@@ -93,14 +93,14 @@ def test_how_far_boundaries_move_with_the_seed_is_counted_in_steps():
     said = seeds_move_sentence(runs)
     assert said.startswith("text-2l over seeds 0, 1, 2:")
     # the first trough of seeds 0 and 2 (not seed 0's second): 388 steps apart
-    assert "a trough in 2 of 3 seeds (the first at step 112, 500: it moves by up to 388" in said
+    assert "a trough in 2 of 3 seeds (the first at steps 112, 500: it moves by up to 388" in said
     assert "-4,888, -18,500 steps from the phase change" in said
     assert (
-        "a peak in 2 of 3 seeds (the first at step 5,000, 20,000: it moves by up to 15,000" in said
+        "a peak in 2 of 3 seeds (the first at steps 5,000, 20,000: it moves by up to 15,000" in said
     )
     assert "+0, +1,000 steps from the phase change" in said
-    assert "steepest rise ends at step 5,000, 4,000, 19,000 (moves by up to 15,000 steps)" in said
-    assert "the phase change is at step 5,000, 5,000, 19,000" in said
+    assert "steepest rise ends at steps 5,000, 4,000, 19,000 (moves by up to 15,000 steps)" in said
+    assert "the phase change at 5,000, 5,000, 19,000" in said
 
     # a seed measured alone gets no sentence on the page: nothing to compare
     def said_over_seeds(found):
