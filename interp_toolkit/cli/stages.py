@@ -41,6 +41,18 @@ def stages(
         None, "--max-step", help="Only the kept checkpoints up to this step."
     ),
     seed: int = typer.Option(0, "--seed", help="Seed of the SGLD noise."),
+    reuse: bool = typer.Option(
+        False,
+        "--reuse",
+        help="Read the LLC kept in RUN/stages.json and apply the rule again "
+        "(no SGLD: the stages, routes and rule settings are redone).",
+    ),
+    bandwidth: float = typer.Option(
+        0.25, "--bandwidth", help="The rule's smoothing width, in natural-log steps."
+    ),
+    min_swing: float = typer.Option(
+        0.1, "--min-swing", help="The rule's floor: a boundary's swings, as a share of the range."
+    ),
     device: str = device_option(),
 ) -> None:
     """Estimate the local learning coefficient (SGLD) at every kept checkpoint and print the
@@ -58,6 +70,16 @@ def stages(
     for name, value, least in (("--batches", n_batches, 1), ("--rows", rows, 1)):
         if value < least:
             raise UserError(f"{name}={value} cannot work: use a whole number, {least} or more.")
+    if not bandwidth > 0 or not 0 <= min_swing < 1:
+        raise UserError(
+            f"--bandwidth {bandwidth} --min-swing {min_swing} cannot work: use a bandwidth "
+            "above 0 and a floor from 0 to below 1."
+        )
+    if reuse and (given or max_step is not None):
+        raise UserError(
+            "--reuse reads the estimates RUN/stages.json keeps: drop the SGLD and --max-step "
+            "flags, or run without --reuse to estimate again."
+        )
     check_out_file(json_out, "--json")
     check_out_file(html_out, "--html", "stages.html")
     from interp_toolkit.cli.app import setup_torch, wrote
@@ -70,22 +92,45 @@ def stages(
     from interp_toolkit.training.settings import recorded_preset
 
     base, source = calibrated_settings(recorded_preset(read_config(run)))  # not a run: one line
-    settings = replace(base, **given, seed=seed)
-    if given:
-        source += "; given: " + ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in given.items())
-    kept = RunPaths(run).snapshot_steps()
-    steps = [s for s in kept if max_step is None or s <= max_step]
-    with status("stages", "estimating the LLC") as shown:
-        found = find_stages(
-            run,
-            settings,
-            n_batches=n_batches,
-            rows=rows,
-            steps=steps,
-            device=device,
-            progress=lambda i, n, step: shown.update(f"checkpoint {i + 1} of {n} (step {step})"),
-        )
-    found.curve.settings_source = source
+    rule = {"bandwidth": bandwidth, "min_swing": min_swing}
+    if reuse:
+        from interp_toolkit.development.curve import LLCCurve
+        from interp_toolkit.files.io import read_json
+
+        kept_json = RunPaths(run).stages
+        if not kept_json.is_file():
+            raise UserError(f"{run} keeps no stages.json: run `stages {run}` without --reuse.")
+        try:
+            curve = LLCCurve.from_dict(read_json(kept_json, "a run's stages", "drop --reuse"))
+        except (KeyError, TypeError, ValueError) as e:
+            raise UserError(
+                f"{kept_json} holds no LLC curve ({type(e).__name__}: {e}): drop --reuse to "
+                "estimate it again."
+            ) from None
+        with status("stages", "the rule on the kept LLC"):
+            found = find_stages(run, curve=curve, device=device, **rule)
+    else:
+        settings = replace(base, **given, seed=seed)
+        if given:
+            source += "; given: " + ", ".join(
+                f"--{k.replace('_', '-')} {v}" for k, v in given.items()
+            )
+        kept = RunPaths(run).snapshot_steps()
+        steps = [s for s in kept if max_step is None or s <= max_step]
+        with status("stages", "estimating the LLC") as shown:
+            found = find_stages(
+                run,
+                settings,
+                n_batches=n_batches,
+                rows=rows,
+                steps=steps,
+                device=device,
+                progress=lambda i, n, step: shown.update(
+                    f"checkpoint {i + 1} of {n} (step {step})"
+                ),
+                **rule,
+            )
+        found.curve.settings_source = source
     data = found.to_dict(traces=True)
     write_json(RunPaths(run).stages, data)  # the run keeps its stages (its report draws them)
     emit(data, _print_stages, json_out)

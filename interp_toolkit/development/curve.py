@@ -58,6 +58,20 @@ class LLCCurve:
     def llc(self) -> list[float]:
         return [e.llc for e in self.estimates]
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> LLCCurve:
+        """The curve kept in a ``stages.json`` (:meth:`Stages.to_dict`): its estimates as they
+        were measured, for the rule to read again without SGLD."""
+        checkpoints = data["checkpoints"]
+        return cls(
+            run=data["run"],
+            steps=[int(c["step"]) for c in checkpoints],
+            estimates=[LLCEstimate.from_dict(c) for c in checkpoints],
+            batches=data["batches"],
+            seconds=float(data["seconds"]),
+            settings_source=data.get("settings_source", "given"),
+        )
+
     @property
     def read(self) -> list[float]:
         """The values the stage rule reads (:func:`~.stages.read_by_rule`)."""

@@ -150,6 +150,33 @@ class LLCEstimate:
             out["traces"] = [[round(float(v), 6) for v in row] for row in self.traces]
         return out
 
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> LLCEstimate:
+        """An estimate back from :meth:`to_dict` (None as NaN; no traces: an empty tensor)."""
+        nan = float("nan")
+
+        def num(x: float | None) -> float:
+            return nan if x is None else float(x)
+
+        diag = d["diagnostics"]
+        return cls(
+            llc=num(d["llc"]),
+            std=num(d["std"]),
+            low=num(d["interval"][0]),
+            high=num(d["interval"][1]),
+            per_chain=[num(v) for v in d["per_chain"]],
+            init_loss=num(d["init_loss"]),
+            nbeta=float(d["nbeta"]),
+            traces=torch.tensor(d.get("traces") or [], dtype=torch.float32),
+            settings=SGLDSettings(**d["settings"]),
+            drift=[num(v) for v in diag["drift"]],
+            r_hat=num(diag["r_hat"]),
+            finite=bool(diag["finite"]),
+            seconds=float(d["seconds"]),
+            n_batches=int(d["n_batches"]),
+            rows_per_batch=int(d["rows_per_batch"]),
+        )
+
 
 def _num(x: float) -> float | None:
     return None if not math.isfinite(x) else round(float(x), 6)

@@ -169,9 +169,11 @@ def describe_stages(
             if isinstance(x, (int, float)) and isinstance(y, (int, float)) and abs(y - x) >= floor:
                 moved.append(f"{key.replace('_', ' ')} {x:.3g} -> {y:.3g}")
         trend = "rises" if at[b] > at[a] else "falls"
-        text = f"LLC {trend} {at[a]:.3g} -> {at[b]:.3g}; " + (
-            "; ".join(moved) if moved else "no logged measure moved"
-        )
+        if start["logged_step"] is not None and start["logged_step"] == end["logged_step"]:
+            said = f"no scoring inside it (both ends read the scored step {start['logged_step']})"
+        else:
+            said = "; ".join(moved) if moved else "no logged measure moved"
+        text = f"LLC {trend} {at[a]:.3g} -> {at[b]:.3g}; {said}"
         out.append({"stage": n, "start": a, "end": b, "llc": [round(at[a], 4), round(at[b], 4)],
                     "start_measures": start, "end_measures": end, "summary": text})  # fmt: skip
     return out

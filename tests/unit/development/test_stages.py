@@ -230,6 +230,13 @@ def test_stages_are_described_from_the_logged_measures():
     assert "induction" not in stages[0]["summary"]
     assert "induction 0.05 -> 0.8" in stages[1]["summary"] and "falls" in stages[1]["summary"]
     assert "no logged measure moved" in stages[2]["summary"]
+    # a stage between two scorings reads one row at both ends: it says so, not "no measure moved"
+    sparse = describe_stages(
+        [10, 20, 30, 800], [1.0, 5.0, 2.0, 3.0], bounds[:0], [rows[0], rows[-1]]
+    )
+    assert "induction 0 -> 0.8" in sparse[0]["summary"]  # 10 -> 800: rows 10 and 800
+    short = describe_stages([10, 20, 30], [1.0, 5.0, 2.0], bounds[:0], [rows[0], rows[-1]])
+    assert short[0]["summary"].endswith("no scoring inside it (both ends read the scored step 10)")
     verdict = phase_change_in_boundary(bounds, 300)
     assert verdict["inside"] is True and verdict["nearest"]["step"] in (200, 400)
     assert phase_change_in_boundary(bounds, 900)["inside"] is False
@@ -315,7 +322,19 @@ def test_stages_command_on_a_tiny_run(tmp_path, tiny_cfg, tiny_model, capsys):
     assert ends[-1]["step"] == 8 and all(
         "route at its end: " in st["summary"] for st in data["stages"]
     )
+    # --reuse: the kept estimates read again by the rule, no SGLD; the same curve, a new rule
+    assert run_main(["stages", str(root), "--reuse", "--min-swing", "0", "--bandwidth", "0.1"]) == 0
+    again = json.loads(paths.stages.read_text())
+    assert [c["llc"] for c in again["checkpoints"]] == [c["llc"] for c in data["checkpoints"]]
+    assert again["checkpoints"][0]["traces"] == first["traces"]
+    assert (again["rule"]["min_swing"], again["rule"]["bandwidth"]) == (0.0, 0.1)
+    assert again["settings_source"] == data["settings_source"]
     capsys.readouterr()
+    assert run_main(["stages", str(root), "--reuse", "--gamma", "5"]) == 2
+    assert "--reuse reads the estimates" in capsys.readouterr().err
+    paths.stages.write_text('{"run": "x"}')
+    assert run_main(["stages", str(root), "--reuse"]) == 2
+    assert "holds no LLC curve" in capsys.readouterr().err
     assert run_main([*argv, "--json", "-"]) == 0  # JSON alone on standard output
     assert json.loads(capsys.readouterr().out)["stages"] == data["stages"]
     assert run_main(["stages", str(root), "--chains", "1"]) == 2  # one line, before any work
