@@ -9,22 +9,50 @@ DIR is a ``reproduce --seeds N --out DIR`` folder (seed 0 in DIR, seed S in DIR/
 disk size, seconds per checkpoint (median) and per run (the estimates' sum: what ``stages`` spent
 on the LLC, on the core it ran on), the boundaries, the checkpoints not read (below 0), the phase
 change and where it falls (``reports/stage_findings.py``, the study page's reading). Per run name:
-the page's sentence on how far the boundaries move with the seed. Writes
+the page's sentence on how far the boundaries move with the seed. And the rule's sensitivity: the
+boundaries of the same kept LLC under bandwidths 0.15 / 0.25 / 0.4 and floors 0.05 / 0.1 / 0.2
+(P = peak, T = trough, at the step). Writes
 benchmarks/results/stages_seeds.json (``--out`` to change).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 from pathlib import Path
 
 from _common import print_table, write_result
 
+from interp_toolkit.development.stages import read_by_rule, stage_boundaries
 from interp_toolkit.files.io import read_json
 from interp_toolkit.reports.stage_findings import StagesOfRun, seeds_move_sentence, stage_sentence
 from interp_toolkit.runs.folder import RunPaths, read_config, read_metrics
 from interp_toolkit.runtime.seeds import study_seeds
+
+BANDWIDTHS = (0.15, 0.25, 0.4)
+SWINGS = (0.05, 0.1, 0.2)
+
+
+def rule_sensitivity(found: list[StagesOfRun]) -> list[dict[str, object]]:
+    """The boundaries each run's kept LLC gives under other rule settings (the same estimates,
+    the same not-read checkpoints): one row per run and seed, one column per (bandwidth, floor)."""
+    out = []
+    for s in found:
+        c = s.data["checkpoints"]
+        steps = [x["step"] for x in c]
+        llc = [math.nan if x["llc"] is None else x["llc"] for x in c]
+        read = read_by_rule(llc, [math.nan if x["interval"][1] is None else x["interval"][1]
+                                  for x in c])  # fmt: skip
+        row: dict[str, object] = {"run": s.name, "seed": s.seed}
+        for bw in BANDWIDTHS:
+            for sw in SWINGS:
+                bounds = stage_boundaries(steps, read, bandwidth=bw, min_swing=sw)
+                row[f"bw {bw} floor {sw}"] = (
+                    " ".join(f"{b.kind[0].upper()}{b.step}" for b in bounds) or "-"
+                )
+        out.append(row)
+    return out
 
 
 def main() -> None:
@@ -75,13 +103,21 @@ def main() -> None:
                 "loss fall": f"{fall[1]}-{fall[2]}" if fall else "-",
             })  # fmt: skip
     print_table(table, list(table[0]))
+    sensitivity = rule_sensitivity(found)
+    print_table(sensitivity, list(sensitivity[0]))
     names = sorted({s.name for s in found})
     moves = {n: seeds_move_sentence([s for s in found if s.name == n]) for n in names}
     for sentence in moves.values():
         print(sentence)
     write_result(
         "stages_seeds",
-        {"study": str(root), "seeds": list(seeds), "runs": runs, "over_seeds": moves},
+        {
+            "study": str(root),
+            "seeds": list(seeds),
+            "runs": runs,
+            "over_seeds": moves,
+            "rule_sensitivity": sensitivity,
+        },  # fmt: skip
         args.out,
     )
 
