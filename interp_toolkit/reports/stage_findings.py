@@ -52,6 +52,20 @@ class StagesOfRun:
     def rise(self) -> dict[str, Any] | None:
         return self.data["phase_change"].get("steepest_rise")
 
+    def llc_across_phase(self) -> tuple[dict[str, Any], dict[str, Any]] | None:
+        """The read checkpoints either side of the phase change: the last kept before its step,
+        and its step (kept: every scored step is); None without a phase change or either."""
+        p = self.phase_step
+        read = {
+            c["step"]: c
+            for c in self.data["checkpoints"]
+            if c["llc"] is not None and not c.get("below_zero")
+        }
+        before = [step for step in read if p is not None and step < p]
+        if p is None or p not in read or not before:
+            return None
+        return read[max(before)], read[p]
+
     def in_loss_fall(self) -> bool | None:
         f, p = self.loss_fall, self.phase_step
         return None if f is None or p is None else f[1] <= p <= f[2]
@@ -103,7 +117,20 @@ def stage_sentence(s: StagesOfRun) -> str:
         f"{'inside' if pc.get('in_steepest_rise') else 'outside'} the LLC's steepest rise",
         "inside a boundary's interval" if pc.get("inside") else "outside every boundary's interval",
     ]
-    return out + f"; the induction phase change (step {p:,}) falls {', '.join(where)}."
+    out += f"; the induction phase change (step {p:,}) falls {', '.join(where)}"
+    across = s.llc_across_phase()
+    if across is not None:
+        a, b = across
+        out += (
+            f"; across it (kept steps {a['step']:,} -> {b['step']:,}) the LLC goes "
+            f"{_llc(a)} -> {_llc(b)}"
+        )
+    return out + "."
+
+
+def _llc(c: dict[str, Any]) -> str:
+    lo, hi = c["interval"]
+    return f"{c['llc']:.3g} [{lo:.3g}, {hi:.3g}]"
 
 
 def _count(xs: Sequence[bool | None]) -> str:
@@ -126,7 +153,19 @@ def coincide_sentence(found: Sequence[StagesOfRun]) -> str:
         f"{_count([pc.get('in_steepest_rise') for pc in pcs])}, and inside a stage boundary's "
         f"interval in {_count([pc.get('inside') for pc in pcs])}; the LLC's steepest rise meets "
         "the training loss's steepest fall (shares or overlaps steps) in "
-        f"{_count([s.rise_meets_fall() for s in formed])}."
+        f"{_count([s.rise_meets_fall() for s in formed])}." + _across_words(formed)
+    )
+
+
+def _across_words(formed: Sequence[StagesOfRun]) -> str:
+    pairs = [(s, s.llc_across_phase()) for s in formed]
+    known = [(s, a, b) for s, ab in pairs if ab is not None for a, b in [ab]]
+    if not known:
+        return ""
+    changes = ", ".join(f"{b['llc'] - a['llc']:+.3g} (seed {s.seed})" for s, a, b in known)
+    return (
+        " Across the phase change (from the kept checkpoint before it) the LLC changes by "
+        f"{changes}."
     )
 
 

@@ -121,3 +121,22 @@ def test_the_figure_draws_the_one_layer_controls_llc_beside():
         (fig,) = [i for i in section.items if isinstance(i, go.Figure)]
         names = [t.name for t in fig.data]
         assert ("LLC of cpu-1l (control)" in names) is drawn, names
+
+
+def test_the_llc_across_the_phase_change_reads_the_checkpoints_either_side():
+    s = _stages(350, (300, 350), 350, inside=False)
+    values = {100: 6.0, 300: 10.5, 350: 27.3, 500: 30.0}
+    for c in s.data["checkpoints"]:
+        c["llc"], c["interval"] = values[c["step"]], [values[c["step"]] - 1, values[c["step"]] + 1]
+    said = stage_sentence(s)
+    assert (
+        "across it (kept steps 300 -> 350) the LLC goes 10.5 [9.5, 11.5] -> 27.3 [26.3, 28.3]"
+        in said
+    )
+    assert "the LLC changes by +16.8 (seed 0)." in coincide_sentence([s])
+    # a checkpoint not read (below 0) is skipped: the one before it is used
+    s.data["checkpoints"][1]["below_zero"] = True
+    assert "(kept steps 100 -> 350) the LLC goes 6 [5, 7] -> 27.3" in stage_sentence(s)
+    # no phase change, or the phase change's step not kept: nothing to read
+    assert _stages(None, (300, 350), 350, inside=False).llc_across_phase() is None
+    assert _stages(360, (300, 350), 350, inside=False).llc_across_phase() is None
