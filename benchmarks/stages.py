@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -59,12 +58,9 @@ def main() -> None:
         def tick(i: int, n: int, step: int, run: str = run) -> None:
             print(f"{run}: checkpoint {i + 1}/{n} (step {step})", flush=True)
 
-        base, source = calibrated_settings(recorded_preset(cfg))
-        settings = replace(base, **given)
-        curve = llc_curve(
-            run, settings, n_batches=args.batches, rows=args.rows, steps=kept, progress=tick
-        )
-        curve.settings_source = source + (f"; given: {given}" if given else "")
+        settings, source = calibrated_settings(recorded_preset(cfg), given)
+        curve = llc_curve(run, settings, n_batches=args.batches, rows=args.rows, steps=kept,
+                          progress=tick, settings_source=source)  # fmt: skip
         times = [e.seconds for e in curve.estimates]
         found = stages(run, curve=curve)
         data = found.to_dict(traces=False)

@@ -25,10 +25,9 @@ from pathlib import Path
 from _common import print_table, write_result
 
 from interp_toolkit.development.stages import read_by_rule, stage_boundaries
-from interp_toolkit.files.io import read_json
 from interp_toolkit.reports.stage_findings import StagesOfRun, seeds_move_sentence, stage_sentence
-from interp_toolkit.runs.folder import RunPaths, read_config, read_metrics
-from interp_toolkit.runtime.seeds import study_seeds
+from interp_toolkit.runs.folder import RunPaths, read_config
+from interp_toolkit.study.seeds import read_stages, study_folders
 
 BANDWIDTHS = (0.15, 0.25, 0.4)
 SWINGS = (0.05, 0.1, 0.2)
@@ -63,17 +62,16 @@ def main() -> None:
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     root = Path(args.study)
-    seeds = study_seeds(args.seed, args.seeds)
+    folders = study_folders(root, args.seed, args.seeds)
     found: list[StagesOfRun] = []
     runs, table = [], []
-    for i, seed in enumerate(seeds):
-        folder = root if i == 0 else root / f"seed-{seed}"
+    for seed, folder in folders:
         for run in sorted(p for p in folder.iterdir() if RunPaths(p).stages.is_file()):
             n_layers = read_config(run)["model"]["n_layers"]
             if n_layers > 2:
                 continue
-            data = read_json(RunPaths(run).stages, "a run's stages", "run `stages` again")
-            s = StagesOfRun(seed, run.name, n_layers, data, read_metrics(run))
+            s = read_stages(seed, run, n_layers)
+            data = s.data
             found.append(s)
             secs = [c["seconds"] for c in data["checkpoints"]]
             sizes = [p.stat().st_size for p in RunPaths(run).snapshots.glob("*.safetensors")]
@@ -113,7 +111,7 @@ def main() -> None:
         "stages_seeds",
         {
             "study": str(root),
-            "seeds": list(seeds),
+            "seeds": [s for s, _ in folders],
             "runs": runs,
             "over_seeds": moves,
             "rule_sensitivity": sensitivity,

@@ -91,7 +91,7 @@ def stages(
     from interp_toolkit.runtime.progress import status
     from interp_toolkit.training.settings import recorded_preset
 
-    base, source = calibrated_settings(recorded_preset(read_config(run)))  # not a run: one line
+    preset = recorded_preset(read_config(run))  # not a run folder: its one line
     rule = {"bandwidth": bandwidth, "min_swing": min_swing}
     if reuse:
         from interp_toolkit.development.curve import LLCCurve
@@ -110,17 +110,14 @@ def stages(
         with status("stages", "the rule on the kept LLC"):
             found = find_stages(run, curve=curve, device=device, **rule)
     else:
-        settings = replace(base, **given, seed=seed)
-        if given:
-            source += "; given: " + ", ".join(
-                f"--{k.replace('_', '-')} {v}" for k, v in given.items()
-            )
+        settings, source = calibrated_settings(preset, given)
         kept = RunPaths(run).snapshot_steps()
         steps = [s for s in kept if max_step is None or s <= max_step]
         with status("stages", "estimating the LLC") as shown:
             found = find_stages(
                 run,
-                settings,
+                replace(settings, seed=seed),
+                settings_source=source,
                 n_batches=n_batches,
                 rows=rows,
                 steps=steps,
@@ -130,7 +127,6 @@ def stages(
                 ),
                 **rule,
             )
-        found.curve.settings_source = source
     data = found.to_dict(traces=True)
     write_json(RunPaths(run).stages, data)  # the run keeps its stages (its report draws them)
     emit(data, _print_stages, json_out)

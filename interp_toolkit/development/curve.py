@@ -116,13 +116,14 @@ def llc_curve(
     steps: list[int] | None = None,
     device: str = "cpu",
     progress: Callable[[int, int, int], None] | None = None,
+    settings_source: str = "given",
 ) -> LLCCurve:
     """The LLC at every kept checkpoint of ``run_path`` (or the kept ``steps``), each estimate
     on the same batches: ``n_batches`` of the run's first training batches, ``rows`` rows each
     (:func:`~.data.llc_batches`); ``settings`` default to those calibrated for the run's preset
-    (:func:`~.llc.calibrated_settings`). ``progress(i, n, step)`` before checkpoint ``i`` of
-    ``n``."""
-    source = "given"
+    (:func:`~.llc.calibrated_settings`; ``settings_source`` says where given ones come from).
+    ``progress(i, n, step)`` before checkpoint ``i`` of ``n``."""
+    source = settings_source
     if settings is None:
         settings, source = calibrated_settings(recorded_preset(read_config(run_path)))
     settings.validate()

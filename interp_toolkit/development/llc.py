@@ -26,8 +26,8 @@ finite (then the estimate is NaN, never a number). The weights are restored afte
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import torch
@@ -88,13 +88,21 @@ CALIBRATED: dict[str, SGLDSettings] = {
 }
 
 
-def calibrated_settings(preset: str | None) -> tuple[SGLDSettings, str]:
-    """The settings calibrated for ``preset`` (a run's recorded preset), and where they come
-    from in words; a run of another preset gets the cpu preset's, said so."""
+def calibrated_settings(
+    preset: str | None, given: Mapping[str, float | int] | None = None
+) -> tuple[SGLDSettings, str]:
+    """The settings calibrated for ``preset`` (a run's recorded preset) with the fields in
+    ``given`` replaced, and where they come from in words (the given ones named as their
+    ``--flags``); a run of another preset gets the cpu preset's, said so."""
     if preset in CALIBRATED:
-        return CALIBRATED[preset], f"calibrated for the {preset} preset (docs/stages.md)"
-    what = f"preset {preset!r}" if preset else "a run without a preset"
-    return CALIBRATED["cpu"], f"the cpu preset's calibration (none was done for {what})"
+        base, source = CALIBRATED[preset], f"calibrated for the {preset} preset (docs/stages.md)"
+    else:
+        what = f"preset {preset!r}" if preset else "a run without a preset"
+        base, source = CALIBRATED["cpu"], f"the cpu preset's calibration (none was done for {what})"
+    if not given:
+        return base, source
+    flags = ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in given.items())
+    return replace(base, **given), f"{source}; given: {flags}"
 
 
 @dataclass

@@ -26,9 +26,21 @@ from interp_toolkit.views.page import Section
 def seed_folders(cfg: StudyConfig) -> list[tuple[int, Path]]:
     """Every seed of the study and its folder: the first is ``cfg.out``, the rest
     ``cfg.out/seed-S``."""
-    out = Path(cfg.out)
-    seeds = study_seeds(cfg.seed, cfg.seeds)
-    return [(s, out if i == 0 else out / f"seed-{s}") for i, s in enumerate(seeds)]
+    return study_folders(cfg.out, cfg.seed, cfg.seeds)
+
+
+def study_folders(out: str | Path, first: int, n: int) -> list[tuple[int, Path]]:
+    """:func:`seed_folders` of the study in ``out`` at seeds ``first`` .. ``first + n - 1``."""
+    return [
+        (s, Path(out) if i == 0 else Path(out) / f"seed-{s}")
+        for i, s in enumerate(study_seeds(first, n))
+    ]
+
+
+def read_stages(seed: int, run: Path, n_layers: int) -> StagesOfRun:
+    """The stages ``interp-toolkit stages RUN`` kept in ``run`` (one seed's), with its metrics."""
+    data = read_json(RunPaths(run).stages, "a run's stages", f"run `stages {run}` again")
+    return StagesOfRun(seed, run.name, n_layers, data, read_metrics(run))
 
 
 def seed_configs(cfg: StudyConfig) -> list[StudyConfig]:
@@ -69,6 +81,5 @@ def stages_section(cfg: StudyConfig, depths: Sequence[DepthMeasurement]) -> Sect
             if not RunPaths(path).stages.is_file():
                 missing.append(f"{d.name} seed {seed}")
                 continue
-            data = read_json(RunPaths(path).stages, "a run's stages", f"run `stages {path}` again")
-            found.append(StagesOfRun(seed, d.name, d.n_layers, data, read_metrics(path)))
+            found.append(read_stages(seed, path, d.n_layers))
     return stages_study_section(found, missing)
