@@ -66,6 +66,13 @@ class Thresholds:
     when ablating it removes at least this share of what the role is for (an induction head: the
     repeated-passage drop; a previous-token head, by its path: a later induction head's effect)
     and the interval of that share lies above 0.
+    ``induction_effect``: the smallest difference in top-1 rate over all period exams (pooled,
+    paired by prompt) that counts as induction: a model's exams as is against its order control
+    (the first copy shuffled), and a 2-layer model against the 1-layer model; also the smallest
+    1->2-layer rise that makes "a switch" (docs/study.md section 0). ``passage_effect``: the same
+    for repeated held-out passages, in nats per token (the second copy's loss after a shuffled
+    copy minus after the exact copy). ``min_seeds``: "reliably" is measured over at least this
+    many seeds.
     """
 
     carries: float = 0.5
@@ -76,6 +83,9 @@ class Thresholds:
     induction: float = ARENA_FLOOR  # every induction score's floor in the registry reads it too
     decodable: float = 0.5
     role_effect: float = 0.1
+    induction_effect: float = 0.05
+    passage_effect: float = 0.05
+    min_seeds: int = 3
 
 
 THRESHOLDS = Thresholds()
