@@ -1,7 +1,7 @@
 """Time until a layer-1 induction head passes its null, on natural text only (no repeated-span
 windows), and the 1-layer control: what benchmarks/gpu_check.sh runs on a GPU.
 
-    python benchmarks/null_induction.py --out DIR [--preset seed] [--layers 2,1] [--device auto]
+    python benchmarks/null_induction.py --out DIR [--preset post] [--layers 2,1] [--device auto]
         [--precision fp32] [--steps 3000] [--score-every 100] [--corpus stdlib]
 
 For each layer count: train the preset into DIR/L-layers with ``repeat_fraction=0`` (head scores

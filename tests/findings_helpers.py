@@ -16,8 +16,11 @@ from interp_toolkit.causal.routes import (
     model_route_name,
 )
 from interp_toolkit.exams.periods import Chance, PeriodExam
+from interp_toolkit.exams.role_checks import RoleCheck, RoleChecks
 from interp_toolkit.heads.registry import HeadId
-from interp_toolkit.reports.findings import DepthMeasurement
+from interp_toolkit.measures.depth import DepthMeasurement
+from interp_toolkit.measures.run import ExamRow
+from interp_toolkit.stats.intervals import Interval
 from interp_toolkit.units.neurons import LayerNeurons, NeuronStats
 from interp_toolkit.units.reading import Concept, RuleCount, TopActivations
 
@@ -33,30 +36,48 @@ N = 200
 UNTRAINED = "untrained 2-layer model (same architecture)"
 
 
-def exam(kind: str, period: int, passes: int, chance: int = 0) -> PeriodExam:
+def ranks_of(passes: int) -> tuple[int, ...]:
+    """N prompts' ranks: the first ``passes`` pass."""
+    return (0,) * passes + (7,) * (N - passes)
+
+
+def exam(
+    kind: str, period: int, passes: int, chance: int = 0, control: int | None = None
+) -> PeriodExam:
     """One exam of N prompts: the first ``passes`` prompts pass; an untrained model on the same
-    prompts passes ``chance`` of them (p-value: the exact McNemar test)."""
+    prompts passes ``chance`` of them (p-value: the exact McNemar test); under the order control
+    the first ``control`` prompts pass (None: the control was not sat)."""
     from interp_toolkit.stats.intervals import mcnemar_greater
 
-    ranks = (0,) * passes + (7,) * (N - passes)
+    ranks = ranks_of(passes)
     ref = [i < chance for i in range(N)]
     p = mcnemar_greater([r == 0 for r in ranks], ref)
     return PeriodExam(
         period, kind, N, passes, 0.0 if passes > N // 2 else 7.0, (0, 28), ranks,
         f"{kind}-{period}", (Chance(UNTRAINED, chance, N, p),),
+        control_ranks=() if control is None else ranks_of(control),
     )  # fmt: skip
 
 
-def exams(passes: int | dict[tuple[str, int], int], chance: int = 0) -> tuple[PeriodExam, ...]:
+def exams(
+    passes: int | dict[tuple[str, int], int], chance: int = 0, control: int | None = None
+) -> tuple[PeriodExam, ...]:
+    """Every exam with ``passes`` passes (or per exam), the control ``control`` passes, or a
+    copier's N/period when ``control`` is -1."""
+
     def k(kind: str, p: int) -> int:
         return passes.get((kind, p), N) if isinstance(passes, dict) else passes
 
-    return tuple(exam(kind, p, k(kind, p), chance) for kind in KINDS for p in PERIODS)
+    def c(p: int) -> int | None:
+        return N // p if control == -1 else control
+
+    return tuple(exam(kind, p, k(kind, p), chance, c(p)) for kind in KINDS for p in PERIODS)
 
 
 def copier() -> tuple[PeriodExam, ...]:
-    """A 1-layer model that guesses among the period's tokens in context: N/period passes."""
-    return tuple(exam(kind, p, N // p) for kind in KINDS for p in PERIODS)
+    """A 1-layer model that guesses among the period's tokens in context: N/period passes, as
+    many under the order control (the same tokens in context, in another order)."""
+    return tuple(exam(kind, p, N // p, control=N // p) for kind in KINDS for p in PERIODS)
 
 
 def route(carrying: str | None) -> ModelRoute:
@@ -76,6 +97,19 @@ def route(carrying: str | None) -> ModelRoute:
     return ModelRoute("induction", 64, 3.2, 0.2, gap, 0.05, (head,), model_route_name([head], gap))
 
 
+def role_checks(deep: bool, removed: float = 1.0) -> RoleChecks:
+    """A 2-layer model's induction head 1.2 removing ``removed`` of the drop (its check passes
+    above the 0.1 floor); a 1-layer model with no role to check."""
+    checks = (
+        (RoleCheck(HeadId(1, 2), "induction", Estimate(removed, removed - 0.05, removed + 0.05),
+                   "the repeated-passage drop", removed >= 0.1),)
+        if deep
+        else ()
+    )  # fmt: skip
+    drop = Estimate(0.5, 0.45, 0.55) if deep else Estimate(0.0, -0.01, 0.01)
+    return RoleChecks(checks, drop, None, 64, 128, 0.1)
+
+
 def depth(n_layers: int, **kw) -> DepthMeasurement:
     deep = n_layers > 1
     base = DepthMeasurement(
@@ -92,7 +126,15 @@ def depth(n_layers: int, **kw) -> DepthMeasurement:
         train_minutes=1.1,
         final_loss=2.1,
         val_loss=2.3,
-        period_exams=exams(N) if deep else copier(),
+        period_exams=exams(N, control=-1) if deep else copier(),
+        prompt_exams=(
+            ExamRow("ABCXDEF", "A B C", " F", deep, 0 if deep else 24, 0.8 if deep else 0.007, ""),
+            ExamRow("ABCD", "A B C", " D", deep, 0 if deep else 9, 0.4 if deep else 0.01, ""),
+        ),
+        passage_order=Interval(0.5, 0.45, 0.55, 64, "t")
+        if deep
+        else Interval(0.001, -0.004, 0.006, 64, "t"),
+        role_checks=role_checks(deep),
         route=route("k")
         if deep
         else ModelRoute(

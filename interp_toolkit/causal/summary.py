@@ -68,9 +68,11 @@ def summarise_circuits(
     *,
     ig_steps: int = IG_STEPS,
     batch_size: int = 32,
+    seed: int = 0,
 ) -> CircuitSummary:
     """Discover the circuit with EAP-IG and with EAP; compare them; check the route's edges.
-    Nothing is attributed when the route found the model not doing the task (same task)."""
+    Nothing is attributed when the route found the model not doing the task (same task).
+    ``seed``: the held-out faithfulness's resamples (``interp-toolkit circuit --seed``'s)."""
     t0 = time.perf_counter()
     if route.name == RouteName.NO_TASK:
         reason = (
@@ -90,10 +92,12 @@ def summarise_circuits(
         return CircuitSummary(
             name, n_layers, n_heads, empty(ig_name), empty("EAP"), None, (), seconds
         )
-    ig = discover_circuit(model, task, ig_steps=ig_steps, batch_size=batch_size)
+    ig = discover_circuit(model, task, ig_steps=ig_steps, batch_size=batch_size, seed=seed)
     eap_scores = attribute(model, task, ig_steps=1, batch_size=batch_size)
     # EAP's smallest top-k set, for comparison (not pruned: it is not the circuit shown)
-    eap = discover_circuit(model, task, scores=eap_scores, batch_size=batch_size, prune_max=0)
+    eap = discover_circuit(
+        model, task, scores=eap_scores, batch_size=batch_size, prune_max=0, seed=seed
+    )
     k = ig.top_k or len(ig.edges) or 10
     diff = disagreement(
         [(e.edge, e.score) for e in eap.ranked],

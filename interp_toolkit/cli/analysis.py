@@ -78,7 +78,7 @@ def heads(
     induction_score: str = typer.Option(
         DiscoveryOptions.induction_score,
         "--induction-score",
-        help="Which score decides the induction role: vw (the seed's value-weighted) or plain.",
+        help="Which score decides the induction role: vw (the post's value-weighted) or plain.",
     ),
     n_draws: int | None = typer.Option(
         DiscoveryOptions.n_draws,

@@ -41,12 +41,17 @@ def circuit(
     n_prompts: int = typer.Option(
         64,  # causal.ROUTE_PROMPTS (a literal: --help imports no torch; tests/unit/test_owners.py)
         "--n-prompts",
-        help="Clean/corrupt prompt pairs (the study's circuit: 64, drawn with seed + 11).",
+        help="Clean/corrupt prompt pairs (64: the study's circuit).",
     ),
     per_position: bool = typer.Option(
         False, "--per-position", help="Rank (edge, position) pairs instead of edges."
     ),
-    seed: int = typer.Option(0, "--seed", help="Seed of the prompts and intervals."),
+    seed: int = typer.Option(
+        0,
+        "--seed",
+        help="Seed of the prompts and intervals: the study's seed S gives its circuit (the "
+        "induction task's prompts are drawn as the study draws them).",
+    ),
     json_out: Path | None = typer.Option(
         None, "--json", help="Write ranked edges, the curve and the circuit as JSON (- for stdout)."
     ),
@@ -73,7 +78,11 @@ def circuit(
     from interp_toolkit.runtime.progress import status
 
     tgt = load_target(target, device, for_weights=False)
-    made = make_task(task, tgt.model, tgt.codec, n_prompts=n_prompts, seed=seed)
+    from interp_toolkit.runtime.seeds import derive
+
+    # the study's induction task draws its prompts with derive(seed, "study_task"): the same here
+    prompts = derive(seed, "study_task") if task == "induction" else seed
+    made = make_task(task, tgt.model, tgt.codec, n_prompts=n_prompts, seed=prompts)
     with status("circuit", "scoring edges") as shown:
         found = discover_circuit(
             tgt.model,

@@ -23,7 +23,7 @@ def train_cmd(
         None,
         "--preset",
         help="cpu (minutes on a laptop CPU; the default), text (plain text, no synthetic "
-        "windows; see docs/recipes.md) or seed (the seed study; GPU).",
+        "windows; see docs/recipes.md) or post (the post's recipe; GPU; earlier named seed).",
     ),
     steps: int | None = typer.Option(
         None,

@@ -1,1 +1,1 @@
-"""Exams: the seed's single exams, the period exams, their verdict, and the text measures of induction as behaviour."""
+"""Exams: the post's single exams, the period exams, their verdict, and the text measures of induction as behaviour."""

@@ -66,11 +66,11 @@ TOKENS_PER_PASS = 1 << 15
 
 def exam_ranks(
     model: torch.nn.Module, plan: Sequence[ExamPrompts], d_vocab: int
-) -> list[list[int]]:
-    """The target's rank (:func:`~.exam.target_rank`) at each prompt's query position, for every
-    exam of ``plan``: all prompts together, sorted by query position and cut into batched passes
-    of :data:`TOKENS_PER_PASS` positions, each cut after its last query (and smaller when a
-    model's full logits would pass 64M entries)."""
+) -> list[tuple[list[int], list[float]]]:
+    """The target's rank (:func:`~.exam.target_rank`) and probability at each prompt's query
+    position, for every exam of ``plan``: all prompts together, sorted by query position and cut
+    into batched passes of :data:`TOKENS_PER_PASS` positions, each cut after its last query (and
+    smaller when a model's full logits would pass 64M entries)."""
     param = next(iter(model.parameters()), None)
     device = param.device if param is not None else torch.device("cpu")
     width = max(p.tokens.shape[1] for p in plan)
@@ -81,15 +81,20 @@ def exam_ranks(
     target = torch.cat([p.target for p in plan])
     order = query.argsort(stable=True)
     ranks = torch.empty(len(query), dtype=torch.long)
+    probs = torch.empty(len(query), dtype=torch.float64)
     per = max(1, min(TOKENS_PER_PASS // width, (1 << 26) // (width * d_vocab)))
     for lo in range(0, len(order), per):
         rows = order[lo : lo + per]
         length = int(query[rows].max()) + 1
         with torch.no_grad():
-            at = query_logits(model, tokens[rows, :length].to(device), query[rows])
-        ranks[rows] = target_rank(at.float().cpu(), target[rows])
+            at = query_logits(model, tokens[rows, :length].to(device), query[rows]).float().cpu()
+        ranks[rows] = target_rank(at, target[rows])
+        probs[rows] = at.softmax(-1).gather(-1, target[rows, None])[:, 0].double()
     sizes = [p.tokens.shape[0] for p in plan]
-    return [[int(r) for r in part] for part in ranks.split(sizes)]
+    return [
+        ([int(r) for r in r_part], [float(x) for x in p_part])
+        for r_part, p_part in zip(ranks.split(sizes), probs.split(sizes), strict=True)
+    ]
 
 
 @dataclass(frozen=True)
@@ -126,7 +131,9 @@ class PeriodExam:
     rank 0; ``ranks`` per prompt; ``offsets``: the (smallest, largest) prefix used;
     ``positions``: how many start positions the prefix was drawn from (:data:`~.prompts.MIN_OFFSETS`
     or more at every default period); ``digest``: the prompts' (:meth:`ExamPrompts.digest`);
-    ``chance``: other models on the same prompts."""
+    ``chance``: other models on the same prompts; ``mean_prob``: the target's mean probability;
+    ``control_ranks``: the same model's ranks on the order control, prompt by prompt (empty: not
+    sat; :mod:`~.prompts`)."""
 
     period: int
     kind: str
@@ -138,10 +145,17 @@ class PeriodExam:
     digest: str = ""
     chance: tuple[Chance, ...] = ()
     positions: int = 0
+    mean_prob: float | None = None
+    control_ranks: tuple[int, ...] = ()
 
     @property
     def pass_rate(self) -> float:
         return self.passes / self.n_prompts
+
+    @property
+    def control_passes(self) -> int | None:
+        """Prompts passed under the order control (None: not sat)."""
+        return sum(r == 0 for r in self.control_ranks) if self.control_ranks else None
 
     @property
     def roomy(self) -> bool:
@@ -175,15 +189,27 @@ class PeriodExam:
                 "roomy": self.roomy,
             },
             "chance": [c.to_dict() for c in self.chance],
+            **({} if self.mean_prob is None else {"mean_prob": self.mean_prob}),
+            **(
+                {}
+                if self.control_passes is None
+                else {"order_control": {"passes": self.control_passes, "n_prompts": self.n_prompts}}
+            ),
         }
 
 
 def sit_exams(
-    model: torch.nn.Module, plan: Sequence[ExamPrompts], d_vocab: int
+    model: torch.nn.Module,
+    plan: Sequence[ExamPrompts],
+    d_vocab: int,
+    controls: Sequence[ExamPrompts] = (),
 ) -> list[PeriodExam]:
-    """``model``'s result on each exam of ``plan`` (:func:`~.exam_prompts.exam_plan`)."""
+    """``model``'s result on each exam of ``plan`` (:func:`~.exam_prompts.exam_plan`), and on
+    its order control where ``controls`` (the same plan with ``order_control``) is given."""
     out = []
-    for prompts, ranks in zip(plan, exam_ranks(model, plan, d_vocab), strict=True):
+    sat = exam_ranks(model, [*plan, *controls], d_vocab)
+    control = [r for r, _ in sat[len(plan) :]] or [[] for _ in plan]
+    for prompts, (ranks, probs), ctl in zip(plan, sat[: len(plan)], control, strict=True):
         out.append(
             PeriodExam(
                 period=prompts.period,
@@ -195,6 +221,8 @@ def sit_exams(
                 positions=prompts.positions,
                 ranks=tuple(ranks),
                 digest=prompts.digest(),
+                mean_prob=statistics.fmean(probs),
+                control_ranks=tuple(ctl),
             )
         )
     return out
@@ -235,15 +263,23 @@ def untrained_name(model: torch.nn.Module) -> str:
 
 
 def exam_with_chance(
-    model: torch.nn.Module, codec: Codec, *, model_cfg: Any = None, **options: Any
+    model: torch.nn.Module,
+    codec: Codec,
+    *,
+    model_cfg: Any = None,
+    order_control: bool = False,
+    **options: Any,
 ) -> list[PeriodExam]:
     """:func:`exam_by_period` (``options``) on ``model``, with the same prompts on an untrained
     model of its architecture (seeded, :func:`~.untrained.untrained_models`) as its chance level;
-    without one (an architecture that cannot be rebuilt), no chance level."""
+    without one (an architecture that cannot be rebuilt), no chance level. ``order_control``:
+    ``model`` also sits each exam's order control."""
     from interp_toolkit.heads.untrained import untrained_models
 
-    plan = exam_plan(codec, int(model.cfg.n_ctx), **options)
-    exams = sit_exams(model, plan, int(codec.d_vocab))
+    n_ctx = int(model.cfg.n_ctx)
+    plan = exam_plan(codec, n_ctx, **options)
+    controls = exam_plan(codec, n_ctx, **options, order_control=True) if order_control else ()
+    exams = sit_exams(model, plan, int(codec.d_vocab), controls)
     maker = untrained_models(model, model_cfg=model_cfg, n_models=1)  # type: ignore[arg-type]
     if maker is None:
         return exams

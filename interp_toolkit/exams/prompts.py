@@ -12,6 +12,12 @@ alphabet's next letter after the token before it, so knowing the alphabet cannot
 rows are built by :func:`~.batches.repeated_tokens`, the one builder of repeated-token batches;
 a prompt with a shorter prefix is followed by filler after its query, which a causal model never
 reads.
+
+The **order control** (``order_control=True``) sits the same segments and prefixes with the first
+copy of ``seg`` in a random order in which ``seg[-1]`` does not follow ``seg[-2]``: the context
+holds the same tokens as often (the target once), but the token that followed the query's earlier
+occurrence is another. Copying what is in the context without induction passes as often as it
+does as is; induction does not (docs/study.md section 0).
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from jaxtyping import Int
 
 from interp_toolkit.errors import UserError
 from interp_toolkit.heads.repeats import default_token_range, repeated_tokens
+from interp_toolkit.runtime.seeds import np_rng
 from interp_toolkit.text.codecs import Codec
 
 #: The token kinds an exam draws its segments from.
@@ -145,6 +152,33 @@ def _kind_seed(seed: int, kind: str, period: int) -> int:
     return int(np.random.SeedSequence([seed, TOKEN_KINDS.index(kind), period]).generate_state(1)[0])
 
 
+def control_order(period: int, g: np.random.Generator) -> list[int]:
+    """A random order of a segment's positions ``0..period-1`` in which position ``period - 1``
+    (the target) does not come right after position ``period - 2`` (the query's token); for a
+    period of 2 that is the reverse."""
+    while True:
+        order = [int(i) for i in g.permutation(period)]
+        at = order.index(period - 2)
+        if at == period - 1 or order[at + 1] != period - 1:
+            return order
+
+
+def shuffle_first_copies(
+    tokens: Int[torch.Tensor, "prompt pos"],
+    starts: Int[torch.Tensor, " prompt"],
+    period: int,
+    seed: int,
+) -> Int[torch.Tensor, "prompt pos"]:
+    """``tokens`` with each row's first copy of its segment (``starts[i] .. + period``) in a
+    :func:`control_order`, drawn per row from ``seed``."""
+    out = tokens.clone()
+    g = np_rng(seed, "exam_order_control")
+    for i, s in enumerate(starts.tolist()):
+        seg = tokens[i, s : s + period].clone()
+        out[i, s : s + period] = seg[control_order(period, g)]
+    return out
+
+
 def exam_prompts(
     codec: Codec,
     kind: str,
@@ -155,9 +189,11 @@ def exam_prompts(
     seed: int = 0,
     prepend_bos: bool = True,
     max_offset: int = MAX_OFFSET,
+    order_control: bool = False,
 ) -> ExamPrompts:
     """``n_prompts`` prompts ``[BOS] prefix seg seg[:-1]`` of one kind and period; deterministic
-    in ``(seed, kind, period)``. UserError when the period does not fit."""
+    in ``(seed, kind, period)``. UserError when the period does not fit. ``order_control``: the
+    same prompts with each first copy shuffled (module docstring)."""
     if kind not in TOKEN_KINDS:
         raise UserError(f"token kind {kind!r} is unknown: use {' or '.join(TOKEN_KINDS)}.")
     if n_prompts < 1:
@@ -192,12 +228,15 @@ def exam_prompts(
                 for copy in (s, s + period):
                     tokens[i, copy + period - 2], tokens[i, copy + period - 1] = b, a
     rows = torch.arange(n_prompts)
+    target = tokens[rows, starts + period - 1]
+    if order_control:
+        tokens = shuffle_first_copies(tokens, starts, period, _kind_seed(seed, kind, period))
     return ExamPrompts(
         kind=kind,
         period=period,
         tokens=tokens[:, :-1].contiguous(),  # the last column is only ever filler or a target
         query=starts + 2 * period - 2,
-        target=tokens[rows, starts + period - 1],
+        target=target,
         offsets=starts - off,
         positions=positions,
     )
@@ -251,9 +290,11 @@ def exam_plan(
     prepend_bos: bool = True,
     max_offset: int = MAX_OFFSET,
     max_period: int | None = None,
+    order_control: bool = False,
 ) -> list[ExamPrompts]:
     """The prompts of every exam :func:`exam_by_period` sits (same arguments), kind by kind;
-    by default a kind the vocabulary cannot make (no letters) is left out."""
+    by default a kind the vocabulary cannot make (no letters) is left out. ``order_control``:
+    each exam's order control instead (:func:`exam_prompts`)."""
     for kind in kinds:
         if kind not in TOKEN_KINDS:
             raise UserError(f"token kind {kind!r} is unknown: use {' or '.join(TOKEN_KINDS)}.")
@@ -274,6 +315,7 @@ def exam_plan(
             seed=seed,
             prepend_bos=prepend_bos,
             max_offset=max_offset,
+            order_control=order_control,
         )
         for k in fits or kinds
         for p in _periods(codec, n_ctx, k, periods, prepend_bos, max_period)

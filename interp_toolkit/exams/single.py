@@ -41,7 +41,7 @@ BYTE_EXAMS: tuple[Exam, ...] = (
 
 
 def exams_for(codec: Codec | None) -> tuple[Exam, ...]:
-    """The seed's exams in the form ``codec`` reads them: one token per letter either way."""
+    """The post's exams in the form ``codec`` reads them: one token per letter either way."""
     return BYTE_EXAMS if codec is not None and codec.store == "bytes" else BUILTIN_EXAMS
 
 

@@ -19,6 +19,7 @@ passage, and the best head score on natural text (what training logs beside the 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,7 +33,8 @@ from interp_toolkit.heads.registry import SCORE
 from interp_toolkit.heads.scorer import RowScores
 from interp_toolkit.heads.text_scorer import text_row_scores, text_scores_from_rows
 from interp_toolkit.runtime.devices import CPU_PATTERN_BYTES, rows_per_chunk
-from interp_toolkit.stats.intervals import Interval, mean_interval
+from interp_toolkit.runtime.seeds import rng
+from interp_toolkit.stats.intervals import Interval, cluster_interval, mean_interval
 
 #: Olsson et al.'s positions: token 50 and token 500 of a 512-token context.
 OLSSON_EARLY, OLSSON_LATE, OLSSON_CTX = 50, 500, 512
@@ -70,7 +72,8 @@ class IclScore:
     late: tuple[int, int]
     early_loss: float
     late_loss: float
-    score: Interval
+    score: Interval  # over windows, or over documents (a cluster bootstrap): its n and method say
+    n_windows: int = 0
 
     def positions(self) -> str:
         """The positions in words, e.g. 'tokens 30-31 minus tokens 2-3 of 32-token windows'."""
@@ -93,8 +96,12 @@ class IclScore:
         }
 
 
-def icl_from_losses(losses: Float[torch.Tensor, "batch pred"]) -> IclScore:
-    """The in-context score from per-token losses (:func:`token_losses`)."""
+def icl_from_losses(
+    losses: Float[torch.Tensor, "batch pred"], groups: Sequence[int] | None = None
+) -> IclScore:
+    """The in-context score from per-token losses (:func:`token_losses`); with ``groups`` (the
+    document each window comes from) its interval resamples documents
+    (:func:`~interp_toolkit.stats.intervals.cluster_interval`), else windows."""
     n_tokens = int(losses.shape[1]) + 1
     early, late = icl_positions(n_tokens)
     e = losses[:, early[0] - 1 : early[1] - 1].double().mean(1)
@@ -105,7 +112,10 @@ def icl_from_losses(losses: Float[torch.Tensor, "batch pred"]) -> IclScore:
         late=late,
         early_loss=float(e.mean()),
         late_loss=float(lt.mean()),
-        score=mean_interval((lt - e).tolist()),
+        score=mean_interval((lt - e).tolist())
+        if groups is None
+        else cluster_interval((lt - e).tolist(), list(groups)),
+        n_windows=int(losses.shape[0]),
     )
 
 
@@ -199,7 +209,8 @@ class TextInduction:
             "icl_score": round(ci.estimate, 5),
             "icl_ci": [round(ci.low, 5), round(ci.high, 5)],
             "icl_tokens": [*self.icl.early, *self.icl.late, self.icl.n_tokens],
-            "text_windows": self.icl.score.n,
+            "text_windows": self.icl.n_windows,
+            "icl_documents": self.icl.score.n if "cluster" in self.icl.score.method else None,
             "passage_drop": round(self.passage.drop.estimate, 5),
             "passage_ci": [round(self.passage.drop.low, 5), round(self.passage.drop.high, 5)],
             "passage_loss": [round(self.passage.first, 5), round(self.passage.second, 5)],
@@ -223,13 +234,15 @@ def text_induction(
     val_rows: int | None = None,
     has_bos: bool = False,
     unk_id: int | None = None,
+    groups: Sequence[int] | None = None,
 ) -> TextInduction:
     """All three measures on held-out ``windows`` (as the model was trained on them: no BOS by
     default): forward passes over the windows (head scores and per-token losses together, about
     256 MiB of logits at a time, and on the CPU about ``CPU_PATTERN_BYTES`` of patterns), one
     over the first ``passage_rows`` windows' repeated passages. ``val_loss``: the mean loss on
     the first ``val_rows`` windows (default all).
-    ``unk_id``: the vocabulary's ``<unk>``, never read as a repeat."""
+    ``unk_id``: the vocabulary's ``<unk>``, never read as a repeat. ``groups``: the document
+    each window comes from (the in-context score's interval then resamples documents)."""
     if len(windows) < 2:
         raise UserError("the in-context score needs at least 2 held-out windows.")
     n, length = windows.shape
@@ -258,9 +271,37 @@ def text_induction(
         }
     )
     return TextInduction(
-        icl=icl_from_losses(loss),
+        icl=icl_from_losses(loss, groups),
         val_loss=float(loss[: val_rows or n].double().mean()),
         passage=repeated_passage(model, windows[:passage_rows]),
         induction=scores.induction,
         queries=scores.queries["induction"],
     )
+
+
+def passage_order_effect(
+    model: TransformerBridge,
+    windows: Int[torch.Tensor, "batch pos"],
+    length: int | None = None,
+    *,
+    seed: int = 0,
+) -> Interval:
+    """What copying without induction cannot give: each passage's second copy read after a copy
+    of its own tokens in a random order, against after the exact copy. The loss on the second
+    copy (tokens 1..L-1) after the shuffled copy minus after the exact one, per passage, with a
+    normal 95% interval over passages (nats per token; docs/study.md section 0). A model that
+    copies tokens it has seen, but not the token that followed, gains as much from either."""
+    n_ctx = int(model.cfg.n_ctx)
+    length = length or min(n_ctx // 2, int(windows.shape[1]))
+    exact = passage_tokens(windows, length)
+    g = rng(seed, "passage_order_control")
+    order = torch.stack([torch.randperm(length, generator=g) for _ in range(len(windows))])
+    shuffled = exact.clone()
+    shuffled[:, :length] = exact[:, :length].gather(1, order)
+    device = next(model.parameters()).device
+    with torch.no_grad():
+        both = torch.cat([exact, shuffled]).to(device)
+        losses = token_losses(model(both), both)
+    _, second = copy_losses(losses, length)
+    n = len(windows)
+    return mean_interval((second[n:] - second[:n]).tolist())

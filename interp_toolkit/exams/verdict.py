@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from interp_toolkit.exams.periods import CHANCE_TEST, PeriodExam
+from interp_toolkit.stats.intervals import Interval, mcnemar_greater, paired_difference
 from interp_toolkit.stats.thresholds import THRESHOLDS, Thresholds
 
 
@@ -95,3 +96,63 @@ def exam_verdict(exams: Sequence[PeriodExam], t: Thresholds = THRESHOLDS) -> Exa
         compared=compared,
         alpha=alpha,
     )
+
+
+@dataclass(frozen=True)
+class Pooled:
+    """A model's top-1 rate over all its period exams pooled (every period and kind), and its
+    **order effect**: the rate as is minus the rate under the order control, paired by prompt
+    (:func:`~interp_toolkit.stats.intervals.paired_difference`), with the exact one-sided McNemar
+    p-value; None where the control was not sat."""
+
+    passes: int
+    n_prompts: int
+    order_effect: Interval | None
+    order_p: float | None
+
+    @property
+    def rate(self) -> float:
+        return self.passes / self.n_prompts
+
+
+def _outcomes(exams: Sequence[PeriodExam]) -> list[bool]:
+    return [r == 0 for e in exams for r in e.ranks]
+
+
+def pooled(exams: Sequence[PeriodExam]) -> Pooled:
+    """:class:`Pooled` of ``exams`` (the order effect only when every exam sat its control)."""
+    if not exams:
+        raise ValueError("pooled needs at least one period exam")
+    as_is = _outcomes(exams)
+    effect = p = None
+    if all(e.control_ranks for e in exams):
+        control = [r == 0 for e in exams for r in e.control_ranks]
+        effect, p = paired_difference(as_is, control), mcnemar_greater(as_is, control)
+    return Pooled(sum(as_is), len(as_is), effect, p)
+
+
+def pooled_against(
+    exams: Sequence[PeriodExam], other: Sequence[PeriodExam]
+) -> tuple[Interval, float] | None:
+    """``exams``' pooled top-1 minus ``other``'s on the prompts both sat (same kind, period and
+    prompt digest), paired, with the exact one-sided McNemar p-value that ``exams`` pass more;
+    None when they share no exam."""
+    by_key = {e.key: e for e in other}
+    pairs = [
+        (e, by_key[e.key])
+        for e in exams
+        if e.key in by_key
+        and by_key[e.key].digest == e.digest
+        and len(e.ranks) == len(by_key[e.key].ranks)
+    ]
+    if not pairs or not any(e.ranks for e, _ in pairs):
+        return None
+    a = [r == 0 for e, _ in pairs for r in e.ranks]
+    b = [r == 0 for _, o in pairs for r in o.ranks]
+    return paired_difference(a, b), mcnemar_greater(a, b)
+
+
+def shows_induction(effect: Interval, floor: float) -> bool:
+    """The rule every order effect and every "above the 1-layer model" reads: the effect is at
+    least ``floor`` and its 95% interval lies above 0 (docs/study.md section 0)."""
+    return effect.estimate >= floor and effect.low > 0

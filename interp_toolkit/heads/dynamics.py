@@ -7,7 +7,7 @@ previous-token score on repeated random tokens, and the held-out loss) and the w
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -66,6 +66,62 @@ class Trajectory:
             out["loss_at"] = self.loss[i]
             out["best_induction"] = best_induction_score(self.induction[i])
         return out
+
+
+@dataclass(frozen=True)
+class PhaseLoss:
+    """The phase change on a run's training curves (docs/study.md section 0): the scoring
+    interval (``start``, ``end``] over which the best layer>=1 induction score rises most (by
+    ``rise``), up to the first scoring past the floor; and the training loss's fall per 1,000
+    steps into it and into the scoring intervals just before and after it (None where the run has
+    none). An interval's loss is the mean of the losses logged in it (``mean_loss``, each row's
+    mean since the row before, where logged; else the step's ``loss``); a fall is the previous
+    interval's loss minus this one's over the steps between their midpoints."""
+
+    start: int
+    end: int
+    rise: float
+    fall_before: float | None
+    fall_at: float | None
+    fall_after: float | None
+
+
+def phase_loss(
+    rows: Sequence[Mapping[str, Any]], threshold: float | None = None
+) -> PhaseLoss | None:
+    """:class:`PhaseLoss` from metrics.jsonl ``rows``; None when no head's induction score passed
+    ``threshold`` (default: the registry's floor) or it passed at the first scoring."""
+    first = first_induction_step(rows, threshold)
+    scored = [r for r in rows if logged_induction_key(r) is not None]
+    if first is None or not scored:
+        return None
+    key = logged_induction_key(scored[0])
+    steps = [int(r["step"]) for r in scored if key in r]
+    best = [best_induction_score(r[key]) for r in scored if key in r]
+    ks = [k for k in range(1, len(steps)) if steps[k] <= first]
+    if not ks:
+        return None
+    k = max(ks, key=lambda j: (best[j] - best[j - 1], -j))
+    logged = [
+        (int(r["step"]), float(r.get("mean_loss", r["loss"])))
+        for r in rows
+        if isinstance(r.get("mean_loss", r.get("loss")), (int, float))
+    ]
+
+    def loss(j: int) -> float | None:  # the mean logged loss in (steps[j-1], steps[j]]
+        xs = [x for s, x in logged if steps[j - 1] < s <= steps[j]]
+        return sum(xs) / len(xs) if xs else None
+
+    def fall(j: int) -> float | None:  # into interval j from interval j - 1, per 1,000 steps
+        if j < 2 or j >= len(steps):
+            return None
+        a, b = loss(j - 1), loss(j)
+        apart = (steps[j] - steps[j - 2]) / 2  # between the two intervals' midpoints
+        return None if a is None or b is None else 1000 * (a - b) / apart
+
+    return PhaseLoss(
+        steps[k - 1], steps[k], best[k] - best[k - 1], fall(k - 1), fall(k), fall(k + 1)
+    )
 
 
 def trajectory(run_path: str | Path) -> Trajectory:

@@ -3,7 +3,7 @@
 One config dataclass (:class:`ModelConfig`) describes the architecture; :func:`build_model` turns
 it into a ``TransformerBridge``. By default: attention only, no LayerNorm, learned absolute
 positions (or rotary, or shortformer: learned positions that enter only queries and keys), exactly
-what the seed study trains. With ``mlp=True`` each block also has
+what the post trains. With ``mlp=True`` each block also has
 an MLP (``d_mlp`` neurons, ``act_fn``), and ``normalization="LN"`` adds TransformerLens's pre-norm
 LayerNorms (before attention, before the MLP, and before the unembedding): the "model kind" a
 run folder records in config.json (``mlp``, ``normalization``; folders written before these

@@ -9,13 +9,7 @@ from collections.abc import Sequence
 from interp_toolkit.causal.circuit import Circuit
 from interp_toolkit.causal.routes import INPUTS, ModelRoute, RouteName
 from interp_toolkit.causal.summary import CircuitSummary
-from interp_toolkit.reports.findings import (
-    INPUT_WORD,
-    over_one,
-    route_phrase,
-    route_sentence,
-    share,
-)
+from interp_toolkit.reports.findings import INPUT_WORD, OVER_ONE, over_one, route_phrase, share
 from interp_toolkit.stats.thresholds import THRESHOLDS, Thresholds
 from interp_toolkit.views.circuit import circuit_figure, drawn_note, faithfulness_curve
 from interp_toolkit.views.page import FOLD_AT, Row, Section, fold, render_report, table, text
@@ -81,13 +75,6 @@ def route_rows(run: str, route: ModelRoute) -> list[list[object]]:
 def route_section(routes: Sequence[tuple[str, ModelRoute]], t: Thresholds = THRESHOLDS) -> Section:
     """The route by path of every run's induction heads: sentences, then one table."""
     lines = [f"{run}: {route_phrase(r, t)}." for run, r in routes]
-    lines += [
-        route_sentence(run, h, r.composition_baseline or 0.0, t)
-        for run, r in routes
-        for h in r.heads
-        if h.name != RouteName.NO_EARLIER
-        and r.name not in (RouteName.NO_TASK, RouteName.UNMEASURED)
-    ]
     header = ["run", "induction head", "its effect", "query", "key", "value", "route", "feeder"]
     header += ["strongest path", "control (max upper bound)"]
     rows = [row for run, r in routes for row in route_rows(run, r)]
@@ -102,6 +89,7 @@ def route_section(routes: Sequence[tuple[str, ModelRoute]], t: Thresholds = THRE
             text(route_rule(t), "p", "note"),
             "".join(text(x, "p", "finding") for x in lines),
             table(header, rows),
+            text(OVER_ONE, "p", "note") if any("*" in str(c) for r in rows for c in r) else "",
             text(f"Induction task metric ({routes[0][1].n_prompts} prompts): {gaps}.", "p", "note")
             if gaps
             else "",

@@ -7,14 +7,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from interp_toolkit.reports.findings import DepthMeasurement
-from interp_toolkit.reports.layer_findings import (
-    RULE_TEXT,
-    NeuronMeasurement,
-    ProbeMeasurement,
-    mlp_findings,
-    probe_sentence,
-)
+from interp_toolkit.measures.depth import DepthMeasurement
+from interp_toolkit.measures.layers import RULE_TEXT, NeuronMeasurement, ProbeMeasurement
+from interp_toolkit.reports.layer_findings import mlp_findings, probe_sentence
 from interp_toolkit.reports.study_report import depth_section
 from interp_toolkit.stats.thresholds import THRESHOLDS, Thresholds
 from interp_toolkit.views.neurons import baseline_chart, baseline_table

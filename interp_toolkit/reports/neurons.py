@@ -11,7 +11,8 @@ import torch
 from jaxtyping import Int
 from transformer_lens import TransformerBridge
 
-from interp_toolkit.reports.layer_findings import RULE_TEXT, neuron_sentence
+from interp_toolkit.measures.layers import RULE_TEXT
+from interp_toolkit.reports.layer_findings import neuron_sentence
 from interp_toolkit.text.codecs import Codec
 from interp_toolkit.text.labels import token_labels
 from interp_toolkit.units.neurons import LayerNeurons, neuron_activations

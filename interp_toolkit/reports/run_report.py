@@ -1,6 +1,6 @@
 """``RUN/report.html``: a run's config, training curves, samples, exams, heads and key attention.
 
-:func:`build_run_report` loads the run and analyses it (:func:`~interp_toolkit.reports.run_analysis.analyse_run`);
+:func:`build_run_report` loads the run and analyses it (:func:`~interp_toolkit.measures.run.analyse_run`);
 everything else here renders that data.
 """
 
@@ -15,6 +15,7 @@ from interp_toolkit.exams.verdict import chance_rule, pass_rule, passes_rule
 from interp_toolkit.files.io import check_output, read_json, write_text
 from interp_toolkit.heads.discovery import HeadReport
 from interp_toolkit.heads.registry import NO_ROLE, ROLES, SCORE, SCORES, HeadId
+from interp_toolkit.measures.run import RunAnalysis, analyse_run
 from interp_toolkit.reports.circuit_report import route_section
 from interp_toolkit.reports.findings import (
     KIND_WORDS,
@@ -23,7 +24,6 @@ from interp_toolkit.reports.findings import (
     pct,
     role_check_phrase,
 )
-from interp_toolkit.reports.run_analysis import RunAnalysis, analyse_run
 from interp_toolkit.reports.text_findings import text_sentences
 from interp_toolkit.runs.folder import RunPaths, load_run
 from interp_toolkit.stats.thresholds import THRESHOLDS

@@ -13,10 +13,11 @@ import torch
 
 from interp_toolkit.errors import UserError
 from interp_toolkit.exams.periods import PeriodExam
-from interp_toolkit.exams.verdict import exam_verdict
 from interp_toolkit.heads.registry import SCORE
-from interp_toolkit.reports.findings import DepthMeasurement, layers_phrase
-from interp_toolkit.reports.run_analysis import RunSummary, TopHead
+from interp_toolkit.measures.depth import DepthMeasurement
+from interp_toolkit.measures.registry import MEASURES
+from interp_toolkit.measures.run import RunSummary, TopHead
+from interp_toolkit.reports.findings import layers_phrase
 from interp_toolkit.stats.thresholds import THRESHOLDS, Thresholds
 from interp_toolkit.views import plots
 from interp_toolkit.views.induction_plots import period_exam_plot
@@ -151,37 +152,15 @@ def depth_section(
     """The depths side by side: a table of what each measured, the period exams of all on one
     plot, and each depth's loss and score curves (``curves``: run name -> metrics.jsonl rows)."""
 
-    def when(d: DepthMeasurement) -> str:
-        if d.induction_step is None:
-            return f"never (in {d.steps} steps)"
-        return (
-            f"step {d.induction_step}, {d.induction_tokens / 1e6:.1f}M tokens, "
-            f"{d.induction_minutes:.1f} min"
-        )
-
-    def exam(d: DepthMeasurement) -> str:
-        v = exam_verdict(d.period_exams, t)
-        w = v.lowest.interval
-        return (
-            f"{v.n_passing}/{v.n_exams} pass (lower bound ≥ {t.exam_lower_bound:.0%}); lowest "
-            f"{w.estimate:.1%} [{w.low:.1%}, {w.high:.1%}]"
-        )
-
-    rows = [
+    rows: list[list[object]] = [
         ["layers", *[d.n_layers for d in depths]],
         [
             "induction heads per layer",
             *[" ".join(f"L{i}:{c}" for i, c in enumerate(d.heads_per_layer())) for d in depths],
         ],
         ["induction heads", *[list(d.induction_heads) for d in depths]],
-        [f"time to induction (score > {t.induction:g})", *[when(d) for d in depths]],
-        ["steps trained", *[d.steps for d in depths]],
-        ["training time (min)", *[d.train_minutes for d in depths]],
-        ["final training loss", *[d.final_loss for d in depths]],
-        ["final held-out loss", *[d.val_loss for d in depths]],
-        [PERIOD_EXAMS, *[exam(d) for d in depths]],
+        *([m.label, *[m.show(m.read(d)) for d in depths]] for m in MEASURES if m.study_table),
         *text_rows(depths, curves),
-        ["route (by path)", *[d.route.name.value for d in depths]],
     ]
     by_period = [
         [e.period, e.kind, *[_rate(x) for x in exams_at(depths, e.kind, e.period)]]

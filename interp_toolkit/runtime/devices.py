@@ -88,8 +88,10 @@ def _mps_available() -> bool:
 @functools.cache
 def cpu_has_bf16() -> bool:
     """Whether this CPU multiplies bf16 in hardware (x86 AVX512-BF16 or AMX-BF16, Arm BF16),
-    read from /proc/cpuinfo (False where it cannot be read). Only speed depends on it: bf16
-    autocast gives the same results on any CPU, emulated where this is False."""
+    read from /proc/cpuinfo (False where it cannot be read). Speed depends on it, and so do
+    the results: the kernels oneDNN picks for bf16 (AMX, AVX512-BF16, or emulated in float32)
+    round differently, so seeded bf16 training is bit-identical only on CPUs that run the same
+    kernels (docs/devices.md)."""
     try:
         text = Path("/proc/cpuinfo").read_text()
     except OSError:

@@ -103,6 +103,12 @@ STREAMS: dict[str, Stream] = {
     "llc_sgld": Stream(32_452_843),
     # heads/specificity.py _resamples: the rival comparisons' row bootstrap (studentized)
     "row_bootstrap": Stream(49_979_687),
+    # exams/prompts.py shuffle_first_copies: the order control's order of each first copy
+    "exam_order_control": Stream(67_867_967, "numpy"),
+    # stats/intervals.py cluster_interval: the documents each cluster bootstrap resample draws
+    "cluster_bootstrap": Stream(104_395_301, "numpy"),
+    # exams/text_measures.py passage_order_effect: the order of each passage's shuffled copy
+    "passage_order_control": Stream(86_028_121),
 }
 
 

@@ -5,6 +5,10 @@
 - :func:`mean_interval`: a normal interval of a mean over independent units (held-out windows).
 - :func:`mcnemar_greater`: the exact one-sided McNemar test that one model passes more prompts
   than another on the same prompts (a paired test: the prompts are shared).
+- :func:`paired_difference`: the difference of two pass rates on the same prompts, with its
+  95% interval (the paired Wald interval).
+- :func:`cluster_interval`: a mean over units that come in groups (held-out windows from
+  documents), its interval resampling whole groups (a cluster bootstrap).
 """
 
 from __future__ import annotations
@@ -72,10 +76,23 @@ def mean_interval(values: Sequence[float], z: float = Z95) -> Interval:
 
 
 def binomial_tail(k: int, n: int, p: float = 0.5) -> float:
-    """P(X >= k) for X ~ Binomial(n, p)."""
+    """P(X >= k) for X ~ Binomial(n, p); past 1,000 trials summed in log space (the pooled exams
+    compare thousands of prompts, where ``comb(n, i)`` overflows a float)."""
     if k <= 0:
         return 1.0
-    return math.fsum(math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(k, n + 1))
+    if k > n:
+        return 0.0
+    if n <= 1000:
+        return math.fsum(math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(k, n + 1))
+    if p <= 0.0 or p >= 1.0:
+        return float(p >= 1.0)
+    lp, lq = math.log(p), math.log1p(-p)
+    logs = [
+        math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1) + i * lp + (n - i) * lq
+        for i in range(k, n + 1)
+    ]
+    top = max(logs)
+    return min(1.0, math.exp(top) * math.fsum(math.exp(x - top) for x in logs))
 
 
 def mcnemar_greater(a: Sequence[bool], b: Sequence[bool]) -> float:
@@ -88,3 +105,47 @@ def mcnemar_greater(a: Sequence[bool], b: Sequence[bool]) -> float:
     x = sum(1 for u, v in zip(a, b, strict=True) if u and not v)
     y = sum(1 for u, v in zip(a, b, strict=True) if v and not u)
     return binomial_tail(x, x + y) if x + y else 1.0
+
+
+def paired_difference(a: Sequence[bool], b: Sequence[bool], z: float = Z95) -> Interval:
+    """The pass rate of ``a`` minus that of ``b`` on the same prompts, with the paired Wald 95%
+    interval: with ``x`` prompts only ``a`` passed and ``y`` only ``b`` passed of ``n``, the
+    difference is (x - y)/n and its standard error sqrt(x + y - (x - y)^2/n)/n."""
+    if len(a) != len(b):
+        raise ValueError(f"paired outcomes need the same prompts: {len(a)} vs {len(b)}")
+    n = len(a)
+    if n < 1:
+        raise ValueError("paired_difference needs at least one prompt")
+    x = sum(1 for u, v in zip(a, b, strict=True) if u and not v)
+    y = sum(1 for u, v in zip(a, b, strict=True) if v and not u)
+    d = (x - y) / n
+    half = z * math.sqrt(max(0.0, x + y - (x - y) ** 2 / n)) / n
+    return Interval(d, d - half, d + half, n, f"paired Wald 95% over {n} prompts")
+
+
+#: Resamples of a cluster bootstrap.
+CLUSTER_RESAMPLES = 2000
+
+
+def cluster_interval(values: Sequence[float], groups: Sequence[int], *, seed: int = 0) -> Interval:
+    """The mean of ``values`` and its 95% percentile interval from resampling whole groups
+    (``groups[i]``: the group of value ``i``, e.g. the document a held-out window comes from)
+    with replacement, :data:`CLUSTER_RESAMPLES` times: windows of one document are not
+    independent, so the interval counts documents, not windows. One group: zero width."""
+    import numpy as np
+
+    from interp_toolkit.runtime.seeds import np_rng
+
+    if len(values) != len(groups) or not len(values):
+        raise ValueError("cluster_interval needs one group per value, and a value")
+    v = np.asarray(values, dtype=np.float64)
+    _, g = np.unique(np.asarray(groups), return_inverse=True)
+    sums, counts = np.bincount(g, weights=v), np.bincount(g)
+    k = len(sums)
+    mean = float(v.mean())
+    if k == 1:
+        return Interval(mean, mean, mean, 1, "cluster bootstrap over 1 group")
+    pick = np_rng(seed, "cluster_bootstrap").integers(0, k, size=(CLUSTER_RESAMPLES, k))
+    means = sums[pick].sum(1) / counts[pick].sum(1)
+    low, high = np.quantile(means, [0.025, 0.975])
+    return Interval(mean, float(low), float(high), k, f"cluster bootstrap 95% over {k} documents")

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 #: ARENA's detector threshold: the effect-size floor of every score unless its entry says otherwise.
 ARENA_FLOOR = 0.4
 
-#: Default α and the null quantile that is τ (the seed's rule: the 95th percentile).
+#: Default α and the null quantile that is τ (the post's rule: the 95th percentile).
 ALPHA = 0.05
 QUANTILE = 0.95
 

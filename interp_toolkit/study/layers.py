@@ -20,17 +20,17 @@ import torch
 from transformer_lens import TransformerBridge
 
 from interp_toolkit.heads.registry import HeadId
-from interp_toolkit.models.build import ModelConfig
-from interp_toolkit.probing.data import neuron_windows
-from interp_toolkit.probing.probes import probe
-from interp_toolkit.reports.layer_findings import (
+from interp_toolkit.measures.layers import (
     PROBE_DATA,
     PROBE_FEATURE,
     LatentCount,
     NeuronMeasurement,
     ProbeMeasurement,
 )
-from interp_toolkit.reports.run_analysis import RunSummary
+from interp_toolkit.measures.run import RunSummary
+from interp_toolkit.models.build import ModelConfig
+from interp_toolkit.probing.data import neuron_windows
+from interp_toolkit.probing.probes import probe
 from interp_toolkit.runs.folder import Run
 from interp_toolkit.saes.activations import TokenSource
 from interp_toolkit.saes.config import SAEPaths, SAETrainConfig

@@ -43,7 +43,7 @@ class StudyConfig:
     mlp: bool = False  # also train MLP twins of the 1- and 2-layer models
 
 
-#: The study's settings when no preset is named: the natural-text pair first (the seed's own
+#: The study's settings when no preset is named: the natural-text pair first (the post's own
 #: setting), then the curriculum's four depths.
 SETTINGS: tuple[tuple[str, tuple[int, ...]], ...] = (("text", (1, 2)), ("cpu", LAYER_CHOICES))
 

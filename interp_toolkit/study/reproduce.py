@@ -35,34 +35,23 @@ from interp_toolkit.causal import study_task
 from interp_toolkit.causal.summary import CircuitSummary, summarise_circuits
 from interp_toolkit.errors import UserError
 from interp_toolkit.files.io import write_json, write_text
+from interp_toolkit.measures.depth import DepthMeasurement, measure_depth, one_layer_chance
+from interp_toolkit.measures.layers import NeuronMeasurement, ProbeMeasurement
+from interp_toolkit.measures.run import RunAnalysis, RunSummary, analyse_run
+from interp_toolkit.measures.seeds import SeedMeasurements, over_seeds
 from interp_toolkit.models.sampling import sample
 from interp_toolkit.reports.circuit_report import circuit_section, circuit_sentence, route_section
-from interp_toolkit.reports.findings import (
-    DepthMeasurement,
-    data_mix_sentence,
-    measure_depth,
-    study_findings,
-)
-from interp_toolkit.reports.layer_findings import (
-    NeuronMeasurement,
-    ProbeMeasurement,
-    block_phrase,
-    mlp_findings,
-    probe_sentence,
-)
+from interp_toolkit.reports.claims import claim_lines, claims_json
+from interp_toolkit.reports.findings import data_mix_sentence
+from interp_toolkit.reports.layer_findings import block_phrase, mlp_findings, probe_sentence
 from interp_toolkit.reports.layers_report import mlp_section, probes_section
-from interp_toolkit.reports.run_analysis import RunAnalysis, RunSummary, analyse_run
 from interp_toolkit.reports.run_report import run_report_html
-from interp_toolkit.reports.seeds import (
-    SeedMeasurements,
-    SettingOverSeeds,
-    over_seeds,
-    seeds_section,
-    seeds_sentence,
-)
+from interp_toolkit.reports.seeds import seeds_section
+from interp_toolkit.reports.study_page import SettingPage, heads_table, lede, study_page
 from interp_toolkit.reports.study_report import comparison_sections, depth_section
 from interp_toolkit.runs.folder import Run, read_metrics
 from interp_toolkit.runtime.devices import resolve_device
+from interp_toolkit.runtime.machine import machine_record
 from interp_toolkit.runtime.seeds import derive, study_seeds
 from interp_toolkit.stats.thresholds import THRESHOLDS
 from interp_toolkit.study.folder import (
@@ -97,7 +86,7 @@ from interp_toolkit.study.plan import (  # noqa: F401  (StudyConfig and SETTINGS
 )
 from interp_toolkit.study.seeds import other_seeds, seed_configs, stages_section
 from interp_toolkit.training.presets import LAYER_CHOICES, PRESETS, Preset
-from interp_toolkit.views.page import Section, render_report, text
+from interp_toolkit.views.page import Section
 from interp_toolkit.weights.circuits import copying_table
 
 SAMPLE_PROMPTS = ("def ", "import os\n", "class ", "    return ")
@@ -239,7 +228,7 @@ def measure_run(run: Run, cfg: StudyConfig, *, mlp: bool) -> RunMeasurements:
     if analysis.route.n_prompts:  # the induction task could be built for this model
         say(f"[{run.name}] circuit (EAP-IG and EAP) ...")
         task = study_task(run.model, run.codec, seed=cfg.seed)
-        circuit = summarise_circuits(run.name, run.model, task, analysis.route)
+        circuit = summarise_circuits(run.name, run.model, task, analysis.route, seed=cfg.seed)
     n = run.model_cfg.n_layers
     probe = neurons = None
     if n in PROBE_LAYERS:
@@ -251,7 +240,14 @@ def measure_run(run: Run, cfg: StudyConfig, *, mlp: bool) -> RunMeasurements:
     return RunMeasurements(
         summary=summary,
         depth=measure_depth(
-            run, summary, analysis.period_exams, analysis.route, circuit, analysis.role_checks
+            run,
+            summary,
+            analysis.period_exams,
+            analysis.route,
+            circuit,
+            analysis.role_checks,
+            analysis.passage_order,
+            probe,
         ),
         circuit=circuit,
         probe=probe,
@@ -332,10 +328,10 @@ def measure_job(
 
 @dataclass
 class SettingBlock:
-    """One setting's part of the study: its findings, page sections and study.json block."""
+    """One setting's part of the study: its page sections, its measurements and study.json
+    block."""
 
     preset: str
-    findings: list[str]
     sections: list[Section]
     summaries: list[RunSummary]
     json: dict[str, Any]
@@ -344,26 +340,31 @@ class SettingBlock:
     mlp_depths: list[DepthMeasurement]
     probes: list[ProbeMeasurement]
     neurons: list[NeuronMeasurement]
-    subtitle: str
 
 
 def _setting_block(
     cfg: StudyConfig, out: Path, runs: Sequence[StudyRun], by_name: dict[str, RunMeasurements]
 ) -> SettingBlock:
-    """What one setting's runs measured, as findings, page sections and its study.json part."""
+    """What one setting's runs measured, as detail sections and its study.json part."""
     measured = [by_name[r.name] for r in runs]  # in the runs' order
     summaries = [m.summary for m in measured]
     depths = {r.name: m.depth for r, m in zip(runs, measured, strict=True)}
     circuits = [m.circuit for m in measured if m.circuit is not None]
     probes = [m.probe for m in measured if m.probe]
     neurons = [m.neurons for m in measured if m.neurons]
-    attn = [depths[r.name] for r in runs if not r.mlp]
+    attn = one_layer_chance([depths[r.name] for r in runs if not r.mlp])
     twin = {d.n_layers: d for d in attn}
     pairs = [(depths[r.name], twin.get(r.n_layers)) for r in runs if r.mlp]
-    findings = study_findings(attn) + mlp_findings(pairs, [])
     curves = {s.name: read_metrics(out / s.name) for s in summaries}
-    sections = comparison_sections(summaries, finding=findings)
-    sections.append(depth_section(attn, curves=curves))
+    twins = f"; MLP twins of {', '.join(str(m.n_layers) for m, _ in pairs)}" if pairs else ""
+    intro = (
+        f"Preset {runs[0].preset}, seed {cfg.seed}, layers "
+        f"{', '.join(str(d.n_layers) for d in attn)}{twins}. {measured[-1].data_mix}"
+    )
+    sections = comparison_sections(summaries, finding=mlp_findings(pairs, []) or None)
+    sections[0] = dataclasses.replace(sections[0], title="Runs", intro=intro)
+    sections.insert(1, Section("Heads with a role", [heads_table(attn, summaries)]))
+    sections.insert(2, depth_section(attn, curves=curves))
     if pairs:
         block = block_phrase(depth_preset(cfg, next(r for r in runs if r.mlp)).model)
         sections.append(mlp_section(pairs, neurons, curves=curves, block=block))
@@ -372,12 +373,6 @@ def _setting_block(
     sections.append(route_section([(d.name, d.route) for d in depths.values()]))
     if circuits:
         sections.append(circuit_section(circuits))
-    twins = f"; MLP twins of {', '.join(str(m.n_layers) for m, _ in pairs)}" if pairs else ""
-    preset = runs[0].preset
-    subtitle = (
-        f"preset {preset}, seed {cfg.seed}, layers "
-        f"{', '.join(str(d.n_layers) for d in attn)}{twins}. {measured[-1].data_mix}"
-    )
     data = {
         "runs": [{k: s.to_dict()[k] for k in STUDY_JSON_FIELDS} for s in summaries],
         "depths": [d.to_dict() for d in attn],
@@ -386,17 +381,9 @@ def _setting_block(
         "neurons": [n.to_dict() for n in neurons],
     }
     return SettingBlock(
-        preset, findings, sections, summaries, data, circuits, attn,
-        [m for m, _ in pairs], probes, neurons, subtitle,
+        runs[0].preset, sections, summaries, data, circuits, attn, [m for m, _ in pairs],
+        probes, neurons,
     )  # fmt: skip
-
-
-def _labelled(block: SettingBlock) -> list[Section]:
-    """A setting's sections with its name in every title, its subtitle under the first."""
-    name = setting_title(block.preset)
-    out = [dataclasses.replace(s, title=f"{name}: {s.title}", anchor=None) for s in block.sections]
-    out[0] = dataclasses.replace(out[0], intro=block.subtitle)
-    return out
 
 
 def setting_title(preset: str) -> str:
@@ -417,50 +404,37 @@ def _reproduce(
     blocks = [
         _setting_block(cfg, out, [r for r in runs if r.preset == p], by_name) for p in presets
     ]
-    seeds: list[SettingOverSeeds] = []
+    measured = [SeedMeasurements(cfg.seed, [d for b in blocks for d in b.depths])]
     if cfg.seeds > 1:
-        first = SeedMeasurements(
-            cfg.seed,
-            [d for b in blocks for d in b.depths],
-            [x for b in blocks for x in b.summaries],
-            [p for b in blocks for p in b.probes],
-        )
-        measured = [first, *other_seeds(cfg, reproduce)]
-        seeds = over_seeds([(b.preset, [d.name for d in b.depths]) for b in blocks], measured)
-        for b, over in zip(blocks, seeds, strict=True):
-            b.findings.insert(0, seeds_sentence(over))
+        measured += other_seeds(cfg, reproduce)
+    seeds = over_seeds([(b.preset, [d.name for d in b.depths]) for b in blocks], measured)
+    for b, over in zip(blocks, seeds, strict=True):
+        if cfg.seeds > 1:
             b.sections.insert(1, seeds_section(over))
-    for b in blocks:
         if section := stages_section(cfg, b.depths):
             b.sections.append(section)
     elapsed = time.perf_counter() - t0
-    took = f"this run took {elapsed / 60:.1f} min"
-    which = f"seed{'s' * (cfg.seeds > 1)} {', '.join(map(str, study_seeds(cfg.seed, cfg.seeds)))}"
-    if len(blocks) == 1:
-        (only,) = blocks
-        html = render_report(
-            only.sections,
-            title="Induction heads at every depth",
-            subtitle=f"{only.subtitle.replace('. ', f'; {took}. ', 1)}",
+    machine = machine_record()
+    pages = [
+        SettingPage(
+            setting_title(b.preset), tuple(b.depths), o.claims, o.reliable_copier, tuple(b.sections)
         )
-        body: dict[str, Any] = dict(only.json)
-    else:
-        lead = Section(
-            "Findings",
-            [
-                "".join(text(f"{setting_title(b.preset)}: {x}", "p", "finding") for x in b.findings)
-                for b in blocks
-            ],
-        )
-        html = render_report(
-            [lead, *(s for b in blocks for s in _labelled(b))],
-            title="Induction heads from natural text and from the curriculum",
-            subtitle=f"{' · '.join(setting_title(b.preset) for b in blocks)}; {which}; {took}.",
-        )
-        body = {
-            "settings": [{"preset": b.preset, "findings": b.findings, **b.json} for b in blocks]
-        }
-    if seeds:
+        for b, o in zip(blocks, seeds, strict=True)
+    ]
+    html = study_page(
+        pages,
+        title="Induction heads: the original post's claims, checked",
+        lede=lede(study_seeds(cfg.seed, cfg.seeds), machine.words(), elapsed / 60),
+    )
+    findings = [line for p in pages for line in claim_lines(p.title, p.claims)]
+    body: dict[str, Any] = {
+        "machine": dataclasses.asdict(machine),
+        "settings": [
+            {"preset": b.preset, "claims": claims_json(o.claims), **b.json}
+            for b, o in zip(blocks, seeds, strict=True)
+        ],
+    }
+    if cfg.seeds > 1:
         body["over_seeds"] = [o.to_dict() for o in seeds]
     index = write_text(out / INDEX, html)
     thresholds = dataclasses.asdict(THRESHOLDS)
@@ -475,7 +449,7 @@ def _reproduce(
         mlp_depths=[d for b in blocks for d in b.mlp_depths],
         probes=[x for b in blocks for x in b.probes],
         neurons=[x for b in blocks for x in b.neurons],
-        findings=[f for b in blocks for f in b.findings],
+        findings=findings,
         elapsed_s=elapsed,
     )
 

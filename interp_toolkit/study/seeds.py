@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Protocol
 
 from interp_toolkit.files.io import read_json
-from interp_toolkit.reports.findings import DepthMeasurement
-from interp_toolkit.reports.layer_findings import ProbeMeasurement
-from interp_toolkit.reports.run_analysis import RunSummary
-from interp_toolkit.reports.seeds import SeedMeasurements
+from interp_toolkit.measures.depth import DepthMeasurement
+from interp_toolkit.measures.layers import ProbeMeasurement
+from interp_toolkit.measures.run import RunSummary
+from interp_toolkit.measures.seeds import SeedMeasurements
 from interp_toolkit.reports.stage_findings import StagesOfRun, stages_study_section
 from interp_toolkit.runs.folder import RunPaths, read_metrics
 from interp_toolkit.runtime.seeds import study_seeds
@@ -67,7 +67,7 @@ def other_seeds(
     for i, extra in enumerate(seed_configs(cfg), start=2):
         say(f"seed {extra.seed} ({i} of {cfg.seeds}): the whole study in {extra.out}")
         r = reproduce(extra)
-        measured.append(SeedMeasurements(extra.seed, r.depths, r.summaries, r.probes))
+        measured.append(SeedMeasurements(extra.seed, r.depths))
     return measured
 
 

@@ -5,7 +5,7 @@
 
 A model's token ids go through a *codec*:
 
-- :class:`GPT2Codec` — the full 50,257-token vocabulary (the seed recipe).
+- :class:`GPT2Codec` — the full 50,257-token vocabulary (the post's recipe).
 - :class:`CompactVocab` — the K-1 most frequent GPT-2 ids of a corpus plus ``<unk>``, so a CPU
   model has ``d_vocab = K``. It is saved beside the model (``vocab.json``) and used by every
   encode/decode, so a compact model never sees a GPT-2 id directly.

@@ -247,3 +247,24 @@ class TokenWindows:
         if not 0 <= i < len(self):
             raise IndexError(f"window {index} out of range for {len(self)} windows")
         return torch.from_numpy(self.codec.from_store(self.ids[i * n : (i + 1) * n]))
+
+    def spread(self, n: int) -> tuple[Int[torch.Tensor, "window pos"], list[int]]:
+        """``n`` windows spread evenly over all of them (all when there are fewer), in order,
+        and the document each starts in (0, 1, ...: documents end at the store's separator, the
+        end-of-text id or byte 0), so that a statistic over them can resample documents."""
+        count = len(self)
+        idx = np.unique(np.linspace(0, max(0, count - 1), min(n, count)).round().astype(np.int64))
+        sep = (
+            0 if self.codec.store == "bytes" else 50256
+        )  # what text/stream.py ends a document with
+        docs, seen, at = np.empty(len(idx), dtype=np.int64), 0, 0
+        for j, i in enumerate(idx):
+            start = int(i) * self.n_ctx
+            seen += int(np.count_nonzero(self.ids[at:start] == sep))
+            docs[j], at = seen, start
+        rows = (
+            np.concatenate([self.ids[i * self.n_ctx : (i + 1) * self.n_ctx] for i in idx])
+            if len(idx)
+            else self.ids[:0]
+        )
+        return torch.from_numpy(self.codec.from_store(rows).reshape(-1, self.n_ctx)), docs.tolist()

@@ -12,6 +12,7 @@ induction formed: :mod:`interp_toolkit.heads.induction`.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any, TextIO
 
 import torch
@@ -38,6 +39,7 @@ TEXT_KEYS = (
     "icl_ci",
     "icl_tokens",
     "text_windows",
+    "icl_documents",
     "passage_drop",
     "passage_ci",
     "passage_loss",
@@ -54,20 +56,29 @@ def text_metrics(
     windows: Int[torch.Tensor, "window pos"],
     *,
     unk_id: int | None = None,
+    groups: Sequence[int] | None = None,
 ) -> dict[str, Any]:
     """``val_loss`` (the first :data:`VAL_WINDOWS` windows) and the text measures on held-out
     ``windows`` (the first :data:`TEXT_WINDOWS`): the in-context score, the repeated-passage
     drop (first :data:`PASSAGE_ROWS`) and every head's induction score on the text
     (:func:`~interp_toolkit.exams.text_measures.text_induction`); only ``val_loss`` when
     there are fewer than 2 windows or they are shorter than 8 tokens. ``unk_id``: the
-    vocabulary's ``<unk>``, never read as a repeat."""
+    vocabulary's ``<unk>``, never read as a repeat. ``groups``: the document each window comes
+    from (the in-context score's interval resamples documents; training passes
+    :meth:`~interp_toolkit.text.store.TokenWindows.spread`'s)."""
     windows = windows[:TEXT_WINDOWS]
+    groups = None if groups is None else list(groups)[:TEXT_WINDOWS]
     device = next(model.parameters()).device
     if len(windows) < 2 or windows.shape[1] < 8:
         val = windows[:VAL_WINDOWS].to(device)
         return {"val_loss": round(float(model(val, return_type="loss")), 5)}
     measured = text_induction(
-        model, windows, passage_rows=PASSAGE_ROWS, val_rows=VAL_WINDOWS, unk_id=unk_id
+        model,
+        windows,
+        passage_rows=PASSAGE_ROWS,
+        val_rows=VAL_WINDOWS,
+        unk_id=unk_id,
+        groups=groups,
     )
     return {"val_loss": round(measured.val_loss, 5), **measured.metrics()}
 

@@ -57,6 +57,11 @@ class TrainSettings:
     max_grad_norm: float | None = 1.0
     log_every: int = 10
     score_every: int = 100
+    #: The text measures and held-out loss every N steps, a multiple of ``score_every`` (None:
+    #: at every scoring). The head scores on the synthetic probe are cheap and taken every
+    #: ``score_every`` steps, so the phase change is seen densely; the text measures cost a
+    #: forward pass over 256 held-out windows (seconds at context 256).
+    text_every: int | None = None
     checkpoint_every: int = 200
     snapshot_steps: tuple[int, ...] = ()
     #: Log-spaced snapshots from step 1 to ``steps`` (0: none); the default schedule when
@@ -82,6 +87,12 @@ class TrainSettings:
         a NaN or infinite float would train to NaN weights, a wrong type fail mid-run."""
         for name in ("steps", "batch_size", "log_every", "score_every", "checkpoint_every"):
             validate.count(getattr(self, name), name)
+        validate.count(self.text_every, "text_every", optional=True)
+        if self.text_every is not None and self.text_every % self.score_every:
+            raise UserError(
+                f"text_every={self.text_every} cannot work with score_every={self.score_every}: "
+                "use a multiple of score_every."
+            )
         validate.count(self.warmup_steps, "warmup_steps", 0)
         validate.number(self.lr, "lr", above=0, below=LR_MAX)
         betas = self.betas
@@ -141,8 +152,9 @@ def settings_dict(
 Configs = tuple[ModelConfig, DataConfig, TrainSettings]
 
 #: Fields a request may leave different from a recorded run: the vocabulary size the codec
-#: decided (``d_vocab``) and the thread count (speed only).
-DERIVED = (("model", "d_vocab"), ("train", "threads"))
+#: decided (``d_vocab``). The thread count is part of the recipe: float32 kernels split their
+#: sums by thread, so 1 and 2 threads train different weights (docs/devices.md).
+DERIVED = (("model", "d_vocab"),)
 
 
 def recorded_preset(config: dict[str, Any]) -> str | None:

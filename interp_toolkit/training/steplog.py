@@ -136,6 +136,9 @@ class StepLog:
         # The first step whose loss was not finite (0: none yet), kept on the device: checking
         # it costs no host sync between the steps that read the loss anyway (see __call__).
         self.bad_loss_step = torch.zeros((), dtype=torch.long, device=self.device)
+        self._text: tuple[torch.Tensor, Any] | None = None  # text_windows(), once read
+        # The losses since the last logged row, summed on the device (metrics.jsonl's mean_loss).
+        self.loss_sum, self.loss_n = torch.zeros((), device=self.device), 0
         for row in read_metrics(paths.root) if cluster.is_main else ():  # a resumed run's scorings
             if (key := logged_induction_key(row)) is not None:
                 self.early_stop.track(int(row["step"]), row[key])
@@ -174,6 +177,8 @@ class StepLog:
         self.tokens += self.stream.batch_size * n_ctx
         elapsed = self.elapsed()
         scored = step % cfg.score_every == 0 or step == end
+        text = scored and (step % (cfg.text_every or cfg.score_every) == 0 or step == end)
+        self.loss_sum, self.loss_n = self.loss_sum + loss.detach().float(), self.loss_n + 1
         first_bad = (self.bad_loss_step == 0) & ~torch.isfinite(loss.detach())
         self.bad_loss_step = torch.where(first_bad, step, self.bad_loss_step)
         saves = step == 1 or step % cfg.checkpoint_every == 0 or step == end
@@ -190,15 +195,19 @@ class StepLog:
                 "loss": round(
                     float(mean_over_ranks(loss, self.cluster)), 5
                 ),  # waits for the device
+                "mean_loss": round(
+                    float(mean_over_ranks(self.loss_sum / self.loss_n, self.cluster)), 5
+                ),
                 "elapsed_s": round(elapsed, 3),
                 "tokens_per_s": round(
                     (self.tokens - self.start.tokens) / max(run_elapsed, 1e-9), 1
                 ),
                 "lr": optimizer.param_groups[0]["lr"],
             }
+            self.loss_sum, self.loss_n = torch.zeros((), device=self.device), 0
         if scored and main:
             assert row is not None
-            scores = self._scores_and_val_loss(row)
+            scores = self._scores_and_val_loss(row, text=text)
             self.early_stop.track(step, scores[logged_induction_key(scores) or "induction"])
             self._bar_total()
         if row is not None and self.metrics is not None:
@@ -277,18 +286,29 @@ class StepLog:
             "again with --restart and a lower lr (or max_grad_norm, warmup_steps)."
         )
 
-    def _scores_and_val_loss(self, row: dict[str, Any]) -> dict[str, list[list[float]]]:
-        """Score the heads on the synthetic probe, and the held-out loss with the text measures
-        on the same held-out windows (:func:`~.metrics.text_metrics`), in eval mode and exact
-        float32, adding all to ``row``."""
+    def text_windows(self) -> tuple[torch.Tensor, Any]:
+        """The held-out windows every scoring reads, spread over the whole held-out set, and the
+        document each comes from (read once; :meth:`~interp_toolkit.text.store.TokenWindows.spread`)."""
+        if self._text is None:
+            spread = getattr(self.val, "spread", None)
+            self._text = spread(TEXT_WINDOWS) if spread else (self.val[:TEXT_WINDOWS], None)
+        return self._text
+
+    def _scores_and_val_loss(
+        self, row: dict[str, Any], *, text: bool = True
+    ) -> dict[str, list[list[float]]]:
+        """Score the heads on the synthetic probe, and (``text``) the held-out loss with the text
+        measures on the same held-out windows (:func:`~.metrics.text_metrics`), in eval mode and
+        exact float32, adding all to ``row``."""
         self.model.eval()
         try:
             with STRICT_FP32.apply(self.device), torch.no_grad():
                 scores = score_grids(self.model, self.score_batch)
+                windows, docs = self.text_windows() if len(self.val) and text else (None, None)
                 text = (
-                    text_metrics(self.model, self.val[:TEXT_WINDOWS], unk_id=self.unk_id)
-                    if len(self.val)
-                    else {}
+                    {}
+                    if windows is None
+                    else text_metrics(self.model, windows, unk_id=self.unk_id, groups=docs)
                 )
         finally:
             self.model.train()

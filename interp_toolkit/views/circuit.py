@@ -109,7 +109,15 @@ def circuit_figure(
         title=title,
         height=max(320, 70 * (n_heads + 1)),
         xaxis={"tickvals": list(range(n_layers + 2)), "ticktext": ticks, "showgrid": False},
-        yaxis={"title": "head", "showgrid": False, "zeroline": False},
+        # integer head ticks, and room above the top row and below the bottom one for the
+        # labels drawn over each node (they were clipped at the top)
+        yaxis={
+            "title": "head",
+            "showgrid": False,
+            "zeroline": False,
+            "tickvals": list(range(n_heads)),
+            "range": [-0.7, max([n_heads - 1, *(y for _, y in nodes.values())]) + 1.3],
+        },
         plot_bgcolor="#fafafa",
     )
     return fig
@@ -150,6 +158,8 @@ def faithfulness_curve(
         title=title,
         height=340,
         xaxis={"title": "edges kept (top-k by |score|)", "type": "log"},
-        yaxis={"title": "share of the clean-corrupt gap recovered"},
+        # a short axis title: the long one ran into the figure's title
+        yaxis={"title": "share of gap recovered", "tickformat": ".0%"},
+        margin={"l": 70},
     )
     return fig

@@ -75,8 +75,80 @@ def period_exam_plot(
     fig.update_layout(
         title=title,
         height=HEIGHT + 40,
-        xaxis={"title": "period (tokens between the two copies)", "dtick": 1},
+        xaxis={"title": "period (tokens between the two copies)", **period_axis(series)},
         yaxis={"title": "pass rate (target ranked first)", "range": [-0.02, 1.02]},
+    )
+    return fig
+
+
+def period_axis(series: Mapping[str, Sequence[PeriodExam]]) -> dict[str, Any]:
+    """An x axis for periods: every period measured when there are at most 16 of them; else a
+    log axis ticked at powers of two and the longest period measured."""
+    periods = sorted({e.period for exams in series.values() for e in exams})
+    if len(periods) <= 16:
+        return {"tickvals": periods}
+    ticks = [p for p in (2, 4, 8, 16, 32, 64, 128, 256) if periods[0] <= p < periods[-1]]
+    return {"type": "log", "tickvals": [*ticks, periods[-1]]}
+
+
+#: Line colours of the models in :func:`copier_figure`, by depth.
+DEPTH_COLOURS = {1: "#8c8c8c", 2: "#1f77b4", 3: "#2ca02c", 8: "#d62728"}
+
+
+def copier_figure(
+    panels: Mapping[str, Mapping[str, tuple[int, Sequence[PeriodExam]]]],
+    post: Sequence[tuple[int, float, str]],
+    *,
+    title: str = "How good a copier: top-1 by period",
+    width: int = 480,
+) -> go.Figure:
+    """Top-1 rate by period and token kind, one panel per setting (``panels``: title -> {model
+    name: (its depth, its exams)}), models coloured by depth and kinds by dash; the post's
+    numbers (``post``: period, probability, label) drawn as stars in every panel."""
+    fig = make_subplots(
+        rows=len(panels), cols=1, subplot_titles=list(panels), vertical_spacing=0.17
+    )
+    for i, models in enumerate(panels.values(), start=1):
+        for name, (depth, exams) in models.items():
+            for kind in dict.fromkeys(e.kind for e in exams):
+                es = [e for e in exams if e.kind == kind]
+                fig.add_trace(
+                    go.Scatter(
+                        x=[e.period for e in es],
+                        y=[e.pass_rate for e in es],
+                        mode="lines",
+                        name=f"{depth} layer{'s' * (depth > 1)} · {kind}",
+                        legendgroup=f"{depth}{kind}",
+                        showlegend=i == 1,
+                        line={"color": DEPTH_COLOURS.get(depth), "dash": _DASH.get(kind)},
+                        hovertemplate=f"{name} · {kind}: period %{{x}}, top-1 %{{y:.1%}}<extra></extra>",
+                    ),
+                    row=i,
+                    col=1,
+                )
+        fig.add_trace(
+            go.Scatter(
+                x=[p for p, _, _ in post],
+                y=[v for _, v, _ in post],
+                mode="markers",
+                marker={"symbol": "star", "size": 11, "color": "black"},
+                name="the post (p of target, one prompt)",
+                showlegend=i == 1,
+                hovertext=[label for _, _, label in post],
+                hoverinfo="text",
+            ),
+            row=i,
+            col=1,
+        )
+        fig.update_xaxes(**period_axis({n: ex for n, (_, ex) in models.items()}), row=i, col=1)
+        fig.update_yaxes(range=[-0.02, 1.02], tickformat=".0%", row=i, col=1)
+    fig.update_xaxes(title_text="period", row=len(panels), col=1)
+    fig.update_layout(
+        title=title,
+        width=width,
+        height=250 * len(panels) + 120,
+        legend={"orientation": "h", "y": -0.12, "font": {"size": 10}},
+        margin={"l": 50, "r": 10, "b": 40},
     )
     return fig
 

@@ -28,6 +28,7 @@ class Row:
 
     items: list[Item]
     captions: list[str] | None = None
+    cls: str = "row"  # the grid's CSS class (``first``: a wide cell beside a figure)
 
 
 @dataclass
@@ -36,6 +37,7 @@ class Section:
     items: list[Item] = field(default_factory=list)
     intro: str = ""  # plain text, escaped
     anchor: str | None = None
+    folded: bool = False  # drawn closed (``<details>``): the title shows, the rest on a click
 
 
 #: What a section (or a row) can hold: see the module docstring.
@@ -198,7 +200,7 @@ def _item_html(item: Item, state: dict[str, bool]) -> str:
             f'<div class="cell">{text(c, "div", "caption") if c else ""}{_item_html(it, state)}</div>'
             for it, c in zip(item.items, caps, strict=False)
         )
-        return f'<div class="row">{cells}</div>'
+        return f'<div class="{item.cls}">{cells}</div>'
     if isinstance(item, go.Figure):
         state["plotly"] = True
         return f'<div class="fig">{_figure_html(item)}</div>'
@@ -228,6 +230,13 @@ td.pass,span.pass{color:#1a7f37;font-weight:600} td.fail,span.fail{color:#c62828
 pre.sample{white-space:pre-wrap;background:#f3f5f8;padding:8px;border-radius:6px;font-size:.9em}
 .finding{font-size:1.05em;background:#fff8e1;border-left:4px solid #f0b400;padding:8px 14px}
 .note{color:#556;font-size:.9em}
+details.section>summary{cursor:pointer;list-style:none} details.section>summary h2{display:inline}
+details.section>summary::before{content:"▸ ";color:#23395b} details.section[open]>summary::before{content:"▾ "}
+.first{display:grid;grid-template-columns:minmax(0,1fr) 480px;gap:14px;align-items:start}
+table.claims{font-size:.8em;margin:4px 0} table.claims td,table.claims th{padding:3px 6px}
+table.claims .ours{font-weight:400;color:#333} table.claims td.post,table.claims td.criterion{color:#556}
+td.reproduced b{color:#1a7f37} td.not-reproduced b{color:#c62828} td.partly b{color:#b26a00}
+td.not-measured b{color:#666;font-weight:500}
 """.replace("CELL_MIN", str(CELL_MIN_PX))
 
 
@@ -235,20 +244,38 @@ def _anchor(title: str, i: int) -> str:
     return "s" + str(i) + "-" + re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")
 
 
+#: Plotly sizes a figure drawn inside a closed ``<details>`` to nothing: opening one tells the
+#: figures the window changed, so they take their place's width.
+FOLD_SCRIPT = (
+    "<script>document.addEventListener('toggle',function(e){if(e.target.open)"
+    "window.dispatchEvent(new Event('resize'))},true)</script>"
+)
+
+
 def render_report(
-    sections: Sequence[Section], *, title: str = "interp-toolkit report", subtitle: str = ""
+    sections: Sequence[Section],
+    *,
+    title: str = "interp-toolkit report",
+    subtitle: str = "",
+    nav: bool = True,
 ) -> str:
-    """One self-contained offline HTML page (plotly and circuitsvis JS inlined once each)."""
+    """One self-contained offline HTML page (plotly and circuitsvis JS inlined once each);
+    ``nav``: a bar of links to the sections (when there are several)."""
     state = {"plotly": False, "circuitsvis": False}
-    body, nav = [], []
+    body, links = [], []
     for i, sec in enumerate(sections):
         anchor = sec.anchor or _anchor(sec.title, i)
-        nav.append(f'<a href="#{anchor}">{html.escape(sec.title)}</a>')
+        links.append(f'<a href="#{anchor}">{html.escape(sec.title)}</a>')
         items = "\n".join(_item_html(it, state) for it in sec.items)
         intro = text(sec.intro, "p", "note") if sec.intro else ""
-        body.append(
-            f'<section id="{anchor}"><h2>{html.escape(sec.title)}</h2>{intro}\n{items}</section>'
-        )
+        head = f"<h2>{html.escape(sec.title)}</h2>"
+        if sec.folded:
+            inner = f'<details class="section"><summary>{head}</summary>{intro}\n{items}</details>'
+        else:
+            inner = f"{head}{intro}\n{items}"
+        body.append(f'<section id="{anchor}">{inner}</section>')
+    if any(sec.folded for sec in sections):
+        body.append(FOLD_SCRIPT)
     scripts = []
     if state["plotly"]:
         from plotly.offline import get_plotlyjs
@@ -262,7 +289,7 @@ def render_report(
         f"<title>{html.escape(title)}</title><style>{CSS}</style>\n"
         + "\n".join(scripts)
         + f"\n</head><body><header><h1>{html.escape(title)}</h1>{sub}</header>"
-        + (f"<nav>{''.join(nav)}</nav>" if len(nav) > 1 else "")
+        + (f"<nav>{''.join(links)}</nav>" if nav and len(links) > 1 else "")
         + "<main>\n"
         + "\n".join(body)
         + "\n</main></body></html>\n"

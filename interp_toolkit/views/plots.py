@@ -48,14 +48,18 @@ def loss_curve(
         cols=1,
         shared_xaxes=True,
         vertical_spacing=0.08,
-        subplot_titles=["loss", *[f"{s.title} per head" for s in present]],
+        subplot_titles=[
+            "loss: the training batches' (a curriculum's are mostly random tokens) and held-out text's",
+            *[f"{s.title} per head" for s in present],
+        ],
     )
+    key = "mean_loss" if all("mean_loss" in r for r in rows) else "loss"
     fig.add_trace(
         go.Scatter(
             x=[r[x] for r in rows],
-            y=[r["loss"] for r in rows],
+            y=[r[key] for r in rows],
             mode="lines",
-            name="train loss",
+            name="training loss (its own batches)",
             line={"color": "#1f77b4"},
         ),
         row=1,
@@ -68,7 +72,7 @@ def loss_curve(
                 x=[r[x] for r in vr],
                 y=[r["val_loss"] for r in vr],
                 mode="lines+markers",
-                name="validation loss",
+                name="held-out loss (held-out text)",
             ),
             row=1,
             col=1,
@@ -206,7 +210,7 @@ def head_impact_curves(
     title: str = "Drop in log-prob of the next token when one head is ablated",
     y_title: str = "Δ log p(next token)",
 ) -> go.Figure:
-    """One line per head of ``impact[layer, head, pos]`` (the seed's impact curves, e.g. from
+    """One line per head of ``impact[layer, head, pos]`` (the post's impact curves, e.g. from
     ``analysis.ablation.head_impact``); ``labels`` name the positions (for ``head_impact`` pass the
     tokens without the last one); ``top`` keeps the heads with the largest mean impact."""
     imp = impact.detach().float().cpu()

@@ -154,8 +154,8 @@ def test_the_study_probe_reads_the_previous_token_after_layer_0_and_ablation_rem
     the embedding, decodable after layer 0 of the 2-layer model, and gone with its layer-0
     previous-token heads mean-ablated; the 1-layer model and an untrained 2-layer model never have
     it."""
+    from interp_toolkit.measures.layers import is_decodable
     from interp_toolkit.models.build import build_model
-    from interp_toolkit.reports.layer_findings import is_decodable
     from interp_toolkit.study.layers import measure_probe
 
     heads = [h for h in report_2l.heads_with_role("previous-token") if h.layer == 0]

@@ -11,7 +11,7 @@ from interp_toolkit import discover, scores_on, train
 from interp_toolkit.errors import UnknownTokensWarning
 from interp_toolkit.exams.single import BUILTIN_EXAMS
 from interp_toolkit.heads.registry import top_head
-from interp_toolkit.reports.run_analysis import analyse_run
+from interp_toolkit.measures.run import analyse_run
 from interp_toolkit.reports.run_report import run_report_html
 from interp_toolkit.stats.thresholds import ARENA_FLOOR
 

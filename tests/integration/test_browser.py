@@ -158,3 +158,48 @@ def test_report_renders_in_chromium(chromium, report, tmp_path):
     keep = os.environ.get("VIEWS_SCREENSHOT")
     if keep:
         shutil.copy(shot, keep)
+
+
+def _study_page(tmp: Path) -> Path:
+    """A study page of two settings from hand-made measurements (no model): the first screen
+    is laid out the same whatever the numbers."""
+    from findings_helpers import depth
+
+    from interp_toolkit.measures.claims import over_seeds, verdicts
+    from interp_toolkit.measures.seeds import Held
+    from interp_toolkit.reports.study_page import SettingPage, lede, study_page
+    from interp_toolkit.reports.study_report import depth_section
+
+    ds = (depth(1), depth(2))
+    claims = over_seeds((0,), [verdicts(ds)])
+    pages = [
+        SettingPage(title, ds, claims, Held((0,), (0,)), (depth_section(ds, curves={}),))
+        for title in ("Natural text (bytes)", "Curriculum")
+    ]
+    html = study_page(pages, title="Induction heads: the original post's claims, checked",
+                      lede=lede([0], "a CPU, 1 thread", 9.5))  # fmt: skip
+    probe = (
+        "<script>window.addEventListener('load',function(){setTimeout(function(){"
+        "var t=document.querySelector('table.claims').getBoundingClientRect();"
+        "var f=document.querySelector('.first .js-plotly-plot').getBoundingClientRect();"
+        "document.body.setAttribute('data-first',[t.bottom,t.right,f.bottom,f.right,f.height,"
+        "window.innerWidth,window.innerHeight].join(','))},500)})</script></body>"
+    )
+    page = tmp / "study.html"
+    page.write_text(html.replace("</body>", probe), encoding="utf-8")
+    return page
+
+
+def test_the_study_page_first_screen_holds_the_claims_table_and_a_figure(chromium, tmp_path):
+    """At 1400 x 900 px the claims table and the copier figure are both wholly on the first
+    screen, side by side."""
+    page = _study_page(tmp_path)
+    done = run_chromium(chromium, tmp_path, page.as_uri(), "--dump-dom", "--window-size=1400,900")
+    dom = done.stdout.decode("utf-8", "replace")
+    found = re.search(r'data-first="([^"]+)"', dom)
+    assert found, f"the page's probe did not run: {done.stderr.decode()[-500:]}"
+    t_bottom, t_right, f_bottom, f_right, f_height, width, height = map(float, found[1].split(","))
+    assert (width, height) == (1400, 900)
+    assert f_height > 200, "the figure did not draw"
+    assert t_bottom <= 900 and f_bottom <= 900, (t_bottom, f_bottom)
+    assert t_right <= 1400 and f_right <= 1400, (t_right, f_right)

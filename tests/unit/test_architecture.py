@@ -106,12 +106,13 @@ RANKS = {
     "saes": 10,
     "training": 11,
     "development": 11,
-    "views": 12,
-    "reports": 13,
-    "study": 14,
-    "cli": 15,
-    "api": 15,
-    "__main__": 16,
+    "measures": 12,
+    "views": 13,
+    "reports": 14,
+    "study": 15,
+    "cli": 16,
+    "api": 16,
+    "__main__": 17,
 }
 
 

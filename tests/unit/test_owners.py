@@ -141,6 +141,9 @@ def test_seed_streams_keep_their_offsets():
         "planted_heldout": (15_485_863, "torch", blocks),
         "llc_sgld": (32_452_843, "torch", 0),
         "row_bootstrap": (49_979_687, "torch", 0),
+        "exam_order_control": (67_867_967, "numpy", 0),
+        "cluster_bootstrap": (104_395_301, "numpy", 0),
+        "passage_order_control": (86_028_121, "torch", 0),
     }
 
 

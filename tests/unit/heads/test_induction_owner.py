@@ -58,7 +58,7 @@ def test_the_stop_rule_watches_the_one_head(row):
 
 
 def test_run_report_and_study_page_name_the_same_head(tmp_path, row):
-    from interp_toolkit.reports.run_analysis import analyse_run
+    from interp_toolkit.measures.run import analyse_run
     from interp_toolkit.runs.folder import load_run, save_run
 
     run = load_run(save_run(tmp_path / "disagree", disagreeing_model(), letters_codec(), CFG))

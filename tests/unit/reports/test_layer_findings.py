@@ -10,13 +10,15 @@ from html import escape
 
 from findings_helpers import depth, neurons, rule_count
 
-from interp_toolkit.probing.probes import ProbeResult, ProbeRow
-from interp_toolkit.reports.layer_findings import (
+from interp_toolkit.measures.layers import (
     LatentCount,
     NeuronMeasurement,
     ProbeMeasurement,
-    block_phrase,
     is_decodable,
+)
+from interp_toolkit.probing.probes import ProbeResult, ProbeRow
+from interp_toolkit.reports.layer_findings import (
+    block_phrase,
     latent_sentence,
     mlp_findings,
     mlp_sentence,

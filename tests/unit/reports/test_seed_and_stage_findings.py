@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from interp_toolkit.reports.seeds import Held, Spread
+from interp_toolkit.measures.seeds import Held, Spread
 from interp_toolkit.reports.stage_findings import (
     StagesOfRun,
     coincide_sentence,

@@ -91,7 +91,7 @@ def test_text_sentences_are_computed_from_the_rows():
 def test_run_report_text_section_old_and_new_logs(tmp_path):
     from _views_fixtures import make_tiny_run
 
-    from interp_toolkit.reports.run_analysis import analyse_run
+    from interp_toolkit.measures.run import analyse_run
     from interp_toolkit.reports.run_report import text_section
     from interp_toolkit.runs.folder import load_run
     from interp_toolkit.views.page import render_report

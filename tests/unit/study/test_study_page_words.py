@@ -30,6 +30,8 @@ from interp_toolkit.causal.routes import (
 )
 from interp_toolkit.causal.summary import CircuitSummary
 from interp_toolkit.heads.registry import HeadId
+from interp_toolkit.measures.claims import verdicts
+from interp_toolkit.measures.run import ExamRow, ExamSummary, RunSummary, TopHead
 from interp_toolkit.reports.circuit_report import (
     MAX_DRAWN,
     NO_EFFECT_TO_ROUTE,
@@ -38,10 +40,8 @@ from interp_toolkit.reports.circuit_report import (
     route_rows,
     route_section,
 )
-from interp_toolkit.reports.findings import depth_sentence, route_phrase, study_findings
-from interp_toolkit.reports.run_analysis import ExamRow, ExamSummary, RunSummary, TopHead
+from interp_toolkit.reports.findings import route_phrase
 from interp_toolkit.reports.study_report import (
-    PERIOD_EXAMS,
     PROMPT_EXAMS,
     comparison_sections,
     depth_section,
@@ -129,14 +129,14 @@ def parse(page: str) -> _Page:
 
 
 def study_page(deep_passes: int | dict) -> tuple[str, list[str]]:
-    """The study page's finding, side-by-side and depth sections for 1 and 3 layers, where the
-    3-layer model passes both single-prompt exams and ``deep_passes`` sets its period exams."""
+    """The study page's runs, side-by-side and depth sections for 1 and 3 layers, where the
+    3-layer model passes both single-prompt exams and ``deep_passes`` sets its period exams; and
+    why each claim that needs a 2-layer model is not measured."""
     ms = [depth(1), depth(3, period_exams=exams(deep_passes))]
-    findings = study_findings(ms)
     runs = [summary("cpu-1l", 1), summary("cpu-3l", 3, induction=("1.0", "1.2"))]
-    sections = comparison_sections(runs, finding=findings)
+    sections = comparison_sections(runs)
     sections.append(depth_section(ms, curves={}))
-    return render_report(sections, title="Study"), findings
+    return render_report(sections, title="Study"), [v.why for v in verdicts(ms)]
 
 
 # ---------------------------------------------------------------- the two exams, two names
@@ -146,7 +146,7 @@ def test_the_two_exams_have_different_names_in_every_row_sentence_and_key():
     page, findings = study_page({("letters", 2): 180})
     p = parse(page)
     labels = [r[0] for r in p.rows if r]
-    assert PROMPT_EXAMS in labels and PERIOD_EXAMS in labels
+    assert PROMPT_EXAMS in labels and "period exams passing the 90% rule" in labels
     assert "exam" not in labels and "period exam" not in labels
     # every word "exam" on the page says which kind it is
     visible = " ".join(p.text)
@@ -157,11 +157,10 @@ def test_the_two_exams_have_different_names_in_every_row_sentence_and_key():
     # (2/2 passed), the period exams' row holds the failing 29/30 the finding names
     row = {r[0]: r[1:] for r in p.rows if r}
     assert row[PROMPT_EXAMS] == ["pass (2/2 passed)"] * 2
-    assert row[PERIOD_EXAMS][1].startswith("29/30 pass")
-    # no 2-layer model: the claim says what it lacks, the 3-layer model is reported after it
-    assert "needs a 1-layer and a 2-layer model" in findings[0]
-    assert "3 layers (cpu-3l) has induction heads 1.0, 1.2" in findings[1]
-    assert "passes 29 of 30 period exams (misses letters at period 2; lowest 90%" in findings[1]
+    assert row["period exams passing the 90% rule"] == ["0", "29"]
+    assert row["lowest period exam (top-1)"][1] == "90%"
+    # no 2-layer model: the claims that compare 1 with 2 layers say what the setting lacks
+    assert "this setting has no 2-layer model" in findings[0]
     assert "passes the single-prompt exams (2/2)" in describe_run(summary("cpu-3l", 3))
     # study.json: runs[].prompt_exams, depths[].period_exams; no bare "exam"/"exams" key
     run, d = summary("r", 2).to_dict(), depth(2).to_dict()
@@ -207,28 +206,24 @@ def test_a_head_without_effect_gets_no_share_printed():
     assert idle.name == RouteName.NO_EFFECT
     said = words(model(idle))
     assert "11.78" not in said and "0.02 [" not in said  # no input's share of it
-    assert f"induction head {B} has no effect to route" in said
+    assert f"{B} has no effect to route" in said
     assert "runs on no effect" not in said and "runs on not found" not in said
     (row,) = route_rows("cpu-8l", model(idle))
     assert row[3:6] == [NO_EFFECT_TO_ROUTE] * 3 and row[8:] == ["—", "—"]
     assert f"{B} has no effect to route" in route_phrase(model(idle))
 
 
-def test_a_share_above_one_is_printed_only_with_its_note():
+def test_a_share_above_one_is_starred_and_its_note_said_once():
     weak = head(Estimate(0.01, 0.004, 0.02), Estimate(11.78, 2.1, 30.5))  # ~1% of the gap
     assert weak.name != RouteName.NO_EFFECT
     said = words(model(weak))
     hits = [m.end() for m in re.finditer(r"11\.78 \[2\.10, 30\.50\]", said)]
-    assert len(hits) >= 3  # the sentence, the phrase, the table
-    for end in hits:
-        assert said[end:].startswith(
-            " (share > 1: the path's effect exceeds the head's own total, 0.01 [0.00, 0.02] of "
-            "the gap)"
-        ), said[end : end + 80]
-    # a share up to 1 has no note; the route is named as a verb phrase
+    assert len(hits) >= 2  # the phrase, the table
+    assert all(said[end:].startswith("*") for end in hits), said
+    # the note is said once per phrase and once under the table, not after every share
+    assert said.count("a share above 1") == 2
     fine = words(model(head(Estimate(0.4, 0.3, 0.5), Estimate(0.9, 0.85, 0.95))))
-    assert "share &gt; 1" not in fine and "share > 1" not in fine
-    assert f"induction head {B} runs on K-composition" in fine
+    assert "a share above 1" not in fine and "]*" not in fine
 
 
 # ---------------------------------------------------------------- no "head: score"
@@ -245,8 +240,6 @@ def test_a_head_name_and_its_score_never_share_a_colon():
     one = summary("cpu-1l", 1)
     assert "best head 0.1 scores 0.05 on" in describe_run(one)
     assert "0.1 scores 0.050 (τ 0.12, p 0.4)" in visible  # the side-by-side best score
-    none = dataclasses.replace(depth(2), induction_heads=())
-    assert "no induction head (best head 1.2 scores 0.91)" in depth_sentence(none)
     fig = head_score_heatmap([[0.1, 0.52]], kind="induction_vw")
     hover = [t for row in fig.data[0].customdata for t in row]
     assert hover == ["head 0.0 scores 0.100", "head 0.1 scores 0.520"]
@@ -377,13 +370,12 @@ def test_the_page_in_chromium_agrees_with_itself_and_no_title_sits_under_the_mod
     if binary is None:
         pytest.skip("headless Chromium not found: install it with `apt-get install -y chromium`")
     ms = [depth(1), depth(3, period_exams=exams({("letters", 2): 180}))]
-    findings = study_findings(ms)
     runs = [summary("cpu-1l", 1), summary("cpu-3l", 3, induction=("1.0", "1.2"))]
     weak = head(Estimate(0.01, 0.004, 0.02), Estimate(11.78, 2.1, 30.5))
     grid = [[0.1 * (i + j) for j in range(4)] for i in range(3)]
     title = "cpu-3l: induction scores, value-weighted, each head against its null model's tau"
     fig = head_score_heatmap(grid, title=title)
-    sections = comparison_sections(runs, finding=findings)
+    sections = comparison_sections(runs)
     sections += [depth_section(ms, curves={}), route_section([("cpu-8l", model(weak))])]
     page = render_report([*sections, Section("Heads", [fig])], title="Study")
     bare = go.Figure(fig).update_layout(margin={"t": 24}, title={"text": "bare", "y": None})
@@ -401,12 +393,11 @@ def test_the_page_in_chromium_agrees_with_itself_and_no_title_sits_under_the_mod
     p = parse(re.sub(r"<script\b.*?</script>", "", dom, flags=re.S))
     row = {r[0]: r[1:] for r in p.rows if r}
     assert row[PROMPT_EXAMS] == ["pass (2/2 passed)"] * 2
-    assert row[PERIOD_EXAMS][1].startswith("29/30 pass")
-    assert "passes 29 of 30 period exams" in findings[1]
+    assert row["period exams passing the 90% rule"] == ["0", "29"]
     said = " ".join(" ".join(p.text).split())
     shares = [m.end() for m in re.finditer(r"11\.78 \[2\.10, 30\.50\]", said)]
-    assert len(shares) >= 3
-    assert all(said[end:].startswith(" (share > 1: the path") for end in shares)
+    assert len(shares) >= 2
+    assert all(said[end:].startswith("*") for end in shares) and "a share above 1" in said
     geometry = json.loads(html_unescape(re.search(r'<pre id="geometry">(.*?)</pre>', dom).group(1)))
     titled = [g for g in geometry if g["title"]]
     assert len(titled) >= 2 and titled[-1]["title"] == "bare", geometry

@@ -10,8 +10,8 @@ import pytest
 from analysis_helpers import tiny_codec
 from findings_helpers import neurons
 
+from interp_toolkit.measures.layers import headline_evals as _headline_evals
 from interp_toolkit.models.build import ModelConfig, build_model
-from interp_toolkit.reports.layer_findings import _headline_evals
 
 
 @pytest.fixture
@@ -50,7 +50,8 @@ def test_the_study_s_sae_section_has_families_and_both_controls(mlp_run):
 
 
 def test_the_sentence_gives_each_family_beside_the_pooled_number():
-    from interp_toolkit.reports.layer_findings import LatentCount, latent_sentence
+    from interp_toolkit.measures.layers import LatentCount
+    from interp_toolkit.reports.layer_findings import latent_sentence
     from interp_toolkit.units.reading import RuleCount
 
     def ev(ce, fve, n):

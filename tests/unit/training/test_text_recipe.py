@@ -68,7 +68,7 @@ def test_the_cpu_and_seed_presets_are_unchanged():
     cpu = get_preset("cpu", 2)
     assert (cpu.model.n_ctx, cpu.model.d_vocab, cpu.model.positional) == (32, 1024, "standard")
     assert (cpu.data.repeat_fraction, cpu.train.lr, cpu.train.steps) == (0.9, 3e-3, 1500)
-    seed = get_preset("seed", 2)
+    seed = get_preset("post", 2)
     assert (seed.model.d_model, seed.model.positional, seed.data.vocab_size) == (
         768,
         "standard",

@@ -144,7 +144,11 @@ def test_plots_build(tmp_path):
     rows = read_metrics(run)
     fig = plots.loss_curve(rows)
     names = [t.name for t in fig.data]
-    assert names[0] == "train loss" and names[1:9] == names[9:] and names[1] == "0.0"
+    assert (
+        names[0] == "training loss (its own batches)"
+        and names[1:9] == names[9:]
+        and names[1] == "0.0"
+    )
     assert len(fig.data) == 1 + 8 + 8
     assert len(plots.loss_curve([{"step": 1, "tokens": 1, "loss": 2.0}]).data) == 1
 
@@ -241,7 +245,7 @@ def two_runs(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def analyses(two_runs):
-    from interp_toolkit.reports.run_analysis import analyse_run
+    from interp_toolkit.measures.run import analyse_run
     from interp_toolkit.runs.folder import load_run
 
     return [analyse_run(load_run(p)) for p in two_runs]

@@ -28,6 +28,7 @@ from interp_toolkit.errors import UserError
 from interp_toolkit.exams.periods import PeriodExam, exam_with_chance
 from interp_toolkit.exams.role_checks import CHECK_PASSAGES, CHECKED_ROLES, RoleChecks, role_checks
 from interp_toolkit.exams.single import Exam, ExamResult, exams_for, run_exam
+from interp_toolkit.exams.text_measures import passage_order_effect
 from interp_toolkit.heads.discovery import HeadReport, discover_heads
 from interp_toolkit.heads.induction import strongest_induction_head
 from interp_toolkit.heads.options import DiscoveryOptions
@@ -36,6 +37,7 @@ from interp_toolkit.heads.registry import ROLES, HeadId, top_head
 from interp_toolkit.heads.repeats import repeated_batch
 from interp_toolkit.probing.data import corpus_of, heldout_windows
 from interp_toolkit.runs.folder import Run, read_samples
+from interp_toolkit.stats.intervals import Interval
 
 #: The roles whose deciding scores' per-head grids a summary carries (the comparison page draws them).
 SUMMARY_ROLES = ("induction", "previous-token")
@@ -54,7 +56,7 @@ class ExamOutcome:
         return self.result is not None and self.result.passed
 
 
-@dataclass
+@dataclass(frozen=True)
 class ExamRow:
     name: str
     prompt: str
@@ -135,6 +137,8 @@ class RunAnalysis:
     period_exams: list[PeriodExam] = dataclasses.field(default_factory=list)
     period_exam_error: str = ""  # why there are no period exams (e.g. no letters in the vocabulary)
     role_checks: RoleChecks | None = None  # the causal check of each role (None: not measured)
+    # the passage order effect on the same held-out passages (None: no held-out windows)
+    passage_order: Interval | None = None
 
     @property
     def name(self) -> str:
@@ -251,11 +255,14 @@ def analyse_run(
     assert induction_head is not None and prev_token_head is not None  # every model has heads
     repeated = batch[0].cpu()
     try:
-        period_exams = exam_with_chance(model, codec, model_cfg=run.model_cfg, seed=seed)
+        period_exams = exam_with_chance(
+            model, codec, model_cfg=run.model_cfg, seed=seed, order_control=True
+        )
         period_error = ""
     except UserError as exc:
         period_exams, period_error = [], str(exc)
     route = induction_route(model, codec, head_report, seed=seed)
+    windows = check_windows(run, seed=seed)
     analysis = RunAnalysis(
         run=run,
         rows=run.metrics(),
@@ -271,22 +278,23 @@ def analyse_run(
         patterns={},
         period_exams=period_exams,
         period_exam_error=period_error,
-        role_checks=check_roles(run, head_report, route, seed=seed),
+        role_checks=None
+        if windows is None
+        else check_roles(run, head_report, route, windows, seed),
+        passage_order=None if windows is None else passage_order_effect(model, windows, seed=seed),
     )
     layers = sorted({h.layer for h in analysis.key_heads()})
     analysis.patterns = attention_patterns(model, repeated, layers)
     return analysis
 
 
-def check_roles(
-    run: Run, report: HeadReport, route: ModelRoute, *, seed: int = 0
-) -> RoleChecks | None:
-    """The causal check of the run's induction and previous-token roles
-    (:mod:`~interp_toolkit.exams.role_checks`) on held-out windows of its own corpus, a context
-    each; None when that corpus has no held-out window of that length."""
+def check_windows(run: Run, *, seed: int = 0) -> Int[Tensor, "window pos"] | None:
+    """The held-out windows of the run's own corpus the causal checks read (a context each,
+    :data:`~interp_toolkit.exams.role_checks.CHECK_PASSAGES` of them); None when that corpus has
+    no held-out window of that length."""
     corpus, val_fraction = corpus_of(run)
     try:
-        windows = heldout_windows(
+        return heldout_windows(
             run.codec,
             seq_len=int(run.model_cfg.n_ctx),
             n_windows=CHECK_PASSAGES,
@@ -296,5 +304,16 @@ def check_roles(
         )
     except UserError:
         return None
+
+
+def check_roles(
+    run: Run,
+    report: HeadReport,
+    route: ModelRoute,
+    windows: Int[Tensor, "window pos"],
+    seed: int = 0,
+) -> RoleChecks:
+    """The causal check of the run's induction and previous-token roles
+    (:mod:`~interp_toolkit.exams.role_checks`) on held-out ``windows`` (:func:`check_windows`)."""
     roles = {r: report.heads_with_role(r) for r in CHECKED_ROLES}
     return role_checks(run.model, windows, roles, route, seed=seed)

@@ -1,0 +1,114 @@
+"""The measurements of what each layer knows: the study's previous-token probe of one model
+(:class:`ProbeMeasurement`, with the decodable rule :func:`is_decodable`) and the neurons and SAE
+latents of one MLP model (:class:`NeuronMeasurement`, :class:`LatentCount`); their sentences are
+:mod:`interp_toolkit.reports.layer_findings`'."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from interp_toolkit.probing.probes import ProbeResult, ProbeRow, beyond_untrained
+from interp_toolkit.stats.thresholds import THRESHOLDS, Thresholds
+from interp_toolkit.units.neurons import LayerNeurons
+from interp_toolkit.units.reading import RuleCount, rule_text
+
+#: What the study probes: the previous token's identity on repeated random tokens, where it
+#: cannot be guessed from the current token.
+PROBE_FEATURE = "prev_token"
+PROBE_DATA = "repeats"
+
+
+def is_decodable(row: ProbeRow, t: Thresholds = THRESHOLDS) -> bool:
+    """Decodable beyond an untrained model of the same architecture
+    (:func:`~interp_toolkit.probing.probes.beyond_untrained` at ``t.decodable``): the only probe
+    claim the study page makes."""
+    return beyond_untrained(row, t.decodable)
+
+
+@dataclass(frozen=True)
+class ProbeMeasurement:
+    """The study's probe on one model, and on the same model with heads ablated (if any)."""
+
+    name: str
+    n_layers: int
+    mlp: bool
+    result: ProbeResult
+    ablated: ProbeResult | None = None  # the layer-0 previous-token role heads mean-ablated
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "n_layers": self.n_layers,
+            "mlp": self.mlp,
+            "probe": self.result.to_dict(),
+            "ablated": None if self.ablated is None else self.ablated.to_dict(),
+        }
+
+
+@dataclass(frozen=True)
+class LatentCount:
+    """The monosemanticity rule on the latents of an SAE at one MLP layer (``blocks.L.mlp.
+    hook_post``), on an SAE trained the same way on the untrained twin and under the shuffled
+    control (the model's SAE, its top values on random positions); ``evals``: the model's SAE's
+    metrics (evals.json's groups) on the held-out mix, with ``by_family`` (text, synthetic)."""
+
+    layer: int
+    model: RuleCount
+    untrained: RuleCount | None
+    d_sae: int
+    tokens: int
+    shuffled: RuleCount | None = None
+    evals: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "layer": self.layer,
+            "d_sae": self.d_sae,
+            "tokens": self.tokens,
+            "model": self.model.to_dict(),
+            "untrained": None if self.untrained is None else self.untrained.to_dict(),
+            "shuffled": None if self.shuffled is None else self.shuffled.to_dict(),
+            "evals": None if self.evals is None else headline_evals(self.evals),
+        }
+
+
+def headline_evals(evals: dict[str, Any]) -> dict[str, Any]:
+    """L0, explained variance, CE loss recovered, dead latents and tokens, pooled and per row
+    family (the study's SAE numbers; evals.json in the SAE folder has them all)."""
+
+    def pick(e: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "l0": e["sparsity"]["l0"],
+            "explained_variance": e["reconstruction_quality"]["explained_variance"],
+            "ce_loss_score": e["model_performance_preservation"]["ce_loss_score"],
+            "dead": e["latents"]["dead"],
+            "tokens": e["token_stats"]["total_tokens_eval"],
+        }
+
+    fam = evals.get("by_family") or {}
+    return {**pick(evals), "by_family": {k: pick(v) for k, v in fam.items()}}
+
+
+@dataclass(frozen=True)
+class NeuronMeasurement:
+    """The neurons of every MLP layer of one model (each statistic beside the untrained twin's
+    and the shuffled control's), and the SAE latents of those layers, when measured."""
+
+    name: str
+    layers: tuple[LayerNeurons, ...]
+    latents: tuple[LatentCount, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "rule": RULE_TEXT,
+            "layers": [
+                {**info.summary(), "k": int(info.top.values.shape[1])} for info in self.layers
+            ],
+            "latents": [c.to_dict() for c in self.latents],
+        }
+
+
+#: The monosemanticity rule, as the study page and neurons.json state it.
+RULE_TEXT = rule_text("unit")

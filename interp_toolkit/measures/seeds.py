@@ -1,0 +1,198 @@
+"""The study over seeds (``reproduce --seeds N``): every measure of the registry
+(:mod:`.registry`) over the seeds, per run, and every claim (:mod:`.claims`) per setting.
+
+:func:`over_seeds` takes each seed's measurements (:class:`SeedMeasurements`) and returns one
+:class:`SettingOverSeeds` per setting. A measure a seed did not produce (no induction step, no
+circuit) is left out of its median and range, and the count of seeds that produced it is kept.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from interp_toolkit.exams.verdict import exam_verdict
+from interp_toolkit.measures.claims import ClaimOverSeeds, verdicts
+from interp_toolkit.measures.claims import over_seeds as claims_over_seeds
+from interp_toolkit.measures.depth import DepthMeasurement, one_layer_chance
+from interp_toolkit.measures.registry import MEASURES, Measure
+from interp_toolkit.stats.thresholds import THRESHOLDS, Thresholds
+
+
+@dataclass(frozen=True)
+class Spread:
+    """A ``value`` measure over seeds: ``values[i]`` in seed ``seeds[i]`` (None: not produced)."""
+
+    seeds: tuple[int, ...]
+    values: tuple[float | None, ...]
+
+    @property
+    def present(self) -> list[float]:
+        return [v for v in self.values if v is not None]
+
+    @property
+    def median(self) -> float | None:
+        return statistics.median(self.present) if self.present else None
+
+    def words(self, fmt: Callable[[float], str] = lambda v: f"{v:.3g}") -> str:
+        """'6,000 (4,000–22,000)', with 'in 3 of 5 seeds' when some seeds lack it."""
+        xs = self.present
+        if not xs:
+            return "—"
+        s = fmt(statistics.median(xs))
+        if len(xs) > 1:
+            s += f" ({fmt(min(xs))}–{fmt(max(xs))})"
+        if len(xs) < len(self.values):
+            s += f" in {len(xs)} of {len(self.values)} seeds"
+        return s
+
+    def to_dict(self) -> dict[str, Any]:
+        xs = self.present
+        return {
+            "median": self.median,
+            "min": min(xs) if xs else None,
+            "max": max(xs) if xs else None,
+            "by_seed": dict(zip(map(str, self.seeds), self.values, strict=True)),
+        }
+
+
+@dataclass(frozen=True)
+class Held:
+    """A yes/no over seeds: the seeds it held in, of ``seeds`` (those that could say)."""
+
+    seeds: tuple[int, ...]
+    held: tuple[int, ...]
+
+    def words(self, fmt: Callable[[float], str] | None = None) -> str:
+        return f"{len(self.held)} of {len(self.seeds)}" if self.seeds else "—"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"held": len(self.held), "of": len(self.seeds), "seeds": list(self.held)}
+
+
+@dataclass(frozen=True)
+class Tally:
+    """A category over seeds: how many seeds gave each."""
+
+    counts: dict[str, int]
+
+    def words(self, fmt: Callable[[float], str] | None = None) -> str:
+        return ", ".join(f"{k} {v}" for k, v in self.counts.items()) or "—"
+
+    def to_dict(self) -> dict[str, int]:
+        return dict(self.counts)
+
+
+Over = Spread | Held | Tally
+
+
+def over(measure: Measure, seeds: Sequence[int], depths: Sequence[DepthMeasurement]) -> Over:
+    """``measure`` read in every seed's depth (``depths[i]`` of seed ``seeds[i]``)."""
+    values = [measure.read(m) for m in depths]
+    if measure.kind == "held":
+        said = [(s, v) for s, v in zip(seeds, values, strict=True) if v is not None]
+        return Held(tuple(s for s, _ in said), tuple(s for s, v in said if v))
+    if measure.kind == "tally":
+        return Tally(dict(Counter(str(v) for v in values if v is not None)))
+    return Spread(tuple(seeds), tuple(None if v is None else float(v) for v in values))
+
+
+@dataclass(frozen=True)
+class SeedMeasurements:
+    """What one seed's study measured (:class:`~interp_toolkit.study.reproduce.StudyResult`)."""
+
+    seed: int
+    depths: Sequence[DepthMeasurement]
+
+
+@dataclass(frozen=True)
+class RunOverSeeds:
+    """One run (a depth of a setting) over seeds: every registry measure (:data:`MEASURES`)."""
+
+    name: str
+    n_layers: int
+    n_exams: int
+    measures: dict[str, Over]
+
+    def __getitem__(self, name: str) -> Over:
+        return self.measures[name]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "n_layers": self.n_layers,
+            "n_exams": self.n_exams,
+            **{k: v.to_dict() for k, v in self.measures.items()},
+        }
+
+
+@dataclass(frozen=True)
+class SettingOverSeeds:
+    """One setting's runs and the post's claims over seeds, and the seeds in which its 2-layer
+    model was a reliable copier at every period (the 90% rule; a named, secondary finding)."""
+
+    preset: str
+    seeds: tuple[int, ...]
+    reliable_copier: Held
+    runs: tuple[RunOverSeeds, ...] = field(default_factory=tuple)
+    claims: tuple[ClaimOverSeeds, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "preset": self.preset,
+            "seeds": list(self.seeds),
+            "reliable_copier": self.reliable_copier.to_dict(),
+            "claims": {
+                c.key: {
+                    "mark": c.mark.value,
+                    "held": list(c.held),
+                    "measured": list(c.measured),
+                    "why": c.why,
+                }
+                for c in self.claims
+            },
+            "runs": [r.to_dict() for r in self.runs],
+        }
+
+
+def reliable_copier(ms: Sequence[DepthMeasurement], t: Thresholds = THRESHOLDS) -> bool | None:
+    """Whether the setting's 2-layer model passes every period exam under the 90% rule
+    (``Thresholds.exam_lower_bound``); None without a 2-layer model that sat them."""
+    two = next((m for m in ms if m.n_layers == 2 and m.period_exams), None)
+    return None if two is None else exam_verdict(two.period_exams, t).all_pass
+
+
+def over_seeds(
+    settings: Sequence[tuple[str, Sequence[str]]],
+    measured: Sequence[SeedMeasurements],
+    t: Thresholds = THRESHOLDS,
+) -> list[SettingOverSeeds]:
+    """Each setting (``(preset, its runs' names)``) over the seeds of ``measured``."""
+    out = []
+    seeds = tuple(s.seed for s in measured)
+    for preset, names in settings:
+        runs = []
+        for name in names:
+            per_seed = [(s.seed, m) for s in measured for m in s.depths if m.name == name]
+            if per_seed:
+                got = [m for _, m in per_seed]
+                runs.append(
+                    RunOverSeeds(
+                        name,
+                        got[0].n_layers,
+                        exam_verdict(got[0].period_exams, t).n_exams if got[0].period_exams else 0,
+                        {x.name: over(x, [s for s, _ in per_seed], got) for x in MEASURES},
+                    )
+                )
+        mine = [one_layer_chance([m for m in s.depths if m.name in names]) for s in measured]
+        copier = [reliable_copier(ms, t) for ms in mine]
+        held = Held(
+            tuple(s for s, c in zip(seeds, copier, strict=True) if c is not None),
+            tuple(s for s, c in zip(seeds, copier, strict=True) if c),
+        )
+        claims = claims_over_seeds(seeds, [verdicts(ms, t) for ms in mine], t)
+        out.append(SettingOverSeeds(preset, seeds, held, tuple(runs), claims))
+    return out
