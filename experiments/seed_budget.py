@@ -82,7 +82,8 @@ def train(args: argparse.Namespace) -> None:
 def measure_step(path: Path, step: int) -> dict:
     import torch
 
-    from interp_toolkit.exams.periods import exam_with_chance
+    from interp_toolkit.exams.periods import sit_exams
+    from interp_toolkit.exams.prompts import exam_plan
     from interp_toolkit.exams.single import BYTE_EXAMS, run_exam
     from interp_toolkit.exams.text_measures import passage_order_effect, repeated_passage
     from interp_toolkit.exams.verdict import pooled
@@ -93,7 +94,9 @@ def measure_step(path: Path, step: int) -> dict:
     run = load_run(path, weights=RunPaths(path).snapshot(step))
     model, codec = run.model, run.codec
     with torch.no_grad():
-        exams = exam_with_chance(model, codec, model_cfg=run.model_cfg, order_control=True)
+        n_ctx, d_vocab = int(model.cfg.n_ctx), int(codec.d_vocab)
+        controls = exam_plan(codec, n_ctx, order_control=True)
+        exams = sit_exams(model, exam_plan(codec, n_ctx), d_vocab, controls)
         windows = check_windows(run)
         drop = repeated_passage(model, windows)
         order = passage_order_effect(model, windows)

@@ -25,7 +25,7 @@ def ordinal(n: float | int) -> str:
 #: How a number of each kind prints.
 KINDS = {
     "rank": ordinal,
-    "prob": percent,
+    "prob": lambda v: percent(v) if v >= 0.01 else f"{100 * v:.2g}%",
     "rate": percent,
     "points": lambda v: f"{100 * v:+.1f} pts",
     "nats": lambda v: f"{v:+.3f} nats",

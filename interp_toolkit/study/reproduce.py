@@ -414,7 +414,7 @@ def _reproduce(
         if section := stages_section(cfg, b.depths):
             b.sections.append(section)
     elapsed = time.perf_counter() - t0
-    machine = machine_record()
+    machine = dataclasses.replace(machine_record(), threads=cfg.threads)  # each run's threads
     pages = [
         SettingPage(
             setting_title(b.preset), tuple(b.depths), o.claims, o.reliable_copier, tuple(b.sections)
@@ -427,13 +427,15 @@ def _reproduce(
         lede=lede(study_seeds(cfg.seed, cfg.seeds), machine.words(), elapsed / 60),
     )
     findings = [line for p in pages for line in claim_lines(p.title, p.claims)]
-    body: dict[str, Any] = {
-        "machine": dataclasses.asdict(machine),
-        "settings": [
-            {"preset": b.preset, "claims": claims_json(o.claims), **b.json}
-            for b, o in zip(blocks, seeds, strict=True)
-        ],
-    }
+    parts = [
+        {"preset": b.preset, "claims": claims_json(o.claims), **b.json}
+        for b, o in zip(blocks, seeds, strict=True)
+    ]
+    body: dict[str, Any] = {"machine": dataclasses.asdict(machine)}
+    if len(parts) == 1:  # one setting: its keys at the top, as before
+        body |= {k: v for k, v in parts[0].items() if k != "preset"}
+    else:
+        body["settings"] = parts
     if cfg.seeds > 1:
         body["over_seeds"] = [o.to_dict() for o in seeds]
     index = write_text(out / INDEX, html)

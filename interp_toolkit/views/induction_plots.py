@@ -99,7 +99,7 @@ def copier_figure(
     panels: Mapping[str, Mapping[str, tuple[int, Sequence[PeriodExam]]]],
     post: Sequence[tuple[int, float, str]],
     *,
-    title: str = "How good a copier: top-1 by period",
+    title: str = "How good a copier: top-1 by period (x axis)",
     width: int = 480,
 ) -> go.Figure:
     """Top-1 rate by period and token kind, one panel per setting (``panels``: title -> {model
@@ -142,13 +142,12 @@ def copier_figure(
         )
         fig.update_xaxes(**period_axis({n: ex for n, (_, ex) in models.items()}), row=i, col=1)
         fig.update_yaxes(range=[-0.02, 1.02], tickformat=".0%", row=i, col=1)
-    fig.update_xaxes(title_text="period", row=len(panels), col=1)
     fig.update_layout(
         title=title,
         width=width,
         height=250 * len(panels) + 120,
-        legend={"orientation": "h", "y": -0.12, "font": {"size": 10}},
-        margin={"l": 50, "r": 10, "b": 40},
+        legend={"orientation": "h", "y": -0.08, "yanchor": "top", "font": {"size": 10}},
+        margin={"l": 50, "r": 10, "b": 30},
     )
     return fig
 

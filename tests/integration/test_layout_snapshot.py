@@ -6,7 +6,10 @@ a change was meant to alter it: the exam names (prompt_exams, period_exams), the
 held-out fields and fixed-point pruning, the probes' stratified bootstrap and equal-class control,
 the period exams' room (periods with 16 or more offsets), the specificity test's rival (the
 strongest other key: tau) and the causal check of each role (role_checks, role_effect: added
-keys only, every other value equal) (each with its own tests); the weights and every other value were checked equal to the code
+keys only, every other value equal), and the original post's claims (issue 48: added keys only,
+the 2-layer model's period exams carrying the 1-layer model's chance entry, and val_loss read on
+held-out windows spread over the whole held-out set instead of its first windows; every other
+value equal) (each with its own tests); the weights and every other value were checked equal to the code
 before those changes."""
 
 from __future__ import annotations

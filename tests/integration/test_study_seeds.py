@@ -35,8 +35,17 @@ def test_two_seeds_each_a_study_and_their_spread_on_the_page(tmp_path):
             assert run["val_loss"]["by_seed"][str(seed)] == d.val_loss
             assert run["steps"]["by_seed"][str(seed)] == 6
     assert runs["cpu-2l"]["val_loss"]["by_seed"] != {"0": None, "1": None}
-    # 6 steps grow no induction: the claim held in no seed, and the page says so
-    assert over["claim"] == {"held": 0, "of": 2, "seeds": []}
+    # 6 steps grow no induction: "2 layers can" held in no seed, "reliably" needs 3 seeds, the
+    # 2-layer model is a reliable copier in no seed; the page and the terminal say so
+    assert over["claims"]["two_can"]["mark"] == "not reproduced"
+    assert over["claims"]["two_can"]["held"] == [] and over["claims"]["two_can"]["measured"] == [
+        0,
+        1,
+    ]
+    assert over["claims"]["reliably"]["mark"] == "not measured"
+    assert over["reliable_copier"] == {"held": 0, "of": 2, "seeds": []}
     html = result.index.read_text()
-    assert "Over 2 seeds" in html
-    assert "Over 2 seeds (0, 1), the seed&#x27;s claim held in 0 of 2" in html
+    assert "Over 2 seeds" in html and "✗ not reproduced (0 of 2 seeds)" in html
+    assert any(
+        line.startswith("Curriculum: 2 layers can: ✗ not reproduced") for line in result.findings
+    )
