@@ -21,7 +21,7 @@ def test_both_settings_on_one_page(tmp_path):
             f"{block['preset']}-1l",
             f"{block['preset']}-2l",
         ]
-        assert block["findings"] and block["depths"]
+        assert block["claims"]["two_can"]["mark"] and block["depths"]
     text_block = study["settings"][0]
     assert all(d["setting"] == "natural text" for d in text_block["depths"])
     assert all(d["setting"] == "curriculum" for d in study["settings"][1]["depths"])

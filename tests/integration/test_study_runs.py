@@ -48,9 +48,10 @@ def test_reproduce_end_to_end_and_reuse(tmp_path, capfd):
     assert [(e.kind, e.period) for e in result.depths[1].period_exams] == kinds
     # the 2-layer model's exams carry the untrained model and, on the page, the 1-layer model
     assert {c.model for c in result.depths[1].period_exams[0].chance} == {
-        "untrained 2-layer model (same architecture)"
+        "untrained 2-layer model (same architecture)",
+        "1-layer model cpu-1l",
     }
-    assert "above the 1-layer model cpu-1l at" in html
+    assert "period exams above the 1-layer model (McNemar)" in html
     # offline: no external scripts and no ESM import from the circuitsvis CDN
     assert "<script src" not in html and 'from "https://unpkg.com' not in html
     for run in ("cpu-1l", "cpu-2l"):
@@ -76,11 +77,10 @@ def test_reproduce_end_to_end_and_reuse(tmp_path, capfd):
     assert "<h2>Route by path</h2>" in html and "<h2>Discovered circuits</h2>" in html
     assert [d["steps"] for d in study["depths"]] == [12, 12, 12]
     assert study["thresholds"]["exam_lower_bound"] == 0.9
-    # the verdict is computed from these runs' own files: each depth's recorded induction heads
+    # the verdicts are computed from these runs' own files: each depth's recorded induction heads
     # are the heads heads.json gives the role, its loss is the run's last logged loss, its best
-    # head and score are the ones its sentence on the page names, and the claim sentence (2
-    # layers) and the deeper models' sentence (3) name the models that have no induction head
-    # (12 steps: none has one)
+    # head and score are the ones its line on the page names, and the claims (12 steps: no
+    # model has an induction head) say "2 layers can" is not reproduced
     for depth in study["depths"]:
         run_dir = out / depth["name"]
         heads = json.loads((run_dir / "heads.json").read_text())["heads"]
@@ -91,15 +91,13 @@ def test_reproduce_end_to_end_and_reuse(tmp_path, capfd):
         assert depth["final_loss"] == pytest.approx([r["loss"] for r in logged if "loss" in r][-1])
         best = f"best head {depth['top_head']} scores {depth['top_score']:.2f}"
         assert best in html, depth["name"]
-    claim = html.split("The seed&#x27;s claim")[1].split(".</")[0]
-    deeper = html.split("Deeper models")[1].split(".</")[0]
     lacking = [
         d["n_layers"] for d in study["depths"] if d["n_layers"] > 1 and not d["induction_heads"]
     ]
-    # the claim is 1 layer against 2; the 3-layer model has its own sentence after it
-    assert lacking == [2, 3] and claim.startswith(" does not hold as measured here")
-    assert "2 layers has no induction head" in claim and "3 layers" not in claim
-    assert "3 layers (cpu-3l) has no induction head" in deeper
+    assert lacking == [2, 3] and study["claims"]["two_can"]["mark"] == "not reproduced"
+    assert study["claims"]["two_can"]["numbers"][0]["checked"] == 0
+    assert "Curriculum: 2 layers can: ✗ not reproduced" in "\n".join(result.findings)
+    assert "✗ not reproduced" in html and "reproduced when" in html
     exam = json.loads((out / "cpu-2l" / "exam.json").read_text())
     assert [(r["kind"], r["period"]) for r in exam["periods"]] == kinds and exam["prompts"]
     assert exam["periods"][0]["n_prompts"] == 200 and "wilson95" in exam["periods"][0]
