@@ -52,8 +52,7 @@ DRAWS = 9999
 
 def settings() -> list[dict[str, Any]]:
     """The defaults, then one cut-off varied at a time."""
-    from interp_toolkit.heads.registry import RIVAL_RATIO, RIVAL_WIDTH
-    from interp_toolkit.stats.thresholds import ARENA_FLOOR
+    from interp_toolkit.stats.thresholds import ARENA_FLOOR, RIVAL_RATIO, RIVAL_WIDTH
 
     base = {"floor": ARENA_FLOOR, "ratio": RIVAL_RATIO, "width": RIVAL_WIDTH}
     out = [{**base, "varied": "default"}]

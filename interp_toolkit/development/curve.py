@@ -39,7 +39,7 @@ from interp_toolkit.runs.folder import (
     read_weights,
 )
 from interp_toolkit.training.sdpa import fused_attention
-from interp_toolkit.training.settings import recorded_preset
+from interp_toolkit.training.settings import recorded_preset_name
 
 
 @dataclass
@@ -125,7 +125,7 @@ def llc_curve(
     ``progress(i, n, step)`` before checkpoint ``i`` of ``n``."""
     source = settings_source
     if settings is None:
-        settings, source = calibrated_settings(recorded_preset(read_config(run_path)))
+        settings, source = calibrated_settings(recorded_preset_name(read_config(run_path)))
     settings.validate()
     paths = RunPaths(Path(run_path))
     kept = paths.snapshot_steps()

@@ -72,10 +72,11 @@ def mean_interval(values: Sequence[float], z: float = Z95) -> Interval:
 
 
 def binomial_tail(k: int, n: int, p: float = 0.5) -> float:
-    """P(X >= k) for X ~ Binomial(n, p)."""
+    """P(X >= k) for X ~ Binomial(n, p) (``p`` clipped to [0, 1], the sum to at most 1)."""
     if k <= 0:
         return 1.0
-    return math.fsum(math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(k, n + 1))
+    p = min(max(p, 0.0), 1.0)
+    return min(1.0, math.fsum(math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(k, n + 1)))
 
 
 def mcnemar_greater(a: Sequence[bool], b: Sequence[bool]) -> float:

@@ -29,7 +29,7 @@ from interp_toolkit.models.build import ModelConfig
 from interp_toolkit.runs.folder import RunPaths, read_config
 from interp_toolkit.text.stream import DataConfig
 from interp_toolkit.training import TrainSettings
-from interp_toolkit.training.settings import recorded_configs
+from interp_toolkit.training.settings import recorded_configs, recorded_preset_name
 
 LAYER_CHOICES = (1, 2, 3, 8)
 
@@ -239,4 +239,4 @@ def recorded_preset(run: str | Path) -> Preset:
     ``train --resume`` starts from)."""
     config = read_config(run)
     model, data, train = recorded_configs(config, RunPaths(Path(run)).config)
-    return Preset(config["settings"].get("preset") or "custom", model, data, train)
+    return Preset(recorded_preset_name(config) or "custom", model, data, train)
