@@ -188,7 +188,6 @@ def test_seed_streams_keep_their_offsets():
         "planted_directions": (104_729, "torch", 0),
         "planted_samples": (7, "torch", blocks),
         "planted_heldout": (15_485_863, "torch", blocks),
-        "llc_sgld": (32_452_843, "torch", 0),
         "row_bootstrap": (49_979_687, "torch", 0),
     }
 
