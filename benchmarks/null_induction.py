@@ -40,7 +40,7 @@ def run_one(args: argparse.Namespace, layers: int) -> dict:
     )
     out = Path(args.out) / f"{layers}-layers"
     res = train_model(out, p.model, p.data, p.train, preset=p.name, device=args.device)
-    heads_json = out / "heads.json"
+    heads_json = out.parent / f"{out.name}.heads.json"  # the CLI never writes into what it reads
     subprocess.run(
         [sys.executable, "-m", "interp_toolkit", "heads", str(out), "--device", args.device]
         + ["--json", str(heads_json)],

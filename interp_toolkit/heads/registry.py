@@ -249,7 +249,7 @@ def passes(
     its ``repeat_effect`` (the score minus the head's own score without repeats) >= the floor too:
     a head at a fixed offset reads high on the induction stripe with or without a repeat.
     Tensors (``[layer, head]``) or plain numbers. ``floor`` replaces the registry's (the
-    sensitivity benchmark, benchmarks/cutoff_sensitivity.py)."""
+    sensitivity benchmark, experiments/cutoff_sensitivity.py)."""
     floor = score(kind).floor if floor is None else floor
     ok = significant & (value >= floor)
     return ok if repeat_effect is None else ok & (repeat_effect >= floor)

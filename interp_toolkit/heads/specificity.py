@@ -22,7 +22,7 @@ rival`` (ratio 2 for the rival, 1 for the control):
 - the rival: a **studentized row bootstrap** (bootstrap-t: ``t = mean / se`` against ``t* =
   (mean* - mean) / se*`` over resamples of the rows, :func:`bootstrap_t_p`). At the boundary of
   "twice the rival" nothing makes ``δ_r`` symmetric, and the sign flip, which assumes it, rejected
-  too often there (benchmarks/null_calibration.py ``--only boundary``, docs/statistics.md §1).
+  too often there (experiments/null_calibration.py ``--only boundary``, docs/statistics.md §1).
 
 p = ``(1 + #{draw ≥ observed}) / (1 + N)`` for both. The head passes when **every** comparison
 rejects: an intersection-union test, whose p-value is the largest of the comparisons' (valid at

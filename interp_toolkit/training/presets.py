@@ -126,7 +126,7 @@ def _text(n_layers: int) -> Preset:
 TEXT_STEPS = 30_000
 #: A study trains the byte preset's 2+-layer models this long past the floor: the score passes it
 #: while the head is still soft, and the specificity test gives the role 0-3,000 steps later over
-#: the five seeds measured (benchmarks/text_seeds.py, docs/recipes.md §0f).
+#: the five seeds measured (experiments/text_seeds.py, docs/recipes.md §0f).
 TEXT_AFTER_INDUCTION = 3_000
 
 

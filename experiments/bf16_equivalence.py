@@ -1,7 +1,7 @@
 """Does bf16 autocast change the science? The study's cpu-preset models (1 and 2 layers, seed 0)
 trained in fp32 and in bf16 side by side, then compared on what the study reports.
 
-    python benchmarks/bf16_equivalence.py [--layers 2 1] [--seed 0] [--threads 1]
+    python experiments/bf16_equivalence.py [--layers 2 1] [--seed 0] [--threads 1]
 
 Each model is trained as ``reproduce`` trains it (``study.depth_preset``: the 2-layer model
 until its induction score has stayed past 0.4 for 200 steps, the 1-layer control as long as the
@@ -17,7 +17,7 @@ two-repeat exams at every period. Compared, with the tolerances stated in ``TOLE
 - every head's role: identical;
 - the exams: identical pass/fail, and the period exams' pass rates within 0.1.
 
-Prints a table and writes benchmarks/results/bf16_equivalence.json (with the load average).
+Prints a table and writes experiments/results/bf16_equivalence.json (with the load average).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # _common
 from _common import print_table, write_result  # noqa: E402
 
 TOLERANCE = {

@@ -1,23 +1,26 @@
 """Calibrating the LLC's SGLD settings on a run: a grid of (step size, γ, nβ) at chosen kept
 checkpoints, each read for whether its chains settle and stay local (docs/stages.md, "Settings").
 
-    taskset -c 1 python benchmarks/llc_calibration.py --run RUN --steps 1,10,20,28,105,1000
+    taskset -c 1 python experiments/llc_calibration.py --run RUN --steps 1,10,20,28,105,1000
         [--grid '[[1e-4,1000,50],[1e-4,10000,50]]'] [--burn-in 50] [--draws 100] [--out F]
 
 For each checkpoint and setting: the LLC and its interval (2 chains), L(w*) and each chain's mean
 draw loss (local: within ~0.5 nats of L(w*)), each chain's split-half drift in LLC units
 (settled: small against the LLC), R-hat, and seconds. The batches are the ones ``stages`` reads
 (4 batches x up to 16 rows of the run's first training steps). Writes
-benchmarks/results/llc_calibration.json (``--out`` to change).
+experiments/results/llc_calibration.json (``--out`` to change).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # _common
 from _common import print_table, write_result
 
 from interp_toolkit.development.data import llc_batches, next_token_loss
