@@ -12,7 +12,7 @@ The first logged step at which some head in layers >= 1 (any layer for the 1-lay
 an induction score (the plain score, the one metrics.jsonl logs) above its own tau and at or above
 the floor is the time to induction; "never" when none does. At the end, the heads ``heads`` gave
 the induction role (its ``decides`` score, p-value and floor) are listed.
-Prints a table and writes DIR/null_induction.json.
+Prints a table and writes DIR/null_induction.json (or ``--json``).
 """
 
 from __future__ import annotations
@@ -91,6 +91,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=3000)
     ap.add_argument("--score-every", type=int, default=100)
     ap.add_argument("--corpus", default="stdlib")
+    ap.add_argument("--json", default=None, help="the result (default: DIR/null_induction.json)")
     args = ap.parse_args()
 
     rows = [run_one(args, int(n)) for n in args.layers.split(",")]
@@ -98,7 +99,7 @@ def main() -> None:
     write_result(
         "null_induction",
         {"preset": args.preset, "device": args.device, "precision": args.precision, "rows": rows},
-        str(Path(args.out) / "null_induction.json"),
+        args.json or str(Path(args.out) / "null_induction.json"),
     )
 
 

@@ -197,6 +197,7 @@ def main() -> None:
     ap.add_argument("--precision", default=None, help="(child)")
     ap.add_argument("--child", default=None, help="(child) run folder")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--max-steps", type=int, default=None, help="every run's steps at most")
     args = ap.parse_args()
     if args.child:
         out = train_and_analyse(
@@ -209,7 +210,7 @@ def main() -> None:
     control_steps = None
     for layers in sorted(args.layers, reverse=True):  # the 2-layer runs fix the control's length
         print(f"training {layers}-layer fp32 and bf16 side by side ...", flush=True)
-        steps = control_steps if layers == 1 else None
+        steps = args.max_steps or (control_steps if layers == 1 else None)
         runs = side_by_side(layers, args.seed, steps, args.threads)
         loads.append(os.getloadavg()[0])
         if layers > 1:

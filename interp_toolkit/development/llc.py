@@ -1,28 +1,15 @@
-"""The local learning coefficient (LLC) of a model at its weights, estimated by devinterp's SGLD
-sampler (devinterp 2.0.1, ``devinterp.slt.sampling.sample``; Lau et al. 2023, "Quantifying
-degeneracy in singular models via the learning coefficient"; the estimator Hoogland et al. 2024
-read over training). This module is the adapter: model and token batches in, :class:`LLCEstimate`
-out; nothing here knows runs or checkpoints.
+"""The local learning coefficient (LLC) of a model at its weights (Lau et al. 2023; read over
+training as Hoogland et al. 2024 do): devinterp's SGLD sampler runs the chains
+(``devinterp.slt.sampling.sample``, on copies of the model), and this adapter reads them. Model and
+token batches in, :class:`LLCEstimate` out; nothing here knows runs or checkpoints.
 
-devinterp runs the chains. With ``w*`` the weights given, ``L(w)`` the mean loss over the batches
-and ``nβ`` the inverse temperature, every chain starts at ``w*`` (a copy: the model is untouched)
-and takes SGLD steps
-
-    w <- w - (ε/2) (nβ ∇L_b(w) + γ (w - w*)) + sqrt(ε) N(0, I)
-
-on the batches in turn (every chain the same batches in the same order; its noise from torch's
-global generator, which devinterp seeds ``derive(seed, "llc_chains") + chain``; the caller's global
-streams are kept), recording the loss of the batch each step reads. What is ours is the reduction:
-after ``burn_in`` steps the next ``draws`` are the chain's draws, and
-
-    LLC_chain = nβ (mean of the chain's draws - L(w*)),     LLC = mean over chains
-
-(devinterp's own ``compute_llc`` averages the burn-in steps too, which reads a chain still settling
-as part of its answer; here they are only in the traces). The interval is the mean ± 2 standard
-errors over chains. Diagnostics: every chain's loss trace (burn-in included), the split-half drift
-of each chain's draws in LLC units (a trace still climbing reads large), Gelman-Rubin's R-hat over
-chains, and whether any step's loss was not finite (devinterp stops that chain; the estimate is
-then NaN, never a number).
+The reduction is ours: after ``burn_in`` steps the next ``draws`` are a chain's draws,
+``LLC_chain = nβ (mean of its draws - L(w*))``, the LLC is their mean and the interval mean ± 2
+standard errors over chains (devinterp's own ``compute_llc`` averages the burn-in in too). The
+diagnostics: every chain's loss trace (burn-in included), the split-half drift of each chain's
+draws in LLC units, Gelman-Rubin's R-hat, and whether every loss was finite (devinterp stops a
+chain at a non-finite loss: the estimate is then NaN, never a number). docs/stages.md, "The
+estimator", has the update, the seeding and the comparison with the SGLD we wrote before.
 """
 
 from __future__ import annotations

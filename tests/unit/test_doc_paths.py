@@ -116,20 +116,10 @@ def test_every_path_a_doc_names_exists():
 
 
 def test_every_dotted_name_a_doc_gives_imports():
-    import importlib
-
-    def found(dotted: str) -> bool:
-        parts = dotted.split(".")
-        for cut in range(len(parts), 0, -1):
-            try:
-                obj = importlib.import_module(".".join(parts[:cut]))
-            except ImportError:
-                continue
-            return all((obj := getattr(obj, a, None)) is not None for a in parts[cut:])
-        return False
+    from test_scripts import importable
 
     missing = [
-        f"{d.name}: {n}" for d in DOCS for n in _dotted(d.read_text("utf-8")) if not found(n)
+        f"{d.name}: {n}" for d in DOCS for n in _dotted(d.read_text("utf-8")) if not importable(n)
     ]
     assert not missing, missing
 

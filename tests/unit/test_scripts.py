@@ -50,7 +50,7 @@ def _uses(path: Path) -> list[tuple[str, str | None, int]]:
     return uses
 
 
-def _exists(dotted: str) -> bool:
+def importable(dotted: str) -> bool:
     """``interp_toolkit.a.b.c`` is a module, or an attribute (chain) of the longest module that
     prefixes it."""
     parts = dotted.split(".")
@@ -72,7 +72,7 @@ def test_a_script_reads_only_what_the_package_has(path):
     missing = [
         f"line {line}: {module}{'' if name is None else '.' + name}"
         for module, name, line in _uses(path)
-        if not _exists(module if name is None else f"{module}.{name}")
+        if not importable(module if name is None else f"{module}.{name}")
     ]
     assert not missing, missing
 
@@ -90,8 +90,8 @@ def test_the_check_finds_a_renamed_name(tmp_path):
     uses = _uses(bad)
     assert ("interp_toolkit.stats.thresholds", "NO_SUCH_THRESHOLD", 2) in uses
     assert ("interp_toolkit.weights.circuits", "no_such_function", 4) in uses
-    assert not _exists("interp_toolkit.stats.thresholds.NO_SUCH_THRESHOLD")
-    assert not _exists("interp_toolkit.weights.circuits.no_such_function")
-    assert not _exists("interp_toolkit.no_such_folder.x")
-    assert _exists("interp_toolkit.stats.thresholds.ALPHA")
-    assert _exists("interp_toolkit.weights.circuits.full_ov")
+    assert not importable("interp_toolkit.stats.thresholds.NO_SUCH_THRESHOLD")
+    assert not importable("interp_toolkit.weights.circuits.no_such_function")
+    assert not importable("interp_toolkit.no_such_folder.x")
+    assert importable("interp_toolkit.stats.thresholds.ALPHA")
+    assert importable("interp_toolkit.weights.circuits.full_ov")
