@@ -1,4 +1,5 @@
-"""Shared bits of the benchmark scripts: result folder, table printing, JSON output."""
+"""Shared bits of the benchmark and experiment scripts: result folder, table printing, JSON
+output. An experiment (``experiments/``) puts ``benchmarks/`` on its path to import this."""
 
 from __future__ import annotations
 
@@ -8,7 +9,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-RESULTS = Path(__file__).resolve().parent / "results"
+
+def results_dir() -> Path:
+    """``results/`` beside the script that runs (``benchmarks/results``, ``experiments/results``)."""
+    return Path(sys.modules["__main__"].__file__).resolve().parent / "results"
 
 
 def machine() -> dict[str, Any]:
@@ -58,7 +62,7 @@ def run_child(script: str, argv: list[str]) -> dict[str, Any]:
 def write_result(name: str, payload: dict[str, Any], out: str | None = None) -> Path:
     from interp_toolkit.files.io import write_json
 
-    path = Path(out) if out else RESULTS / f"{name}.json"
+    path = Path(out) if out else results_dir() / f"{name}.json"
     write_json(path, {"benchmark": name, "machine": machine(), **payload})
     print(f"wrote {path}")
     return path

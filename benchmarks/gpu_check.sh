@@ -4,7 +4,7 @@
 #      (benchmarks/train_throughput.py), in fp32 and in bf16 autocast;
 #   2. the natural-text recipe (--preset text: plain stdlib text, shortformer positions): the
 #      2-layer model and its 1-layer control side by side, their curves, `interp-toolkit heads`
-#      roles, in-context-learning score and repeated-passage loss (benchmarks/natural_text.py);
+#      roles, in-context-learning score and repeated-passage loss (experiments/natural_text.py);
 #   3. the seed preset (GPU scale) on natural text only: time until a layer-1 induction head
 #      passes its null, and the 1-layer control (benchmarks/null_induction.py).
 #
@@ -54,7 +54,7 @@ for precision in fp32 bf16; do
 done
 
 echo "== the natural-text recipe (--preset text): 2 layers and the 1-layer control, side by side"
-"$PY" benchmarks/natural_text.py --out "$OUT/text_runs" --device "$DEVICE" "${TEXT[@]+"${TEXT[@]}"}" \
+"$PY" experiments/natural_text.py --out "$OUT/text_runs" --device "$DEVICE" "${TEXT[@]+"${TEXT[@]}"}" \
     --json "$OUT/natural_text.json"
 
 echo "== seed preset: time to a layer-1 induction head over its null (natural text), and the 1-layer control"

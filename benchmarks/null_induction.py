@@ -12,7 +12,7 @@ The first logged step at which some head in layers >= 1 (any layer for the 1-lay
 an induction score (the plain score, the one metrics.jsonl logs) above its own tau and at or above
 the floor is the time to induction; "never" when none does. At the end, the heads ``heads`` gave
 the induction role (its ``decides`` score, p-value and floor) are listed.
-Prints a table and writes DIR/null_induction.json.
+Prints a table and writes DIR/null_induction.json (or ``--json``).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def run_one(args: argparse.Namespace, layers: int) -> dict:
     )
     out = Path(args.out) / f"{layers}-layers"
     res = train_model(out, p.model, p.data, p.train, preset=p.name, device=args.device)
-    heads_json = out / "heads.json"
+    heads_json = out.parent / f"{out.name}.heads.json"  # the CLI never writes into what it reads
     subprocess.run(
         [sys.executable, "-m", "interp_toolkit", "heads", str(out), "--device", args.device]
         + ["--json", str(heads_json)],
@@ -91,6 +91,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=3000)
     ap.add_argument("--score-every", type=int, default=100)
     ap.add_argument("--corpus", default="stdlib")
+    ap.add_argument("--json", default=None, help="the result (default: DIR/null_induction.json)")
     args = ap.parse_args()
 
     rows = [run_one(args, int(n)) for n in args.layers.split(",")]
@@ -98,7 +99,7 @@ def main() -> None:
     write_result(
         "null_induction",
         {"preset": args.preset, "device": args.device, "precision": args.precision, "rows": rows},
-        str(Path(args.out) / "null_induction.json"),
+        args.json or str(Path(args.out) / "null_induction.json"),
     )
 
 

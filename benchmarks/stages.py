@@ -24,7 +24,7 @@ from _common import print_table, write_result
 from interp_toolkit.development.curve import llc_curve, stages
 from interp_toolkit.development.llc import calibrated_settings
 from interp_toolkit.runs.folder import RunPaths, read_config
-from interp_toolkit.training.settings import recorded_preset
+from interp_toolkit.training.settings import recorded_preset_name
 
 
 def main() -> None:
@@ -58,7 +58,7 @@ def main() -> None:
         def tick(i: int, n: int, step: int, run: str = run) -> None:
             print(f"{run}: checkpoint {i + 1}/{n} (step {step})", flush=True)
 
-        settings, source = calibrated_settings(recorded_preset(cfg), given)
+        settings, source = calibrated_settings(recorded_preset_name(cfg), given)
         curve = llc_curve(run, settings, n_batches=args.batches, rows=args.rows, steps=kept,
                           progress=tick, settings_source=source)  # fmt: skip
         times = [e.seconds for e in curve.estimates]

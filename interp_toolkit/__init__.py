@@ -13,9 +13,10 @@ The notebook API (:mod:`interp_toolkit.api`), importable from here::
 - :func:`view`: attention patterns, drawn inline (every layer in one object)
 - :func:`sae`: a sparse autoencoder at a hook, with SAELens's metrics and feature pages
 
-The packages underneath, in the order data flows: ``tokenizer`` → ``data`` → ``models`` →
-``training`` → ``analysis`` → ``views`` → ``reports`` → ``study`` → ``cli``. Importing this
-package is light: the API (torch, TransformerLens) loads on first use (``__getattr__``; the
+The folders underneath, one per question, each reading only those before it (docs/architecture.md):
+``runtime``, ``files`` → ``text`` → ``models`` → ``runs`` → ``stats`` → ``heads`` → ``weights`` →
+``causal`` → ``exams``, ``probing``, ``units`` → ``saes`` → ``training``, ``development`` →
+``views`` → ``reports`` → ``study`` → ``cli``. Importing this package is light: the API (torch, TransformerLens) loads on first use (``__getattr__``; the
 package imports none of its modules itself, since every module imports it).
 """
 

@@ -39,6 +39,7 @@ from interp_toolkit.runs.folder import Run, RunPaths, load_run, read_config
 from interp_toolkit.runs.targets import Target, load_target
 from interp_toolkit.runtime import validate
 from interp_toolkit.runtime.validate import path_arg, token_ids
+from interp_toolkit.stats.thresholds import UNKNOWN_NOTICE_SHARE
 from interp_toolkit.text.codecs import GPT2_VOCAB_SIZE, Codec, GPT2Codec, unknown_notice
 from interp_toolkit.text.tl_tokenizer import CodecTokenizer
 
@@ -196,7 +197,7 @@ def _warn_unknown(codec: Codec, tokens: Int[torch.Tensor, "batch pos"]) -> None:
     """An :class:`~interp_toolkit.errors.UnknownTokensWarning` when much of the prompt is
     ``<unk>`` (:func:`~interp_toolkit.text.codecs.unknown_notice`; a leading BOS not counted)."""
     text = tokens[:, 1:] if bool((tokens[:, 0] == codec.bos_id).all()) else tokens
-    notice = unknown_notice(codec, text.flatten().tolist())
+    notice = unknown_notice(codec, text.flatten().tolist(), UNKNOWN_NOTICE_SHARE)
     if notice is not None:
         warnings.warn(notice, UnknownTokensWarning, stacklevel=3)
 

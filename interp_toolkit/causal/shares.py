@@ -8,9 +8,7 @@ from torch import Tensor
 
 from interp_toolkit.causal.routes import Estimate
 from interp_toolkit.runtime.seeds import rng
-
-N_BOOT = 1000
-CONFIDENCE = 0.95
+from interp_toolkit.stats.thresholds import CONFIDENCE, N_BOOT
 
 
 def resamples(n: int, *, n_boot: int = N_BOOT, seed: int = 0) -> Tensor:

@@ -89,9 +89,9 @@ def stages(
     from interp_toolkit.files.io import write_json, write_text
     from interp_toolkit.runs.folder import RunPaths, read_config
     from interp_toolkit.runtime.progress import status
-    from interp_toolkit.training.settings import recorded_preset
+    from interp_toolkit.training.settings import recorded_preset_name
 
-    preset = recorded_preset(read_config(run))  # not a run folder: its one line
+    preset = recorded_preset_name(read_config(run))  # not a run folder: its one line
     rule = {"bandwidth": bandwidth, "min_swing": min_swing}
     if reuse:
         from interp_toolkit.development.curve import LLCCurve

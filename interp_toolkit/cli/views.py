@@ -38,10 +38,11 @@ def view(
     from interp_toolkit.files.io import write_text
     from interp_toolkit.reports.attention import attention_page, attention_view
     from interp_toolkit.runs.targets import load_target
+    from interp_toolkit.stats.thresholds import UNKNOWN_NOTICE_SHARE
     from interp_toolkit.text.codecs import unknown_notice
 
     tgt = load_target(target, device, for_weights=False)
-    notice = unknown_notice(tgt.codec, tgt.codec.encode(prompt))
+    notice = unknown_notice(tgt.codec, tgt.codec.encode(prompt), UNKNOWN_NOTICE_SHARE)
     if notice is not None:
         typer.echo(f"note: {notice}", err=True)
     views = attention_view(

@@ -38,8 +38,7 @@ from interp_toolkit.runs.folder import (
     read_metrics,
     read_weights,
 )
-from interp_toolkit.training.sdpa import fused_attention
-from interp_toolkit.training.settings import recorded_preset
+from interp_toolkit.training.settings import recorded_preset_name
 
 
 @dataclass
@@ -125,7 +124,7 @@ def llc_curve(
     ``progress(i, n, step)`` before checkpoint ``i`` of ``n``."""
     source = settings_source
     if settings is None:
-        settings, source = calibrated_settings(recorded_preset(read_config(run_path)))
+        settings, source = calibrated_settings(recorded_preset_name(read_config(run_path)))
     settings.validate()
     paths = RunPaths(Path(run_path))
     kept = paths.snapshot_steps()
@@ -146,13 +145,12 @@ def llc_curve(
     run = load_run(paths.root, device=device, weights=paths.snapshot(kept[0]))
     data: LLCBatches = llc_batches(run, n_batches=n_batches, rows=rows)
     estimates = []
-    with fused_attention(run.model):  # no hook reads a pattern: SDPA, as a training step
-        for i, step in enumerate(kept):
-            if progress is not None:
-                progress(i, len(kept), step)
-            path = paths.snapshot(step)
-            apply_weights(run.model, read_weights(path), path)
-            estimates.append(estimate_llc(run.model, data.batches, next_token_loss, settings))
+    for i, step in enumerate(kept):
+        if progress is not None:
+            progress(i, len(kept), step)
+        path = paths.snapshot(step)
+        apply_weights(run.model, read_weights(path), path)
+        estimates.append(estimate_llc(run.model, data.batches, next_token_loss, settings))
     return LLCCurve(
         run=run.name,
         steps=kept,

@@ -14,12 +14,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from jaxtyping import Int
+from jaxtyping import Float, Int
 
 from interp_toolkit.models.build import ModelConfig
 from interp_toolkit.runs.folder import Run, read_config
 from interp_toolkit.text.codecs import Codec
 from interp_toolkit.text.stream import DataConfig, TrainStream, tokenize_corpus, windows
+from interp_toolkit.training.sdpa import fused_attention
 from interp_toolkit.training.settings import TrainSettings, recorded_configs
 from interp_toolkit.training.trainer import stream_for
 
@@ -67,12 +68,17 @@ def llc_batches(run: Run, n_batches: int = 8, rows: int | None = None) -> LLCBat
     return LLCBatches(batches=batches, source=source)
 
 
-def next_token_loss(model: torch.nn.Module, tokens: Int[torch.Tensor, "row pos"]) -> torch.Tensor:
-    """The training loss (``training/loop.py: NextTokenLoss``): the model reads ``tokens[:, :-1]``
-    and every position is scored on the next token, mean cross-entropy."""
+def next_token_loss(
+    model: torch.nn.Module, tokens: Int[torch.Tensor, "row pos"]
+) -> Float[torch.Tensor, "row pred"]:
+    """The training loss (``training/loop.py: NextTokenLoss``) at every position, unreduced (the
+    LLC's ``LossFn``): the model reads ``tokens[:, :-1]`` (SDPA attention, as a training step:
+    :func:`~interp_toolkit.training.sdpa.fused_attention`) and every position is scored on the
+    next token by cross-entropy; its mean is the training loss."""
     device = next(model.parameters()).device
     tokens = tokens.to(device)
-    logits = model(tokens[:, :-1])
+    with fused_attention(model):  # no hook reads a pattern here
+        logits = model(tokens[:, :-1])
     return torch.nn.functional.cross_entropy(
-        logits.reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1)
+        logits.transpose(1, 2), tokens[:, 1:], reduction="none"
     )

@@ -1,44 +1,44 @@
-"""The local learning coefficient (LLC) of a model at its weights, estimated by SGLD (Lau et al.
-2023, "Quantifying degeneracy in singular models via the learning coefficient"; the estimator
-Hoogland et al. 2024 read over training).
+"""The local learning coefficient (LLC) of a model at its weights (Lau et al. 2023; read over
+training as Hoogland et al. 2024 do): devinterp's SGLD sampler runs the chains
+(``devinterp.slt.sampling.sample``, on copies of the model), and this adapter reads them. Model and
+token batches in, :class:`LLCEstimate` out; nothing here knows runs or checkpoints.
 
-Model and batches in, :class:`LLCEstimate` out; nothing here knows runs or checkpoints.
-
-The estimator. With ``w*`` the weights given, ``L(w)`` the mean loss over the batches and
-``nβ`` the inverse temperature, every chain starts at ``w*`` and takes SGLD steps
-
-    w <- w - (ε/2) (nβ ∇L_b(w) + γ (w - w*)) + sqrt(ε) N(0, I)
-
-on batch ``b`` of step ``t`` (the batches in turn, each chain from its own offset), the update of
-devinterp's ``SGLD`` (weight decay 0, noise level 1; ``tests/unit/development/test_llc.py`` checks the two
-take the same steps). The loss of the batch each step reads is recorded; after ``burn_in`` steps
-the next ``draws`` are the chain's draws, and
-
-    LLC_chain = nβ (mean of the chain's draws - L(w*)),     LLC = mean over chains
-
-(devinterp 2.0.1's ``compute_llc`` averages the burn-in steps too; here they are only in the
-traces). The interval is the mean ± 2 standard errors over chains. Diagnostics: every chain's loss
-trace (burn-in included), the split-half drift of each chain's draws in LLC units (a trace still
-climbing reads large), Gelman-Rubin's R-hat over chains, and whether any step's loss was not
-finite (then the estimate is NaN, never a number). The weights are restored afterwards.
+The reduction is ours: after ``burn_in`` steps the next ``draws`` are a chain's draws,
+``LLC_chain = nβ (mean of its draws - L(w*))``, the LLC is their mean and the interval mean ± 2
+standard errors over chains (devinterp's own ``compute_llc`` averages the burn-in in too). The
+diagnostics: every chain's loss trace (burn-in included), the split-half drift of each chain's
+draws in LLC units, Gelman-Rubin's R-hat, and whether every loss was finite (devinterp stops a
+chain at a non-finite loss: the estimate is then NaN, never a number). docs/stages.md, "The
+estimator", has the update, the seeding and the comparison with the SGLD we wrote before.
 """
 
 from __future__ import annotations
 
+import gc
 import math
-from collections.abc import Callable, Mapping, Sequence
+import random
+import tempfile
+import time
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
+from functools import partial
+from pathlib import Path
 from typing import Any
+from unittest import mock
 
+import numpy as np
 import torch
-from jaxtyping import Float
+from jaxtyping import Float, Int
 
 from interp_toolkit.errors import UserError
 from interp_toolkit.runtime import validate
-from interp_toolkit.runtime.seeds import rng
+from interp_toolkit.runtime.seeds import derive
 
-#: ``loss(model, batch)``: a batch's mean loss, a scalar tensor with a graph to the weights.
-LossFn = Callable[[torch.nn.Module, Any], Float[torch.Tensor, ""]]
+#: ``loss(model, tokens)``: the loss of every predicted position of a batch of token rows
+#: ``[row, pos]``, ``[row, pos - 1]`` with a graph to the weights (devinterp's ``LossFn``).
+LossFn = Callable[[torch.nn.Module, Int[torch.Tensor, "row pos"]], Float[torch.Tensor, "row pred"]]
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,7 @@ class SGLDSettings:
 
     ``step_size`` ε, ``gamma`` the localisation γ, ``nbeta`` the inverse temperature nβ (None:
     devinterp's default, rows per batch / log(rows per batch)), ``chains`` independent chains of
-    ``burn_in`` + ``draws`` steps each, ``seed`` their noise (``runtime/seeds.py``, "llc_sgld")."""
+    ``burn_in`` + ``draws`` steps each, ``seed`` their noise (``runtime/seeds.py``, "llc_chains")."""
 
     step_size: float = 1e-4
     gamma: float = 1000.0
@@ -192,89 +192,95 @@ def _num(x: float) -> float | None:
 
 def estimate_llc(
     model: torch.nn.Module,
-    batches: Sequence[Any],
+    batches: Sequence[Int[torch.Tensor, "row pos"]],
     loss_fn: LossFn,
     settings: SGLDSettings | None = None,
-    *,
-    rows_per_batch: int | None = None,
-    progress: Callable[[int, int], None] | None = None,
 ) -> LLCEstimate:
-    """The LLC of ``model`` at its current weights on ``batches`` (each passed to ``loss_fn``).
+    """The LLC of ``model`` at its current weights on ``batches`` (token rows, all of one shape;
+    each read whole by one SGLD step, in turn), by devinterp's sampler (module doc).
 
-    ``rows_per_batch`` (default: ``len(batches[0])``) sets the default nβ. ``progress(done,
-    total)`` is called after every SGLD step. The model's weights and train/eval mode are
-    restored (it is evaluated in eval mode: no dropout here anyway)."""
-    import time
+    The rows per batch set the default nβ. The model is not changed (devinterp samples on
+    copies)."""
+    from devinterp.slt import sampler
+    from devinterp.slt.sampling import sample
+    from tqdm.auto import trange
 
     settings = settings or SGLDSettings()
     settings.validate()
     if not batches:
         raise UserError("the LLC needs at least one batch.")
-    rows = int(rows_per_batch if rows_per_batch is not None else len(batches[0]))
+    shape = tuple(batches[0].shape)
+    if len(shape) != 2 or any(tuple(b.shape) != shape for b in batches):
+        raise ValueError("the LLC's batches must be token rows [row, pos], all of one shape")
+    rows = shape[0]
     nbeta = settings.nbeta_for(rows)
-    params = [p for p in model.parameters() if p.requires_grad]
-    center = [p.detach().clone() for p in params]
-    was_training = model.training
-    model.eval()
+    through = _Through(model, loss_fn)
+
+    def token_loss(m: torch.nn.Module, tokens: torch.Tensor) -> torch.Tensor:
+        if m is model:  # L(w*)
+            return loss_fn(model, tokens)
+        # devinterp steps a deep copy of the model; its weights are run through the model itself
+        # (a TransformerBridge's capture hooks still point at the model they were wired on: a
+        # copy's forward would leave its graph on the original, and the next copy would fail)
+        weights = {f"model.{n}": t for n, t in [*m.named_parameters(), *m.named_buffers()]}
+        return torch.func.functional_call(through, weights, (tokens,))
+
     t0 = time.perf_counter()
-    gen = rng(settings.seed, "llc_sgld")
-    n_steps = settings.burn_in + settings.draws
-    traces = torch.full((settings.chains, n_steps), float("nan"))
-    try:
-        with torch.no_grad():
-            init = sum(float(loss_fn(model, b)) for b in batches) / len(batches)
-        for chain in range(settings.chains):
-            offset = (chain * len(batches)) // settings.chains
-            for t in range(n_steps):
-                loss = _sgld_step(
-                    model, params, center, batches[(offset + t) % len(batches)], loss_fn,
-                    settings, nbeta, gen,
-                )  # fmt: skip
-                traces[chain, t] = loss
-                if not math.isfinite(loss):
-                    break
-                if progress is not None:
-                    progress(chain * n_steps + t + 1, settings.chains * n_steps)
-            _restore(params, center)
-    finally:
-        _restore(params, center)
-        model.train(was_training)
+    with tempfile.TemporaryDirectory() as tmp, _global_streams_kept(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a failed chain's warning: its NaN trace says it
+        with mock.patch.object(sampler, "trange", partial(trange, disable=True)):  # our bars
+            out = sample(
+                model,
+                [{"input_ids": row} for b in batches for row in b],  # a map-style dataset
+                {},
+                lr=settings.step_size,
+                n_beta=nbeta,
+                param_masks={n: None for n, p in model.named_parameters() if p.requires_grad},
+                num_chains=settings.chains,
+                num_draws=settings.draws,
+                num_burnin_steps=settings.burn_in,
+                batch_size=rows,
+                num_init_loss_batches=len(batches),
+                init_seed=derive(settings.seed, "llc_chains"),
+                localization=settings.gamma,
+                shuffle=False,
+                device=str(next(model.parameters()).device),
+                output_path=Path(tmp) / "samples.zarr",
+                loss_fn=token_loss,
+            )
+        losses = out.dataset.sampling_loss_micro.values  # [chain, step, row, pred], NaN if unrun
+        init = float(np.mean(out.dataset.init_loss.values, dtype=np.float64))
+    traces = torch.from_numpy(losses.astype(np.float64).mean(axis=(2, 3))).float()
     return _summarise(traces, init, nbeta, settings, time.perf_counter() - t0, len(batches), rows)
 
 
-def _sgld_step(
-    model: torch.nn.Module,
-    params: list[torch.nn.Parameter],
-    center: list[torch.Tensor],
-    batch: Any,
-    loss_fn: LossFn,
-    settings: SGLDSettings,
-    nbeta: float,
-    gen: torch.Generator,
-) -> float:
-    """One SGLD step (devinterp's update, in its order); the loss read before it."""
-    for p in params:
-        p.grad = None
-    loss = loss_fn(model, batch)
-    loss.backward()
-    eps = settings.step_size
-    with torch.no_grad():
-        for p, w0 in zip(params, center, strict=True):
-            dw = p.grad * nbeta if p.grad is not None else torch.zeros_like(p)
-            if settings.gamma:
-                dw.add_(p - w0, alpha=settings.gamma)
-            noise = torch.normal(0.0, 1.0, size=tuple(p.shape), generator=gen).to(p.device)
-            p.add_(dw, alpha=-0.5 * eps)
-            p.add_(noise, alpha=eps**0.5)
-            p.grad = None
-    return float(loss.detach())
+class _Through(torch.nn.Module):
+    """``loss_fn(model, tokens)`` as a module, so that another copy's weights can run through it
+    (``torch.func.functional_call``)."""
+
+    def __init__(self, model: torch.nn.Module, loss_fn: LossFn) -> None:
+        super().__init__()
+        self.model = model
+        self.loss_fn = loss_fn
+
+    def forward(self, tokens: Int[torch.Tensor, "row pos"]) -> Float[torch.Tensor, "row pred"]:
+        return self.loss_fn(self.model, tokens)
 
 
-def _restore(params: list[torch.nn.Parameter], center: list[torch.Tensor]) -> None:
-    with torch.no_grad():
-        for p, w0 in zip(params, center, strict=True):
-            p.copy_(w0)
-            p.grad = None
+@contextmanager
+def _global_streams_kept() -> Iterator[None]:
+    """devinterp seeds torch's, numpy's and Python's global generators for its chains: the
+    caller's streams are as they were afterwards."""
+    devices = list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
+    np_state, py_state = np.random.get_state(), random.getstate()
+    gc.freeze()  # devinterp collects garbage around every chain: only its own is looked at
+    try:
+        with torch.random.fork_rng(devices=devices):
+            yield
+    finally:
+        gc.unfreeze()
+        np.random.set_state(np_state)
+        random.setstate(py_state)
 
 
 def _summarise(

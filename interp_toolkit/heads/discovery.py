@@ -38,8 +38,6 @@ from interp_toolkit.heads.registry import (
     DEFAULT_DECIDERS,
     DEFAULT_FLOORS,
     NO_ROLE,
-    RIVAL_RATIO,
-    RIVAL_WIDTH,
     ROLES,
     SCORE_KINDS,
     SCORES,
@@ -235,9 +233,9 @@ def describe_tests(
         "control (a paired sign flip); p = the largest over the comparisons "
         "(intersection-union test)",
         "rivals": "every other key a query can attend to (BOS excepted for a relative key)"
-        if RIVAL_WIDTH is None
-        else f"the keys within {RIVAL_WIDTH} positions of the score's key",
-        "rival_ratio": RIVAL_RATIO,
+        if thresholds.RIVAL_WIDTH is None
+        else f"the keys within {thresholds.RIVAL_WIDTH} positions of the score's key",
+        "rival_ratio": thresholds.RIVAL_RATIO,
         "n_draws": tests.n_draws,
         "smallest_p": tests.smallest_p,
         "quantile": tests.quantile,

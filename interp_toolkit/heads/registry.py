@@ -33,7 +33,7 @@ from jaxtyping import Float
 
 from interp_toolkit.errors import UserError
 from interp_toolkit.runtime import validate
-from interp_toolkit.stats.thresholds import ARENA_FLOOR
+from interp_toolkit.stats.thresholds import ARENA_FLOOR, RIVAL_RATIO, RIVAL_WIDTH
 
 
 class HeadId(NamedTuple):
@@ -103,17 +103,6 @@ class Stripe:
         delta = "-Δ" if self.periods == 1 else (f"-{self.periods}Δ" if self.periods else "")
         lag = f"{-self.lag:+d}" if self.lag else ""
         return f"q{delta}{lag}"
-
-
-#: The specificity test compares a score's key with its rivals and asks that it hold more than
-#: RIVAL_RATIO times the attention of the strongest, query by query ("stands out"). The rivals are
-#: every other key a query can attend to (RIVAL_WIDTH None: BOS excepted for a relative key) or,
-#: with a width, the keys within that many positions of the score's key. Before issue 30 they
-#: were the keys within 2 positions, each compared on its own, so a head split 50/50 between q-1
-#: and q-4 was called previous-token. docs/statistics.md §1 and the sensitivity table
-#: (benchmarks/cutoff_sensitivity.py) say why the strongest of every key, and why 2.
-RIVAL_WIDTH: int | None = None
-RIVAL_RATIO = 2.0
 
 
 def rival_name(width: int | None = RIVAL_WIDTH) -> str:
@@ -260,7 +249,7 @@ def passes(
     its ``repeat_effect`` (the score minus the head's own score without repeats) >= the floor too:
     a head at a fixed offset reads high on the induction stripe with or without a repeat.
     Tensors (``[layer, head]``) or plain numbers. ``floor`` replaces the registry's (the
-    sensitivity benchmark, benchmarks/cutoff_sensitivity.py)."""
+    sensitivity benchmark, experiments/cutoff_sensitivity.py)."""
     floor = score(kind).floor if floor is None else floor
     ok = significant & (value >= floor)
     return ok if repeat_effect is None else ok & (repeat_effect >= floor)

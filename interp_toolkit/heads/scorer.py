@@ -25,7 +25,6 @@ from transformer_lens.hook_points import HookPoint
 
 from interp_toolkit.errors import UserError
 from interp_toolkit.heads.registry import (
-    RIVAL_WIDTH,
     SCORE_KINDS,
     SCORES,
     Stripe,
@@ -35,6 +34,7 @@ from interp_toolkit.heads.registry import (
 from interp_toolkit.heads.repeats import RepeatedTokens
 from interp_toolkit.runtime import validate
 from interp_toolkit.runtime.devices import rows_per_chunk
+from interp_toolkit.stats.thresholds import RIVAL_WIDTH
 
 Hooks = Sequence[tuple[Any, Callable[..., Any]]]
 

@@ -3,9 +3,9 @@
 Every registry score reads one key per query (``A[q, q-1]``, ``A[q, q-Δ+1]``, ``A[q, 0]`` ...).
 A head passes the score's specificity test when, on the same probe rows,
 
-- its attention at that key is more than :data:`~.heads.RIVAL_RATIO` (2) times its own
-  **strongest attention at any other key**, query by query (the rival: every key the query can
-  attend to but the score's own, BOS excepted for a relative key; :data:`~.heads.RIVAL_WIDTH`
+- its attention at that key is more than ``RIVAL_RATIO`` (2, :mod:`~interp_toolkit.stats.thresholds`)
+  times its own **strongest attention at any other key**, query by query (the rival: every key
+  the query can attend to but the score's own, BOS excepted for a relative key; ``RIVAL_WIDTH``
   None. Before issue 30 the rivals were the keys within 2 positions, each compared on its own, so
   a head split 50/50 between q-1 and q-4 was called previous-token), read on the queries that
   have a rival key; and
@@ -22,7 +22,7 @@ rival`` (ratio 2 for the rival, 1 for the control):
 - the rival: a **studentized row bootstrap** (bootstrap-t: ``t = mean / se`` against ``t* =
   (mean* - mean) / se*`` over resamples of the rows, :func:`bootstrap_t_p`). At the boundary of
   "twice the rival" nothing makes ``δ_r`` symmetric, and the sign flip, which assumes it, rejected
-  too often there (benchmarks/null_calibration.py ``--only boundary``, docs/statistics.md §1).
+  too often there (experiments/null_calibration.py ``--only boundary``, docs/statistics.md §1).
 
 p = ``(1 + #{draw ≥ observed}) / (1 + N)`` for both. The head passes when **every** comparison
 rejects: an intersection-union test, whose p-value is the largest of the comparisons' (valid at
@@ -47,23 +47,25 @@ from jaxtyping import Bool, Float
 from torch import Tensor
 from transformer_lens import TransformerBridge
 
-from interp_toolkit.heads.registry import RIVAL_RATIO, RIVAL_WIDTH, SCORES
+from interp_toolkit.heads.registry import SCORES
 from interp_toolkit.heads.repeats import RepeatedTokens, non_repeating_like
 from interp_toolkit.heads.scorer import RowPair, RowScores, row_pairs, row_scores
 from interp_toolkit.runtime.seeds import derive, rng
 from interp_toolkit.stats.significance import significant_by_kind
-from interp_toolkit.stats.thresholds import ALPHA, QUANTILE
+from interp_toolkit.stats.thresholds import (
+    ALPHA,
+    MIN_DRAWS,
+    QUANTILE,
+    RIVAL_RATIO,
+    RIVAL_WIDTH,
+    SE_FLOOR,
+)
 
-#: The fewest sign-flip draws (smallest p 1e-4); more when a report has more tests (draws_for).
-MIN_DRAWS = 9999
 CONTROL = "no-repeat control"
 #: Draws per chunk of the tests' matmuls, and comparisons per block (memory: CHUNK x COLUMNS
 #: float64, a few of them at once).
 CHUNK = 1024
 COLUMNS = 4096
-#: A bootstrap resample's standard error is taken as at least this share of the sample's
-#: (:func:`_studentized`; the boundary benchmark, docs/statistics.md §1, was run with it).
-SE_FLOOR = 0.5
 
 
 def draws_for(n_tests: int, alpha: float = ALPHA) -> int:

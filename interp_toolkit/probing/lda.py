@@ -15,6 +15,7 @@ import torch
 from jaxtyping import Float, Int
 
 from interp_toolkit.runtime.seeds import rng
+from interp_toolkit.stats.thresholds import CONFIDENCE
 
 
 @dataclass
@@ -153,6 +154,8 @@ def balanced_accuracy(
 
 
 def interval(draws: Float[torch.Tensor, " boot"]) -> tuple[float, float]:
-    """The 95% percentile interval of bootstrap draws (entry 0, the sample, left out)."""
-    lo, hi = torch.quantile(draws[1:].double(), torch.tensor([0.025, 0.975], dtype=torch.float64))
+    """The :data:`~interp_toolkit.stats.thresholds.CONFIDENCE` (95%) percentile interval of
+    bootstrap draws (entry 0, the sample, left out)."""
+    tails = torch.tensor([(1 - CONFIDENCE) / 2, (1 + CONFIDENCE) / 2], dtype=torch.float64)
+    lo, hi = torch.quantile(draws[1:].double(), tails)
     return round(float(lo), 4) + 0.0, round(float(hi), 4) + 0.0  # + 0.0: no -0.0

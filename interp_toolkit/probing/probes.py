@@ -95,15 +95,13 @@ from interp_toolkit.probing.lda import (
     stratified_weights,
 )
 from interp_toolkit.runtime.seeds import rng
-from interp_toolkit.stats.thresholds import THRESHOLDS
+from interp_toolkit.stats.thresholds import N_BOOT, THRESHOLDS
 from interp_toolkit.text.codecs import Codec
 
 CHUNK_BYTES = 128 * 2**20
 DATA_KINDS = ("text", "repeats")
 #: Default number of probed positions (rows x sequence length).
 DEFAULT_POSITIONS = 8192
-#: Bootstrap resamples of the held-out rows for the 95% intervals.
-N_BOOT = 1000
 __all__ = ["FEATURES", "UserError", "check_feature", "control_labels", "feature_labels"]
 
 

@@ -99,8 +99,6 @@ STREAMS: dict[str, Stream] = {
     "planted_samples": Stream(7, block_stride=1_000_003),
     # saes/toy.py PlantedFeatures.heldout: held-out samples (never a training block), block b
     "planted_heldout": Stream(15_485_863, block_stride=1_000_003),
-    # development/llc.py estimate_llc: the SGLD chains' Gaussian noise
-    "llc_sgld": Stream(32_452_843),
     # heads/specificity.py _resamples: the rival comparisons' row bootstrap (studentized)
     "row_bootstrap": Stream(49_979_687),
     # exams/prompts.py shuffle_first_copies: the order control's order of each first copy
@@ -174,6 +172,9 @@ DERIVED: dict[str, Derived] = {
     "probe_period": Derived(0, index_step=1, seed_stride=1000),
     # units/neurons.py: the shuffled-activation control of the i-th layer
     "shuffled_layer": Derived(0, index_step=1, seed_stride=7919),
+    # development/llc.py estimate_llc: devinterp's ``init_seed`` (chain c's noise: init_seed + c;
+    # the offset is the one the SGLD noise stream had when the chains were ours)
+    "llc_chains": Derived(32_452_843),
 }
 
 

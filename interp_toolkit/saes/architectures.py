@@ -22,7 +22,7 @@ fields SAELens's cfg.json gives it (``saelens_name``, ``activation_fn``,
 
 This module imports nothing else of :mod:`interp_toolkit.saes` (the config reads it for
 cfg.json, the SAE runs it), so an architecture sees the SAE and the training settings through
-what :class:`SAEParts` and :class:`TrainSettings` name. The names the CLI offers (``--arch``,
+what :class:`SAEParts` and :class:`ArchSettings` name. The names the CLI offers (``--arch``,
 importable without torch) are :data:`interp_toolkit.saes.config.ARCH_NAMES`, the built-ins here.
 """
 
@@ -49,7 +49,7 @@ class SAEParts(Protocol):
 
 
 @runtime_checkable
-class TrainSettings(Protocol):
+class ArchSettings(Protocol):
     """What an architecture may read of the training settings (an
     :class:`~interp_toolkit.saes.config.SAETrainConfig`)."""
 
@@ -81,13 +81,13 @@ class SAEArchitecture:
         pre: Tensor,
         f: Tensor,
         dead: Tensor,
-        tcfg: TrainSettings,
+        tcfg: ArchSettings,
     ) -> dict[str, Tensor]:
         """The loss terms added to the squared error, by name (they are logged under it);
         ``dead``: the latents that did not fire in the last ``dead_window()`` activations."""
         return {}
 
-    def after_step(self, sae: SAEParts, f: Tensor, tcfg: TrainSettings) -> None:
+    def after_step(self, sae: SAEParts, f: Tensor, tcfg: ArchSettings) -> None:
         """Run (without gradients) after each optimizer step, on that step's activations."""
 
     def saved_tensors(self, sae: SAEParts) -> dict[str, Tensor]:
@@ -138,7 +138,7 @@ class ReLU(SAEArchitecture):
         pre: Tensor,
         f: Tensor,
         dead: Tensor,
-        tcfg: TrainSettings,
+        tcfg: ArchSettings,
     ) -> dict[str, Tensor]:
         return {"l1": tcfg.l1 * f.sum(-1).mean()}
 
@@ -156,7 +156,7 @@ class _AuxK(SAEArchitecture):
         pre: Tensor,
         f: Tensor,
         dead: Tensor,
-        tcfg: TrainSettings,
+        tcfg: ArchSettings,
     ) -> dict[str, Tensor]:
         return {"aux_k": aux_k_loss(sae, x, x_hat, pre, dead, tcfg.aux_k)}
 
@@ -189,7 +189,7 @@ class BatchTopK(_AuxK):
             return torch.zeros_like(flat).scatter(0, top.indices, top.values).view_as(pre)
         return pre.relu() * (pre > sae.threshold.to(pre.dtype))
 
-    def after_step(self, sae: SAEParts, f: Tensor, tcfg: TrainSettings) -> None:
+    def after_step(self, sae: SAEParts, f: Tensor, tcfg: ArchSettings) -> None:
         sae.update_threshold(f, tcfg.threshold_lr)
 
     def saved_tensors(self, sae: SAEParts) -> dict[str, Tensor]:

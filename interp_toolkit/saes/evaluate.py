@@ -32,9 +32,8 @@ from transformer_lens import TransformerBridge
 
 from interp_toolkit.runtime.progress import progress_bar
 from interp_toolkit.saes.sae import SparseAutoencoder
+from interp_toolkit.stats.thresholds import DENSE
 
-#: A latent firing on at least this share of tokens is "dense".
-DENSE = 0.1
 #: Bytes of logits one evaluation chunk may hold (three runs of it at once).
 LOGIT_BYTES = 96 * 2**20
 #: Edges of the log10 density histogram: -6, -5.5, ..., 0.

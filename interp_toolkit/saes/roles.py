@@ -30,8 +30,8 @@ from interp_toolkit.probing.data import VariedRepeats
 from interp_toolkit.runtime.seeds import rng
 from interp_toolkit.saes.features import TOP_K, LatentFeatures, latent_activations
 from interp_toolkit.saes.sae import SparseAutoencoder
+from interp_toolkit.stats.intervals import binomial_tail
 from interp_toolkit.stats.thresholds import MAJORITY, MONO_ALPHA, NULL_QUANTILE, SECOND_COPY
-from interp_toolkit.units.reading import binomial_tail
 
 
 def head_share_null(

@@ -76,14 +76,18 @@ def mean_interval(values: Sequence[float], z: float = Z95) -> Interval:
 
 
 def binomial_tail(k: int, n: int, p: float = 0.5) -> float:
-    """P(X >= k) for X ~ Binomial(n, p); past 1,000 trials summed in log space (the pooled exams
-    compare thousands of prompts, where ``comb(n, i)`` overflows a float)."""
+    """P(X >= k) for X ~ Binomial(n, p) (``p`` clipped to [0, 1], the sum to at most 1); past
+    1,000 trials summed in log space (the pooled exams compare thousands of prompts, where
+    ``comb(n, i)`` overflows a float)."""
     if k <= 0:
         return 1.0
     if k > n:
         return 0.0
+    p = min(max(p, 0.0), 1.0)
     if n <= 1000:
-        return math.fsum(math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(k, n + 1))
+        return min(
+            1.0, math.fsum(math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(k, n + 1))
+        )
     if p <= 0.0 or p >= 1.0:
         return float(p >= 1.0)
     lp, lq = math.log(p), math.log1p(-p)

@@ -1,8 +1,12 @@
 """Every threshold a verdict uses, in one place: the effect-size floor of a head score, the
-significance level, and :class:`Thresholds` (routes, circuits, exams, probes, the stop rule).
+significance level, the bootstrap's size and confidence, the specificity test's rival rule, the
+units', SAEs' and weights' cut-offs, the unknown-token notice, and :class:`Thresholds` (routes,
+circuits, exams, probes, the stop rule).
 
-Other modules read these names; a threshold literal elsewhere is a second owner
-(``tests/unit/test_owners.py``).
+Other modules read these names; ``tests/unit/test_owners.py`` reads this module and fails when any
+of its names is defined again elsewhere, or when another module binds a float constant at its top
+level without saying there why it is not a threshold. (The LLC stages' ``BANDWIDTH``,
+``MIN_SWING`` and ``MOVED`` still live in ``development/stages.py``, listed as not yet moved.)
 """
 
 from __future__ import annotations
@@ -15,6 +19,42 @@ ARENA_FLOOR = 0.4
 #: Default α and the null quantile that is τ (the post's rule: the 95th percentile).
 ALPHA = 0.05
 QUANTILE = 0.95
+
+# -- bootstrap intervals (causal/shares.py over prompts, probing/ over held-out rows) --
+
+#: Resamples per bootstrap interval, and the interval's confidence (percentile interval).
+N_BOOT = 1000
+CONFIDENCE = 0.95
+
+# -- the specificity test (heads/specificity.py, heads/scorer.py, heads/discovery.py) --
+
+#: The specificity test compares a score's key with its rivals and asks that it hold more than
+#: RIVAL_RATIO times the attention of the strongest, query by query ("stands out"). The rivals are
+#: every other key a query can attend to (RIVAL_WIDTH None: BOS excepted for a relative key) or,
+#: with a width, the keys within that many positions of the score's key. Before issue 30 they
+#: were the keys within 2 positions, each compared on its own, so a head split 50/50 between q-1
+#: and q-4 was called previous-token. docs/statistics.md §1 and the sensitivity table
+#: (experiments/cutoff_sensitivity.py) say why the strongest of every key, and why 2.
+RIVAL_WIDTH: int | None = None
+RIVAL_RATIO = 2.0
+#: The fewest sign-flip draws (smallest p 1e-4); more when a report has more tests (draws_for).
+MIN_DRAWS = 9999
+#: A bootstrap resample's standard error is taken as at least this share of the sample's
+#: (``heads/specificity.py: _studentized``; the boundary benchmark, docs/statistics.md §1, was
+#: run with it).
+SE_FLOOR = 0.5
+
+# -- weights (weights/circuits.py) --
+
+#: A head whose full OV circuit has ``ov_gain`` at or below this carries (almost) nothing of
+#: the embedding to the logits: "empty". Random init of GPT-2 small gives about 1e-3.
+EMPTY_OV_GAIN = 1e-6
+
+# -- text (text/codecs.py: unknown_notice, read by the API and the CLI) --
+
+#: The share of a user's text the vocabulary cannot represent above which a result on that text
+#: carries a notice (the API's ``UnknownTokensWarning``, a line on the CLI's standard error).
+UNKNOWN_NOTICE_SHARE = 0.1
 
 # -- units (MLP neurons and SAE latents: units/reading.py, units/neurons.py, saes/roles.py) --
 
@@ -36,6 +76,8 @@ MAJORITY = 0.5
 NULL_QUANTILE = 0.99
 #: An induction latent has at least this share of its top positions in a repeat's second copy.
 SECOND_COPY = 0.8
+#: An SAE latent firing on at least this share of tokens is "dense" (saes/evaluate.py).
+DENSE = 0.1
 
 
 @dataclass(frozen=True)

@@ -287,10 +287,6 @@ def byte_label(byte: int) -> str:
 
 AnyCodec = GPT2Codec | CompactVocab | ByteCodec
 
-#: The share of a user's text the vocabulary cannot represent above which a result on that text
-#: carries a notice (the API's ``UnknownTokensWarning``, a line on the CLI's standard error).
-UNKNOWN_NOTICE_SHARE = 0.1
-
 
 def describe_vocab(codec: Codec) -> str:
     """The vocabulary in words, for a notice: what the model can read."""
@@ -312,11 +308,12 @@ def unknown_share(codec: Codec, ids: Iterable[int]) -> float:
     return sum(i == codec.unk_id for i in ids) / len(ids)
 
 
-def unknown_notice(codec: Codec, ids: Iterable[int]) -> str | None:
+def unknown_notice(codec: Codec, ids: Iterable[int], above: float) -> str | None:
     """One line saying what share of a text the vocabulary could not read, when that share is
-    above :data:`UNKNOWN_NOTICE_SHARE`; None otherwise."""
+    above ``above`` (the callers pass ``stats.thresholds.UNKNOWN_NOTICE_SHARE``, which this
+    lower layer cannot import); None otherwise."""
     share = unknown_share(codec, ids)
-    if share <= UNKNOWN_NOTICE_SHARE:
+    if share <= above:
         return None
     return (
         f"{share:.0%} of the text's tokens are <unk>: the model knows {describe_vocab(codec)}; "

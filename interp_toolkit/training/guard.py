@@ -25,8 +25,7 @@ from typing import Any
 from interp_toolkit.errors import Interrupted
 from interp_toolkit.files.io import check_writable_dir, folder_lock
 from interp_toolkit.runs.folder import RunPaths
-
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+from interp_toolkit.runtime.signals import STOP_SIGNALS
 
 
 class StopSignals:

@@ -29,7 +29,7 @@ from interp_toolkit.models.build import ModelConfig
 from interp_toolkit.runs.folder import RunPaths, read_config
 from interp_toolkit.text.stream import DataConfig
 from interp_toolkit.training import TrainSettings
-from interp_toolkit.training.settings import recorded_configs
+from interp_toolkit.training.settings import recorded_configs, recorded_preset_name
 
 LAYER_CHOICES = (1, 2, 3, 8)
 
@@ -133,7 +133,7 @@ def _text(n_layers: int) -> Preset:
 TEXT_STEPS = 30_000
 #: A study trains the byte preset's 2+-layer models this long past the floor: the score passes it
 #: while the head is still soft, and the specificity test gives the role 0-3,000 steps later over
-#: the five seeds measured (benchmarks/text_seeds.py, docs/recipes.md §0f).
+#: the five seeds measured (experiments/text_seeds.py, docs/recipes.md §0f).
 TEXT_AFTER_INDUCTION = 3_000
 
 
@@ -250,4 +250,4 @@ def recorded_preset(run: str | Path) -> Preset:
     ``train --resume`` starts from)."""
     config = read_config(run)
     model, data, train = recorded_configs(config, RunPaths(Path(run)).config)
-    return Preset(config["settings"].get("preset") or "custom", model, data, train)
+    return Preset(recorded_preset_name(config) or "custom", model, data, train)

@@ -157,7 +157,7 @@ Configs = tuple[ModelConfig, DataConfig, TrainSettings]
 DERIVED = (("model", "d_vocab"),)
 
 
-def recorded_preset(config: dict[str, Any]) -> str | None:
+def recorded_preset_name(config: dict[str, Any]) -> str | None:
     """The preset a run's config.json (``config``) records it was trained from, or None."""
     preset = (config.get("settings") or {}).get("preset")
     return preset if isinstance(preset, str) else None

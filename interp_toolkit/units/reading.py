@@ -38,6 +38,7 @@ from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 from interp_toolkit.runtime.seeds import rng
+from interp_toolkit.stats.intervals import binomial_tail
 from interp_toolkit.stats.thresholds import BEATS_ALPHA, MONO_ALPHA, MONO_LIFT, MONO_SHARE
 
 CONCEPTS = ("token", "previous", "seen", "in_repeat")
@@ -99,17 +100,6 @@ class ContextFacts:
         if concept == "previous":
             return float((self.previous == value).float().mean())
         return float(getattr(self, concept).float().mean())
-
-
-def binomial_tail(successes: int, n: int, p: float) -> float:
-    """P(X >= successes) for X ~ Binomial(n, p)."""
-    if successes <= 0:
-        return 1.0
-    p = min(max(p, 0.0), 1.0)
-    return min(
-        1.0,
-        sum(math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(successes, n + 1)),
-    )
 
 
 @dataclass(frozen=True)

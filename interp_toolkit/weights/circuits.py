@@ -27,12 +27,10 @@ from interp_toolkit.errors import UserError
 from interp_toolkit.heads.registry import HeadId
 from interp_toolkit.runtime import validate
 from interp_toolkit.runtime.devices import STRICT_FP32, resolve_device
+from interp_toolkit.stats.thresholds import EMPTY_OV_GAIN
 from interp_toolkit.text.codecs import Codec
 from interp_toolkit.weights.self_ranks import self_ranks
 
-#: A head whose full OV circuit has :func:`ov_gain` at or below this carries (almost) nothing of
-#: the embedding to the logits: "empty". Random init of GPT-2 small gives about 1e-3.
-EMPTY_OV_GAIN = 1e-6
 _PROCESSED = "_interp_toolkit_circuit_copy"
 
 

@@ -15,7 +15,7 @@ def _train_preset(out, n_layers: int, **overrides):
 
 
 # The cpu preset's layer-1 induction heads form at step 350 for seeds 0-4 (a seed sets the init and
-# the data order; benchmarks/seed_robustness.py, README "Seed robustness"). What they read from in
+# the data order; experiments/seed_robustness.py, README "Seed robustness"). What they read from in
 # layer 0 varies by seed: seeds 0, 1, 2 and 4 grow the textbook K-composition circuit (ablating the
 # layer-0 previous-token head collapses the induction heads), seed 3 leans on a duplicate-token head
 # as well (mixed). The analysis tests check the textbook circuit, so the fixture uses seed 0 (93% of

@@ -71,7 +71,7 @@ def test_discovery_names_heads_the_untrained_model_lacks(trained_2l, report_2l):
 
 def test_roles_agree_across_induction_score_and_fdr(trained_2l, report_2l):
     """The value-weighted (default) and the plain induction score, with and without
-    Benjamini-Hochberg, label the same heads on the trained model (benchmarks/null_calibration.py
+    Benjamini-Hochberg, label the same heads on the trained model (experiments/null_calibration.py
     lists them)."""
     for induction_score, fdr in (("plain", False), ("vw", True)):
         rep = discover_heads(

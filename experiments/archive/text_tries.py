@@ -35,7 +35,7 @@ from interp_toolkit.text.stream import tokenize_corpus  # noqa: E402
 
 p = argparse.ArgumentParser()
 p.add_argument("--name", required=True)
-p.add_argument("--log-dir", default="benchmarks/archive/results/text_tries")
+p.add_argument("--log-dir", default="experiments/archive/results/text_tries")
 p.add_argument("--layers", type=int, default=2)
 p.add_argument("--ctx", type=int, default=64)
 p.add_argument("--batch", type=int, default=64)

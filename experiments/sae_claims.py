@@ -13,7 +13,7 @@
    under the shuffled-activation control (each latent's top values on random positions), and by
    the rule without its lift (the old rule), for comparison.
 
-Writes ``benchmarks/results/sae_claims.json`` (``--out``).
+Writes ``experiments/results/sae_claims.json`` (``--out``).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # _common
 from _common import write_result  # noqa: E402
 
 ARCHS = (("topk", 4, 0.0), ("batchtopk", 4, 0.0), ("relu", 0, 3.0))
@@ -125,7 +125,7 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=400_000, help="Activations per SAE.")
     ap.add_argument("--expansion", type=int, default=8)
     ap.add_argument("--k", type=int, default=32)
-    ap.add_argument("--out", help="Result JSON (default benchmarks/results/sae_claims.json).")
+    ap.add_argument("--out", help="Result JSON (default experiments/results/sae_claims.json).")
     args = ap.parse_args()
     import torch
 

@@ -2,12 +2,12 @@
 (each seed sets the model's init and the data order), trained and measured exactly as
 ``interp-toolkit reproduce`` does (each seed is ``reproduce --layers 1,2 --seed S``).
 
-    python benchmarks/seed_robustness.py [--seeds 0,1,2,3,4] [--threads 1] [--out DIR]
+    python experiments/seed_robustness.py [--seeds 0,1,2,3,4] [--threads 1] [--out DIR]
 
 Per seed and depth: the step, tokens and minutes to induction (a layer>=1 head's logged induction
 score past the floor), the route by ablation, and the exam pass rate at every period. Then the
 median and range of the time to induction per depth. Study folders go to ``--out`` (reused when
-re-run). Writes benchmarks/results/seed_robustness.json.
+re-run). Writes experiments/results/seed_robustness.json.
 """
 
 from __future__ import annotations
@@ -15,9 +15,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import statistics
+import sys
 import tempfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # _common
 from _common import print_table, write_result
 
 

@@ -1,7 +1,7 @@
 """Does bf16 autocast change the science? The study's cpu-preset models (1 and 2 layers, seed 0)
 trained in fp32 and in bf16 side by side, then compared on what the study reports.
 
-    python benchmarks/bf16_equivalence.py [--layers 2 1] [--seed 0] [--threads 1]
+    python experiments/bf16_equivalence.py [--layers 2 1] [--seed 0] [--threads 1]
 
 Each model is trained as ``reproduce`` trains it (``study.depth_preset``: the 2-layer model
 until its induction score has stayed past 0.4 for 200 steps, the 1-layer control as long as the
@@ -17,7 +17,7 @@ two-repeat exams at every period. Compared, with the tolerances stated in ``TOLE
 - every head's role: identical;
 - the exams: identical pass/fail, and the period exams' pass rates within 0.1.
 
-Prints a table and writes benchmarks/results/bf16_equivalence.json (with the load average).
+Prints a table and writes experiments/results/bf16_equivalence.json (with the load average).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # _common
 from _common import print_table, write_result  # noqa: E402
 
 TOLERANCE = {
@@ -197,6 +197,7 @@ def main() -> None:
     ap.add_argument("--precision", default=None, help="(child)")
     ap.add_argument("--child", default=None, help="(child) run folder")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--max-steps", type=int, default=None, help="every run's steps at most")
     args = ap.parse_args()
     if args.child:
         out = train_and_analyse(
@@ -209,7 +210,7 @@ def main() -> None:
     control_steps = None
     for layers in sorted(args.layers, reverse=True):  # the 2-layer runs fix the control's length
         print(f"training {layers}-layer fp32 and bf16 side by side ...", flush=True)
-        steps = control_steps if layers == 1 else None
+        steps = args.max_steps or (control_steps if layers == 1 else None)
         runs = side_by_side(layers, args.seed, steps, args.threads)
         loads.append(os.getloadavg()[0])
         if layers > 1:

@@ -45,10 +45,10 @@ exchangeable with each other, so it held by construction (its arithmetic is a un
 
 Run::
 
-    .venv/bin/python benchmarks/null_calibration.py [--n-planted 40] [--train 1:0 2:0] [--threads 2]
+    .venv/bin/python experiments/null_calibration.py [--n-planted 40] [--train 1:0 2:0] [--threads 2]
         [--only planted trained boundary cost_cpu] [--boundary-instances 4]
 
-It prints tables and writes ``benchmarks/results/null_calibration.json`` after each section (a
+It prints tables and writes ``experiments/results/null_calibration.json`` after each section (a
 run with ``--only`` keeps the other sections already in that file).
 """
 
@@ -67,7 +67,8 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # the planting kit, the letters codec
 
-from _common import RESULTS, print_table, write_result  # noqa: E402
+sys.path.insert(0, str(ROOT / "benchmarks"))  # _common
+from _common import print_table, results_dir, write_result  # noqa: E402
 
 ALPHA = 0.05
 REPEAT_SCORES = ("duplicate_token", "induction", "induction_vw")
@@ -464,11 +465,12 @@ def main() -> None:
     ap.add_argument("--boundary-instances", type=int, default=4)
     ap.add_argument("--boundary-rows", type=int, default=2048)
     ap.add_argument("--boundary-tests", type=int, default=10000)
+    ap.add_argument("--out", default=None, help="result JSON (default: results/ beside this)")
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     torch.set_num_threads(1)
     t0 = time.perf_counter()
-    saved = RESULTS / "null_calibration.json"
+    saved = Path(args.out) if args.out else results_dir() / "null_calibration.json"
     out: dict[str, Any] = {"alpha": ALPHA, "sections_done": []}
     if saved.is_file():  # keep the sections this run does not redo
         kept = json.loads(saved.read_text())
@@ -479,7 +481,7 @@ def main() -> None:
         out["sections_done"].append(section)
         out["wall_s"] = round(time.perf_counter() - t0, 1)
         out["load_average"] = [round(x, 2) for x in os.getloadavg()]
-        write_result("null_calibration", out)
+        write_result("null_calibration", out, str(saved))
 
     if "planted" in args.only:
         out["planted"] = planted(args.n_planted)

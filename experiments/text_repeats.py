@@ -1,6 +1,6 @@
 """How much induction there is to learn in stdlib text, under each codec (docs/recipes.md).
 
-    python benchmarks/text_repeats.py [--tokens 2000000] [--windows 3000]
+    python experiments/text_repeats.py [--tokens 2000000] [--windows 3000]
 
 For windows of n_ctx tokens drawn from the first ``--tokens`` training ids: the share of tokens
 whose token occurred earlier in the window (``<unk>`` excluded), how often the token that followed
@@ -18,7 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # _common
+from _common import write_result  # noqa: E402
+
 from interp_toolkit.text.codecs import EOT_ID, GPT2_VOCAB_SIZE  # noqa: E402
 from interp_toolkit.text.stream import tokenize_corpus  # noqa: E402
 
@@ -69,16 +71,22 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--tokens", type=int, default=2_000_000)
     ap.add_argument("--windows", type=int, default=3000)
+    ap.add_argument("--out", default=None, help="result JSON (default: results/ beside this)")
     args = ap.parse_args()
     corpus = tokenize_corpus("stdlib", progress=False)
     ids = np.asarray(corpus.train_ids[: args.tokens]).astype(np.int64)
     counts = np.bincount(np.asarray(corpus.train_ids), minlength=GPT2_VOCAB_SIZE)
     print("| codec | n_ctx | token seen earlier | copy right | tokens a copy predicts |")
     print("|---|---|---|---|---|")
+    rows = []
     for n_ctx in (32, 64, 128):
         for name, (lut, unk) in codecs(counts).items():
             a, b, c = stats(lut[ids], unk, n_ctx, args.windows)
             print(f"| {name} | {n_ctx} | {a:.3f} | {b:.3f} | {c:.3f} |")
+            row = {"codec": name, "n_ctx": n_ctx, "seen_earlier": a, "copy_right": b}
+            rows.append(row | {"copy_predicts": c})
+    payload = {"tokens": args.tokens, "windows": args.windows, "rows": rows}
+    write_result("text_repeats", payload, args.out)
 
 
 if __name__ == "__main__":

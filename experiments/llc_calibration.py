@@ -1,29 +1,31 @@
 """Calibrating the LLC's SGLD settings on a run: a grid of (step size, γ, nβ) at chosen kept
 checkpoints, each read for whether its chains settle and stay local (docs/stages.md, "Settings").
 
-    taskset -c 1 python benchmarks/llc_calibration.py --run RUN --steps 1,10,20,28,105,1000
+    taskset -c 1 python experiments/llc_calibration.py --run RUN --steps 1,10,20,28,105,1000
         [--grid '[[1e-4,1000,50],[1e-4,10000,50]]'] [--burn-in 50] [--draws 100] [--out F]
 
 For each checkpoint and setting: the LLC and its interval (2 chains), L(w*) and each chain's mean
 draw loss (local: within ~0.5 nats of L(w*)), each chain's split-half drift in LLC units
 (settled: small against the LLC), R-hat, and seconds. The batches are the ones ``stages`` reads
 (4 batches x up to 16 rows of the run's first training steps). Writes
-benchmarks/results/llc_calibration.json (``--out`` to change).
+experiments/results/llc_calibration.json (``--out`` to change).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # _common
 from _common import print_table, write_result
 
 from interp_toolkit.development.data import llc_batches, next_token_loss
 from interp_toolkit.development.llc import SGLDSettings, estimate_llc
 from interp_toolkit.runs.folder import RunPaths, apply_weights, load_run, read_weights
-from interp_toolkit.training.sdpa import fused_attention
 
 #: The grid tried on the text preset's 2-layer run (seed 0), 2026-12-05.
 GRID = [
@@ -50,24 +52,23 @@ def main() -> None:
     run = load_run(paths.root, device="cpu", weights=paths.snapshot(steps[0]))
     data = llc_batches(run, n_batches=args.batches, rows=args.rows)
     rows = []
-    with fused_attention(run.model):
-        for step in steps:
-            apply_weights(run.model, read_weights(paths.snapshot(step)), paths.snapshot(step))
-            for eps, gamma, nbeta in json.loads(args.grid):
-                s = SGLDSettings(step_size=eps, gamma=gamma, nbeta=nbeta, chains=2,
-                                 burn_in=args.burn_in, draws=args.draws)  # fmt: skip
-                e = estimate_llc(run.model, data.batches, next_token_loss, s)
-                draw_means = [float(t[args.burn_in :].mean()) for t in e.traces]
-                row = {
-                    "step": step, "eps": eps, "gamma": gamma, "nbeta": nbeta,
-                    "llc": e.to_dict(traces=False)["llc"], "interval": [e.low, e.high],
-                    "init_loss": e.init_loss, "draw_loss_above_init": [
-                        m - e.init_loss for m in draw_means],
-                    "drift": e.drift, "r_hat": e.r_hat, "finite": e.finite,
-                    "seconds": round(e.seconds, 2),
-                }  # fmt: skip
-                rows.append(row)
-                print(json.dumps(row), flush=True)
+    for step in steps:
+        apply_weights(run.model, read_weights(paths.snapshot(step)), paths.snapshot(step))
+        for eps, gamma, nbeta in json.loads(args.grid):
+            s = SGLDSettings(step_size=eps, gamma=gamma, nbeta=nbeta, chains=2,
+                             burn_in=args.burn_in, draws=args.draws)  # fmt: skip
+            e = estimate_llc(run.model, data.batches, next_token_loss, s)
+            draw_means = [float(t[args.burn_in :].mean()) for t in e.traces]
+            row = {
+                "step": step, "eps": eps, "gamma": gamma, "nbeta": nbeta,
+                "llc": e.to_dict(traces=False)["llc"], "interval": [e.low, e.high],
+                "init_loss": e.init_loss, "draw_loss_above_init": [
+                    m - e.init_loss for m in draw_means],
+                "drift": e.drift, "r_hat": e.r_hat, "finite": e.finite,
+                "seconds": round(e.seconds, 2),
+            }  # fmt: skip
+            rows.append(row)
+            print(json.dumps(row), flush=True)
     print_table(
         [{**r, "above init": max(r["draw_loss_above_init"], default=None),
           "max |drift|": max(map(abs, r["drift"]), default=None)} for r in rows],

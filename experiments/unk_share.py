@@ -9,7 +9,7 @@ bf16, the stop rule, the scoring) and only the codec changes: GPT-2 BPE compacte
 1. the codec's ``<unk>`` share of the training and held-out tokens, and the bytes of text per
    token (a 256-token BPE context covers more text than 256 bytes: a confound);
 2. per seed, the 2-layer model trained and searched for its *role step* exactly as
-   benchmarks/text_seeds.py does (its ``train``, ``role_step`` and ``roles``: stop once the
+   experiments/text_seeds.py does (its ``train``, ``role_step`` and ``roles``: stop once the
    logged score has stayed past the floor for ``--window`` steps, at most ``--max-steps``; then
    ``heads RUN@STEP`` at every kept scoring from the floor on until a layer-1 head has the
    induction role). A run that does not form is reported (``role_step`` null) with its best
@@ -19,16 +19,16 @@ bf16, the stop rule, the scoring) and only the codec changes: GPT-2 BPE compacte
    with ``--runs DIR`` adds it to runs that lack it);
 4. with ``--control``, its 1-layer control trained as long.
 
-The byte rows of §0g's table (benchmarks/archive/results/text_seeds_bf16_sdpa/, 0% ``<unk>``)
+The byte rows of §0g's table (experiments/archive/results/text_seeds_bf16_sdpa/, 0% ``<unk>``)
 are copied into the result as the reference, marked ``"source": "text_seeds.json"``.
 
-    python benchmarks/unk_share.py [--vocab-sizes 256,1024,4096] [--seeds 0,1] [--max-steps 12000]
+    python experiments/unk_share.py [--vocab-sizes 256,1024,4096] [--seeds 0,1] [--max-steps 12000]
                                    [--window 3000] [--control] [--out DIR] [--json PATH]
-    python benchmarks/unk_share.py --shares-only [--vocab-sizes ...]   (step 1 alone, seconds)
-    python benchmarks/unk_share.py --merge A.json B.json ... [--runs DIR]  (per-run results in one)
+    python experiments/unk_share.py --shares-only [--vocab-sizes ...]   (step 1 alone, seconds)
+    python experiments/unk_share.py --merge A.json B.json ... [--runs DIR]  (per-run results in one)
 
 One thread, one run at a time (pin it with ``taskset``). Prints a table and writes
-benchmarks/results/unk_share.json (or ``--json``); the run folders stay in ``--out`` (default: a
+experiments/results/unk_share.json (or ``--json``); the run folders stay in ``--out`` (default: a
 temporary folder).
 """
 
@@ -37,11 +37,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from _common import RESULTS, print_table, write_result
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # _common
+from _common import print_table, write_result
 from natural_text import curve
 from text_seeds import PRESET, first_past, role_step, roles, train
 
@@ -183,8 +185,8 @@ def one_run(
 
 def byte_reference(seeds: list[int]) -> list[dict[str, Any]]:
     """The byte preset's rows for ``seeds`` from §0g's table (the code these runs used:
-    benchmarks/archive/results/text_seeds_bf16_sdpa/text_seeds.json)."""
-    path = RESULTS.parent / "archive" / "results" / "text_seeds_bf16_sdpa" / "text_seeds.json"
+    experiments/archive/results/text_seeds_bf16_sdpa/text_seeds.json)."""
+    path = Path(__file__).resolve().parent / "archive/results/text_seeds_bf16_sdpa/text_seeds.json"
     if not path.exists():
         return []
     rows = json.loads(path.read_text())["rows"]

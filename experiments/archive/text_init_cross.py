@@ -10,7 +10,7 @@ the optimiser), copies the weights into the toolkit's ``text`` preset model (the
 bias, which the tries lack, starts at 0) and trains it with the toolkit's loop
 (``training.loop.run_tl_train``), scoring the toolkit's probe every 250 steps. Arm B runs
 text_tries.py with try L's settings after loading the toolkit's seed-0 initial weights into it.
-Logs: benchmarks/archive/results/text_tries/XA_tk_engine_L_init.jsonl and XB_tries_engine_tk_init.jsonl.
+Logs: experiments/archive/results/text_tries/XA_tk_engine_L_init.jsonl and XB_tries_engine_tk_init.jsonl.
 """
 
 from __future__ import annotations

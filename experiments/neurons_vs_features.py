@@ -9,7 +9,7 @@ sentences the study page would print.
 
 ``--run RUN`` reads a trained run (e.g. ``reproduce --mlp``'s ``cpu-1l-mlp``); without it a
 1-layer twin is trained first (``--steps``, default 700: past the cpu preset's phase change at
-~350) in a temporary folder. Writes ``benchmarks/results/neurons_vs_features.json``.
+~350) in a temporary folder. Writes ``experiments/results/neurons_vs_features.json``.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # _common
 from _common import write_result  # noqa: E402
 
 

@@ -7,7 +7,7 @@ seed 0) on ``blocks.1.attn.hook_z`` and on ``blocks.0.attn.hook_z`` of the train
 untrained model of the same config, each read by :mod:`interp_toolkit.saes.roles` with the
 trained model's heads. ``--run RUN`` reads a run (e.g. ``interp-toolkit train --layers 2 --steps
 700 --seed 0``); without it one is trained here (``--steps``, default 700, the test fixture's).
-Writes ``benchmarks/results/sae_roles.json``.
+Writes ``experiments/results/sae_roles.json``.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # _common
 from _common import write_result  # noqa: E402
 
 

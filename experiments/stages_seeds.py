@@ -2,7 +2,7 @@
 boundaries move with the seed, read from the ``stages.json`` that ``interp-toolkit stages RUN``
 left in the runs of a multi-seed study (docs/stages.md, "Over seeds").
 
-    python benchmarks/stages_seeds.py --study DIR --seeds 5 [--out F]
+    python experiments/stages_seeds.py --study DIR --seeds 5 [--out F]
 
 DIR is a ``reproduce --seeds N --out DIR`` folder (seed 0 in DIR, seed S in DIR/seed-S); every
 1- and 2-layer run that holds ``stages.json`` is read. Per run and seed: kept checkpoints, their
@@ -12,7 +12,7 @@ change and where it falls (``reports/stage_findings.py``, the study page's readi
 the page's sentence on how far the boundaries move with the seed. And the rule's sensitivity: the
 boundaries of the same kept LLC under bandwidths 0.15 / 0.25 / 0.4 and floors 0.05 / 0.1 / 0.2
 (P = peak, T = trough, at the step). Writes
-benchmarks/results/stages_seeds.json (``--out`` to change).
+experiments/results/stages_seeds.json (``--out`` to change).
 """
 
 from __future__ import annotations
@@ -20,8 +20,10 @@ from __future__ import annotations
 import argparse
 import math
 import statistics
+import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # _common
 from _common import print_table, write_result
 
 from interp_toolkit.development.stages import read_by_rule, stage_boundaries

@@ -2,7 +2,7 @@
 the same number of steps with the same seed on plain stdlib text, side by side (one process and
 one thread each, as ``reproduce`` trains on the CPU).
 
-    python benchmarks/natural_text.py [--out DIR] [--steps N] [--seed 0] [--device cpu]
+    python experiments/natural_text.py [--out DIR] [--steps N] [--seed 0] [--device cpu]
         [--threads 1] [--json PATH]
 
 For each run: minutes and tokens trained, the per-scoring curve from metrics.jsonl (best layer>=1
@@ -19,7 +19,7 @@ stdlib windows (the same for both runs):
   difference between the two runs counts as induction).
 
 The load average before and after is recorded (timings on a shared machine swing 2-5x). Prints a
-table and writes benchmarks/results/natural_text.json (or ``--json``).
+table and writes experiments/results/natural_text.json (or ``--json``).
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # _common
 from _common import print_table, write_result
 
 PRESET = "text"
@@ -71,12 +72,14 @@ def text_measures(run: Path, n_windows: int = 128) -> dict[str, float]:
     import torch
     import torch.nn.functional as F
 
-    from interp_toolkit.runs.folder import load_run
+    from interp_toolkit.runs.folder import load_run, read_config
     from interp_toolkit.text.stream import tokenize_corpus, windows
+    from interp_toolkit.training.settings import recorded_configs
 
     r = load_run(run, device="cpu")
     n_ctx = r.model_cfg.n_ctx
-    corpus = tokenize_corpus("stdlib", progress=False)
+    _, d, _ = recorded_configs(read_config(run), run / "config.json")  # the run's corpus and store
+    corpus = tokenize_corpus(d.corpus, d.val_fraction, d.max_tokens, False, store=d.store)
     x = windows(corpus.val_ids, r.codec, n_ctx + 1)[:n_windows]
     with torch.no_grad():
         logits = r.model(x[:, :-1])

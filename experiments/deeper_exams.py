@@ -1,6 +1,6 @@
 """Deeper curriculum models trained to the whole budget: do their period exams keep improving?
 
-    python benchmarks/deeper_exams.py [--runs 3:0,8:0,2:0,3:1] [--out runs/deeper] [--every 50]
+    python experiments/deeper_exams.py [--runs 3:0,8:0,2:0,3:1] [--out runs/deeper] [--every 50]
 
 A study (``reproduce --preset cpu``) stops each 2+-layer model once its layer-1+ induction score
 has stayed past 0.4 for 200 steps (step 550 for seed 0), and its 3- and 8-layer models miss the
@@ -15,7 +15,7 @@ the step the induction score first passed the floor, for context).
 Per run and step: exams passed of 14, each exam's pass rate and Wilson 95% interval; per run,
 the first step passing all 14 and the first from which every later examined step does. Commands run as subprocesses of this
 Python (``python -m interp_toolkit``), with this process's environment (PYTHONPATH included).
-Writes benchmarks/results/deeper_exams.json and prints a table.
+Writes experiments/results/deeper_exams.json and prints a table.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # _common
 from _common import print_table, write_result
 
 PRESET = "cpu"

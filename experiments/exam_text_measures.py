@@ -10,19 +10,22 @@ Trains the cpu preset's 2-layer and 1-layer models as ``tests/integration/confte
 - on 256 held-out text windows: the in-context score, the repeated-passage drop (256 passages)
   with their 95% intervals, and the best text induction score.
 
-    python benchmarks/exam_text_measures.py [--threads 1] [--steps 700] [--json out.json]
+    python experiments/exam_text_measures.py [--threads 1] [--steps 700] [--json out.json]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # _common
 from _common import print_table, write_result
 
 

@@ -8,7 +8,7 @@ train_model runs it; AdamW and gradient clipping as TL's loop does) eager and un
 (``torch._dynamo.explain``), compile seconds (the first steps), steady tokens/s, and the loss
 difference over the same batches. Scoring: ``head_scores`` (the hooks read patterns and stop the
 pass early) with the bridge's forward compiled: graph breaks, seconds, and whether the scores are
-equal. Writes benchmarks/archive/results/compile_trial.json (with the load average).
+equal. Writes experiments/archive/results/compile_trial.json (with the load average).
 """
 
 from __future__ import annotations

@@ -14,16 +14,16 @@
 The role step is what the issue's goal reads ("a layer-1 head with the induction role"); minutes are
 training time to that step (the run's own clock, scoring included).
 
-    python benchmarks/text_seeds.py [--seeds 0,1,2,3,4] [--window 3000] [--out DIR] [--max-steps N]
+    python experiments/text_seeds.py [--seeds 0,1,2,3,4] [--window 3000] [--out DIR] [--max-steps N]
                                     [--precision fp32|bf16] [--json PATH]
-    python benchmarks/text_seeds.py --merge A.json B.json ...   (per-seed or per-batch runs)
+    python experiments/text_seeds.py --merge A.json B.json ...   (per-seed or per-batch runs)
 
 (``--merge``: one table and summary from per-seed runs, each run on its own, written to
-benchmarks/results/text_seeds.json.)
+experiments/results/text_seeds.json.)
 
 One thread, one run at a time (pin it to a core with ``taskset`` for the "one idle core" figure).
 A seed that does not form within the budget is reported (``induction_step`` null), not dropped.
-Prints a table and writes benchmarks/results/text_seeds.json (or ``--json``); the run folders stay
+Prints a table and writes experiments/results/text_seeds.json (or ``--json``); the run folders stay
 in ``--out`` (default: a temporary folder).
 """
 
@@ -32,11 +32,13 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # _common
 from _common import print_table, write_result
 from natural_text import curve, heads_report
 
@@ -53,7 +55,7 @@ def train(
     **changes: Any,
 ) -> dict[str, Any]:
     """The preset at ``layers``, trained with ``seed`` for at most ``steps``; ``changes`` are
-    further :func:`with_overrides` fields (benchmarks/unk_share.py: ``codec``, ``vocab_size``,
+    further :func:`with_overrides` fields (experiments/unk_share.py: ``codec``, ``vocab_size``,
     ``d_vocab``)."""
     import torch
 

@@ -22,9 +22,9 @@ repeat effect (docs/statistics.md §1).
 
 Run::
 
-    taskset -c 0 .venv/bin/python benchmarks/cutoff_sensitivity.py [--runs-dir DIR]
+    taskset -c 0 .venv/bin/python experiments/cutoff_sensitivity.py [--runs-dir DIR]
 
-It prints the table and writes ``benchmarks/results/cutoff_sensitivity.json``.
+It prints the table and writes ``experiments/results/cutoff_sensitivity.json``.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # the planting kit, the letters codec
 
+sys.path.insert(0, str(ROOT / "benchmarks"))  # _common
 from _common import print_table, write_result  # noqa: E402
 
 FLOORS = (0.2, 0.3, 0.4, 0.5, 0.6)
@@ -52,8 +53,7 @@ DRAWS = 9999
 
 def settings() -> list[dict[str, Any]]:
     """The defaults, then one cut-off varied at a time."""
-    from interp_toolkit.heads.registry import RIVAL_RATIO, RIVAL_WIDTH
-    from interp_toolkit.stats.thresholds import ARENA_FLOOR
+    from interp_toolkit.stats.thresholds import ARENA_FLOOR, RIVAL_RATIO, RIVAL_WIDTH
 
     base = {"floor": ARENA_FLOOR, "ratio": RIVAL_RATIO, "width": RIVAL_WIDTH}
     out = [{**base, "varied": "default"}]
@@ -167,6 +167,7 @@ def main() -> None:
     ap.add_argument("--train", nargs="*", default=["1:0", "2:0"])
     ap.add_argument("--steps", type=int, default=700)
     ap.add_argument("--runs-dir", default="/tmp/cutoff_runs")
+    ap.add_argument("--out", default=None, help="result JSON (default: results/ beside this)")
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     torch.set_num_threads(1)
@@ -238,6 +239,7 @@ def main() -> None:
             "trained_margins": margin,
             "wall_s": round(time.perf_counter() - t0, 1),
         },
+        args.out,
     )
     for name, rows in margin.items():
         near = [m for m in rows if m["value"] >= 0.2]
