@@ -71,11 +71,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--json", type=Path, default=RESULT)
     ap.add_argument("--only", default="", help="run the settings whose name contains this")
+    ap.add_argument("--steps", type=int, default=None, help="every setting this many steps")
     args = ap.parse_args()
     rows = []
     for name, preset, precision, steps, threads, env in SETTINGS:
         if args.only not in name:
             continue
+        steps = args.steps or steps
         with tempfile.TemporaryDirectory() as tmp:
             cmd = [
                 sys.executable,
@@ -106,7 +108,10 @@ def main() -> None:
         )
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(
-        json.dumps({"runs": rows, "load_before": os.getloadavg()[0]}, indent=1) + "\n"
+        json.dumps(
+            {"benchmark": "kernel_isa", "runs": rows, "load_before": os.getloadavg()[0]}, indent=1
+        )
+        + "\n"
     )
 
 

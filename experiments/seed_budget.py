@@ -10,9 +10,11 @@ effect on 64 held-out passages, and the in-context score logged in training.
     python experiments/seed_budget.py train --seeds 0,1 --layers 1,2 --out DIR [--steps 50000]
     python experiments/seed_budget.py measure --out DIR [--json experiments/results/seed_budget.json]
     python experiments/seed_budget.py figure [--json ...] [--svg docs/figures/seed_budget.svg]
+    python experiments/seed_budget.py run ...   (train, then measure: both commands' options)
 
 ``train`` runs each model in its own process (one thread each), two at a time; a stopped run
-resumes where it stopped. ``measure`` skips steps already in the JSON.
+resumes where it stopped. ``measure`` skips steps already in the JSON. ``--kept`` and
+``--prompts`` shrink it (the slow tier runs it a few steps).
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ def run_dir(out: Path, seed: int, layers: int) -> Path:
     return out / f"text-{layers}l-s{seed}"
 
 
-def train_one(out: Path, seed: int, layers: int, steps: int) -> None:
+def train_one(out: Path, seed: int, layers: int, steps: int, kept: tuple[int, ...] = KEPT) -> None:
     import torch
 
     from interp_toolkit.training import train_model
@@ -50,7 +52,7 @@ def train_one(out: Path, seed: int, layers: int, steps: int) -> None:
         get_preset("text", layers),
         steps=steps,
         seed=seed,
-        snapshot_steps=tuple(k for k in KEPT if k <= steps),
+        snapshot_steps=tuple(k for k in kept if k <= steps) or (steps,),
     )
     path = run_dir(out, seed, layers)
     resume = (path / "config.json").is_file()
@@ -72,14 +74,16 @@ def train(args: argparse.Namespace) -> None:
             str(seed),
             str(layers),
             str(args.steps),
+            ",".join(map(str, args.kept)),
         ]
         print("start", " ".join(cmd[2:]), flush=True)
         running.append(subprocess.Popen(cmd, env={**os.environ, "OMP_NUM_THREADS": "1"}))
     for p in running:
-        p.wait()
+        if p.wait():
+            raise SystemExit(f"a training failed: {' '.join(map(str, p.args[2:]))}")
 
 
-def measure_step(path: Path, step: int) -> dict:
+def measure_step(path: Path, step: int, prompts: int = 200) -> dict:
     import torch
 
     from interp_toolkit.exams.periods import sit_exams
@@ -95,8 +99,8 @@ def measure_step(path: Path, step: int) -> dict:
     model, codec = run.model, run.codec
     with torch.no_grad():
         n_ctx, d_vocab = int(model.cfg.n_ctx), int(codec.d_vocab)
-        controls = exam_plan(codec, n_ctx, order_control=True)
-        exams = sit_exams(model, exam_plan(codec, n_ctx), d_vocab, controls)
+        controls = exam_plan(codec, n_ctx, n_prompts=prompts, order_control=True)
+        exams = sit_exams(model, exam_plan(codec, n_ctx, n_prompts=prompts), d_vocab, controls)
         windows = check_windows(run)
         drop = repeated_passage(model, windows)
         order = passage_order_effect(model, windows)
@@ -128,12 +132,15 @@ def measure(args: argparse.Namespace) -> None:
     from interp_toolkit.runs.folder import RunPaths
 
     done = json.loads(args.json.read_text()) if args.json.is_file() else {"runs": {}}
+    done["benchmark"] = "seed_budget"
     for path in sorted(p for p in args.out.iterdir() if (p / "config.json").is_file()):
         have = {r["step"] for r in done["runs"].get(path.name, [])}
         for step in RunPaths(path).snapshot_steps():
-            if step in KEPT and step not in have:
+            if step not in have:
                 t0 = time.perf_counter()
-                done["runs"].setdefault(path.name, []).append(measure_step(path, step))
+                done["runs"].setdefault(path.name, []).append(
+                    measure_step(path, step, args.prompts)
+                )
                 done["runs"][path.name].sort(key=lambda r: r["step"])
                 args.json.parent.mkdir(parents=True, exist_ok=True)
                 args.json.write_text(json.dumps(done, indent=1) + "\n")
@@ -169,24 +176,33 @@ def figure(args: argparse.Namespace) -> None:
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "_train":
-        out, seed, layers, steps = sys.argv[2:6]
-        train_one(Path(out), int(seed), int(layers), int(steps))
+        out, seed, layers, steps, *kept = sys.argv[2:7]
+        kept_steps = tuple(map(int, kept[0].split(","))) if kept else KEPT
+        train_one(Path(out), int(seed), int(layers), int(steps), kept_steps)
         return
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
-    t = sub.add_parser("train")
-    t.add_argument("--seeds", type=lambda s: [int(x) for x in s.split(",")], default=[0, 1])
-    t.add_argument("--layers", type=lambda s: [int(x) for x in s.split(",")], default=[2, 1])
-    t.add_argument("--steps", type=int, default=STEPS)
-    t.add_argument("--jobs", type=int, default=2)
-    t.add_argument("--out", type=Path, required=True)
-    m = sub.add_parser("measure")
-    m.add_argument("--out", type=Path, required=True)
-    m.add_argument("--json", type=Path, default=RESULT)
+    ints = lambda s: [int(x) for x in s.split(",")]  # noqa: E731
+    for name in ("train", "measure", "run"):
+        p = sub.add_parser(name)
+        p.add_argument("--out", type=Path, required=True)
+        if name != "measure":
+            p.add_argument("--seeds", type=ints, default=[0, 1])
+            p.add_argument("--layers", type=ints, default=[2, 1])
+            p.add_argument("--steps", type=int, default=STEPS)
+            p.add_argument("--kept", type=ints, default=list(KEPT))
+            p.add_argument("--jobs", type=int, default=2)
+        if name != "train":
+            p.add_argument("--json", type=Path, default=RESULT)
+            p.add_argument("--prompts", type=int, default=200, help="per period exam")
     f = sub.add_parser("figure")
     f.add_argument("--json", type=Path, default=RESULT)
     f.add_argument("--svg", type=Path, default=FIGURE)
     args = ap.parse_args()
+    if args.cmd == "run":
+        train(args)
+        measure(args)
+        return
     {"train": train, "measure": measure, "figure": figure}[args.cmd](args)
 
 

@@ -47,6 +47,13 @@ RUN: dict[str, list[str]] = {
         *("--vocab-sizes", "256", "--seeds", "0", "--max-steps", "4", "--window", "2"),
         *("--out", "{tmp}/runs", "--json", "{tmp}/r.json"),
     ],
+    "experiments/kernel_isa.py": [  # two cpu-preset runs of 3 steps, each in its own process
+        *("--only", "cpu fp32, 1 thread", "--steps", "3", "--json", "{tmp}/r.json"),
+    ],
+    "experiments/seed_budget.py": [  # a 1-layer byte model, 20 steps, measured with 4 prompts
+        *("run", "--seeds", "0", "--layers", "1", "--steps", "20", "--kept", "20"),
+        *("--prompts", "4", "--out", "{tmp}/runs", "--json", "{tmp}/r.json"),
+    ],
     "benchmarks/induction_measure_cost.py": [
         *("--repeats", "1", "--layers", "1", "--json", "{tmp}/r.json"),
     ],
@@ -95,7 +102,7 @@ NOT_RUN: dict[str, str] = {
     "benchmarks/sae_cost.py": "a GPT-2-small-shaped model beside the cpu preset's",
 }
 #: Shared helpers, not scripts.
-HELPERS = {"benchmarks/_common.py", "benchmarks/_flops.py"}
+HELPERS = {"benchmarks/_common.py", "benchmarks/_flops.py", "experiments/_svg.py"}
 ALL = os.environ.get("INTERP_TOOLKIT_ALL_SCRIPTS") == "1"
 
 
