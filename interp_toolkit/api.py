@@ -4,7 +4,7 @@
 
     from interp_toolkit import load, scores_on, view
 
-    run = load("runs/cpu-2l")              # a run folder, a GPT-2 name or a GPT-2 folder
+    run = load("runs/cpu-2l")              # a run folder, a hub id or a save_pretrained folder
     m = run.model                          # a TransformerBridge: to_tokens, run_with_cache, ...
     scores_on(m, "A B C D A B C D").induction   # [layer, head] scores on your own prompt
     view(m, "A B C D A B C D")             # every layer's attention, drawn inline
@@ -39,7 +39,7 @@ from interp_toolkit.runs.folder import Run, RunPaths, load_run, read_config
 from interp_toolkit.runs.targets import Target, load_target
 from interp_toolkit.runtime import validate
 from interp_toolkit.runtime.validate import path_arg, token_ids
-from interp_toolkit.text.codecs import GPT2_VOCAB_SIZE, Codec, GPT2Codec, unknown_notice
+from interp_toolkit.text.codecs import Codec, unknown_notice
 from interp_toolkit.text.tl_tokenizer import CodecTokenizer
 
 if TYPE_CHECKING:  # circuitsvis (~0.5 s to import) only when a view is drawn
@@ -53,14 +53,18 @@ ModelLike = TransformerBridge | Target | Run
 Prompt = str | Sequence[int] | Sequence[Sequence[int]] | np.ndarray | torch.Tensor
 
 
-def load(target: str | os.PathLike[str], device: str = "auto") -> Target:
-    """Load a run folder, a GPT-2 hub name (``"gpt2"``, ...) or a GPT-2 ``save_pretrained``
-    folder. The result has ``.model`` (a ``TransformerBridge`` with its tokenizer, so
-    ``to_tokens``/``generate`` work), ``.codec``, ``.name``, ``.kind`` (``toy``/``gpt2``) and
-    ``.source`` (the :class:`~interp_toolkit.runs.folder.Run` of a toy model). ``device`` as the CLI's
-    ``--device`` (default ``auto``: a CUDA GPU, else an Apple GPU, else the CPU)."""
+def load(target: str | os.PathLike[str], device: str = "auto", dtype: str = "fp32") -> Target:
+    """Load a run folder, or a Hugging Face causal LM of any architecture TransformerLens boots:
+    a hub id (``"EleutherAI/pythia-70m"``, ``"gpt2"``; read from the local cache) or a
+    ``save_pretrained`` folder. The result has ``.model`` (a ``TransformerBridge`` with its
+    tokenizer, so ``to_tokens``/``generate`` work), ``.codec``, ``.name``, ``.kind``
+    (``toy``/``hf``) and ``.source`` (the :class:`~interp_toolkit.runs.folder.Run` of a toy
+    model). ``device`` as the CLI's ``--device`` (default ``auto``: a CUDA GPU, else an Apple GPU,
+    else the CPU); ``dtype`` as its ``--dtype`` (``fp32`` or ``bf16``)."""
     path_arg(target, "target")  # None, a number or '' (the current folder): one line
-    return load_target(target, device)
+    if dtype not in ("fp32", "bf16"):
+        raise UserError(f"dtype={dtype!r} is not offered: use 'fp32' or 'bf16'.")
+    return load_target(target, device, dtype=dtype)
 
 
 def train(
@@ -140,8 +144,10 @@ def _parts(model: ModelLike) -> tuple[TransformerBridge, Codec]:
     tok = getattr(model, "tokenizer", None)
     if isinstance(tok, CodecTokenizer):
         return model, tok.codec
-    if tok is not None and len(tok) >= GPT2_VOCAB_SIZE:
-        return model, GPT2Codec()
+    if tok is not None and len(tok) > 0 and isinstance(model, TransformerBridge):
+        from interp_toolkit.runs.hf import codec_of
+
+        return model, codec_of(model)
     raise UserError(
         "this model has no interp-toolkit vocabulary: pass a model from load(...) or train(...)."
     )

@@ -104,8 +104,8 @@ def no_boot_no_network(monkeypatch):
 
     import socket
 
-    from interp_toolkit.runs import gpt2
+    from interp_toolkit.runs import hf
 
-    monkeypatch.setattr(gpt2, "_boot", forbidden)
+    monkeypatch.setattr(hf, "_boot", forbidden)
     monkeypatch.setattr(socket.socket, "connect", forbidden)
     monkeypatch.setattr(socket, "create_connection", forbidden)

@@ -15,9 +15,11 @@ from interp_toolkit.cli.app import (
     TARGET_HELP,
     app,
     check_device,
+    check_dtype,
     check_out_file,
     console,
     device_option,
+    dtype_option,
     emit,
     setup_torch,
     wrote,
@@ -106,11 +108,13 @@ def heads(
     ),
     seed: int = typer.Option(DiscoveryOptions.seed, "--seed", help="Seed of the random tokens."),
     device: str = device_option(),
+    dtype: str = dtype_option(),
 ) -> None:
     """Score every head (previous-token, duplicate-token, induction...) and test each score's
     specificity against the head itself (its attention at nearby keys, a no-repeat control);
     roles need a significant test and the effect-size floor."""
     check_device(device)
+    check_dtype(dtype)
     options = DiscoveryOptions(  # built once, here: bad values are one-line errors before any work
         n_seqs=n_seqs,
         period=period,
@@ -127,15 +131,19 @@ def heads(
     setup_torch()
     from interp_toolkit.files.io import write_text
     from interp_toolkit.heads.discovery import discover
+    from interp_toolkit.models.architecture import architecture_of
     from interp_toolkit.runs.targets import load_target
     from interp_toolkit.runtime.progress import status
 
-    tgt = load_target(target, device, for_weights=False)
+    tgt = load_target(target, device, for_weights=False, dtype=dtype)
     with status("heads", "scoring the probe") as shown:
         found = discover(
             tgt.model, tgt.codec, options, model_cfg=tgt.model_cfg, progress=shown.update
         )
     data = {"target": tgt.name, **found.to_dict()}
+    arch = architecture_of(tgt.model)
+    data["architecture"] = arch.describe()
+    data["notes"] = arch.notes("heads", period=data["probe"]["period"])
     emit(data, _print_heads, json_out)
     from interp_toolkit.cli.boundary import stdout_claimed
 
@@ -195,6 +203,8 @@ def _print_heads(data: dict[str, Any]) -> None:
     )
     for warning in test["warnings"]:
         out.print(f"[bold red]warning:[/] {warning}.", soft_wrap=True)
+    for note in data.get("notes", []):
+        out.print(f"note: {note}.", soft_wrap=True)
 
 
 @app.command("exam")
@@ -238,10 +248,12 @@ def exam(
         None, "--json", help="Write the results as JSON here (- for standard output)."
     ),
     device: str = device_option(),
+    dtype: str = dtype_option(),
 ) -> None:
     """The target's rank and probability after a prompt, and the top-k next tokens; with
     --periods, the pass rate of two-repeat exams at every period."""
     check_device(device)
+    check_dtype(dtype)
     if periods:
         if prompt is not None or target_text is not None:
             raise UserError("--periods makes its own prompts: leave out --prompt and --target.")
@@ -250,7 +262,7 @@ def exam(
         args = PeriodExamArgs(
             n_prompts, seed, not no_bos, kinds, max_period, max_offset, chance_run
         )
-        period_exams(target, device, args, json_out)
+        period_exams(target, device, args, json_out, dtype)
         return
     if (prompt is None) != (target_text is None):
         raise UserError("give --prompt and --target together (or neither, for the built-in exams).")
@@ -261,7 +273,7 @@ def exam(
     from interp_toolkit.exams.single import Exam, exams_for, run_exam
     from interp_toolkit.runs.targets import load_target
 
-    tgt = load_target(target, device, for_weights=False)
+    tgt = load_target(target, device, for_weights=False, dtype=dtype)
     exams = exams_for(tgt.codec) if prompt is None else (Exam("custom", prompt, target_text or ""),)
     results = [
         run_exam(tgt.model, tgt.codec, e.prompt, e.target, top_k, not no_bos, name=e.name)
@@ -313,12 +325,14 @@ def copying(
         None, "--json", help="Write the results as JSON here (- for standard output)."
     ),
     device: str = device_option(),
+    dtype: str = dtype_option(),
 ) -> None:
     """A head's OV copying score, top-1/top-5 copy accuracy and top boosted tokens (factored
     circuits over the whole vocabulary). Formerly ``circuits`` (still accepted)."""
     from interp_toolkit.heads.registry import HeadId
 
     check_device(device)
+    check_dtype(dtype)
 
     layer, index = HeadId.parse(head)
     if top_k < 1:
@@ -328,7 +342,7 @@ def copying(
     from interp_toolkit.runs.targets import load_target
     from interp_toolkit.weights.circuits import check_head, head_circuit
 
-    tgt = load_target(target, device)
+    tgt = load_target(target, device, dtype=dtype)
     check_head(tgt.model, layer, index)
     d_vocab = int(tgt.model.cfg.d_vocab)
     if token:

@@ -12,9 +12,11 @@ from interp_toolkit.cli.app import (
     TARGET_HELP,
     app,
     check_device,
+    check_dtype,
     check_out_file,
     console,
     device_option,
+    dtype_option,
     emit,
     setup_torch,
     wrote,
@@ -52,10 +54,12 @@ def circuit(
     ),
     out: Path | None = typer.Option(None, "--out", "-o", help="Draw the circuit into this HTML."),
     device: str = device_option(),
+    dtype: str = dtype_option(),
 ) -> None:
     """Rank every edge by attribution (EAP / EAP-IG), measure the faithfulness of the top-k
     edges along a curve, and report the smallest circuit that recovers 80% of the task."""
     check_device(device)
+    check_dtype(dtype)
     if task not in TASK_NAMES:
         raise UserError(f"--task {task!r} is unknown: use one of {', '.join(TASK_NAMES)}.")
     if ig_steps < 1:
@@ -72,7 +76,7 @@ def circuit(
     from interp_toolkit.runs.targets import load_target
     from interp_toolkit.runtime.progress import status
 
-    tgt = load_target(target, device, for_weights=False)
+    tgt = load_target(target, device, for_weights=False, dtype=dtype)
     made = make_task(task, tgt.model, tgt.codec, n_prompts=n_prompts, seed=seed)
     with status("circuit", "scoring edges") as shown:
         found = discover_circuit(

@@ -10,8 +10,10 @@ from interp_toolkit.cli.app import (
     TARGET_HELP,
     app,
     check_device,
+    check_dtype,
     check_out_file,
     device_option,
+    dtype_option,
     setup_torch,
     wrote,
 )
@@ -30,9 +32,11 @@ def view(
     head: list[int] | None = typer.Option(None, "--head", help="Only these heads (repeatable)."),
     no_bos: bool = typer.Option(False, "--no-bos", help="Do not put BOS before the prompt."),
     device: str = device_option(),
+    dtype: str = dtype_option(),
 ) -> None:
     """Write the attention patterns of a model on a prompt as an offline circuitsvis page."""
     check_device(device)
+    check_dtype(dtype)
     check_out_file(out, "--out", "view.html")
     setup_torch()
     from interp_toolkit.files.io import write_text
@@ -40,7 +44,7 @@ def view(
     from interp_toolkit.runs.targets import load_target
     from interp_toolkit.text.codecs import unknown_notice
 
-    tgt = load_target(target, device, for_weights=False)
+    tgt = load_target(target, device, for_weights=False, dtype=dtype)
     notice = unknown_notice(tgt.codec, tgt.codec.encode(prompt))
     if notice is not None:
         typer.echo(f"note: {notice}", err=True)

@@ -59,6 +59,7 @@ from interp_toolkit.heads.specificity import (
     specificity_tests,
 )
 from interp_toolkit.heads.untrained import untrained_models
+from interp_toolkit.models.architecture import WINDOW_MARGIN, architecture_of
 from interp_toolkit.models.build import ModelConfig
 from interp_toolkit.stats import significance, thresholds
 from interp_toolkit.text.codecs import Codec
@@ -292,6 +293,8 @@ def discovery_batch(
 
     ``period``/``prefix_max`` default to :func:`default_layout` of the model's context; the token
     range defaults to :func:`default_token_range` of the codec. Rows start with the codec's BOS id.
+    A model with sliding-window attention gets a default period whose keys (and the rival keys
+    around them) stay :data:`WINDOW_MARGIN` inside its smallest window.
     """
     n_ctx, n_repeats = int(model.cfg.n_ctx), options.n_repeats
     bos_id = codec.bos_id
@@ -302,6 +305,9 @@ def discovery_batch(
     period = options.period
     if period is None:
         period = min(auto_period, (n_ctx - int(bos_id is not None) - prefix_max) // n_repeats)
+        window = architecture_of(model).smallest_window  # keys past a sliding window read 0
+        if window is not None:
+            period = max(2, min(period, window - WINDOW_MARGIN))
     need = int(bos_id is not None) + prefix_max + n_repeats * period
     if need > n_ctx:
         raise UserError(

@@ -226,7 +226,7 @@ class TokenWindows:
     1 gives a ``(windows, n_ctx)`` tensor.
     """
 
-    def __init__(self, ids: np.ndarray, codec: Codec, n_ctx: int) -> None:
+    def __init__(self, ids: np.ndarray, codec: Codec | None, n_ctx: int) -> None:
         self.ids = np.asarray(ids)  # a plain view of a memmap: faster to slice, still not loaded
         self.codec, self.n_ctx = codec, n_ctx
         self.shape = (len(ids) // n_ctx, n_ctx)
@@ -241,9 +241,13 @@ class TokenWindows:
             if step != 1:
                 raise ValueError("TokenWindows slices take step 1")
             rows = self.ids[start * n : max(start, stop) * n]
-            return torch.from_numpy(self.codec.from_store(rows).reshape(-1, n))
+            return torch.from_numpy(self._model_ids(rows).reshape(-1, n))
         i = operator.index(index)
         i += len(self) if i < 0 else 0
         if not 0 <= i < len(self):
             raise IndexError(f"window {index} out of range for {len(self)} windows")
-        return torch.from_numpy(self.codec.from_store(self.ids[i * n : (i + 1) * n]))
+        return torch.from_numpy(self._model_ids(self.ids[i * n : (i + 1) * n]))
+
+    def _model_ids(self, ids: np.ndarray) -> np.ndarray:
+        """``ids`` as model ids (``codec`` None: they are model ids already)."""
+        return np.asarray(ids, dtype=np.int64) if self.codec is None else self.codec.from_store(ids)
