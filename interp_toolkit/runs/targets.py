@@ -97,7 +97,11 @@ TARGET_KINDS: tuple[TargetKind, ...] = (
 
 
 def load_target(
-    spec: Spec, device: str | torch.device = "auto", *, for_weights: bool = True, dtype: str = "fp32"
+    spec: Spec,
+    device: str | torch.device = "auto",
+    *,
+    for_weights: bool = True,
+    dtype: str = "fp32",
 ) -> Target:
     """``spec`` is a run folder (``RUN@STEP``: its weights kept at STEP), a Hugging Face hub id
     (``EleutherAI/pythia-70m``, ``gpt2``...) or a ``save_pretrained`` folder of any causal LM
