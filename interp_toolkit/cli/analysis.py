@@ -304,13 +304,29 @@ def _print_exams(data: dict[str, Any]) -> None:
 
 
 def _default_token_ids(codec: Codec, d_vocab: int) -> list[int]:
-    """Source tokens to show boosts for: ' A', ' B', ' C', ' D' where single known tokens."""
-    ids = []
-    for text in (" A", " B", " C", " D"):
-        enc = codec.encode(text)
-        if len(enc) == 1 and not codec.contains_unk(enc) and enc[0] < d_vocab:
-            ids.append(int(enc[0]))
+    """Source tokens to show boosts for: the first four exam letters the codec keeps as single
+    tokens (``' A'``..``' D'`` under BPE, ``'A'``..``'D'`` under bytes: letters, not control bytes)."""
+    from interp_toolkit.exams.prompts import letter_pool
+
+    ids = [i for i in letter_pool(codec).ids if i < d_vocab][:4]
     return ids or [i for i in range(min(4, d_vocab)) if i != codec.bos_id][:3]
+
+
+def _one_token(codec: Codec, text: str, d_vocab: int) -> int:
+    """The id of ``--token TEXT``: one known token as given, else as stripped of surrounding space
+    (``' A'`` on a byte model is the letter ``'A'``); one line naming a token that works here
+    otherwise."""
+    for form in dict.fromkeys((text, text.strip())):
+        enc = codec.encode(form) if form else []
+        if len(enc) == 1 and not codec.contains_unk(enc) and enc[0] < d_vocab:
+            return int(enc[0])
+    example = codec.str_tokens(_default_token_ids(codec, d_vocab)[:1])
+    raise UserError(
+        f"--token {text!r} is not one known token of this model's vocabulary: give a single "
+        f"token, e.g. {example[0]!r}."
+        if example
+        else "--token: give a single token."
+    )
 
 
 @app.command("copying")
@@ -318,7 +334,10 @@ def copying(
     target: str = typer.Argument(..., help=TARGET_HELP),
     head: str = typer.Option(..., "--head", help="Head as L.H, e.g. 1.4."),
     token: list[str] | None = typer.Option(
-        None, "--token", help="Show what this token boosts (repeatable; default ' A'..' D')."
+        None,
+        "--token",
+        help="Show what this token boosts (repeatable; default: the first four letters that are "
+        "single tokens here, ' A'..' D' or 'A'..'D').",
     ),
     top_k: int = typer.Option(10, "--top-k", help="Boosted tokens to list per source token."),
     json_out: Path | None = typer.Option(
@@ -339,26 +358,30 @@ def copying(
         raise UserError(f"--top-k {top_k} cannot work: use 1 or more.")
     check_out_file(json_out, "--json")
     setup_torch()
+    from interp_toolkit.models.architecture import architecture_of
     from interp_toolkit.runs.targets import load_target
-    from interp_toolkit.weights.circuits import check_head, head_circuit
+    from interp_toolkit.weights.circuits import check_head, head_circuit, trained_token_ids
 
     tgt = load_target(target, device, dtype=dtype)
     check_head(tgt.model, layer, index)
     d_vocab = int(tgt.model.cfg.d_vocab)
     if token:
-        ids = []
-        for text in token:
-            enc = tgt.codec.encode(text)
-            if len(enc) != 1 or tgt.codec.contains_unk(enc):
-                raise UserError(
-                    f"--token {text!r} is not one known token of this model's vocabulary: "
-                    "give a single token, e.g. ' A'."
-                )
-            ids.append(int(enc[0]))
+        ids = [_one_token(tgt.codec, text, d_vocab) for text in token]
     else:
         ids = _default_token_ids(tgt.codec, d_vocab)
-    result = head_circuit(tgt.model, tgt.codec, layer, index, token_ids=ids, k=top_k)
-    emit({"target": tgt.name, **result.to_dict()}, _print_circuit, json_out)
+    result = head_circuit(
+        tgt.model,
+        tgt.codec,
+        layer,
+        index,
+        token_ids=ids,
+        k=top_k,
+        trained=trained_token_ids(tgt),
+    )
+    arch = architecture_of(tgt.model)
+    data = {"target": tgt.name, **result.to_dict(), "architecture": arch.describe()}
+    data["notes"] = arch.notes("copying")
+    emit(data, _print_circuit, json_out)
 
 
 #: The command's earlier name, one letter from ``circuit`` (edge attribution): hidden, still accepted.
@@ -371,18 +394,37 @@ def _print_circuit(data: dict[str, Any]) -> None:
     out = console()
     summary = Table(title=f"{data['target']} head {data['head']}")
     summary.add_column("copying score", justify="right")
-    summary.add_column("top-1 copy acc", justify="right")
-    summary.add_column("top-5 copy acc", justify="right")
+    summary.add_column("top-1 / top-5 copy acc\n(all ids)", justify="right")
+    trained = data.get("trained_rows") is not None and data["trained_rows"] < data["n_rows"]
+    if trained:
+        summary.add_column("top-1 / top-5 copy acc\n(trained ids)", justify="right")
     summary.add_column("pos-QK prev-token", justify="right")
     summary.add_row(
         "empty" if data["copying_note"] else _fmt(data["copying_score"]),
-        _fmt(data["top1_accuracy"]),
-        _fmt(data["top5_accuracy"]),
+        f"{_fmt(data['top1_accuracy'])} / {_fmt(data['top5_accuracy'])}",
+        *(
+            [f"{_fmt(data['trained_top1_accuracy'])} / {_fmt(data['trained_top5_accuracy'])}"]
+            if trained
+            else []
+        ),
         _fmt(data["pos_prev_token"]),
     )
     out.print(summary)
     if data["copying_note"]:  # an empty OV circuit: say so instead of a score
         out.print(f"copying score: {data['copying_note']}", soft_wrap=True)
+    over = (
+        "copy accuracy: the share of source tokens whose own logit is the head's top (top-5) "
+        f"boost, over {data['accuracy_over']}"
+    )
+    if data.get("trained_ids"):
+        over += (
+            f"; and over the {data['trained_rows']} the model was trained on: {data['trained_ids']}"
+            if trained
+            else f" ({data['trained_ids']}: those the model was trained on)"
+        )
+    out.print(over + ".", soft_wrap=True)
+    for note in data.get("notes", []):
+        out.print(f"note: {note}.", soft_wrap=True)
     for b in data["boosted"]:
         table = Table(title=f"attending to {b['token']!r} boosts")
         table.add_column("token")
