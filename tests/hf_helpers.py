@@ -110,8 +110,9 @@ def _configs(vocab: int) -> dict:
             word_embed_proj_dim=32,
             **small,
         ),
-        "gptj": T.GPTJConfig(n_embd=32, n_layer=2, n_head=4, n_positions=N_CTX, rotary_dim=4,
-                             vocab_size=vocab),  # fmt: skip
+        "gptj": T.GPTJConfig(
+            n_embd=32, n_layer=2, n_head=4, n_positions=N_CTX, rotary_dim=4, vocab_size=vocab
+        ),  # fmt: skip
         "phi": T.PhiConfig(**rope, **small),
     }
 

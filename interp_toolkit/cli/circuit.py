@@ -73,6 +73,7 @@ def circuit(
     setup_torch()
     from interp_toolkit.causal.circuit import discover_circuit
     from interp_toolkit.causal.tasks import make_task
+    from interp_toolkit.models.architecture import architecture_of
     from interp_toolkit.runs.targets import load_target
     from interp_toolkit.runtime.progress import status
 
@@ -90,6 +91,9 @@ def circuit(
         )
     n_listed = 2000 if per_position else None
     data = {"target": tgt.name, **found.to_dict(n_ranked=n_listed)}
+    arch = architecture_of(tgt.model)
+    data["architecture"] = arch.describe()
+    data["notes"] = arch.notes("circuit")
     cfg = tgt.model.cfg
     if out is not None:
         from interp_toolkit.files.io import write_text
@@ -116,6 +120,8 @@ def _print_circuit(data: dict[str, Any]) -> None:
         f"[{gap['low']:.3f}, {gap['high']:.3f}]; {data['method']}, {data['total_edges']} edges"
     )
     out.print(head, soft_wrap=True)
+    for note in data.get("notes", []):
+        out.print(f"note: {note}.", soft_wrap=True)
     if not c["edges"]:
         out.print(f"no circuit: {c['reason']}", soft_wrap=True)
         return

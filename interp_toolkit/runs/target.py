@@ -31,4 +31,3 @@ class Target:
     def model_cfg(self) -> ModelConfig | None:
         """The toy model's config (what the untrained null models rebuild); None for other kinds."""
         return self.source.model_cfg if isinstance(self.source, Run) else None
-
