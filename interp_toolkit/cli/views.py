@@ -17,6 +17,7 @@ from interp_toolkit.cli.app import (
     setup_torch,
     wrote,
 )
+from interp_toolkit.errors import UserError
 
 
 @app.command("view")
@@ -58,17 +59,39 @@ def view(
 
 @app.command("report")
 def report(
-    run: Path = typer.Argument(..., help="A run folder (from `interp-toolkit train`)."),
+    run: Path = typer.Argument(
+        ...,
+        help="A run folder (from `interp-toolkit train`), or a Hugging Face model (a hub id or a "
+        "save_pretrained folder: give --out).",
+    ),
     out: Path | None = typer.Option(
         None, "--out", "-o", help="HTML file (default RUN/report.html)."
     ),
     device: str = device_option(),
+    dtype: str = dtype_option(),
 ) -> None:
-    """Write RUN/report.html: config, loss, samples, exam, head table, plots and attention views.
+    """Write RUN/report.html: config, loss, samples, exams, head table, plots and attention views
+    (a Hugging Face model: the same without training curves and samples, into --out).
     A damaged metrics.jsonl (a line cut off by a kill) is named on standard error."""
-    from interp_toolkit.runs.folder import RunPaths, metrics_damage, read_config
+    from interp_toolkit.runs.hub import is_hf_spec
 
     check_device(device)
+    check_dtype(dtype)
+    if is_hf_spec(run):
+        if out is None:
+            raise UserError(
+                "a report of a Hugging Face model needs a file to go to: give --out report.html."
+            )
+        check_out_file(out, "--out", "report.html")
+        setup_torch()
+        from interp_toolkit.reports.run_report import build_target_report
+        from interp_toolkit.runs.targets import load_target
+
+        target = load_target(str(run), device, for_weights=False, dtype=dtype)
+        wrote(build_target_report(target, out))
+        return
+    from interp_toolkit.runs.folder import RunPaths, metrics_damage, read_config
+
     check_out_file(out, "--out", "report.html", owns=(RunPaths(run).report,))
     read_config(run)  # fail fast on a folder that is not a run
     damage = metrics_damage(run)

@@ -155,7 +155,7 @@ class RunAnalysis:
         return next((h.feeder for h in self.route.heads if h.head == self.induction_head), None)
 
     def summary(self, href: str | None = None) -> RunSummary:
-        rep, cfg = self.head_report, self.run.model_cfg
+        rep, cfg = self.head_report, self.run.model.cfg
         sc = rep.scores
         ran = [e for e in self.exams if e.result is not None]
         n_passed = sum(e.passed for e in self.exams)
@@ -288,7 +288,7 @@ def check_roles(
     try:
         windows = heldout_windows(
             run.codec,
-            seq_len=int(run.model_cfg.n_ctx),
+            seq_len=int(run.model.cfg.n_ctx),
             n_windows=CHECK_PASSAGES,
             corpus=corpus,
             val_fraction=val_fraction,
