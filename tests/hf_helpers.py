@@ -143,7 +143,7 @@ def build_arch_dirs(root: Path) -> dict[str, Path]:
 # ----------------------------------------------------------------------------- planted: Llama
 
 
-def build_planted_llama(folder: Path) -> Path:
+def build_planted_llama(folder: Path, *, prev_shift: int = 1, induction_key: str = "prev") -> Path:
     """A Llama (rotary, 4 query heads sharing 2 K/V heads, RMSNorm) with previous-token head 0.0
     and induction head 1.2 set by hand (module docstring).
 
@@ -155,6 +155,10 @@ def build_planted_llama(folder: Path) -> Path:
     query reads TOK and its key PREV, token ``t`` into pair ``32 + t`` (turning less than 0.07
     rad over the context, and one pair per token, so different tokens never match); it copies
     the key's TOK into OUT, which the unembedding reads.
+
+    Near misses (negatives): ``prev_shift=2`` turns the query back two positions (a head on the
+    token two back, not the previous one); ``induction_key="tok"`` keys the induction head on the
+    key's own token (a head on earlier copies of the current token, not on what followed them).
     """
     import transformers as T
 
@@ -197,7 +201,7 @@ def build_planted_llama(folder: Path) -> Path:
         l0, l1 = model.model.layers[0].self_attn, model.model.layers[1].self_attn
         h, kv = PLANTED_PREV["llama"][1], PLANTED_PREV["llama"][1] // (n_heads // n_kv)
         for f in range(8):  # the fastest pairs: (f, f + half)
-            w = freqs[f]
+            w = freqs[f] * prev_shift
             l0.q_proj.weight[h * hd + f, const] = a / s0 * math.cos(w)
             l0.q_proj.weight[h * hd + f + half, const] = -a / s0 * math.sin(w)
             l0.k_proj.weight[kv * hd + f, const] = a / s0
@@ -207,7 +211,8 @@ def build_planted_llama(folder: Path) -> Path:
         h, kv = PLANTED_INDUCTION["llama"][1], PLANTED_INDUCTION["llama"][1] // (n_heads // n_kv)
         for t in range(V):
             l1.q_proj.weight[h * hd + half // 2 + t, tok + t] = b / s1
-            l1.k_proj.weight[kv * hd + half // 2 + t, prev + t] = b / s1
+            key = prev if induction_key == "prev" else tok
+            l1.k_proj.weight[kv * hd + half // 2 + t, key + t] = b / s1
             l1.v_proj.weight[kv * hd + t, tok + t] = 1.0 / s1
             l1.o_proj.weight[out + t, h * hd + t] = 1.0
             model.lm_head.weight[t, out + t] = 3.0

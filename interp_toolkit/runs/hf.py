@@ -378,10 +378,14 @@ def is_gpt2_bpe(tok: PreTrainedTokenizerBase | None) -> bool:
 
 def check_tokenizer(model: TransformerBridge, where: str) -> None:
     """The bridge's tokenizer must cover the model's vocabulary (TL 4.3 silently gives an empty
-    one for a folder without tokenizer files) and give no id past it."""
+    one for a folder without tokenizer files) and give no id past it (a special token added past
+    it, e.g. an unknown-token marker byte-level BPE never emits, may)."""
     tok, d_vocab = model.tokenizer, int(model.cfg.d_vocab)
     n = 0 if tok is None else len(tok)
-    if n * 2 < d_vocab or n > d_vocab:
+    special = set(getattr(tok, "all_special_ids", []) or [])
+    past = [i for i in range(d_vocab, n) if i not in special]  # added special tokens may pass
+    used = [i for i in (tok.bos_token_id, tok.eos_token_id) if i is not None] if n else []
+    if n * 2 < d_vocab or past or any(i >= d_vocab for i in used):
         raise UserError(
             f"the tokenizer in {where} gives {n} tokens for a model of {d_vocab} ids: save the "
             "model's own tokenizer there with save_pretrained (or, for GPT-2, delete the "

@@ -96,16 +96,16 @@ def test_hub_name_from_the_hf_cache(gpt2_dirs, tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
     monkeypatch.delenv("HF_HUB_CACHE", raising=False)
     target = hf.load_hf_target("gpt2")
-    assert target.kind == "gpt2" and target.name == "gpt2"
+    assert target.kind == "hf" and target.name == "gpt2"
     assert target.codec.d_vocab == 50257 and target.n_ctx == N_CTX
     assert Path(target.source) == snap
 
 
-def test_targets_dispatch_to_gpt2(gpt2_dirs):
+def test_targets_dispatch_to_hf(gpt2_dirs):
     from interp_toolkit.runs.targets import load_target
 
     target = load_target(str(gpt2_dirs["good"]))
-    assert target.kind == "gpt2" and target.name == "planted"
+    assert target.kind == "hf" and target.name == "planted"
     assert target.codec.bos_id == 50256
 
 

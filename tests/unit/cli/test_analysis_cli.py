@@ -112,6 +112,33 @@ def test_copying_command(name, tiny_run, tmp_path, capsys):
     assert run_main(["copying", str(tiny_run), "--head", "x"]) == 2
 
 
+def test_copying_on_a_byte_model_reads_letters_and_says_which_ids(tmp_path, tiny_cfg, capsys):
+    """Issue 47: the default source tokens were control bytes ('<0x01>'..), ``--token ' A'`` was
+    refused with "give a single token, e.g. ' A'", and the accuracy ran over all 256 ids without
+    a word. Now: letters by default, ' A' read as the letter 'A' (its error suggests a token that
+    works here), and the accuracy over the ids the corpus holds beside all ids, each named."""
+    from interp_toolkit.models.build import build_model
+    from interp_toolkit.runs.folder import save_run
+    from interp_toolkit.text.codecs import ByteCodec
+
+    cfg = tiny_cfg.replace(d_vocab=256)
+    run = save_run(tmp_path / "bytes", build_model(cfg), ByteCodec(), cfg)
+    out = tmp_path / "c.json"
+    assert run_main(["copying", str(run), "--head", "1.0", "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert [b["token"] for b in data["boosted"]] == ["A", "B", "C", "D"]
+    assert data["accuracy_over"] == "all 256 ids of the vocabulary"
+    assert 95 <= data["trained_rows"] < 256 and "training text" in data["trained_ids"]
+    assert 0.0 <= data["trained_top1_accuracy"] <= 1.0
+    assert (
+        run_main(["copying", str(run), "--head", "1.0", "--token", " A", "--json", str(out)]) == 0
+    )
+    assert [b["token"] for b in json.loads(out.read_text())["boosted"]] == ["A"]
+    capsys.readouterr()
+    assert run_main(["copying", str(run), "--head", "1.0", "--token", "AB"]) == 2
+    assert "e.g. 'A'" in capsys.readouterr().err
+
+
 def test_exam_periods_json(tmp_path, tiny_cfg, capsys):
     """``exam RUN --periods --json F``: per period and token kind the offsets, n, passes, pass
     rate with its Wilson interval, median rank, the chance levels measured (an untrained model of
