@@ -80,7 +80,8 @@ def train(
 ) -> Run:
     """Train an attention-only model into the run folder ``out``; returns the trained run.
 
-    ``layers`` and ``preset`` pick the recipe (:mod:`interp_toolkit.training.presets`); ``overrides``
+    ``layers`` (any whole number, 1 or more) and ``preset`` pick the recipe
+    (:mod:`interp_toolkit.training.presets`); ``overrides``
     change any of its fields (``steps=``, ``seed=``, ``d_model=``, ``n_ctx=``, ``corpus=`` ...).
     Without ``steps=`` (and ``all_steps``) a 2+-layer model stops as a study's does, once its
     induction score has stayed above the floor for the preset's ``after_induction`` steps;
@@ -92,10 +93,16 @@ def train(
     ``"resume"`` may change ``steps``). ``device`` as the CLI's ``--device`` (default ``auto``).
     """
     from interp_toolkit.training import train_model
-    from interp_toolkit.training.presets import get_preset, until_induction, with_overrides
+    from interp_toolkit.training.presets import (
+        check_layers,
+        get_preset,
+        until_induction,
+        with_overrides,
+    )
     from interp_toolkit.training.settings import config_differences, recorded_configs
 
     out = path_arg(out, "out")
+    check_layers(layers)  # layers="2" is a type error, said as one
     if exist_ok not in ("load", "resume", "error"):
         raise UserError(f"exist_ok={exist_ok!r} is not one of 'load', 'resume', 'error'.")
     if all_steps and "steps" in overrides:
@@ -134,6 +141,11 @@ def train(
         progress=progress,
         device=device,
     )
+    from interp_toolkit.training.presets import induction_outcome
+
+    outcome = induction_outcome(p, result.metrics, result.steps_done)
+    if outcome is not None:
+        warnings.warn(outcome, UserWarning, stacklevel=2)
     return result.run
 
 
