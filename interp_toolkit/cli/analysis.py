@@ -107,6 +107,12 @@ def heads(
         help="Repeat period (default: fits the context, at most 50).",
     ),
     seed: int = typer.Option(DiscoveryOptions.seed, "--seed", help="Seed of the random tokens."),
+    wide: bool = typer.Option(
+        False,
+        "--wide",
+        help="Print each score with its p-value and the comparison that decided it (wide); the "
+        "default table has one line per head and fits the terminal. --json holds everything.",
+    ),
     device: str = device_option(),
     dtype: str = dtype_option(),
 ) -> None:
@@ -144,7 +150,7 @@ def heads(
     arch = architecture_of(tgt.model)
     data["architecture"] = arch.describe()
     data["notes"] = arch.notes("heads", period=data["probe"]["period"])
-    emit(data, _print_heads, json_out)
+    emit(data, _print_heads_wide if wide else _print_heads, json_out)
     from interp_toolkit.cli.boundary import stdout_claimed
 
     if stdout_claimed():  # the table (and its warnings) is not printed: warn on stderr
@@ -156,12 +162,52 @@ def heads(
 
 
 def _print_heads(data: dict[str, Any]) -> None:
+    """One line per head: its role and every score, bold where it passes (significant and past
+    its floor); the roles' deciding tests below. Fits the terminal's width (rich shrinks and
+    folds the columns); ``--wide`` adds every p-value, ``--json`` everything."""
     from rich.table import Table
 
     from interp_toolkit.heads.registry import SCORES
 
-    probe, test, floors = data["probe"], data["test"], data["effect_size_floor"]
-    significance = "BH at FDR" if test["correction"].startswith("benjamini") else "p <="
+    probe, floors = data["probe"], data["effect_size_floor"]
+    out = console()
+    out.print(
+        f"{data['target']}: period {probe['period']}, {probe['n_seqs']} seqs; bold = the score "
+        "passes its specificity test and reaches its floor (in brackets)",
+        soft_wrap=True,
+    )
+    table = Table(pad_edge=False, collapse_padding=True)
+    table.add_column("head", no_wrap=True)
+    table.add_column("role", overflow="fold")
+    for sc in SCORES:
+        table.add_column(f"{sc.label} ({floors[sc.name]:g})", justify="right", overflow="fold")
+    for h in data["heads"]:
+        cells = [
+            f"[bold]{h['scores'][sc.name]:.3f}[/bold]"
+            if h["passes"][sc.name]
+            else f"{h['scores'][sc.name]:.3f}"
+            for sc in SCORES
+        ]
+        style = "green" if h["role"] != "none" else None
+        table.add_row(h["head"], h["role"], *cells, style=style)
+    out.print(table)
+    for h in data["heads"]:
+        why = h["role_reason"]
+        if why is not None:
+            out.print(
+                f"{h['head']} {h['role']}: {why['score']} p {why['p_value']:.2g} "
+                f"({h['decided_by'][why['score']]})",
+                soft_wrap=True,
+            )
+    _heads_footer(data)
+
+
+def _print_heads_wide(data: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    from interp_toolkit.heads.registry import SCORES
+
+    probe, floors = data["probe"], data["effect_size_floor"]
     title = (
         f"{data['target']}: period {probe['period']}, {probe['n_seqs']} seqs; each score's "
         f"specificity test (p, and the comparison that decided it, below the score)"
@@ -183,8 +229,14 @@ def _print_heads(data: dict[str, Any]) -> None:
         )
         style = "green" if h["role"] != "none" else None
         table.add_row(h["head"], *cells, role, style=style)
-    out = console()
-    out.print(table)
+    console().print(table)
+    _heads_footer(data)
+
+
+def _heads_footer(data: dict[str, Any]) -> None:
+    """What the test was and how to read it, its warnings and the architecture's notes."""
+    out, test = console(), data["test"]
+    significance = "BH at FDR" if test["correction"].startswith("benjamini") else "p <="
     n_heads = len(data["heads"])
     expected = test["expected_false_positives"]["per_score"]
     second = test.get("untrained")

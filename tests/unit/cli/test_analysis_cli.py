@@ -182,3 +182,30 @@ def test_exam_periods_json(tmp_path, tiny_cfg, capsys):
     assert run_main([*args[:-2], "--kinds", "random", "--max-period", "3", "--json", "-"]) == 0
     short = json.loads(capsys.readouterr().out)
     assert [(r["kind"], r["period"]) for r in short["periods"]] == [("random", 2), ("random", 3)]
+
+
+def test_the_heads_table_fits_the_terminal_one_line_a_head(tiny_run, tmp_path, monkeypatch):
+    """Issue 46 item 7: the table was ~230 columns whatever the width (four lines per head at 120
+    columns). Now one line per head within 120 columns; --wide keeps every p-value; the JSON holds
+    everything."""
+    import io
+
+    from rich.console import Console
+
+    from interp_toolkit.cli import analysis
+
+    out = tmp_path / "h.json"
+    assert run_main(["heads", str(tiny_run), "--n-seqs", "8", "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    buf = io.StringIO()
+    monkeypatch.setattr(analysis, "console", lambda: Console(width=120, file=buf))
+    analysis._print_heads(data)
+    lines = buf.getvalue().splitlines()
+    table = [ln for ln in lines if ln[:1] in "┏┃┡│└"]  # sentences wrap in the terminal itself
+    assert table and max(map(len, table)) <= 120
+    rows = [ln for ln in lines if ln.startswith("│")]
+    assert len(rows) == len(data["heads"])  # one line a head
+    buf.seek(0), buf.truncate()
+    analysis._print_heads_wide(data)
+    assert "vs the strongest other key" in buf.getvalue()
+    assert {"p_value", "decided_by", "tau"} <= set(data["heads"][0])
