@@ -207,5 +207,6 @@ def test_the_heads_table_fits_the_terminal_one_line_a_head(tiny_run, tmp_path, m
     assert len(rows) == len(data["heads"])  # one line a head
     buf.seek(0), buf.truncate()
     analysis._print_heads_wide(data)
-    assert "vs the strongest other key" in buf.getvalue()
+    wide = [ln for ln in buf.getvalue().splitlines() if ln.startswith("│")]
+    assert len(wide) >= 2 * len(data["heads"]) and "p " in buf.getvalue()  # p-values too
     assert {"p_value", "decided_by", "tau"} <= set(data["heads"][0])
