@@ -66,7 +66,8 @@ def dtype_option() -> Any:
     return typer.Option(
         DTYPE_NAMES[0],
         "--dtype",
-        help=f"The weights' dtype: {' or '.join(DTYPE_NAMES)} (bf16 halves a model's memory).",
+        help=f"The weights' dtype: {' or '.join(DTYPE_NAMES)} (bf16 halves the weights' memory "
+        "once loaded; a checkpoint stored in fp32 is read whole first).",
     )
 
 

@@ -112,7 +112,7 @@ def load_target(
     a Hugging Face model without TL's compatibility mode: attention patterns and every head score
     are the same, and GPT-2 small peaks at ~0.8 GiB instead of ~2.5 GiB (see docs/models.md).
     """
-    from interp_toolkit.runs.hf import dtype_named
+    from interp_toolkit.runs.hf_checks import dtype_named
 
     torch_dtype = dtype_named(dtype)
     kind = next(k for k in TARGET_KINDS if k.claims(spec))

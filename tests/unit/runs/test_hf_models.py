@@ -17,7 +17,7 @@ from interp_toolkit import scores_on
 from interp_toolkit.errors import UserError
 from interp_toolkit.heads.discovery import discover
 from interp_toolkit.models.architecture import architecture_of
-from interp_toolkit.runs import hf
+from interp_toolkit.runs import hf, hf_checks
 from interp_toolkit.runs.targets import load_target
 from interp_toolkit.text.codecs import TokenizerCodec
 
@@ -151,7 +151,7 @@ def test_every_reader_forks_exactly(arch, arch_dirs):
 
 
 def test_the_memory_a_load_needs_is_checked_before_booting(planted_dirs, monkeypatch):
-    monkeypatch.setattr(hf, "available_memory", lambda device: 2**20)
+    monkeypatch.setattr(hf_checks, "available_memory", lambda device: 2**20)
     monkeypatch.setattr(hf, "_boot", lambda *a, **k: pytest.fail("booted"))
     with pytest.raises(UserError) as exc:
         hf.load(planted_dirs["llama"])
