@@ -395,4 +395,22 @@ def build_target_report(target: Target, out: str | Path) -> Path:
     check_output(path, "output", "report.html")
     folder = target.source if isinstance(target.source, Path) else Path(target.name)
     run = Run(path=folder, model=target.model, codec=target.codec, model_cfg=None)
-    return write_text(path, run_report_html(analyse_run(run, samples=[])))
+    analysis = analyse_run(run, samples=[])
+    arch = architecture_of(target.model)
+    notes = [*arch.notes("heads", period=analysis.head_report.batch.period)]
+    notes += [n for n in arch.notes("circuit") + arch.notes("copying") if n not in notes]
+    cfg = target.model.cfg
+    return write_text(
+        path,
+        render_report(
+            [
+                Section("What this architecture changes", [text(f"{n}.", "p") for n in notes])
+                if notes
+                else Section("Architecture", [text("Nothing a score here reads differently.")]),
+                *run_report_sections(analysis),
+            ],
+            title=f"Model report: {analysis.name}",
+            subtitle=f"{arch.name}: {cfg.n_layers} layer(s) x {cfg.n_heads} heads, d_model "
+            f"{cfg.d_model}, n_ctx {cfg.n_ctx}, vocabulary {cfg.d_vocab}",
+        ),
+    )

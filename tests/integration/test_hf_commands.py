@@ -50,5 +50,7 @@ def test_report_on_a_hugging_face_model(which, arch_dirs, planted_dirs, tmp_path
     assert run_main(["report", str(folder), "--device", "cpu", "--out", str(out)]) == 0
     page = out.read_text()
     assert "Heads" in page and "Route by path" in page
+    if which in ("llama", "gemma2", "planted"):
+        assert "grouped-query attention" in page and "rotary positions" in page
     if which == "planted":
         assert "1.2" in page and "K-composition" in page
