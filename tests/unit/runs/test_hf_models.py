@@ -209,3 +209,11 @@ def test_the_planted_circuit_is_found_on_both_families(family, planted_dirs):
     edges = {e.edge.key() for e in found.edges}
     assert edges == {("embed", p, "v"), (p, i, "k"), ("embed", i, "v"), (i, "logits", "logits")}
     assert found.faithfulness is not None and found.faithfulness > 0.95
+
+
+@pytest.mark.parametrize("family", ["llama", "gpt2"])
+def test_the_planted_models_pass_the_seeds_exams_through_their_tokenizer(family, planted_dirs):
+    from interp_toolkit import exam
+
+    results = exam(_target(planted_dirs[family]))
+    assert results and all(r.rank == 0 for r in results), [(r.name, r.rank) for r in results]
