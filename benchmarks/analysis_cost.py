@@ -205,7 +205,7 @@ def main() -> None:
         results[name] = run_case(name, args.threads)
     gpt2_rows: dict[str, Any] = {}
     if not args.no_gpt2:
-        # GPT-2-small shape (random init, saved and loaded through interp_toolkit.runs.gpt2.load):
+        # GPT-2-small shape (random init, saved and loaded through interp_toolkit.runs.hf.load):
         # full discovery on 64 x 128 tokens; see gpt2_discovery_cost.py for the cases.
         import gpt2_discovery_cost
 

@@ -58,7 +58,7 @@ def build_folder(folder: Path) -> None:
     from transformers import GPT2Config, GPT2LMHeadModel
     from transformers.utils import logging as hf_logging
 
-    from interp_toolkit.runs.gpt2 import save_gpt2_tokenizer
+    from interp_toolkit.runs.hf import save_gpt2_tokenizer
 
     hf_logging.disable_progress_bar()
     torch.manual_seed(0)

@@ -58,10 +58,10 @@ def run_case(folder: Path, case: dict[str, Any]) -> dict[str, Any]:
 
     torch.set_num_threads(1)
     from interp_toolkit.probing import probes
-    from interp_toolkit.runs import gpt2
+    from interp_toolkit.runs import hf
     from interp_toolkit.units import neurons
 
-    model = gpt2.load(folder, compat=case["kind"] == "neurons")
+    model = hf.load(folder, compat=case["kind"] == "neurons")
     tokens = torch.randint(
         0, int(model.cfg.d_vocab), (case["n_seqs"], SEQ_LEN), generator=torch.Generator()
     )

@@ -52,9 +52,9 @@ def _model(name: str, folder: Path | None) -> Any:
     from interp_toolkit.training.presets import get_preset
 
     if name == "gpt2-small-shape":
-        from interp_toolkit.runs import gpt2
+        from interp_toolkit.runs import hf
 
-        return gpt2.load(folder, compat=False)
+        return hf.load(folder, compat=False)
     return build_model(get_preset("cpu", 2 if name == "cpu-2l" else 1, mlp="mlp" in name).model)
 
 

@@ -81,7 +81,7 @@ view(model, " A B C D A B C D")
 from transformers import GPT2Config, GPT2LMHeadModel  # noqa: E402
 from transformers.utils import logging as hf_logging  # noqa: E402
 
-from interp_toolkit.runs.gpt2 import save_gpt2_tokenizer  # noqa: E402
+from interp_toolkit.runs.hf import save_gpt2_tokenizer  # noqa: E402
 
 hf_logging.disable_progress_bar()
 folder = work / "gpt2-shaped"

@@ -4,7 +4,7 @@
 
     from interp_toolkit import load, scores_on, view
 
-    run = load("runs/cpu-2l")              # a run folder, a GPT-2 name or a GPT-2 folder
+    run = load("runs/cpu-2l")              # a run folder, a hub id or a save_pretrained folder
     m = run.model                          # a TransformerBridge: to_tokens, run_with_cache, ...
     scores_on(m, "A B C D A B C D").induction   # [layer, head] scores on your own prompt
     view(m, "A B C D A B C D")             # every layer's attention, drawn inline
@@ -40,7 +40,7 @@ from interp_toolkit.runs.targets import Target, load_target
 from interp_toolkit.runtime import validate
 from interp_toolkit.runtime.validate import path_arg, token_ids
 from interp_toolkit.stats.thresholds import UNKNOWN_NOTICE_SHARE
-from interp_toolkit.text.codecs import GPT2_VOCAB_SIZE, Codec, GPT2Codec, unknown_notice
+from interp_toolkit.text.codecs import Codec, unknown_notice
 from interp_toolkit.text.tl_tokenizer import CodecTokenizer
 
 if TYPE_CHECKING:  # circuitsvis (~0.5 s to import) only when a view is drawn
@@ -54,14 +54,18 @@ ModelLike = TransformerBridge | Target | Run
 Prompt = str | Sequence[int] | Sequence[Sequence[int]] | np.ndarray | torch.Tensor
 
 
-def load(target: str | os.PathLike[str], device: str = "auto") -> Target:
-    """Load a run folder, a GPT-2 hub name (``"gpt2"``, ...) or a GPT-2 ``save_pretrained``
-    folder. The result has ``.model`` (a ``TransformerBridge`` with its tokenizer, so
-    ``to_tokens``/``generate`` work), ``.codec``, ``.name``, ``.kind`` (``toy``/``gpt2``) and
-    ``.source`` (the :class:`~interp_toolkit.runs.folder.Run` of a toy model). ``device`` as the CLI's
-    ``--device`` (default ``auto``: a CUDA GPU, else an Apple GPU, else the CPU)."""
+def load(target: str | os.PathLike[str], device: str = "auto", dtype: str = "fp32") -> Target:
+    """Load a run folder, or a Hugging Face causal LM of any architecture TransformerLens boots:
+    a hub id (``"EleutherAI/pythia-70m"``, ``"gpt2"``; read from the local cache) or a
+    ``save_pretrained`` folder. The result has ``.model`` (a ``TransformerBridge`` with its
+    tokenizer, so ``to_tokens``/``generate`` work), ``.codec``, ``.name``, ``.kind``
+    (``toy``/``hf``) and ``.source`` (the :class:`~interp_toolkit.runs.folder.Run` of a toy
+    model). ``device`` as the CLI's ``--device`` (default ``auto``: a CUDA GPU, else an Apple GPU,
+    else the CPU); ``dtype`` as its ``--dtype`` (``fp32`` or ``bf16``)."""
     path_arg(target, "target")  # None, a number or '' (the current folder): one line
-    return load_target(target, device)
+    if dtype not in ("fp32", "bf16"):
+        raise UserError(f"dtype={dtype!r} is not offered: use 'fp32' or 'bf16'.")
+    return load_target(target, device, dtype=dtype)
 
 
 def train(
@@ -77,7 +81,8 @@ def train(
 ) -> Run:
     """Train an attention-only model into the run folder ``out``; returns the trained run.
 
-    ``layers`` and ``preset`` pick the recipe (:mod:`interp_toolkit.training.presets`); ``overrides``
+    ``layers`` (any whole number, 1 or more) and ``preset`` pick the recipe
+    (:mod:`interp_toolkit.training.presets`); ``overrides``
     change any of its fields (``steps=``, ``seed=``, ``d_model=``, ``n_ctx=``, ``corpus=`` ...).
     Without ``steps=`` (and ``all_steps``) a 2+-layer model stops as a study's does, once its
     induction score has stayed above the floor for the preset's ``after_induction`` steps;
@@ -89,10 +94,16 @@ def train(
     ``"resume"`` may change ``steps``). ``device`` as the CLI's ``--device`` (default ``auto``).
     """
     from interp_toolkit.training import train_model
-    from interp_toolkit.training.presets import get_preset, until_induction, with_overrides
+    from interp_toolkit.training.presets import (
+        check_layers,
+        get_preset,
+        until_induction,
+        with_overrides,
+    )
     from interp_toolkit.training.settings import config_differences, recorded_configs
 
     out = path_arg(out, "out")
+    check_layers(layers)  # layers="2" is a type error, said as one
     if exist_ok not in ("load", "resume", "error"):
         raise UserError(f"exist_ok={exist_ok!r} is not one of 'load', 'resume', 'error'.")
     if all_steps and "steps" in overrides:
@@ -131,6 +142,11 @@ def train(
         progress=progress,
         device=device,
     )
+    from interp_toolkit.training.presets import induction_outcome
+
+    outcome = induction_outcome(p, result.metrics, result.steps_done)
+    if outcome is not None:
+        warnings.warn(outcome, UserWarning, stacklevel=2)
     return result.run
 
 
@@ -141,8 +157,10 @@ def _parts(model: ModelLike) -> tuple[TransformerBridge, Codec]:
     tok = getattr(model, "tokenizer", None)
     if isinstance(tok, CodecTokenizer):
         return model, tok.codec
-    if tok is not None and len(tok) >= GPT2_VOCAB_SIZE:
-        return model, GPT2Codec()
+    if tok is not None and len(tok) > 0 and isinstance(model, TransformerBridge):
+        from interp_toolkit.runs.hf import codec_of
+
+        return model, codec_of(model)
     raise UserError(
         "this model has no interp-toolkit vocabulary: pass a model from load(...) or train(...)."
     )

@@ -94,6 +94,23 @@ def gpt2_dirs(tmp_path_factory):
     return build_gpt2_dirs(tmp_path_factory.mktemp("gpt2"))
 
 
+@pytest.fixture(scope="session")
+def arch_dirs(tmp_path_factory):
+    """One tiny random-weight model per architecture of ``hf_helpers.ARCHITECTURES``, built once."""
+    from hf_helpers import build_arch_dirs
+
+    return build_arch_dirs(tmp_path_factory.mktemp("archs"))
+
+
+@pytest.fixture(scope="session")
+def planted_dirs(tmp_path_factory):
+    """The two hand-set families with known heads (hf_helpers): a Llama (rotary, GQA) and a GPT-2."""
+    from hf_helpers import build_planted_gpt2, build_planted_llama
+
+    root = tmp_path_factory.mktemp("planted")
+    return {"llama": build_planted_llama(root / "llama"), "gpt2": build_planted_gpt2(root / "gpt2")}
+
+
 @pytest.fixture
 def no_boot_no_network(monkeypatch):
     """Booting a model or opening a connection fails the test: a bad name or GPT-2 folder is
@@ -104,8 +121,8 @@ def no_boot_no_network(monkeypatch):
 
     import socket
 
-    from interp_toolkit.runs import gpt2
+    from interp_toolkit.runs import hf
 
-    monkeypatch.setattr(gpt2, "_boot", forbidden)
+    monkeypatch.setattr(hf, "_boot", forbidden)
     monkeypatch.setattr(socket.socket, "connect", forbidden)
     monkeypatch.setattr(socket, "create_connection", forbidden)

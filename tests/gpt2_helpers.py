@@ -2,7 +2,7 @@
 
 Small GPT-2-architecture models are built with ``transformers`` (3 layers x 8 heads, n_embd 64,
 the full 50,257-token vocabulary), saved with ``save_pretrained`` plus our offline GPT-2 BPE
-tokenizer files, and loaded through the same :func:`interp_toolkit.runs.gpt2.load` path as
+tokenizer files, and loaded through the same :func:`interp_toolkit.runs.hf.load` path as
 real GPT-2.
 
 The planted model has a previous-token head: layer 0 head 3 reads sinusoidal positional
@@ -90,7 +90,7 @@ def build_gpt2_dirs(root: Path) -> dict[str, Path]:
     plant_previous_token_head(hf, PLANTED[1])
     good = root / "planted"
     hf.save_pretrained(good)
-    from interp_toolkit.runs.gpt2 import save_gpt2_tokenizer
+    from interp_toolkit.runs.hf import save_gpt2_tokenizer
 
     save_gpt2_tokenizer(good)
 
@@ -107,13 +107,15 @@ def build_gpt2_dirs(root: Path) -> dict[str, Path]:
     (badtok / "vocab.json").write_text(json.dumps({"a": 0, "b": 1, "<|endoftext|>": 2}))
     (badtok / "merges.txt").write_text("#version: 0.2\n")
     dirs["bad_tokenizer"] = badtok
-    llama = root / "llama"
-    llama.mkdir()
-    (llama / "config.json").write_text(
-        json.dumps({"model_type": "llama", "architectures": ["LlamaForCausalLM"]})
-    )
-    (llama / "model.safetensors").write_bytes(b"")
-    dirs["llama"] = llama
+    for name, cfg in (
+        ("bert", {"model_type": "bert", "architectures": ["BertForMaskedLM"]}),
+        ("unknown_arch", {"model_type": "foo", "architectures": ["FooForCausalLM"]}),
+    ):
+        folder = root / name
+        folder.mkdir()
+        (folder / "config.json").write_text(json.dumps(cfg))
+        (folder / "model.safetensors").write_bytes(b"")
+        dirs[name] = folder
     run = root / "toy_run"
     run.mkdir()
     (run / "config.json").write_text(json.dumps({"format_version": 1, "model": {}}))

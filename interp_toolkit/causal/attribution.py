@@ -24,6 +24,7 @@ from jaxtyping import Bool, Float
 from torch import Tensor
 from transformer_lens import TransformerBridge
 
+from interp_toolkit.causal.fork import per_query_kv
 from interp_toolkit.causal.graph import (
     Edge,
     Graph,
@@ -87,6 +88,7 @@ def attribute(
     batch_size: int = 16,
 ) -> EdgeScores:
     """Score every edge of ``model`` on ``task`` by EAP (``ig_steps=1``) or EAP-IG."""
+    model = per_query_kv(model)  # GQA: one K/V head per query head
     if ig_steps < 1:
         raise UserError(f"--ig-steps {ig_steps} cannot work: use 1 (EAP) or more (EAP-IG).")
     task.check(model)
@@ -186,6 +188,8 @@ class TaskRuns:
 def task_runs(
     model: TransformerBridge, task: Task, *, batch_size: int = 16, graph: Graph | None = None
 ) -> TaskRuns:
+    """The task's clean and corrupt metrics and its corrupt-run writer outputs on ``model``."""
+    model = per_query_kv(model)  # GQA: one K/V head per query head
     graph = graph or graph_of(model)
     device = next(model.parameters()).device
     clean, corrupt, writers = [], [], []
@@ -222,6 +226,7 @@ def ablated_metrics(
     """Per ablation and prompt: the metric on the clean prompts with every edge of ``drops[i]``
     (``[writer, reader]``, or per position) fed its corrupt-run writer output (a resample
     ablation of those edges). Several ablations share a forward as replicas of the prompts."""
+    model = per_query_kv(model)  # GQA: one K/V head per query head
     graph = graph or graph_of(model)
     w_o = head_outputs_weight(model)
     out = torch.empty(len(drops), task.n_prompts)
@@ -270,6 +275,7 @@ def faithfulness(
 ) -> Faithfulness:
     """How much of the gap the circuit ``keep`` (``[writer, reader]``, or per position) recovers
     when every other edge is fed its corrupt-run value."""
+    model = per_query_kv(model)  # GQA: one K/V head per query head
     graph = graph_of(model)
     runs = runs or task_runs(model, task, batch_size=batch_size, graph=graph)
     allowed = graph.allowed if keep.ndim == 2 else graph.allowed[..., None].expand_as(keep)

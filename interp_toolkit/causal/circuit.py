@@ -46,6 +46,7 @@ from interp_toolkit.causal.attribution import (
     attribute,
     task_runs,
 )
+from interp_toolkit.causal.fork import per_query_kv
 from interp_toolkit.causal.graph import Edge, graph_of
 from interp_toolkit.causal.routes import Estimate, does_task
 from interp_toolkit.causal.shares import gap, removed_share, resamples
@@ -187,6 +188,7 @@ def discover_circuit(
     on ``heldout`` (default: :meth:`~.tasks.Task.heldout`, the same task drawn with another seed;
     none when the task cannot redraw itself). ``scores``: reuse an attribution; ``fixed_k``: take
     the top ``fixed_k`` edges as the circuit (no search, no pruning). Module docstring."""
+    model = per_query_kv(model)  # GQA: one K/V head per query head
     say = progress or (lambda _msg: None)
     runs = task_runs(model, task, batch_size=batch_size)
     task_gap = gap(runs.clean, runs.corrupt, resamples(task.n_prompts, seed=seed))

@@ -31,7 +31,7 @@ from jaxtyping import Bool, Float, Int
 from torch import Tensor
 from transformer_lens import TransformerBridge
 
-from interp_toolkit.causal.fork import qkv_fork
+from interp_toolkit.causal.fork import mlp_input_fork, qkv_fork
 from interp_toolkit.heads.registry import HeadId
 
 QKV = ("q", "k", "v")
@@ -189,7 +189,11 @@ class Graph:
 
 
 def graph_of(model: TransformerBridge) -> Graph:
+    """The graph of ``model`` (one K/V head per query head: :func:`.fork.per_query_kv` first)."""
     cfg = model.cfg
+    n_kv = getattr(cfg, "n_key_value_heads", None)
+    if n_kv and int(n_kv) != int(cfg.n_heads):
+        raise ValueError("grouped-query attention: read the model through fork.per_query_kv")
     has_mlp = not bool(getattr(cfg, "attn_only", False))
     parallel = bool(getattr(cfg, "parallel_attn_mlp", False))
     return _graph(int(cfg.n_layers), int(cfg.n_heads), has_mlp, parallel)
@@ -203,9 +207,10 @@ def _graph(n_layers: int, n_heads: int, has_mlp: bool, parallel: bool) -> Graph:
 
 @contextmanager
 def graph_hooks_on(model: TransformerBridge, graph: Graph) -> Iterator[None]:
-    """The fork (per-head Q/K/V inputs) and, with MLPs, ``hook_mlp_in``, on for the duration."""
+    """The fork (per-head Q/K/V inputs) and, with MLPs, ``hook_mlp_in``, on for the duration
+    (:mod:`.fork`: on every architecture)."""
     saved_mlp_in = bool(getattr(model.cfg, "use_hook_mlp_in", False))
-    with qkv_fork(model):
+    with qkv_fork(model), mlp_input_fork(model):
         try:
             if graph.has_mlp and not saved_mlp_in:
                 model.set_use_hook_mlp_in(True)
@@ -213,6 +218,21 @@ def graph_hooks_on(model: TransformerBridge, graph: Graph) -> Iterator[None]:
         finally:
             if graph.has_mlp and not saved_mlp_in:
                 model.set_use_hook_mlp_in(False)
+
+
+def post_attention_scales(model: TransformerBridge) -> dict[int, Float[Tensor, " d_model"]]:
+    """Per layer with a norm after its attention (Gemma 2's ``ln1_post``), that norm's weight:
+    a head's residual write there is ``z W_O * weight / scale``, the norm's per-position scale
+    taken from the live run (``hook_scale``), so the heads' writes still sum to the layer's
+    output."""
+    out = {}
+    for layer, block in enumerate(model.blocks):
+        norm = (getattr(block, "submodules", None) or {}).get("ln1_post")
+        if norm is None:
+            continue
+        weight = norm.weight.detach().float()
+        out[layer] = 1.0 + weight if getattr(norm, "uses_weight_offset", False) else weight
+    return out
 
 
 def head_outputs_weight(model: TransformerBridge) -> list[Float[Tensor, "head d_head d_model"]]:
@@ -243,6 +263,8 @@ def run(
     :func:`graph_hooks_on`. Returns the logits and the writers' outputs (float32)."""
     w_o = head_outputs_weight(model) if w_o is None else w_o
     live: list[Tensor] = []
+    post = post_attention_scales(model)
+    pending: dict[int, Tensor] = {}
 
     def on_embed(x: Tensor, hook: Any) -> Tensor:
         x = embed(x) if embed is not None else x
@@ -251,6 +273,13 @@ def run(
 
     def on_z(z: Tensor, hook: Any, layer: int) -> None:
         writes = torch.einsum("bphd,hde->hbpe", z.float(), w_o[layer].to(z.device))
+        if layer in post:  # rescaled by the norm after the attention first
+            pending[layer] = writes
+            return
+        live.extend(writes.unbind(0))
+
+    def on_scale(scale: Tensor, hook: Any, layer: int) -> None:
+        writes = pending.pop(layer) * (post[layer].to(scale.device) / scale.float())
         live.extend(writes.unbind(0))
 
     def on_mlp(x: Tensor, hook: Any) -> None:
@@ -263,6 +292,8 @@ def run(
     hooks: list[tuple[str, Callable[..., Any]]] = [("hook_embed", on_embed)]
     for layer in range(graph.n_layers):
         hooks.append((f"blocks.{layer}.attn.hook_z", _bind(on_z, layer=layer)))
+        if layer in post:
+            hooks.append((f"blocks.{layer}.ln1_post.hook_scale", _bind(on_scale, layer=layer)))
         if graph.has_mlp:
             hooks.append((f"blocks.{layer}.hook_mlp_out", on_mlp))
     hooks += [(g.hook, _bind(on_reader, group=g)) for g in graph.groups]

@@ -1,8 +1,8 @@
 """The route by path: which input of each induction head carries its induction, and from where.
 
-For every induction head B and every head A in an earlier layer, TransformerLens's
-``get_act_patch_direct_path`` resamples A's write into B's query, key or value input alone from
-the corrupt prompts (A's clean-minus-corrupt output subtracted from that one input; every other
+For every induction head B and every head A in an earlier layer, A's write into B's query, key or
+value input alone is resampled from the corrupt prompts (what TransformerLens's
+``get_act_patch_direct_path`` does, one forward per source; here many edges per forward) (A's clean-minus-corrupt output subtracted from that one input; every other
 reader still sees A's clean output), and the task's metric is read per prompt. Each input is
 also resampled from every earlier head at once, and B's whole output (every edge out of B) is
 resampled (the exact edge ablation of :mod:`.graph`). B's effect is the share of the task's
@@ -16,15 +16,13 @@ control most likely to look like a feeder).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
 
 import torch
 from torch import Tensor
 from transformer_lens import TransformerBridge
-from transformer_lens.patching import get_act_patch_direct_path
 
-from interp_toolkit.causal.attribution import _chunks, ablated_metrics, task_runs
-from interp_toolkit.causal.fork import install_fork
+from interp_toolkit.causal.attribution import ablated_metrics, task_runs
+from interp_toolkit.causal.fork import per_query_kv
 from interp_toolkit.causal.graph import Edge, Graph, Node, graph_of
 from interp_toolkit.causal.routes import (
     INPUTS,
@@ -40,62 +38,6 @@ from interp_toolkit.causal.tasks import Task
 from interp_toolkit.heads.registry import NO_ROLE, HeadId
 from interp_toolkit.stats.thresholds import THRESHOLDS, Thresholds
 from interp_toolkit.weights.composition import composition_baseline, composition_scores
-
-
-def direct_path_effects(
-    model: TransformerBridge,
-    task: Task,
-    sources: Sequence[HeadId],
-    targets: Sequence[HeadId],
-    *,
-    batch_size: int = 64,
-) -> dict[tuple[HeadId, HeadId, str], Tensor]:
-    """Per prompt: the task's metric on the clean prompts with ``source``'s write into
-    ``target``'s input resampled from the corrupt prompts, by TL's ``get_act_patch_direct_path``
-    (its clean/corrupt roles swapped: it runs the clean prompts and adds corrupt - clean).
-    Keyed ``(source, target, input)`` for every source before each target."""
-    install_fork(model)
-    n_layers, n_heads = int(model.cfg.n_layers), int(model.cfg.n_heads)
-    device = next(model.parameters()).device
-    out: dict[tuple[HeadId, HeadId, str], list[Tensor]] = {}
-    for rows in _chunks(task.n_prompts, batch_size):
-        part = task.rows(rows)
-        clean, corrupt = part.clean.to(device), part.corrupt.to(device)
-        names = lambda n: n.endswith("attn.hook_z")  # noqa: E731
-        with torch.no_grad():
-            _, clean_cache = model.run_with_cache(clean, names_filter=names)
-            _, corrupt_cache = model.run_with_cache(corrupt, names_filter=names)
-        for src in sources:
-            wanted = [t for t in targets if t.layer > src.layer]
-            if not wanted:
-                continue
-            dsts = [
-                HeadId(dl, dh) for dl in range(src.layer + 1, n_layers) for dh in range(n_heads)
-            ]
-            for c in INPUTS:
-                calls: list[Tensor] = []
-
-                def metric(
-                    logits: Tensor, calls: list[Tensor] = calls, part: Task = part
-                ) -> Tensor:
-                    value = part.metric(logits).float()
-                    calls.append(value.detach().cpu())
-                    return value.mean()
-
-                with torch.no_grad():
-                    means = get_act_patch_direct_path(
-                        model, clean, corrupt_cache, clean_cache, metric, *src, c, verbose=False
-                    )
-                if len(calls) != len(dsts):  # TL calls the metric once per later head, in order
-                    raise RuntimeError(f"direct path patching gave {len(calls)} of {len(dsts)}")
-                for dst, value in zip(dsts, calls, strict=True):
-                    if abs(float(value.mean()) - float(means[dst])) > 1e-4 * (
-                        1 + abs(float(means[dst]))
-                    ):
-                        raise RuntimeError("direct path patching visited the heads out of order")
-                    if dst in wanted:
-                        out.setdefault((src, dst, c), []).append(value)
-    return {k: torch.cat(v) for k, v in out.items()}
 
 
 def input_drop(graph: Graph, target: HeadId, input: str) -> Tensor:
@@ -135,7 +77,6 @@ def route_by_path(
     heads: Sequence[HeadId],
     roles: Sequence[Sequence[str]],
     *,
-    via: Literal["batched", "tl"] = "batched",
     batch_size: int = 64,
     seed: int = 0,
     t: Thresholds = THRESHOLDS,
@@ -143,10 +84,10 @@ def route_by_path(
     """The route of each of ``heads`` (the induction heads) on ``task`` (the induction task),
     with ``roles`` (``HeadReport.roles``) naming the role-less heads a control is drawn from.
 
-    ``via="tl"`` measures each path with TL's ``get_act_patch_direct_path``, which runs one
-    forward per (source, every later head); ``"batched"`` (the default) resamples the same single
-    edges (:func:`~.attribution.ablated_metrics`, equal to TL's: tested) for the induction heads
-    only, many edges per forward."""
+    Each path is a single-edge resample (:func:`~.attribution.ablated_metrics`, many edges per
+    forward), equal to TL's ``get_act_patch_direct_path``, which runs one forward per source and
+    every later head (tested: ``tests/unit/causal/test_causal_tl_parity.py``)."""
+    model = per_query_kv(model)  # GQA: one K/V head per query head
     task.check(model)
     graph = graph_of(model)
     runs = task_runs(model, task, batch_size=batch_size, graph=graph)
@@ -162,9 +103,6 @@ def route_by_path(
     with torch.no_grad():
         comp = {c: composition_scores(model, c) for c in INPUTS} if deep else {}
         base = round(composition_baseline(model), 4) if deep else None
-    patched = {}
-    if via == "tl":
-        patched = direct_path_effects(model, task, sources, deep, batch_size=batch_size)
     routes: list[HeadRoute] = []
     for target in targets:
         if target.layer == 0:
@@ -176,17 +114,12 @@ def route_by_path(
         earlier = [s for s in sources if s.layer < target.layer]
         keys = [(s, c) for s in earlier for c in INPUTS]
         drops = [out_drop, *(input_drop(graph, target, c) for c in INPUTS)]
-        if via == "batched":
-            drops += [path_drop(graph, s, target, c) for s, c in keys]
+        drops += [path_drop(graph, s, target, c) for s, c in keys]
         values = ablated_metrics(model, task, drops, runs, batch_size=batch_size, graph=graph)
         alone = values[0]
         effect = removed_share(runs.clean, runs.corrupt, alone[None], idx)[0]
         inputs = dict(zip(INPUTS, removed_share(runs.clean, alone, values[1:4], idx), strict=True))
-        if via == "batched":
-            stacked = values[4:]
-        else:
-            stacked = torch.stack([patched[(s, target, c)] for s, c in keys])
-        shares = removed_share(runs.clean, alone, stacked, idx)
+        shares = removed_share(runs.clean, alone, values[4:], idx)
         paths = [
             PathEffect(s, target, c, share, round(float(comp[c][(*s, *target)]), 4))
             for (s, c), share in zip(keys, shares, strict=True)

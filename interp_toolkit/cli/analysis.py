@@ -15,9 +15,11 @@ from interp_toolkit.cli.app import (
     TARGET_HELP,
     app,
     check_device,
+    check_dtype,
     check_out_file,
     console,
     device_option,
+    dtype_option,
     emit,
     setup_torch,
     wrote,
@@ -105,12 +107,20 @@ def heads(
         help="Repeat period (default: fits the context, at most 50).",
     ),
     seed: int = typer.Option(DiscoveryOptions.seed, "--seed", help="Seed of the random tokens."),
+    wide: bool = typer.Option(
+        False,
+        "--wide",
+        help="Print each score with its p-value and the comparison that decided it (wide); the "
+        "default table has one line per head and fits the terminal. --json holds everything.",
+    ),
     device: str = device_option(),
+    dtype: str = dtype_option(),
 ) -> None:
     """Score every head (previous-token, duplicate-token, induction...) and test each score's
     specificity against the head itself (its attention at nearby keys, a no-repeat control);
     roles need a significant test and the effect-size floor."""
     check_device(device)
+    check_dtype(dtype)
     options = DiscoveryOptions(  # built once, here: bad values are one-line errors before any work
         n_seqs=n_seqs,
         period=period,
@@ -127,16 +137,20 @@ def heads(
     setup_torch()
     from interp_toolkit.files.io import write_text
     from interp_toolkit.heads.discovery import discover
+    from interp_toolkit.models.architecture import architecture_of
     from interp_toolkit.runs.targets import load_target
     from interp_toolkit.runtime.progress import status
 
-    tgt = load_target(target, device, for_weights=False)
+    tgt = load_target(target, device, for_weights=False, dtype=dtype)
     with status("heads", "scoring the probe") as shown:
         found = discover(
             tgt.model, tgt.codec, options, model_cfg=tgt.model_cfg, progress=shown.update
         )
     data = {"target": tgt.name, **found.to_dict()}
-    emit(data, _print_heads, json_out)
+    arch = architecture_of(tgt.model)
+    data["architecture"] = arch.describe()
+    data["notes"] = arch.notes("heads", period=data["probe"]["period"])
+    emit(data, _print_heads_wide if wide else _print_heads, json_out)
     from interp_toolkit.cli.boundary import stdout_claimed
 
     if stdout_claimed():  # the table (and its warnings) is not printed: warn on stderr
@@ -148,12 +162,52 @@ def heads(
 
 
 def _print_heads(data: dict[str, Any]) -> None:
+    """One line per head: its role and every score, bold where it passes (significant and past
+    its floor); the roles' deciding tests below. Fits the terminal's width (rich shrinks and
+    folds the columns); ``--wide`` adds every p-value, ``--json`` everything."""
     from rich.table import Table
 
     from interp_toolkit.heads.registry import SCORES
 
-    probe, test, floors = data["probe"], data["test"], data["effect_size_floor"]
-    significance = "BH at FDR" if test["correction"].startswith("benjamini") else "p <="
+    probe, floors = data["probe"], data["effect_size_floor"]
+    out = console()
+    out.print(
+        f"{data['target']}: period {probe['period']}, {probe['n_seqs']} seqs; bold = the score "
+        "passes its specificity test and reaches its floor (in brackets)",
+        soft_wrap=True,
+    )
+    table = Table(pad_edge=False, collapse_padding=True)
+    table.add_column("head", no_wrap=True)
+    table.add_column("role", overflow="fold")
+    for sc in SCORES:
+        table.add_column(f"{sc.label} ({floors[sc.name]:g})", justify="right", overflow="fold")
+    for h in data["heads"]:
+        cells = [
+            f"[bold]{h['scores'][sc.name]:.3f}[/bold]"
+            if h["passes"][sc.name]
+            else f"{h['scores'][sc.name]:.3f}"
+            for sc in SCORES
+        ]
+        style = "green" if h["role"] != "none" else None
+        table.add_row(h["head"], h["role"], *cells, style=style)
+    out.print(table)
+    for h in data["heads"]:
+        why = h["role_reason"]
+        if why is not None:
+            out.print(
+                f"{h['head']} {h['role']}: {why['score']} p {why['p_value']:.2g} "
+                f"({h['decided_by'][why['score']]})",
+                soft_wrap=True,
+            )
+    _heads_footer(data)
+
+
+def _print_heads_wide(data: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    from interp_toolkit.heads.registry import SCORES
+
+    probe, floors = data["probe"], data["effect_size_floor"]
     title = (
         f"{data['target']}: period {probe['period']}, {probe['n_seqs']} seqs; each score's "
         f"specificity test (p, and the comparison that decided it, below the score)"
@@ -175,8 +229,14 @@ def _print_heads(data: dict[str, Any]) -> None:
         )
         style = "green" if h["role"] != "none" else None
         table.add_row(h["head"], *cells, role, style=style)
-    out = console()
-    out.print(table)
+    console().print(table)
+    _heads_footer(data)
+
+
+def _heads_footer(data: dict[str, Any]) -> None:
+    """What the test was and how to read it, its warnings and the architecture's notes."""
+    out, test = console(), data["test"]
+    significance = "BH at FDR" if test["correction"].startswith("benjamini") else "p <="
     n_heads = len(data["heads"])
     expected = test["expected_false_positives"]["per_score"]
     second = test.get("untrained")
@@ -195,6 +255,8 @@ def _print_heads(data: dict[str, Any]) -> None:
     )
     for warning in test["warnings"]:
         out.print(f"[bold red]warning:[/] {warning}.", soft_wrap=True)
+    for note in data.get("notes", []):
+        out.print(f"note: {note}.", soft_wrap=True)
 
 
 @app.command("exam")
@@ -238,10 +300,12 @@ def exam(
         None, "--json", help="Write the results as JSON here (- for standard output)."
     ),
     device: str = device_option(),
+    dtype: str = dtype_option(),
 ) -> None:
     """The target's rank and probability after a prompt, and the top-k next tokens; with
     --periods, the pass rate of two-repeat exams at every period."""
     check_device(device)
+    check_dtype(dtype)
     if periods:
         if prompt is not None or target_text is not None:
             raise UserError("--periods makes its own prompts: leave out --prompt and --target.")
@@ -250,7 +314,7 @@ def exam(
         args = PeriodExamArgs(
             n_prompts, seed, not no_bos, kinds, max_period, max_offset, chance_run
         )
-        period_exams(target, device, args, json_out)
+        period_exams(target, device, args, json_out, dtype)
         return
     if (prompt is None) != (target_text is None):
         raise UserError("give --prompt and --target together (or neither, for the built-in exams).")
@@ -261,7 +325,7 @@ def exam(
     from interp_toolkit.exams.single import Exam, exams_for, run_exam
     from interp_toolkit.runs.targets import load_target
 
-    tgt = load_target(target, device, for_weights=False)
+    tgt = load_target(target, device, for_weights=False, dtype=dtype)
     exams = exams_for(tgt.codec) if prompt is None else (Exam("custom", prompt, target_text or ""),)
     results = [
         run_exam(tgt.model, tgt.codec, e.prompt, e.target, top_k, not no_bos, name=e.name)
@@ -292,13 +356,29 @@ def _print_exams(data: dict[str, Any]) -> None:
 
 
 def _default_token_ids(codec: Codec, d_vocab: int) -> list[int]:
-    """Source tokens to show boosts for: ' A', ' B', ' C', ' D' where single known tokens."""
-    ids = []
-    for text in (" A", " B", " C", " D"):
-        enc = codec.encode(text)
-        if len(enc) == 1 and not codec.contains_unk(enc) and enc[0] < d_vocab:
-            ids.append(int(enc[0]))
+    """Source tokens to show boosts for: the first four exam letters the codec keeps as single
+    tokens (``' A'``..``' D'`` under BPE, ``'A'``..``'D'`` under bytes: letters, not control bytes)."""
+    from interp_toolkit.exams.prompts import letter_pool
+
+    ids = [i for i in letter_pool(codec).ids if i < d_vocab][:4]
     return ids or [i for i in range(min(4, d_vocab)) if i != codec.bos_id][:3]
+
+
+def _one_token(codec: Codec, text: str, d_vocab: int) -> int:
+    """The id of ``--token TEXT``: one known token as given, else as stripped of surrounding space
+    (``' A'`` on a byte model is the letter ``'A'``); one line naming a token that works here
+    otherwise."""
+    for form in dict.fromkeys((text, text.strip())):
+        enc = codec.encode(form) if form else []
+        if len(enc) == 1 and not codec.contains_unk(enc) and enc[0] < d_vocab:
+            return int(enc[0])
+    example = codec.str_tokens(_default_token_ids(codec, d_vocab)[:1])
+    raise UserError(
+        f"--token {text!r} is not one known token of this model's vocabulary: give a single "
+        f"token, e.g. {example[0]!r}."
+        if example
+        else "--token: give a single token."
+    )
 
 
 @app.command("copying")
@@ -306,45 +386,54 @@ def copying(
     target: str = typer.Argument(..., help=TARGET_HELP),
     head: str = typer.Option(..., "--head", help="Head as L.H, e.g. 1.4."),
     token: list[str] | None = typer.Option(
-        None, "--token", help="Show what this token boosts (repeatable; default ' A'..' D')."
+        None,
+        "--token",
+        help="Show what this token boosts (repeatable; default: the first four letters that are "
+        "single tokens here, ' A'..' D' or 'A'..'D').",
     ),
     top_k: int = typer.Option(10, "--top-k", help="Boosted tokens to list per source token."),
     json_out: Path | None = typer.Option(
         None, "--json", help="Write the results as JSON here (- for standard output)."
     ),
     device: str = device_option(),
+    dtype: str = dtype_option(),
 ) -> None:
     """A head's OV copying score, top-1/top-5 copy accuracy and top boosted tokens (factored
     circuits over the whole vocabulary). Formerly ``circuits`` (still accepted)."""
     from interp_toolkit.heads.registry import HeadId
 
     check_device(device)
+    check_dtype(dtype)
 
     layer, index = HeadId.parse(head)
     if top_k < 1:
         raise UserError(f"--top-k {top_k} cannot work: use 1 or more.")
     check_out_file(json_out, "--json")
     setup_torch()
+    from interp_toolkit.models.architecture import architecture_of
     from interp_toolkit.runs.targets import load_target
-    from interp_toolkit.weights.circuits import check_head, head_circuit
+    from interp_toolkit.weights.circuits import check_head, head_circuit, trained_token_ids
 
-    tgt = load_target(target, device)
+    tgt = load_target(target, device, dtype=dtype)
     check_head(tgt.model, layer, index)
     d_vocab = int(tgt.model.cfg.d_vocab)
     if token:
-        ids = []
-        for text in token:
-            enc = tgt.codec.encode(text)
-            if len(enc) != 1 or tgt.codec.contains_unk(enc):
-                raise UserError(
-                    f"--token {text!r} is not one known token of this model's vocabulary: "
-                    "give a single token, e.g. ' A'."
-                )
-            ids.append(int(enc[0]))
+        ids = [_one_token(tgt.codec, text, d_vocab) for text in token]
     else:
         ids = _default_token_ids(tgt.codec, d_vocab)
-    result = head_circuit(tgt.model, tgt.codec, layer, index, token_ids=ids, k=top_k)
-    emit({"target": tgt.name, **result.to_dict()}, _print_circuit, json_out)
+    result = head_circuit(
+        tgt.model,
+        tgt.codec,
+        layer,
+        index,
+        token_ids=ids,
+        k=top_k,
+        trained=trained_token_ids(tgt),
+    )
+    arch = architecture_of(tgt.model)
+    data = {"target": tgt.name, **result.to_dict(), "architecture": arch.describe()}
+    data["notes"] = arch.notes("copying")
+    emit(data, _print_circuit, json_out)
 
 
 #: The command's earlier name, one letter from ``circuit`` (edge attribution): hidden, still accepted.
@@ -357,18 +446,37 @@ def _print_circuit(data: dict[str, Any]) -> None:
     out = console()
     summary = Table(title=f"{data['target']} head {data['head']}")
     summary.add_column("copying score", justify="right")
-    summary.add_column("top-1 copy acc", justify="right")
-    summary.add_column("top-5 copy acc", justify="right")
+    summary.add_column("top-1 / top-5 copy acc\n(all ids)", justify="right")
+    trained = data.get("trained_rows") is not None and data["trained_rows"] < data["n_rows"]
+    if trained:
+        summary.add_column("top-1 / top-5 copy acc\n(trained ids)", justify="right")
     summary.add_column("pos-QK prev-token", justify="right")
     summary.add_row(
         "empty" if data["copying_note"] else _fmt(data["copying_score"]),
-        _fmt(data["top1_accuracy"]),
-        _fmt(data["top5_accuracy"]),
+        f"{_fmt(data['top1_accuracy'])} / {_fmt(data['top5_accuracy'])}",
+        *(
+            [f"{_fmt(data['trained_top1_accuracy'])} / {_fmt(data['trained_top5_accuracy'])}"]
+            if trained
+            else []
+        ),
         _fmt(data["pos_prev_token"]),
     )
     out.print(summary)
     if data["copying_note"]:  # an empty OV circuit: say so instead of a score
         out.print(f"copying score: {data['copying_note']}", soft_wrap=True)
+    over = (
+        "copy accuracy: the share of source tokens whose own logit is the head's top (top-5) "
+        f"boost, over {data['accuracy_over']}"
+    )
+    if data.get("trained_ids"):
+        over += (
+            f"; and over the {data['trained_rows']} the model was trained on: {data['trained_ids']}"
+            if trained
+            else f" ({data['trained_ids']}: those the model was trained on)"
+        )
+    out.print(over + ".", soft_wrap=True)
+    for note in data.get("notes", []):
+        out.print(f"note: {note}.", soft_wrap=True)
     for b in data["boosted"]:
         table = Table(title=f"attending to {b['token']!r} boosts")
         table.add_column("token")

@@ -47,13 +47,37 @@ def _main(
     """Grow attention-only transformers, watch induction heads appear, and find them in GPT-2."""
 
 
-TARGET_HELP = "A run folder, or a GPT-2 model (gpt2, gpt2-medium… or an HF folder)."
+TARGET_HELP = (
+    "A run folder (RUN@STEP: its weights at STEP), or a Hugging Face causal LM: a hub id "
+    "(EleutherAI/pythia-70m, gpt2, ...) from the local cache, or a save_pretrained folder."
+)
 DEVICE_HELP = "Where the model runs: auto (a GPU when present), cpu, cuda, cuda:N or mps."
 
 
 def device_option() -> Any:
     """The ``--device`` option of every command that runs a model."""
     return typer.Option("auto", "--device", help=DEVICE_HELP)
+
+
+def dtype_option() -> Any:
+    """The ``--dtype`` option of every command that loads a model (its weights' dtype)."""
+    from interp_toolkit.runs.spec import DTYPE_NAMES
+
+    return typer.Option(
+        DTYPE_NAMES[0],
+        "--dtype",
+        help=f"The weights' dtype: {' or '.join(DTYPE_NAMES)} (bf16 halves the weights' memory "
+        "once loaded; a checkpoint stored in fp32 is read whole first).",
+    )
+
+
+def check_dtype(name: str) -> None:
+    """Fail fast (one line, exit 2) on a dtype that is not offered."""
+    from interp_toolkit.errors import UserError
+    from interp_toolkit.runs.spec import DTYPE_NAMES
+
+    if name not in DTYPE_NAMES:
+        raise UserError(f"--dtype {name}: unknown: use {' or '.join(DTYPE_NAMES)}.")
 
 
 def check_device(spec: str) -> None:

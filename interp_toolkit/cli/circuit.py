@@ -12,9 +12,11 @@ from interp_toolkit.cli.app import (
     TARGET_HELP,
     app,
     check_device,
+    check_dtype,
     check_out_file,
     console,
     device_option,
+    dtype_option,
     emit,
     setup_torch,
     wrote,
@@ -57,10 +59,12 @@ def circuit(
     ),
     out: Path | None = typer.Option(None, "--out", "-o", help="Draw the circuit into this HTML."),
     device: str = device_option(),
+    dtype: str = dtype_option(),
 ) -> None:
     """Rank every edge by attribution (EAP / EAP-IG), measure the faithfulness of the top-k
     edges along a curve, and report the smallest circuit that recovers 80% of the task."""
     check_device(device)
+    check_dtype(dtype)
     if task not in TASK_NAMES:
         raise UserError(f"--task {task!r} is unknown: use one of {', '.join(TASK_NAMES)}.")
     if ig_steps < 1:
@@ -74,10 +78,11 @@ def circuit(
     setup_torch()
     from interp_toolkit.causal.circuit import discover_circuit
     from interp_toolkit.causal.tasks import make_task
+    from interp_toolkit.models.architecture import architecture_of
     from interp_toolkit.runs.targets import load_target
     from interp_toolkit.runtime.progress import status
 
-    tgt = load_target(target, device, for_weights=False)
+    tgt = load_target(target, device, for_weights=False, dtype=dtype)
     from interp_toolkit.runtime.seeds import derive
 
     # the study's induction task draws its prompts with derive(seed, "study_task"): the same here
@@ -95,6 +100,9 @@ def circuit(
         )
     n_listed = 2000 if per_position else None
     data = {"target": tgt.name, **found.to_dict(n_ranked=n_listed)}
+    arch = architecture_of(tgt.model)
+    data["architecture"] = arch.describe()
+    data["notes"] = arch.notes("circuit")
     cfg = tgt.model.cfg
     if out is not None:
         from interp_toolkit.files.io import write_text
@@ -121,6 +129,8 @@ def _print_circuit(data: dict[str, Any]) -> None:
         f"[{gap['low']:.3f}, {gap['high']:.3f}]; {data['method']}, {data['total_edges']} edges"
     )
     out.print(head, soft_wrap=True)
+    for note in data.get("notes", []):
+        out.print(f"note: {note}.", soft_wrap=True)
     if not c["edges"]:
         out.print(f"no circuit: {c['reason']}", soft_wrap=True)
         return

@@ -112,11 +112,12 @@ def reads() -> tuple[str, ...]:
 
 
 def check_target(spec: Any) -> None:
-    """A GPT-2 target checked before the command imports torch and TransformerLens (seconds): a
-    name the hub cache lacks while offline, or an unknown GPT-2 name, is refused at once."""
+    """A Hugging Face target checked before the command imports torch and TransformerLens
+    (seconds): a hub id the cache lacks while offline, or an unknown GPT-2 name, is refused at
+    once."""
     if not isinstance(spec, str) or Path(spec).exists():
         return
-    from interp_toolkit.runs.hub import is_gpt2_spec, resolve
+    from interp_toolkit.runs.hub import is_hf_spec, resolve
 
-    if is_gpt2_spec(spec):
+    if is_hf_spec(spec):
         resolve(spec)

@@ -13,9 +13,11 @@ from interp_toolkit.cli.app import (
     TARGET_HELP,
     app,
     check_device,
+    check_dtype,
     check_out_file,
     console,
     device_option,
+    dtype_option,
     emit,
     setup_torch,
     wrote,
@@ -43,6 +45,7 @@ def neurons_cmd(
         None, "--out", "-o", help="Write an offline page: the table and the top contexts."
     ),
     device: str = device_option(),
+    dtype: str = dtype_option(),
 ) -> None:
     """Top contexts, promoted tokens and concepts of every neuron of an MLP layer, each statistic
     beside the untrained twin's and a shuffled-activation control's."""
@@ -51,6 +54,7 @@ def neurons_cmd(
     check_out_file(json_out, "--json", "neurons.json")
     check_out_file(out, "--out", "neurons.html")
     check_device(device)
+    check_dtype(dtype)
     setup_torch()
     from interp_toolkit.files.io import write_text
     from interp_toolkit.probing.data import corpus_of, neuron_windows
@@ -65,7 +69,7 @@ def neurons_cmd(
     from interp_toolkit.units.neurons import analyse_neurons, check_layers, untrained_twin
     from interp_toolkit.views.neurons import neuron_rows
 
-    tgt = load_target(target, device)
+    tgt = load_target(target, device, dtype=dtype)
     check_layers(tgt.model, [layer])
     d_mlp = int(tgt.model.cfg.d_mlp)
     bad = [n for n in neuron or [] if not 0 <= n < d_mlp]

@@ -36,7 +36,9 @@ def parse_kinds(text: str) -> tuple[str, ...]:
     return kinds
 
 
-def period_exams(target: str, device: str, args: PeriodExamArgs, json_out: Path | None) -> None:
+def period_exams(
+    target: str, device: str, args: PeriodExamArgs, json_out: Path | None, dtype: str = "fp32"
+) -> None:
     if args.n_prompts < 1:
         raise UserError(f"--n-prompts {args.n_prompts} cannot work: use 1 or more.")
     if args.max_offset < 0:
@@ -56,8 +58,12 @@ def period_exams(target: str, device: str, args: PeriodExamArgs, json_out: Path 
     from interp_toolkit.runs.targets import load_target
     from interp_toolkit.stats.thresholds import THRESHOLDS
 
-    tgt = load_target(target, device, for_weights=False)
-    ref = load_target(args.chance_run, device, for_weights=False) if args.chance_run else None
+    tgt = load_target(target, device, for_weights=False, dtype=dtype)
+    ref = (
+        load_target(args.chance_run, device, for_weights=False, dtype=dtype)
+        if args.chance_run
+        else None
+    )
     options: dict[str, Any] = {
         "kinds": kinds,
         "n_prompts": args.n_prompts,

@@ -12,9 +12,11 @@ from interp_toolkit.cli.app import (
     TARGET_HELP,
     app,
     check_device,
+    check_dtype,
     check_out_file,
     console,
     device_option,
+    dtype_option,
     emit,
     setup_torch,
     wrote,
@@ -87,6 +89,7 @@ def probe_cmd(
         None, "--out", "-o", help="Write the accuracy-by-layer plot and table as an HTML page."
     ),
     device: str = device_option(),
+    dtype: str = dtype_option(),
 ) -> None:
     """Probe a feature at every layer boundary: balanced accuracy, the control task on the
     feature's own input, selectivity and an untrained model of the same architecture, each with
@@ -105,13 +108,14 @@ def probe_cmd(
         check_out_file(path, flag, example)
     check_out_file(out, "--out", "probe.html")
     check_device(device)
+    check_dtype(dtype)
     setup_torch()
     from interp_toolkit.files.io import write_text
     from interp_toolkit.probing.data import corpus_of
     from interp_toolkit.probing.probes import probe
     from interp_toolkit.runs.targets import load_target
 
-    tgt = load_target(target, device, for_weights=False)
+    tgt = load_target(target, device, for_weights=False, dtype=dtype)
     corpus, val_fraction = corpus_of(tgt.source)
     result = probe(
         tgt.model,

@@ -13,10 +13,12 @@ from interp_toolkit.cli.app import (
     TARGET_HELP,
     app,
     check_device,
+    check_dtype,
     check_not_an_input,
     check_out_file,
     console,
     device_option,
+    dtype_option,
     emit,
     setup_torch,
 )
@@ -49,6 +51,7 @@ def sae_cmd(
     show: int = typer.Option(24, "--show", help="Latents drawn on features.html."),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bars."),
     device: str = device_option(),
+    dtype: str = dtype_option(),
 ) -> None:
     """Train an SAE on a model's activations; print L0, variance explained, CE loss recovered and
     dead latents; write cfg.json + sae_weights.safetensors (SAELens's layout) and the pages."""
@@ -59,10 +62,12 @@ def sae_cmd(
     layer = hook_layer(hook)
     hook = ".".join(["blocks", str(layer), *hook.split(".")[2:]])  # blocks.01. is blocks.1.
     check_out_file(json_out, "--json", "sae.json")
-    from interp_toolkit.runs.hub import is_gpt2_spec
+    from interp_toolkit.runs.hub import is_hf_spec
 
-    if out is None and is_gpt2_spec(target):
-        raise UserError("an SAE of a GPT-2 model needs a folder to live in: give --out FOLDER.")
+    if out is None and is_hf_spec(target):
+        raise UserError(
+            "an SAE of a Hugging Face model needs a folder to live in: give --out FOLDER."
+        )
     if out is not None:
         from interp_toolkit.files.io import check_writable_dir
 
@@ -75,6 +80,7 @@ def sae_cmd(
         check_not_an_input(out, "--out", "sae-folder", owns=owns)
         check_writable_dir(out if out.is_dir() else out.parent, "--out folder")
     check_device(device)
+    check_dtype(dtype)
     setup_torch()
     from interp_toolkit.saes.config import check_shape
 
@@ -84,7 +90,7 @@ def sae_cmd(
     from interp_toolkit.runs.targets import load_target
     from interp_toolkit.saes.pipeline import default_folder, run_sae
 
-    tgt = load_target(target, device, for_weights=False)
+    tgt = load_target(target, device, for_weights=False, dtype=dtype)
     check_latents(tgt.model, hook, arch, expansion, k)
     at = split_step(target)  # RUN@STEP: the SAE of that checkpoint gets its own folder
     step = int(at[1]) if at is not None else None

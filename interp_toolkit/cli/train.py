@@ -17,7 +17,9 @@ def train_cmd(
         ..., "--out", help="Run folder to create (or continue with --resume)."
     ),
     layers: int | None = typer.Option(
-        None, "--layers", help="Number of layers: 1, 2, 3 or 8 (default 2)."
+        None,
+        "--layers",
+        help="Number of layers, any whole number from 1 (default 2; the study trains 1, 2, 3, 8).",
     ),
     preset: str | None = typer.Option(
         None,
@@ -157,6 +159,11 @@ def train_cmd(
         "step "
         f"{result.first_induction_step if result.first_induction_step is not None else 'never'}"
     )
+    from interp_toolkit.training.presets import induction_outcome
+
+    outcome = induction_outcome(p, result.metrics, result.steps_done)
+    if outcome is not None:
+        typer.echo(f"note: {outcome}")
 
 
 @app.command("sample")

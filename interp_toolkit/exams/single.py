@@ -41,8 +41,26 @@ BYTE_EXAMS: tuple[Exam, ...] = (
 
 
 def exams_for(codec: Codec | None) -> tuple[Exam, ...]:
-    """The post's exams in the form ``codec`` reads them: one token per letter either way."""
-    return BYTE_EXAMS if codec is not None and codec.store == "bytes" else BUILTIN_EXAMS
+    """The post's exams in the form ``codec`` reads them: one token per letter either way. A
+    byte codec reads :data:`BYTE_EXAMS`; GPT-2's BPE :data:`BUILTIN_EXAMS`; another tokenizer (a
+    Hugging Face model's) the first form, spaced or not, it reads one token per letter, and the
+    other forms too where it reads them so."""
+    if codec is None or codec.kind in ("gpt2", "compact"):
+        return BUILTIN_EXAMS
+    if codec.kind == "bytes":
+        return BYTE_EXAMS
+    fits: dict[tuple[tuple[int, ...], ...], Exam] = {}  # one exam per token sequence
+    for e in (*BUILTIN_EXAMS, *BYTE_EXAMS):
+        if _one_token_per_letter(codec, e):
+            fits.setdefault((tuple(codec.encode(e.prompt)), tuple(codec.encode(e.target))), e)
+    return tuple(fits.values()) or BUILTIN_EXAMS
+
+
+def _one_token_per_letter(codec: Codec, exam: Exam) -> bool:
+    ids = codec.encode(exam.prompt)
+    target = codec.encode(exam.target)
+    letters = sum(c.isalpha() for c in exam.prompt)
+    return len(ids) == letters and len(target) == 1 and not codec.contains_unk([*ids, *target])
 
 
 def get_exam(name: str, codec: Codec | None = None) -> Exam:

@@ -47,7 +47,12 @@ from interp_toolkit.heads.registry import (
     role_rule,
     top_head,
 )
-from interp_toolkit.heads.repeats import RepeatedTokens, default_layout, repeated_batch
+from interp_toolkit.heads.repeats import (
+    RepeatedTokens,
+    default_layout,
+    default_token_range,
+    repeated_batch,
+)
 from interp_toolkit.heads.scorer import HeadScores, head_scores
 from interp_toolkit.heads.specificity import (
     SpecificityTests,
@@ -57,6 +62,7 @@ from interp_toolkit.heads.specificity import (
     specificity_tests,
 )
 from interp_toolkit.heads.untrained import untrained_models
+from interp_toolkit.models.architecture import WINDOW_MARGIN, architecture_of
 from interp_toolkit.models.build import ModelConfig
 from interp_toolkit.stats import significance, thresholds
 from interp_toolkit.text.codecs import Codec
@@ -290,6 +296,10 @@ def discovery_batch(
 
     ``period``/``prefix_max`` default to :func:`default_layout` of the model's context; the token
     range defaults to :func:`default_token_range` of the codec. Rows start with the codec's BOS id.
+    A model with sliding-window attention gets a default period whose keys (and the rival keys
+    around them) stay :data:`WINDOW_MARGIN` inside its smallest window; a small vocabulary one
+    short enough that a row's prefix and segment are distinct tokens (one key per induction
+    query).
     """
     n_ctx, n_repeats = int(model.cfg.n_ctx), options.n_repeats
     bos_id = codec.bos_id
@@ -300,6 +310,13 @@ def discovery_batch(
     period = options.period
     if period is None:
         period = min(auto_period, (n_ctx - int(bos_id is not None) - prefix_max) // n_repeats)
+        window = architecture_of(model).smallest_window  # keys past a sliding window read 0
+        if window is not None:
+            period = max(2, min(period, window - WINDOW_MARGIN))
+        low, high = options.token_range or default_token_range(codec)
+        distinct = min(high, int(model.cfg.d_vocab)) - low - int(low <= (bos_id or 0) < high)
+        if distinct - prefix_max >= 2:  # a small vocabulary: a row's tokens stay distinct
+            period = min(period, distinct - prefix_max)
     need = int(bos_id is not None) + prefix_max + n_repeats * period
     if need > n_ctx:
         raise UserError(

@@ -84,7 +84,11 @@ def default_token_range(codec: Codec) -> tuple[int, int]:
     Compact vocabularies: every id below ``<unk>`` (``[0, unk_id)``; the BOS id is skipped by
     :func:`repeated_tokens` itself). GPT-2 (no ``<unk>``): :data:`GPT2_TOKEN_RANGE`. Bytes: the
     printable ASCII bytes (:data:`~interp_toolkit.text.codecs.PRINTABLE`), what text is made of.
+    A Hugging Face tokenizer: its ordinary ids (``TokenizerCodec.token_range``).
     """
+    own = getattr(codec, "token_range", None)
+    if own is not None:
+        return own
     if codec.store == "bytes":
         return PRINTABLE
     if codec.unk_id is not None:

@@ -32,6 +32,7 @@ from interp_toolkit.heads.registry import (
     score,
 )
 from interp_toolkit.heads.repeats import RepeatedTokens
+from interp_toolkit.models.activations import per_query_head
 from interp_toolkit.runtime import validate
 from interp_toolkit.runtime.devices import rows_per_chunk
 from interp_toolkit.stats.thresholds import RIVAL_WIDTH
@@ -252,7 +253,7 @@ def _reduce_chunk(
 ) -> None:
     """Run one chunk of rows, writing every planned per-row, per-head sum into ``sums``
     (``[row, layer, head]`` views of this chunk's rows)."""
-    n_layers = int(model.cfg.n_layers)
+    n_layers, n_heads = int(model.cfg.n_layers), int(model.cfg.n_heads)
     device = next(model.parameters()).device
     pending: dict[int, dict[str, torch.Tensor]] = {}
     done: set[int] = set()
@@ -261,7 +262,7 @@ def _reduce_chunk(
     def finish(layer: int) -> None:
         item = pending.pop(layer)
         pat = item["pattern"].detach().float()  # [b, H, P, P]
-        vnorm = item["v"].detach().float().norm(dim=-1)  # [b, P, H]
+        vnorm = per_query_head(item["v"].detach().float().norm(dim=-1), n_heads, 2)  # [b, P, H]
         cache: dict[Any, torch.Tensor] = {}
 
         def rows_q() -> torch.Tensor:  # the rows of the repeat queries, gathered once per layer

@@ -33,6 +33,7 @@ from transformer_lens.hook_points import HookPoint
 from interp_toolkit.errors import UserError
 from interp_toolkit.heads.registry import SCORES, Stripe
 from interp_toolkit.heads.scorer import HeadScores, RowScores
+from interp_toolkit.models.activations import per_query_head
 from interp_toolkit.runtime import validate
 
 
@@ -141,7 +142,8 @@ def text_row_scores(
         pending.setdefault(layer, {})[kind] = act.detach()
         if len(pending[layer]) == 2:
             item = pending.pop(layer)
-            pat, vnorm = item["pattern"].float(), item["v"].float().norm(dim=-1)
+            pat = item["pattern"].float()
+            vnorm = per_query_head(item["v"].float().norm(dim=-1), int(cfg.n_heads), 2)
             for name, stripe in plan.items():
                 sums[name][:, layer] = _reduce(stripe, keys[name], pat, vnorm).cpu()
 

@@ -159,7 +159,7 @@ class RunAnalysis:
         return next((h.feeder for h in self.route.heads if h.head == self.induction_head), None)
 
     def summary(self, href: str | None = None) -> RunSummary:
-        rep, cfg = self.head_report, self.run.model_cfg
+        rep, cfg = self.head_report, self.run.model.cfg
         sc = rep.scores
         ran = [e for e in self.exams if e.result is not None]
         n_passed = sum(e.passed for e in self.exams)
@@ -296,7 +296,7 @@ def check_windows(run: Run, *, seed: int = 0) -> Int[Tensor, "window pos"] | Non
     try:
         return heldout_windows(
             run.codec,
-            seq_len=int(run.model_cfg.n_ctx),
+            seq_len=int(run.model.cfg.n_ctx),
             n_windows=CHECK_PASSAGES,
             corpus=corpus,
             val_fraction=val_fraction,

@@ -48,3 +48,16 @@ def run_hooks(
     except _Stop:
         return
     raise RuntimeError(f"hooks {[n for i, n in enumerate(names) if i not in seen]} did not fire")
+
+
+def per_query_head(x: torch.Tensor, n_heads: int, dim: int) -> torch.Tensor:
+    """A key/value tensor with one entry per K/V head along ``dim``, repeated for every query head
+    that shares it (grouped- and multi-query attention: query head ``h`` reads K/V head
+    ``h // (n_heads // n_kv)``, as ``transformers``' ``repeat_kv``); unchanged when every query
+    head has its own."""
+    n_kv = x.shape[dim]
+    if n_kv == n_heads:
+        return x
+    if n_kv < 1 or n_heads % n_kv:
+        raise ValueError(f"{n_kv} key/value heads cannot serve {n_heads} query heads")
+    return x.repeat_interleave(n_heads // n_kv, dim=dim)

@@ -3,7 +3,8 @@ and an untrained model.
 
 **Boundaries** (:func:`boundaries`): the embedding output (``blocks.0.hook_resid_pre``), after
 each attention layer (``hook_resid_mid`` when the block has an MLP, else ``hook_resid_post``),
-after each MLP (``hook_resid_post``). The last one is the final stream: the input of the final
+after each MLP (``hook_resid_post``); with attention and MLP in parallel (GPT-J, GPT-NeoX, Phi)
+after each layer (``hook_resid_post``: no stream lies between the two). The last one is the final stream: the input of the final
 LayerNorm, when there is one (LN would change a linear probe's input only by centring, a
 per-dimension weight and a per-position scale).
 
@@ -118,9 +119,14 @@ class Boundary:
 def boundaries(model: TransformerBridge) -> list[Boundary]:
     """Every layer boundary of the residual stream, in order (see module docstring)."""
     has_mlp = not bool(getattr(model.cfg, "attn_only", False))
+    parallel = bool(getattr(model.cfg, "parallel_attn_mlp", False))  # no stream between them
     out = [Boundary("embed", "blocks.0.hook_resid_pre", 0.0)]
     for layer in range(int(model.cfg.n_layers)):
-        if has_mlp:
+        if has_mlp and parallel:
+            out.append(
+                Boundary(f"attn+mlp {layer}", f"blocks.{layer}.hook_resid_post", layer + 1.0)
+            )
+        elif has_mlp:
             out.append(Boundary(f"attn {layer}", f"blocks.{layer}.hook_resid_mid", layer + 0.5))
             out.append(Boundary(f"mlp {layer}", f"blocks.{layer}.hook_resid_post", layer + 1.0))
         else:

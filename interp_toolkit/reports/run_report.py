@@ -16,6 +16,7 @@ from interp_toolkit.files.io import check_output, read_json, write_text
 from interp_toolkit.heads.discovery import HeadReport
 from interp_toolkit.heads.registry import NO_ROLE, ROLES, SCORE, SCORES, HeadId
 from interp_toolkit.measures.run import RunAnalysis, analyse_run
+from interp_toolkit.models.architecture import architecture_of
 from interp_toolkit.reports.circuit_report import route_section
 from interp_toolkit.reports.findings import (
     KIND_WORDS,
@@ -25,7 +26,8 @@ from interp_toolkit.reports.findings import (
     role_check_phrase,
 )
 from interp_toolkit.reports.text_findings import text_sentences
-from interp_toolkit.runs.folder import RunPaths, load_run
+from interp_toolkit.runs.folder import Run, RunPaths, load_run
+from interp_toolkit.runs.target import Target
 from interp_toolkit.stats.thresholds import THRESHOLDS
 from interp_toolkit.text.labels import token_labels
 from interp_toolkit.views import plots
@@ -218,7 +220,8 @@ def _key_heads_intro(analysis: RunAnalysis) -> str:
 def run_report_sections(analysis: RunAnalysis) -> list[Section]:
     run, rep = analysis.run, analysis.head_report
     sections: list[Section] = []
-    cfg_items: list[Item] = [kv_table({"model": run.model_cfg.to_dict()})]
+    facts = run.model_cfg.to_dict() if run.model_cfg else architecture_of(run.model).describe()
+    cfg_items: list[Item] = [kv_table({"model": facts})]
     if run.settings:
         cfg_items.insert(0, text(data_mix_sentence(run.settings, run.model_cfg.n_ctx), "p"))
         cfg_items.append(kv_table({"recipe": run.settings}))
@@ -353,7 +356,7 @@ def role_check_section(rc: RoleChecks | None) -> Section:
 
 
 def run_report_html(analysis: RunAnalysis) -> str:
-    cfg = analysis.run.model_cfg
+    cfg = analysis.run.model.cfg
     return render_report(
         run_report_sections(analysis),
         title=f"Run report: {analysis.name}",
@@ -383,3 +386,31 @@ def build_run_report(
     path = report_path(run_path, out)
     analysis = analyse_run(run, samples=samples, head_report=head_report)
     return write_text(path, run_report_html(analysis))
+
+
+def build_target_report(target: Target, out: str | Path) -> Path:
+    """The same report for a model that is not a run folder (a Hugging Face model): no training
+    curves or samples; the role checks on held-out stdlib text, as GPT-2's probes read."""
+    path = Path(out)
+    check_output(path, "output", "report.html")
+    folder = target.source if isinstance(target.source, Path) else Path(target.name)
+    run = Run(path=folder, model=target.model, codec=target.codec, model_cfg=None)
+    analysis = analyse_run(run, samples=[])
+    arch = architecture_of(target.model)
+    notes = [*arch.notes("heads", period=analysis.head_report.batch.period)]
+    notes += [n for n in arch.notes("circuit") + arch.notes("copying") if n not in notes]
+    cfg = target.model.cfg
+    return write_text(
+        path,
+        render_report(
+            [
+                Section("What this architecture changes", [text(f"{n}.", "p") for n in notes])
+                if notes
+                else Section("Architecture", [text("Nothing a score here reads differently.")]),
+                *run_report_sections(analysis),
+            ],
+            title=f"Model report: {analysis.name}",
+            subtitle=f"{arch.name}: {cfg.n_layers} layer(s) x {cfg.n_heads} heads, d_model "
+            f"{cfg.d_model}, n_ctx {cfg.n_ctx}, vocabulary {cfg.d_vocab}",
+        ),
+    )

@@ -87,7 +87,7 @@ class Run:
     path: Path
     model: TransformerBridge
     codec: Codec
-    model_cfg: ModelConfig
+    model_cfg: ModelConfig | None  # None: not one of ours (a Hugging Face model in a report)
     settings: dict[str, Any] = field(default_factory=dict)
 
     @property

@@ -1,17 +1,20 @@
-"""Which GPT-2 a spec names, and where its files are: hub names, the Hugging Face cache, folders.
+"""Which Hugging Face model a spec names, and where its files are: hub ids, the cache, folders.
 
-What a spec can be (:func:`is_gpt2_spec`):
+What a spec can be (:func:`is_hf_spec`):
 
-- a hub name: ``gpt2``, ``gpt2-medium``, ``gpt2-large``, ``gpt2-xl``, ``distilgpt2`` (or the
-  ``openai-community/…`` / ``distilbert/…`` ids). It is read from the Hugging Face cache
-  (``HF_HOME`` / ``HF_HUB_CACHE``) when it is there. Without a cached copy it is downloaded only
-  when the Hub can be reached; offline the user gets one line saying how to supply the weights,
-  not a 20-second retry loop and a traceback.
-- a folder written by ``transformers`` ``save_pretrained`` (``config.json`` with ``model_type``
-  ``gpt2`` plus weights). Our own run folders also hold a ``config.json``; they carry
-  ``format_version`` and are not GPT-2 specs.
+- a hub id ``owner/name`` (``EleutherAI/pythia-70m``, ``Qwen/Qwen2-0.5B``, ...), or one of
+  GPT-2's short names (``gpt2``, ``gpt2-medium``, ``gpt2-large``, ``gpt2-xl``, ``distilgpt2``).
+  It is read from the Hugging Face cache (``HF_HUB_CACHE`` / ``HF_HOME``) when it is there.
+  Without a cached copy it is downloaded only when the Hub can be reached; offline the user
+  gets one line saying so and how to supply the weights, not a 20-second retry loop and a
+  traceback.
+- a folder written by ``transformers`` ``save_pretrained`` (``config.json`` plus weights), of
+  any architecture; which ones TransformerLens can boot is :mod:`.hf`'s question. Our own run
+  folders also hold a ``config.json``; they carry ``format_version`` and are not HF specs.
 
-Nothing here imports torch or TransformerLens.
+``owner/name`` that exists as a path is that path; one that does not, whose first part is not
+a folder here either, is read as a hub id (so ``heads EleutherAI/pythia-70m`` is never "run
+folder ... does not exist"). Nothing here imports torch or TransformerLens.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from typing import Any
 from interp_toolkit.errors import UserError
 from interp_toolkit.files.io import hub_offline
 
-# Hub names and the repository ids they may be cached under (new id first, legacy id second).
+#: GPT-2's short names and the repository ids they may be cached under (new id first).
 HUB_NAMES: dict[str, tuple[str, ...]] = {
     "gpt2": ("openai-community/gpt2", "gpt2"),
     "gpt2-medium": ("openai-community/gpt2-medium", "gpt2-medium"),
@@ -44,16 +47,14 @@ WEIGHT_FILES = (
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 
-def _known_names() -> str:
-    return ", ".join(HUB_NAMES)
-
-
-def _supply_hint(name: str) -> str:
+def supply_hint(name: str) -> str:
+    """How to bring hub model ``name`` onto an offline machine."""
+    local = name.split("/")[-1] + "-local"
     return (
         f'download it where there is a network (python -c "from transformers import '
         f"AutoModelForCausalLM as M, AutoTokenizer as T; "
-        f"M.from_pretrained('{name}').save_pretrained('{name}-local'); "
-        f"T.from_pretrained('{name}').save_pretrained('{name}-local')\"), copy the folder here "
+        f"M.from_pretrained('{name}').save_pretrained('{local}'); "
+        f"T.from_pretrained('{name}').save_pretrained('{local}')\"), copy the folder here "
         f"and pass its path instead of '{name}', or point HF_HOME at a Hugging Face cache that "
         f"holds it"
     )
@@ -71,7 +72,7 @@ def read_json_or_none(path: Path) -> Any:
         return None
 
 
-def _is_hf_folder(path: Path) -> bool:
+def is_hf_folder(path: Path) -> bool:
     """A folder whose config.json is a Hugging Face config, not one of our run folders."""
     if not path.is_dir():
         return False
@@ -92,29 +93,28 @@ def _is_hf_folder(path: Path) -> bool:
     return "format_version" not in data
 
 
-def _looks_like_model_name(spec: str) -> bool:
+def _looks_like_gpt2_name(spec: str) -> bool:
     s = spec.lower()
-    return (
-        s in HUB_NAMES
-        or s in _REPO_TO_NAME
-        or s.startswith(("gpt", "distilgpt", "openai-community/"))
-    )
+    return s in HUB_NAMES or s in _REPO_TO_NAME or s.startswith(("gpt", "distilgpt"))
 
 
-def is_gpt2_spec(spec: str | os.PathLike[str]) -> bool:
-    """True for a GPT-2 hub name (or a name that looks like one) or a Hugging Face model folder.
+def _is_hub_id(spec: str) -> bool:
+    """``owner/name`` that is no path here, and whose ``owner`` is no folder here either."""
+    return bool(_REPO_ID.match(spec)) and not Path(spec).parent.exists()
 
-    Run folders (``config.json`` with ``format_version``) are not GPT-2 specs. A name that
-    looks like a GPT-2 name but is unknown is claimed too, so :func:`load_target` can say
-    which names exist instead of "no such run folder".
+
+def is_hf_spec(spec: str | os.PathLike[str]) -> bool:
+    """True for a Hugging Face model folder, a hub id ``owner/name`` or a GPT-2 short name.
+
+    Run folders (``config.json`` with ``format_version``) are not HF specs. A name that looks
+    like a GPT-2 name but is unknown is claimed too, so :func:`resolve` can say which names
+    exist instead of "no such run folder".
     """
     path = Path(spec)
     if path.exists():
-        return _is_hf_folder(path)
-    s = str(spec)
-    if _looks_like_model_name(s):
-        return True
-    return bool(_REPO_ID.match(s)) and _cached_snapshot(s) is not None
+        return is_hf_folder(path)
+    s = os.fspath(spec)
+    return _looks_like_gpt2_name(s) or _is_hub_id(s)
 
 
 # --------------------------------------------------------------------------- hub cache
@@ -125,7 +125,7 @@ def _cached_snapshot(repo_id: str) -> Path | None:
     try:
         from huggingface_hub import snapshot_download
 
-        folder = snapshot_download(repo_id, local_files_only=True, cache_dir=_hub_cache_dir())
+        folder = snapshot_download(repo_id, local_files_only=True, cache_dir=hub_cache_dir())
     except Exception:  # LocalEntryNotFoundError, bad repo id, unreadable cache…
         return None
     folder = Path(folder)
@@ -151,31 +151,33 @@ def resolve(spec: str | os.PathLike[str]) -> Source:
                 "transformers save_pretrained (config.json + model.safetensors)."
             )
         return Source(label=path.resolve().name, folder=path)
-    s = str(spec)
+    s = os.fspath(spec)
     name = s.lower()
     if name in HUB_NAMES or name in _REPO_TO_NAME:
         name = _REPO_TO_NAME.get(name, name)
-        for repo in HUB_NAMES[name]:
-            snap = _cached_snapshot(repo)
-            if snap is not None:
-                return Source(label=name, folder=snap)
-        if hub_offline():
-            raise UserError(
-                f"the weights of '{name}' are not in the Hugging Face cache "
-                f"({_hub_cache_dir()}) and the Hub cannot be reached: {_supply_hint(name)}."
-            )
-        return Source(label=name, hub_id=HUB_NAMES[name][0])
-    if _REPO_ID.match(s):
-        snap = _cached_snapshot(s)
+        repos = HUB_NAMES[name]
+    elif _REPO_ID.match(s):
+        name, repos = s, (s,)
+    else:
+        raise UserError(
+            f"unknown model '{s}': use a hub id (owner/name, e.g. EleutherAI/pythia-70m), a GPT-2 "
+            f"name ({', '.join(HUB_NAMES)}) or the path of a folder saved with transformers "
+            "save_pretrained."
+        )
+    for repo in repos:
+        snap = _cached_snapshot(repo)
         if snap is not None:
-            return Source(label=s.split("/")[-1], folder=snap)
-    raise UserError(
-        f"unknown model '{s}': use a GPT-2 name ({_known_names()}) or the path of a folder "
-        "saved with transformers save_pretrained."
-    )
+            return Source(label=name.split("/")[-1], folder=snap)
+    if hub_offline():
+        also = "" if name in HUB_NAMES else f" (nor is {s} a folder here)"
+        raise UserError(
+            f"the model '{name}' is not in the Hugging Face cache ({hub_cache_dir()}){also} and "
+            f"the Hub cannot be reached: {supply_hint(name)}."
+        )
+    return Source(label=name.split("/")[-1], hub_id=repos[0])
 
 
-def _hub_cache_dir() -> str:
+def hub_cache_dir() -> str:
     """The HF hub cache, read from the environment now (huggingface_hub reads it at import)."""
     if os.environ.get("HF_HUB_CACHE"):
         return os.environ["HF_HUB_CACHE"]

@@ -7,6 +7,10 @@ import os
 import re
 from pathlib import Path
 
+#: The ``--dtype`` choices: the dtype a model's weights are loaded in (torch's names in
+#: :data:`interp_toolkit.runs.hf_checks.DTYPES`).
+DTYPE_NAMES = ("fp32", "bf16")
+
 _AT_STEP = re.compile(r"^(?P<run>.+)@(?P<step>[^@/\\]*)$")
 
 

@@ -251,3 +251,37 @@ def precision_named(name: str) -> Precision:
     if not isinstance(name, str) or name not in PRECISIONS:
         raise UserError(f"--precision {name}: unknown: use {', '.join(PRECISIONS)}.")
     return PRECISIONS[name]
+
+
+def available_memory(device: torch.device) -> int | None:
+    """Bytes a new allocation can still take on ``device``: the GPU's free memory on CUDA; on the
+    CPU ``MemAvailable`` (``/proc/meminfo``), lowered to what a cgroup memory limit leaves; None
+    where it cannot be read (MPS, a system without ``/proc``)."""
+    if device.type == "cuda":
+        return int(torch.cuda.mem_get_info(device)[0])
+    if device.type != "cpu":
+        return None
+    try:
+        info = Path("/proc/meminfo").read_text()
+    except OSError:
+        return None
+    found = re.search(r"^MemAvailable:\s+(\d+) kB", info, re.M)
+    if found is None:
+        return None
+    free = int(found.group(1)) * 1024
+    for limit_file, used_file in (
+        ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+        (
+            "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+            "/sys/fs/cgroup/memory/memory.usage_in_bytes",
+        ),
+    ):
+        try:
+            limit = Path(limit_file).read_text().strip()
+            used = int(Path(used_file).read_text().strip())
+        except (OSError, ValueError):
+            continue
+        if limit.isdigit():
+            free = min(free, max(0, int(limit) - used))
+        break
+    return free

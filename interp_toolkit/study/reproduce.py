@@ -85,7 +85,7 @@ from interp_toolkit.study.plan import (  # noqa: F401  (StudyConfig and SETTINGS
     study_settings,
 )
 from interp_toolkit.study.seeds import other_seeds, seed_configs, stages_section
-from interp_toolkit.training.presets import LAYER_CHOICES, PRESETS, Preset
+from interp_toolkit.training.presets import PRESETS, Preset, check_layers
 from interp_toolkit.views.page import Section
 from interp_toolkit.weights.circuits import copying_table
 
@@ -169,10 +169,7 @@ def analyse_and_report(run: Run, cfg: StudyConfig) -> tuple[RunSummary, RunAnaly
 def reproduce(cfg: StudyConfig) -> StudyResult:
     settings = study_settings(cfg)
     for n in {n for _, layers in settings for n in layers}:
-        if n not in LAYER_CHOICES:
-            raise UserError(
-                f"--layers {n} is not offered: use some of {', '.join(map(str, LAYER_CHOICES))}."
-            )
+        check_layers(n)
     for preset, _ in settings:
         if preset not in PRESETS:  # before any work; a study also takes "all"
             raise UserError(

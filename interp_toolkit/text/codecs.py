@@ -285,7 +285,81 @@ def byte_label(byte: int) -> str:
     return f"<0x{byte:02X}>"
 
 
-AnyCodec = GPT2Codec | CompactVocab | ByteCodec
+#: Bytes of a corpus split a :class:`TokenizerCodec` re-tokenizes at most (about half a million
+#: GPT-2-like tokens: what probes, neurons and SAEs read), so a large corpus is not tokenized
+#: whole (8 MiB of the stdlib took 11 s on one core).
+RETOKENIZE_BYTES = 2 * 2**20
+
+
+class TokenizerCodec:
+    """A Hugging Face model's own tokenizer (any model TransformerLens boots): model ids are the
+    tokenizer's ids, ``d_vocab`` the model's (it may pad past the tokenizer's length).
+
+    ``bos_id``: the tokenizer's BOS token, else its EOS (what separates documents), else id 0.
+    Random tokens (probes, exams) come from :attr:`token_range`: the tokenizer's ids without its
+    special tokens and the padding past its length. A corpus reaches the model as text: the
+    token store holds bytes (``store = "bytes"``) and :meth:`from_store` re-tokenizes them,
+    documents joined by ``bos_id`` (``retokenizes``: the id count changes)."""
+
+    kind = "hf"
+    store = "bytes"
+    retokenizes = True
+
+    def __init__(self, tokenizer: Any, d_vocab: int) -> None:
+        self.tokenizer = tokenizer
+        self.d_vocab = int(d_vocab)
+        self.n_tokens = min(len(tokenizer), self.d_vocab)
+        special = [i for i in getattr(tokenizer, "all_special_ids", []) if i is not None]
+        bos = tokenizer.bos_token_id
+        bos = tokenizer.eos_token_id if bos is None else bos
+        self.bos_id = int(bos if bos is not None else (special[0] if special else 0))
+        self.unk_id = tokenizer.unk_token_id
+        self.special = frozenset(int(i) for i in special) | {self.bos_id}
+        self.name = str(getattr(tokenizer, "name_or_path", "") or "tokenizer")
+
+    @property
+    def token_range(self) -> tuple[int, int]:
+        """``[low, high)``: the ordinary ids (a large vocabulary: GPT-2's 1,000..20,000, past its
+        byte and single-character tokens; a small one: after the leading special tokens)."""
+        high = self.n_tokens
+        if high > 20000:
+            return 1000, 20000
+        low = 0
+        while low < high - 2 and low in self.special:
+            low += 1
+        return low, high
+
+    def encode(self, text: str) -> list[int]:
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def decode(self, ids: Iterable[int]) -> str:
+        return str(self.tokenizer.decode([int(i) for i in ids]))
+
+    def str_tokens(self, ids: Iterable[int]) -> list[str]:
+        return [
+            str(self.tokenizer.decode([i])) if i < self.n_tokens else f"<{i}>"
+            for i in map(int, ids)
+        ]
+
+    def from_store(self, ids: np.ndarray) -> np.ndarray:
+        """Model ids of a byte store's ids (its first :data:`RETOKENIZE_BYTES`), re-tokenized
+        document by document (byte 0 separates them), each followed by ``bos_id``."""
+        raw = bytes(np.asarray(ids[:RETOKENIZE_BYTES], dtype=np.uint8))
+        docs = [d for d in raw.decode("utf-8", errors="replace").split("\x00") if d]
+        encoded = self.tokenizer(docs, add_special_tokens=False)["input_ids"] if docs else []
+        return np.asarray([i for doc in encoded for i in (*doc, self.bos_id)], dtype=np.int64)
+
+    def from_gpt2(self, gpt2_ids: np.ndarray) -> np.ndarray:
+        return self.from_store(ByteCodec().from_gpt2(gpt2_ids))
+
+    def contains_unk(self, ids: Iterable[int]) -> bool:
+        return self.unk_id is not None and any(int(i) == self.unk_id for i in ids)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "tokenizer": self.name, "d_vocab": self.d_vocab}
+
+
+AnyCodec = GPT2Codec | CompactVocab | ByteCodec | TokenizerCodec
 
 
 def describe_vocab(codec: Codec) -> str:
@@ -297,6 +371,8 @@ def describe_vocab(codec: Codec) -> str:
         )
     if codec.kind == "bytes":
         return "the 256 byte values"
+    if codec.kind == "hf":
+        return f"its tokenizer's {codec.d_vocab:,} ids"
     return f"the full GPT-2 vocabulary ({codec.d_vocab:,} ids)"
 
 

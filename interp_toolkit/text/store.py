@@ -34,7 +34,7 @@ import torch
 from jaxtyping import Int
 
 from interp_toolkit.errors import UserError
-from interp_toolkit.text.codecs import Codec
+from interp_toolkit.text.codecs import EOT_ID, Codec
 
 FORMAT = 1
 SEGMENTS = ("train", "val")
@@ -226,7 +226,7 @@ class TokenWindows:
     1 gives a ``(windows, n_ctx)`` tensor.
     """
 
-    def __init__(self, ids: np.ndarray, codec: Codec, n_ctx: int) -> None:
+    def __init__(self, ids: np.ndarray, codec: Codec | None, n_ctx: int) -> None:
         self.ids = np.asarray(ids)  # a plain view of a memmap: faster to slice, still not loaded
         self.codec, self.n_ctx = codec, n_ctx
         self.shape = (len(ids) // n_ctx, n_ctx)
@@ -241,30 +241,37 @@ class TokenWindows:
             if step != 1:
                 raise ValueError("TokenWindows slices take step 1")
             rows = self.ids[start * n : max(start, stop) * n]
-            return torch.from_numpy(self.codec.from_store(rows).reshape(-1, n))
+            return torch.from_numpy(self._model_ids(rows).reshape(-1, n))
         i = operator.index(index)
         i += len(self) if i < 0 else 0
         if not 0 <= i < len(self):
             raise IndexError(f"window {index} out of range for {len(self)} windows")
-        return torch.from_numpy(self.codec.from_store(self.ids[i * n : (i + 1) * n]))
+        return torch.from_numpy(self._model_ids(self.ids[i * n : (i + 1) * n]))
 
-    def spread(self, n: int) -> tuple[Int[torch.Tensor, "window pos"], list[int]]:
+    def _model_ids(self, ids: np.ndarray) -> np.ndarray:
+        """``ids`` as model ids (``codec`` None: they are model ids already)."""
+        return np.asarray(ids, dtype=np.int64) if self.codec is None else self.codec.from_store(ids)
+
+    def spread(self, n: int) -> tuple[Int[torch.Tensor, "window pos"], list[int] | None]:
         """``n`` windows spread evenly over all of them (all when there are fewer), in order,
         and the document each starts in (0, 1, ...: documents end at the store's separator, the
-        end-of-text id or byte 0), so that a statistic over them can resample documents."""
+        end-of-text id or byte 0), so that a statistic over them can resample documents; None
+        for ids without a codec (no separator known)."""
         count = len(self)
         idx = np.unique(np.linspace(0, max(0, count - 1), min(n, count)).round().astype(np.int64))
-        sep = (
-            0 if self.codec.store == "bytes" else 50256
-        )  # what text/stream.py ends a document with
-        docs, seen, at = np.empty(len(idx), dtype=np.int64), 0, 0
-        for j, i in enumerate(idx):
-            start = int(i) * self.n_ctx
-            seen += int(np.count_nonzero(self.ids[at:start] == sep))
-            docs[j], at = seen, start
         rows = (
             np.concatenate([self.ids[i * self.n_ctx : (i + 1) * self.n_ctx] for i in idx])
             if len(idx)
             else self.ids[:0]
         )
-        return torch.from_numpy(self.codec.from_store(rows).reshape(-1, self.n_ctx)), docs.tolist()
+        windows = torch.from_numpy(self._model_ids(rows).reshape(-1, self.n_ctx))
+        if self.codec is None:
+            return windows, None
+        sep = 0 if self.codec.store == "bytes" else EOT_ID  # what ends a document in the store
+        docs, seen, at = [], 0, 0
+        for i in idx:
+            start = int(i) * self.n_ctx
+            seen += int(np.count_nonzero(self.ids[at:start] == sep))
+            docs.append(seen)
+            at = start
+        return windows, docs

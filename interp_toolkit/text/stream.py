@@ -276,7 +276,11 @@ def build_codec(corpus: TokenizedCorpus, vocab_size: int | None, codec: str = "b
 
 
 def windows(ids: np.ndarray, codec: Codec, n_ctx: int) -> TokenWindows:
-    """Non-overlapping windows of ``n_ctx`` model ids over a store's ids, read when indexed."""
+    """Non-overlapping windows of ``n_ctx`` model ids over a store's ids, read when indexed (a
+    codec that re-tokenizes text, :class:`~interp_toolkit.text.codecs.TokenizerCodec`, maps them
+    first)."""
+    if getattr(codec, "retokenizes", False):
+        return TokenWindows(codec.from_store(ids), None, n_ctx)
     return TokenWindows(ids, codec, n_ctx)
 
 

@@ -1,4 +1,5 @@
-"""Named recipes: architecture + data + training, for 1, 2, 3 and 8 layers at two scales.
+"""Named recipes: architecture + data + training, for any number of layers (the study trains 1,
+2, 3 and 8: :data:`LAYER_CHOICES`).
 
 - ``post`` (earlier ``seed``, still accepted): the post's recipe (d_model 768, 12 heads of 64, n_ctx 128, full GPT-2 vocabulary,
   lr 3e-4, batch 32, plain text). Meant for a GPU; the post trained on OpenWebText
@@ -31,6 +32,7 @@ from interp_toolkit.text.stream import DataConfig
 from interp_toolkit.training import TrainSettings
 from interp_toolkit.training.settings import recorded_configs, recorded_preset_name
 
+#: The depths the study trains by default (``reproduce``); ``train`` takes any whole number >= 1.
 LAYER_CHOICES = (1, 2, 3, 8)
 
 
@@ -188,12 +190,49 @@ def get_preset(name: str, n_layers: int, *, mlp: bool = False) -> Preset:
     name = PRESET_ALIASES.get(name, name)
     if name not in PRESETS:
         raise UserError(f"unknown preset {name!r}: use one of {', '.join(PRESETS)}.")
-    if n_layers not in LAYER_CHOICES:
-        raise UserError(
-            f"--layers {n_layers} is not offered: use one of {', '.join(map(str, LAYER_CHOICES))}."
-        )
+    check_layers(n_layers)
     preset = PRESETS[name](n_layers)
     return with_mlp(preset) if mlp else preset
+
+
+def check_layers(n_layers: object) -> int:
+    """A depth: a whole number, 1 or more (``layers="2"``, a str, is named as such)."""
+    if isinstance(n_layers, bool) or not isinstance(n_layers, int):
+        raise UserError(
+            f"layers={n_layers!r} is a {type(n_layers).__name__}, not a whole number: give the "
+            "number of layers as an int, e.g. layers=2."
+        )
+    if n_layers < 1:
+        raise UserError(f"--layers {n_layers} cannot work: use a whole number, 1 or more.")
+    return n_layers
+
+
+def induction_outcome(preset: Preset, rows: list[dict], steps_done: int) -> str | None:
+    """When a 2+-layer model that trains until induction ends without it: one sentence saying
+    so, with the best score it reached, and, when its ``d_model`` is below its preset's (the size
+    the preset's induction was measured at), that the smaller model may be why. None otherwise."""
+    from interp_toolkit.heads.induction import best_induction_score, logged_induction_key
+    from interp_toolkit.stats.thresholds import THRESHOLDS
+
+    if preset.model.n_layers < 2 or not preset.stops_on_induction or not rows:
+        return None
+    scored = [(best_induction_score(r[k]), int(r["step"])) for r in rows
+              if (k := logged_induction_key(r)) is not None]  # fmt: skip
+    if not scored or max(scored)[0] > THRESHOLDS.induction:
+        return None
+    best, step = max(scored)
+    said = (
+        f"induction did not form: the best layer-1+ induction score was {best:.3f} (at step "
+        f"{step}), below the floor {THRESHOLDS.induction:g}, in {steps_done:,} steps"
+    )
+    default = PRESETS[preset.name](preset.model.n_layers).model if preset.name in PRESETS else None
+    if default is not None and preset.model.d_model < default.d_model:
+        return (
+            f"{said}; this model's d_model is {preset.model.d_model}, the {preset.name} preset's "
+            f"{default.d_model} (the size its induction was measured at): a smaller model may not "
+            f"grow it in this budget, so train at d_model {default.d_model}, or longer (--steps)."
+        )
+    return f"{said}: train longer (--steps) to see whether it forms."
 
 
 def with_overrides(preset: Preset, **changes: object) -> Preset:

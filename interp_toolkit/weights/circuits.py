@@ -6,9 +6,11 @@ Conventions (TransformerLens row-vector convention, ``x @ W``):
   columns the output logit. A :class:`~transformer_lens.FactoredMatrix` of shape [V, V] with inner
   dimension d_head; never materialised.
 - full QK circuit: ``W_E W_Q W_K^T W_E^T`` — rows query token, columns key token.
-- Models with LayerNorm (GPT-2) are read on a ``copy.deepcopy`` put through
-  ``enable_compatibility_mode()`` (LN folded into the weights); the caller's model is untouched.
-  The final LN's scale is ignored, as usual.
+- Models with LayerNorm or RMSNorm (GPT-2, Llama, ...) are read on a ``copy.deepcopy`` put
+  through ``enable_compatibility_mode()`` (the norm's scale folded into the weights); the
+  caller's model is untouched. The final norm's per-position scale is ignored, as usual.
+- Grouped-query attention: ``W_K``/``W_V`` have one entry per K/V head; every reader here takes
+  them per query head (:func:`head_weights`), so head ``L.H`` is always query head ``H``.
 """
 
 from __future__ import annotations
@@ -19,12 +21,17 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 from jaxtyping import Float, Int
 from transformer_lens import FactoredMatrix, TransformerBridge
 
 from interp_toolkit.errors import UserError
 from interp_toolkit.heads.registry import HeadId
+from interp_toolkit.heads.repeats import default_token_range
+from interp_toolkit.models.activations import per_query_head
+from interp_toolkit.runs.folder import Run
+from interp_toolkit.runs.target import Target
 from interp_toolkit.runtime import validate
 from interp_toolkit.runtime.devices import STRICT_FP32, resolve_device
 from interp_toolkit.stats.thresholds import EMPTY_OV_GAIN
@@ -48,6 +55,14 @@ def circuit_model(model: TransformerBridge) -> TransformerBridge:
     return twin.eval()
 
 
+def head_weights(m: TransformerBridge, name: str, layer: int | None = None) -> torch.Tensor:
+    """``W_Q``, ``W_K``, ``W_V`` or ``W_O`` with one entry per query head, detached: of every layer
+    (``[layer, head, ...]``) or of ``layer`` (``[head, ...]``). Under grouped-query attention a
+    query head's ``W_K``/``W_V`` is its K/V head's (``h // (n_heads // n_kv)``)."""
+    w = getattr(m if layer is None else m.blocks[layer].attn, name).detach()
+    return per_query_head(w, int(m.cfg.n_heads), 0 if layer is not None else 1)
+
+
 def check_head(model: TransformerBridge, layer: int, head: int) -> None:
     HeadId(layer, head).check(int(model.cfg.n_layers), int(model.cfg.n_heads))
 
@@ -57,11 +72,10 @@ def _head_ov(
 ) -> tuple[Float[torch.Tensor, "v dh"], Float[torch.Tensor, "dh v"]]:
     """``W_E W_V`` and ``W_O W_U`` of one head of the processed model ``m``, computed in IEEE
     float32 on the device of ``w_e`` (``w_e``/``w_u``: that model's W_E/W_U on that device)."""
-    attn = m.blocks[layer].attn
     dev = w_e.device
     with torch.no_grad(), STRICT_FP32.apply(dev):
-        left = w_e @ attn.W_V[head].detach().to(dev)
-        right = attn.W_O[head].detach().to(dev) @ w_u
+        left = w_e @ head_weights(m, "W_V", layer)[head].to(dev)
+        right = head_weights(m, "W_O", layer)[head].to(dev) @ w_u
     return left, right
 
 
@@ -78,9 +92,8 @@ def full_qk(model: TransformerBridge, layer: int, head: int) -> FactoredMatrix:
     check_head(model, layer, head)
     m = circuit_model(model)
     with torch.no_grad():
-        attn = m.blocks[layer].attn
-        left = m.W_E @ attn.W_Q[head]  # [V, D]
-        right = (m.W_E @ attn.W_K[head]).T  # [D, V]
+        left = m.W_E @ head_weights(m, "W_Q", layer)[head]  # [V, D]
+        right = (m.W_E @ head_weights(m, "W_K", layer)[head]).T  # [D, V]
         return FactoredMatrix(left.detach(), right.detach())
 
 
@@ -92,7 +105,7 @@ def ov_eigenvalues(model: TransformerBridge) -> torch.Tensor:
     m = circuit_model(model)
     with torch.no_grad():
         ue = (m.W_U @ m.W_E).double()  # [d, d]
-        small = m.W_O.double() @ ue @ m.W_V.double()  # [L, H, D, D]
+        small = head_weights(m, "W_O").double() @ ue @ head_weights(m, "W_V").double()
         return torch.linalg.eigvals(small)
 
 
@@ -104,7 +117,7 @@ def ov_gain(model: TransformerBridge) -> Float[torch.Tensor, "layer head"]:
     with torch.no_grad():
         w_e, w_u = m.W_E.double(), m.W_U.double()
         g_e, g_u = w_e.T @ w_e, w_u @ w_u.T  # [d, d]
-        w_v, w_o = m.W_V.double(), m.W_O.double()  # [L, H, d, D], [L, H, D, d]
+        w_v, w_o = head_weights(m, "W_V").double(), head_weights(m, "W_O").double()
         left = w_v.transpose(-1, -2) @ g_e @ w_v  # [L, H, D, D]
         right = w_o @ g_u @ w_o.transpose(-1, -2)
         sq = (left * right).sum((-1, -2)).clamp_min(0)
@@ -244,8 +257,8 @@ def top_boosted_tokens(
     validate.count(k, "k")
     m = circuit_model(model)
     with torch.no_grad():
-        attn = m.blocks[layer].attn
-        row = (m.W_E[token_id] @ attn.W_V[head]) @ attn.W_O[head] @ m.W_U  # [V]
+        w_v, w_o = head_weights(m, "W_V", layer)[head], head_weights(m, "W_O", layer)[head]
+        row = (m.W_E[token_id] @ w_v) @ w_o @ m.W_U  # [V]
         vals, idx = row.topk(min(k, d_vocab))
     return [(int(i), float(v)) for i, v in zip(idx.tolist(), vals.tolist(), strict=True)]
 
@@ -261,9 +274,8 @@ def pos_qk_pattern(model: TransformerBridge, layer: int, head: int) -> Float[tor
         )
     m = circuit_model(model)
     with torch.no_grad():
-        attn = m.blocks[layer].attn
-        q = m.W_pos @ attn.W_Q[head]
-        k = m.W_pos @ attn.W_K[head]
+        q = m.W_pos @ head_weights(m, "W_Q", layer)[head]
+        k = m.W_pos @ head_weights(m, "W_K", layer)[head]
         scores = (q @ k.T) / math.sqrt(int(m.cfg.d_head))
         n = scores.shape[0]
         mask = torch.triu(torch.ones(n, n, dtype=torch.bool, device=scores.device), 1)
@@ -287,6 +299,10 @@ class HeadCircuit:
     pos_prev_token: float | None
     boosted: list[dict[str, Any]]
     n_rows: int
+    trained_top1: float | None = None  # over the ids the model was trained on
+    trained_top5: float | None = None
+    trained_rows: int | None = None
+    trained_ids: str | None = None  # which ids those are, in words
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -295,6 +311,11 @@ class HeadCircuit:
             "copying_note": self.copying_note,
             "top1_accuracy": self.top1_accuracy,
             "top5_accuracy": self.top5_accuracy,
+            "accuracy_over": f"all {self.n_rows} ids of the vocabulary",
+            "trained_top1_accuracy": self.trained_top1,
+            "trained_top5_accuracy": self.trained_top5,
+            "trained_rows": self.trained_rows,
+            "trained_ids": self.trained_ids,
             "pos_prev_token": self.pos_prev_token,
             "n_rows": self.n_rows,
             "boosted": self.boosted,
@@ -310,9 +331,12 @@ def head_circuit(
     token_ids: list[int],
     k: int = 10,
     rows: Int[torch.Tensor, " n"] | None = None,
+    trained: tuple[list[int], str] | None = None,
 ) -> HeadCircuit:
-    """Copying score, top-1/top-5 copy accuracy, the pos-QK previous-token value (when the model
-    has W_pos), and the top ``k`` boosted tokens of each of ``token_ids``. An empty OV circuit has
+    """Copying score, top-1/top-5 copy accuracy (over ``rows``, default every id; and over the
+    ``trained`` ids, ``(ids, in words)``, when given: :func:`trained_token_ids`), the pos-QK
+    previous-token value (when the model has W_pos), and the top ``k`` boosted tokens of each of
+    ``token_ids``. An empty OV circuit has
     no copying score (None) and says so in ``copying_note``."""
     check_head(model, layer, head)
     validate.in_vocab(token_ids, int(model.cfg.d_vocab), "token_ids")
@@ -342,6 +366,15 @@ def head_circuit(
                 ],
             }
         )
+    seen: dict[str, Any] = {}
+    if trained is not None and rows is None:
+        sub = ranks[torch.as_tensor(trained[0], dtype=torch.long)]
+        seen = {
+            "trained_top1": float((sub < 1).float().mean()),
+            "trained_top5": float((sub < 5).float().mean()),
+            "trained_rows": len(sub),
+            "trained_ids": trained[1],
+        }
     return HeadCircuit(
         head=str(HeadId(layer, head)),
         copying_score=score,
@@ -351,4 +384,38 @@ def head_circuit(
         pos_prev_token=pos,
         boosted=boosted,
         n_rows=int(len(ranks)),
+        **seen,
     )
+
+
+def trained_token_ids(target: Target) -> tuple[list[int], str]:
+    """The token ids the model was trained on, as far as the toolkit can tell, and in words.
+
+    A run: every id its training split holds, and the curriculum's random-token range when its
+    batches had repeated random spans. A Hugging Face model: its tokenizer's ids (ids past the
+    tokenizer's length are padding no text reaches). GPT-2's BPE: all of them."""
+    d_vocab = int(target.model.cfg.d_vocab)
+    if isinstance(target.source, Run):
+        from interp_toolkit.text.stream import tokenize_corpus
+
+        data = target.source.settings.get("data", {})
+        codec = target.codec
+        split = tokenize_corpus(
+            str(data.get("corpus", "stdlib")),
+            float(data.get("val_fraction", 0.02)),
+            data.get("max_tokens"),
+            progress=False,
+            store=codec.store,
+        )
+        ids = np.asarray(codec.from_store(np.asarray(split.train_ids)), dtype=np.int64)
+        seen = np.bincount(ids[(ids >= 0) & (ids < d_vocab)], minlength=d_vocab) > 0
+        words = f"the {int(seen.sum())} ids its training text holds"
+        if float(data.get("repeat_fraction", 0.0)) > 0:
+            low, high = default_token_range(codec)
+            seen[low : min(high, d_vocab)] = True
+            words += f" and its random spans' ids {low}..{min(high, d_vocab) - 1}"
+        return [int(i) for i in np.flatnonzero(seen)], words
+    n = int(getattr(target.codec, "n_tokens", d_vocab))
+    if n < d_vocab:
+        return list(range(n)), f"its tokenizer's {n} ids ({d_vocab - n} padding ids past them)"
+    return list(range(d_vocab)), f"all {d_vocab} ids (its tokenizer's)"

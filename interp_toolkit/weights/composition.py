@@ -17,7 +17,7 @@ from transformer_lens import TransformerBridge
 
 from interp_toolkit.errors import UserError
 from interp_toolkit.runtime.seeds import rng
-from interp_toolkit.weights.circuits import circuit_model
+from interp_toolkit.weights.circuits import circuit_model, head_weights
 
 COMPOSITION_KINDS = ("q", "k", "v")
 
@@ -25,12 +25,13 @@ COMPOSITION_KINDS = ("q", "k", "v")
 def _factors(m: TransformerBridge, kind: str, side: str) -> tuple[torch.Tensor, torch.Tensor]:
     """Left/right factors [L, H, d, D], [L, H, D, d] of every head's W_OV, W_QK or W_QK^T."""
     with torch.no_grad():
+        w_q, w_k, w_v, w_o = (head_weights(m, n).double() for n in ("W_Q", "W_K", "W_V", "W_O"))
         if side == "a" or kind == "v":
-            return m.W_V.detach().double(), m.W_O.detach().double()
+            return w_v, w_o
         if kind == "q":  # W_QK = W_Q W_K^T
-            return m.W_Q.detach().double(), m.W_K.detach().double().transpose(-1, -2)
+            return w_q, w_k.transpose(-1, -2)
         # kind == "k": W_QK^T = W_K W_Q^T
-        return m.W_K.detach().double(), m.W_Q.detach().double().transpose(-1, -2)
+        return w_k, w_q.transpose(-1, -2)
 
 
 def _comp(a1: torch.Tensor, a2: torch.Tensor, b1: torch.Tensor, b2: torch.Tensor) -> torch.Tensor:

@@ -19,13 +19,13 @@ from interp_toolkit.heads.discovery import discover
 from interp_toolkit.heads.options import DiscoveryOptions
 from interp_toolkit.heads.patterns import head_patterns
 from interp_toolkit.heads.registry import SCORE_KINDS
-from interp_toolkit.runs import gpt2
+from interp_toolkit.runs import hf
 from interp_toolkit.text.codecs import GPT2Codec
 
 
 @pytest.fixture(scope="session")
 def planted_model(gpt2_dirs):
-    return gpt2.load(gpt2_dirs["good"])
+    return hf.load(gpt2_dirs["good"])
 
 
 @pytest.fixture(scope="session")
@@ -77,7 +77,7 @@ def test_tl_generate_with_kv_cache_on_a_gpt2_target(planted_model):
 
 
 def test_folder_without_tokenizer_falls_back_to_offline_bpe(gpt2_dirs, planted_model):
-    m = gpt2.load(gpt2_dirs["no_tokenizer"])
+    m = hf.load(gpt2_dirs["no_tokenizer"])
     assert len(m.tokenizer) == 50257
     assert m.to_tokens("Hello world").tolist() == [[50256, 15496, 995]]
     toks = torch.tensor([[50256, 1000, 2000, 3000]])
@@ -95,17 +95,17 @@ def test_hub_name_from_the_hf_cache(gpt2_dirs, tmp_path, monkeypatch):
     (repo / "refs" / "main").write_text(commit)
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
     monkeypatch.delenv("HF_HUB_CACHE", raising=False)
-    target = gpt2.load_target("gpt2")
-    assert target.kind == "gpt2" and target.name == "gpt2"
+    target = hf.load_hf_target("gpt2")
+    assert target.kind == "hf" and target.name == "gpt2"
     assert target.codec.d_vocab == 50257 and target.n_ctx == N_CTX
     assert Path(target.source) == snap
 
 
-def test_targets_dispatch_to_gpt2(gpt2_dirs):
+def test_targets_dispatch_to_hf(gpt2_dirs):
     from interp_toolkit.runs.targets import load_target
 
     target = load_target(str(gpt2_dirs["good"]))
-    assert target.kind == "gpt2" and target.name == "planted"
+    assert target.kind == "hf" and target.name == "planted"
     assert target.codec.bos_id == 50256
 
 
@@ -152,7 +152,7 @@ def test_discovery_probe_and_view(planted_model, planted_discovery):
 
 def test_scores_do_not_depend_on_compatibility_mode(gpt2_dirs, planted_discovery):
     """Folding LN / centring weights leaves attention patterns, hence the scores, unchanged."""
-    raw = gpt2.load(gpt2_dirs["good"], compat=False)
+    raw = hf.load(gpt2_dirs["good"], compat=False)
     again = discover(raw, GPT2Codec(), DiscoveryOptions(n_seqs=16, seed=0))
     for kind in SCORE_KINDS:
         a, b = planted_discovery.report.scores.get(kind), again.report.scores.get(kind)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from interp_toolkit.errors import UserError
-from interp_toolkit.runs import gpt2
+from interp_toolkit.runs import hf
 from interp_toolkit.text import stream as data
 from interp_toolkit.text.codecs import GPT2Codec
 from interp_toolkit.text.store import TokenWindows, build_store
@@ -65,6 +65,6 @@ def test_bad_gpt2_names_answer_within_two_seconds(tmp_path, monkeypatch):
         for _ in range(3):
             t0 = time.perf_counter()
             with pytest.raises(UserError):
-                gpt2.load(name)
+                hf.load(name)
             times.append(time.perf_counter() - t0)
         assert min(times) < 2.0, (name, times)

@@ -18,7 +18,7 @@ from _views_fixtures import make_tiny_run
 from cli_helpers import run_cli
 
 from interp_toolkit import UserError, load, scores_on, train, view
-from interp_toolkit.runs import gpt2
+from interp_toolkit.runs import hf
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -78,7 +78,7 @@ def test_a_config_that_disagrees_with_the_weights_is_refused_before_booting(
 ):
     folder = _variant(tiny_gpt2, tmp_path / "bad", config, weights)
     with pytest.raises(UserError) as exc:
-        gpt2.load(folder)
+        hf.load(folder)
     msg = _one_line(exc)
     assert all(n in msg for n in needles), msg
     if "tensors" in msg or "is 32x16" in msg:
@@ -94,7 +94,7 @@ def test_nan_weights_are_refused_at_load_naming_the_tensor(tiny_gpt2, tmp_path, 
         weights=lambda sd: sd | {"transformer.h.0.ln_1.weight": torch.full((16,), math.nan)},
     )
     with pytest.raises(UserError) as exc:
-        gpt2.load(nan)
+        hf.load(nan)
     msg = _one_line(exc)
     assert "NaN or infinite weights (transformer.h.0.ln_1.weight)" in msg, msg
 

@@ -111,7 +111,7 @@ def test_sae_architectures_branch_only_in_their_registry():
 
 
 def test_loading_a_target_has_one_entry():
-    assert _where(r"^def load_target\b") <= {"runs/targets.py", "runs/gpt2.py"}
+    assert _where(r"^def load_target\b") <= {"runs/targets.py"}
 
 
 #: Seeded draws still made outside runtime/seeds.py, by file, each with why it is still there. None
@@ -285,7 +285,7 @@ def test_the_induction_layer_rule_has_one_owner():
 
 
 #: A run folder's file names, spelled as a path step. Besides ``RunPaths``: a Hugging Face folder
-#: has its own ``config.json``/``model.safetensors``/``vocab.json`` (runs/gpt2.py, runs/hub.py) and
+#: has its own ``config.json``/``model.safetensors``/``vocab.json`` (runs/hf.py, runs/hf_checks.py, runs/hub.py) and
 #: an SAE folder its own ``checkpoints`` (saes/config.py: SAEPaths, SAELens's layout).
 RUN_FILES = (
     r"/ \"(config\.json|model\.safetensors|vocab\.json|metrics\.jsonl|samples\.json|heads\.json"
@@ -295,7 +295,13 @@ RUN_FILES = (
 
 def test_run_folder_names_have_one_owner():
     found = _where(RUN_FILES)
-    assert found <= {"runs/folder.py", "runs/gpt2.py", "runs/hub.py", "saes/config.py"}, found
+    assert found <= {
+        "runs/folder.py",
+        "runs/hf.py",
+        "runs/hf_checks.py",
+        "runs/hub.py",
+        "saes/config.py",
+    }, found
 
 
 def test_derived_seeds_have_one_owner():

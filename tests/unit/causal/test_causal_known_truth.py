@@ -84,15 +84,6 @@ def test_route_by_path_names_the_planted_input_and_feeder(kind, task):
     assert head.path(HeadId(0, 1), kind).composition == 0.0
 
 
-def test_batched_paths_equal_tl_direct_path_patching(task):
-    """The route's default (many single-edge resamples per forward) against TL's
-    ``get_act_patch_direct_path`` (one forward per source and later head): the same numbers."""
-    model = _model("k")
-    ours = route_by_path(model, task, [HeadId(1, 0)], ROLES["k"])
-    tl = route_by_path(model, task, [HeadId(1, 0)], ROLES["k"], via="tl")
-    assert ours.heads[0].paths == tl.heads[0].paths
-
-
 @pytest.mark.parametrize("kind", ["k", "q"])
 def test_no_induction_control_passes_nothing(kind, task):
     model = control_model(kind)

@@ -112,6 +112,33 @@ def test_copying_command(name, tiny_run, tmp_path, capsys):
     assert run_main(["copying", str(tiny_run), "--head", "x"]) == 2
 
 
+def test_copying_on_a_byte_model_reads_letters_and_says_which_ids(tmp_path, tiny_cfg, capsys):
+    """Issue 47: the default source tokens were control bytes ('<0x01>'..), ``--token ' A'`` was
+    refused with "give a single token, e.g. ' A'", and the accuracy ran over all 256 ids without
+    a word. Now: letters by default, ' A' read as the letter 'A' (its error suggests a token that
+    works here), and the accuracy over the ids the corpus holds beside all ids, each named."""
+    from interp_toolkit.models.build import build_model
+    from interp_toolkit.runs.folder import save_run
+    from interp_toolkit.text.codecs import ByteCodec
+
+    cfg = tiny_cfg.replace(d_vocab=256)
+    run = save_run(tmp_path / "bytes", build_model(cfg), ByteCodec(), cfg)
+    out = tmp_path / "c.json"
+    assert run_main(["copying", str(run), "--head", "1.0", "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert [b["token"] for b in data["boosted"]] == ["A", "B", "C", "D"]
+    assert data["accuracy_over"] == "all 256 ids of the vocabulary"
+    assert 95 <= data["trained_rows"] < 256 and "training text" in data["trained_ids"]
+    assert 0.0 <= data["trained_top1_accuracy"] <= 1.0
+    assert (
+        run_main(["copying", str(run), "--head", "1.0", "--token", " A", "--json", str(out)]) == 0
+    )
+    assert [b["token"] for b in json.loads(out.read_text())["boosted"]] == ["A"]
+    capsys.readouterr()
+    assert run_main(["copying", str(run), "--head", "1.0", "--token", "AB"]) == 2
+    assert "e.g. 'A'" in capsys.readouterr().err
+
+
 def test_exam_periods_json(tmp_path, tiny_cfg, capsys):
     """``exam RUN --periods --json F``: per period and token kind the offsets, n, passes, pass
     rate with its Wilson interval, median rank, the chance levels measured (an untrained model of
@@ -155,3 +182,31 @@ def test_exam_periods_json(tmp_path, tiny_cfg, capsys):
     assert run_main([*args[:-2], "--kinds", "random", "--max-period", "3", "--json", "-"]) == 0
     short = json.loads(capsys.readouterr().out)
     assert [(r["kind"], r["period"]) for r in short["periods"]] == [("random", 2), ("random", 3)]
+
+
+def test_the_heads_table_fits_the_terminal_one_line_a_head(tiny_run, tmp_path, monkeypatch):
+    """Issue 46 item 7: the table was ~230 columns whatever the width (four lines per head at 120
+    columns). Now one line per head within 120 columns; --wide keeps every p-value; the JSON holds
+    everything."""
+    import io
+
+    from rich.console import Console
+
+    from interp_toolkit.cli import analysis
+
+    out = tmp_path / "h.json"
+    assert run_main(["heads", str(tiny_run), "--n-seqs", "8", "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    buf = io.StringIO()
+    monkeypatch.setattr(analysis, "console", lambda: Console(width=120, file=buf))
+    analysis._print_heads(data)
+    lines = buf.getvalue().splitlines()
+    table = [ln for ln in lines if ln[:1] in "┏┃┡│└"]  # sentences wrap in the terminal itself
+    assert table and max(map(len, table)) <= 120
+    rows = [ln for ln in lines if ln.startswith("│")]
+    assert len(rows) == len(data["heads"])  # one line a head
+    buf.seek(0), buf.truncate()
+    analysis._print_heads_wide(data)
+    wide = [ln for ln in buf.getvalue().splitlines() if ln.startswith("│")]
+    assert len(wide) >= 2 * len(data["heads"]) and "p " in buf.getvalue()  # p-values too
+    assert {"p_value", "decided_by", "tau"} <= set(data["heads"][0])

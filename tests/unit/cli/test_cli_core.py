@@ -32,7 +32,7 @@ def tiny_run(tmp_path, tiny_cfg):
     "args, match",
     [
         (["--preset", "gpu"], "unknown preset 'gpu'"),
-        (["--layers", "5"], "--layers 5 is not offered"),
+        (["--layers", "0"], "--layers 0 cannot work"),
         (["--n-ctx", "2"], "n_ctx=2 cannot work"),
         (["--d-model", "130"], "d_model=130 cannot work with 4 heads"),
         (["--corpus", "/no/such/corpus"], "existing path"),

@@ -52,8 +52,8 @@ def test_parse_layers():
 
 
 def test_reproduce_bad_layers_and_preset(tmp_path):
-    with pytest.raises(UserError, match="not offered"):
-        reproduce(StudyConfig(out=tmp_path / "s", layers=(1, 4)))
+    with pytest.raises(UserError, match="--layers 0 cannot work"):  # any depth from 1 is taken
+        reproduce(StudyConfig(out=tmp_path / "s", layers=(1, 0)))
     with pytest.raises(UserError, match=r"unknown preset 'tpu': use one of cpu, .*, or all \("):
         reproduce(StudyConfig(out=tmp_path / "s", preset="tpu"))
     with pytest.raises(UserError, match="--mlp trains MLP twins of the 1 and 2-layer models"):

@@ -94,7 +94,7 @@ def test_ids_equal_the_codec_on_varied_text(codec_case):
 
 def test_gpt2_ids_equal_hf_gpt2_tokenizer():
     """An independent implementation (HF ``tokenizers`` BPE) gives the same ids as ours (tiktoken)."""
-    from interp_toolkit.runs.gpt2 import offline_gpt2_tokenizer
+    from interp_toolkit.runs.hf import offline_gpt2_tokenizer
 
     ours = make_tokenizer(GPT2Codec())
     with offline_gpt2_tokenizer() as hf:
