@@ -9,6 +9,7 @@ import pytest
 
 from interp_toolkit.causal.routes import (
     Estimate,
+    ModelRoute,
     PathEffect,
     RouteName,
     decide_route,
@@ -16,7 +17,8 @@ from interp_toolkit.causal.routes import (
     model_route_name,
 )
 from interp_toolkit.heads.registry import HeadId
-from interp_toolkit.reports.findings import route_phrase, route_sentence
+from interp_toolkit.reports.circuit_report import route_rows
+from interp_toolkit.reports.findings import route_phrase
 from interp_toolkit.stats.thresholds import THRESHOLDS
 
 B = HeadId(1, 2)
@@ -54,14 +56,20 @@ def test_swapping_the_measured_effects_swaps_the_route_and_the_sentence():
     swapped_paths = {(s, "q" if c == "k" else c): e for (s, c), e in K_PATHS.items()}
     q = route(swapped_inputs, swapped_paths)
     assert (q.name, q.carrying, q.feeder) == (RouteName.Q, ("q",), FEEDER)
-    sk, sq = route_sentence("run", k, 0.05), route_sentence("run", q, 0.05)
-    assert "runs on K-composition" in sk and "(key)" in sk
-    assert "runs on Q-composition" in sq and "(query)" in sq
-    # the feeder follows the strongest path: give it to 0.1 and the sentence names 0.1
+    sk, sq = table_row(k), table_row(q)
+    assert sk[6] == "K-composition" and "(key)" in sk[8]
+    assert sq[6] == "Q-composition" and "(query)" in sq[8]
+    # the feeder follows the strongest path: give it to 0.1 and the table names 0.1
     moved = route(K_INPUTS, {(FEEDER, "k"): est(0.1), (OTHER, "k"): est(0.85)})
-    assert moved.feeder == OTHER and "strongest path is 0.1 -> 1.2" in route_sentence(
-        "r", moved, 0.05
-    )
+    assert moved.feeder == OTHER and table_row(moved)[8].startswith("0.1 -> 1.2")
+
+
+def table_row(h) -> list:
+    """The route table's row of one induction head (``route_section``'s table)."""
+    gap = Estimate(3.0, 2.8, 3.2)
+    model = ModelRoute("induction", 64, 3.2, 0.2, gap, 0.05, (h,), model_route_name([h], gap))
+    (row,) = route_rows("run", model)
+    return row
 
 
 def test_two_carrying_inputs_are_mixed_and_none_is_not_found():

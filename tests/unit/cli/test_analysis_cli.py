@@ -164,7 +164,7 @@ def test_exam_periods_json(tmp_path, tiny_cfg, capsys):
     row = data["periods"][0]
     assert set(row) == {
         "period", "kind", "n_prompts", "passes", "pass_rate", "wilson95", "median_rank",
-        "offsets", "chance", "passes_rule",
+        "offsets", "chance", "passes_rule", "mean_prob",
     }  # fmt: skip
     assert row["n_prompts"] == 8 and row["offsets"]["max"] <= 16 - 1 - 3
     lo, hi = row["wilson95"]
