@@ -24,7 +24,6 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, fields
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -90,16 +89,9 @@ def cpu_has_bf16() -> bool:
     """Whether this CPU multiplies bf16 in hardware (x86 AVX512-BF16 or AMX-BF16, Arm BF16),
     read from /proc/cpuinfo (False where it cannot be read). Only speed depends on it: bf16
     autocast gives the same results on any CPU, emulated where this is False."""
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-    flags = set()
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() in ("flags", "Features"):
-            flags.update(value.split())
-    return bool(flags & {"avx512_bf16", "amx_bf16", "bf16"})
+    from interp_toolkit.runtime.machine import cpu_flags
+
+    return bool(cpu_flags()[1] & {"avx512_bf16", "amx_bf16", "bf16"})
 
 
 def fast_bf16(device: torch.device) -> bool:

@@ -9,15 +9,21 @@
   checkpoint at that step and raises :class:`~interp_toolkit.errors.Interrupted`. A signal outside
   the steps, or a second one, stops at once (the last checkpoint stays whole: checkpoints are
   atomic). A signal ignored when the process started (``nohup``: SIGHUP) stays ignored.
+- **Divergence** (:class:`LossWatch`): a logged loss that stays past :class:`Divergence`'s bound
+  for its ``patience`` logged steps stops training in one line naming the step; no checkpoint is
+  written while the last logged loss is past the bound, so the one kept is the last good one. A
+  NaN or infinite loss or weight stops it at once (``StepLog``).
 """
 
 from __future__ import annotations
 
+import math
 import signal
 import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -100,3 +106,73 @@ def _missing_dirs(path: Path) -> list[Path]:
         missing.append(path)
         path = path.parent
     return missing
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """When a finite loss counts as diverged: a logged loss past :meth:`bound` (``ratio`` times
+    the running minimum of the logged losses and ``gap`` nats above it; or ``margin`` nats above
+    the untrained loss, whichever is lower) at ``patience`` logged steps in a row. The untrained
+    loss is ln(vocabulary size), the loss of a uniform guess where an untrained model starts (or
+    the run's first logged loss, when higher). A healthy run never comes near it: the presets'
+    logged losses stay under their first ones; lr=1000 went 3.29 -> 5.9e14 on an AMX CPU."""
+
+    ratio: float = 4.0
+    gap: float = 2.0
+    margin: float = 1.0
+    patience: int = 3
+
+    def bound(self, best: float, untrained: float) -> float:
+        return min(max(self.ratio * best, best + self.gap), untrained + self.margin)
+
+
+DIVERGENCE = Divergence()
+
+
+@dataclass
+class LossWatch:
+    """The logged losses of one training, read in order (:meth:`read`), against
+    :class:`Divergence`. ``untrained``: ln(vocabulary size)."""
+
+    untrained: float
+    rule: Divergence = DIVERGENCE
+    best: float = math.inf  # the running minimum of the logged losses within the bound
+    since: int | None = None  # the first logged step of the streak past the bound
+    streak: int = 0
+    bound_then: float = math.inf  # the bound when the streak began
+    fresh: bool = True  # no loss read yet
+
+    def read(self, step: int, loss: float, *, from_start: bool = False) -> None:
+        """One logged loss; ``from_start``: the run's first logged loss, which raises the
+        untrained loss when higher."""
+        if self.fresh and from_start:
+            self.untrained = max(self.untrained, loss)
+        self.fresh = False
+        bound = self.rule.bound(self.best, self.untrained)
+        if loss > bound:
+            if self.streak == 0:
+                self.since, self.bound_then = step, bound
+            self.streak += 1
+        else:
+            self.streak, self.since = 0, None
+            self.best = min(self.best, loss)
+
+    @property
+    def past(self) -> bool:
+        """The last logged loss is past the bound (checkpoints wait)."""
+        return self.streak > 0
+
+    @property
+    def diverged(self) -> bool:
+        return self.streak >= self.rule.patience
+
+    def what(self, step: int, loss: float) -> str:
+        """What diverged, for the stop's line."""
+        r = self.rule
+        lowest = f"the lowest logged loss {self.best:.4g}" if self.best < math.inf else "none yet"
+        return (
+            f"the loss went past {self.bound_then:.4g} at step {self.since} and stayed past it "
+            f"for {self.streak} logged step(s) (loss {loss:.4g} at step {step}; the bound: "
+            f"{r.ratio:g}x {lowest} and {r.gap:g} nats above it, or {r.margin:g} nat above the "
+            f"untrained loss {self.untrained:.4g}, whichever is lower)"
+        )

@@ -166,26 +166,86 @@ def test_training_refuses_non_finite_settings_before_any_folder(tmp_path, change
     assert not out.exists()
 
 
-def test_a_loss_that_becomes_non_finite_stops_training_keeping_the_last_finite_checkpoint(
-    tmp_path,
-):
-    """lr=1000 is a legal setting whose weights overflow by step 3: training used to finish
-    with NaN weights (a run every analysis reads as NaN)."""
+def _inject_loss(monkeypatch, change) -> None:
+    """Training reads ``change(step, loss)`` for the loss of each step instead of the loss (the
+    weights train as they would): a divergence that happens the same way on every CPU, which
+    a large learning rate does not (lr=1000 overflowed to NaN on an AMD EPYC, to a finite 1e17
+    on an Intel AMX CPU)."""
+    from interp_toolkit.training.steplog import StepLog
+
+    real = StepLog.__call__
+    monkeypatch.setattr(
+        StepLog, "__call__", lambda self, step, loss, opt: real(self, step, change(step, loss), opt)
+    )
+
+
+def _stopped_run(tmp_path, **kw) -> tuple[str, Path]:
     from interp_toolkit.runs.folder import RunPaths, read_metrics, read_weights
 
     out = tmp_path / "run"
     with pytest.raises(UserError) as exc:
-        # no snapshots: a kept step checks the weights, which diverge (step 2) before the loss
-        kw = dict(lr=1000.0, log_every=1, checkpoint_every=3, snapshot_log=0)
-        train(out, **_tiny(tmp_path, **kw))
-    msg = _one_line(exc)
+        train(out, **_tiny(tmp_path, log_every=1, checkpoint_every=3, snapshot_log=0, **kw))
+    paths = RunPaths(out)
+    assert not paths.weights.exists()  # no finished model
+    assert all(math.isfinite(row["loss"]) for row in read_metrics(out))
+    step = json.loads(paths.checkpoint_state.read_text())["step"]
+    read_weights(paths.checkpoint_weights(step))  # finite (read_weights refuses NaNs)
+    return _one_line(exc), paths
+
+
+def test_a_loss_that_becomes_non_finite_stops_training_keeping_the_last_finite_checkpoint(
+    tmp_path, monkeypatch
+):
+    """A NaN loss at step 3 (injected: lr=1000 gave NaN on one CPU and a finite 1e17 on
+    another): training used to finish with NaN weights (a run every analysis reads as NaN)."""
+    _inject_loss(monkeypatch, lambda step, loss: loss * math.nan if step >= 3 else loss)
+    msg, paths = _stopped_run(tmp_path)
     assert "training diverged: the loss became NaN or infinite at step 3" in msg, msg
     assert "last checkpoint (step 1) is kept" in msg and "lower lr" in msg
-    paths = RunPaths(out)
-    assert not paths.weights.exists()  # no finished model made of NaNs
-    assert json.loads(paths.checkpoint_state.read_text())["step"] == 1
-    read_weights(paths.checkpoint_weights(1))  # finite (read_weights refuses NaNs)
-    assert all(math.isfinite(row["loss"]) for row in read_metrics(out))
+
+
+def test_a_loss_that_diverges_to_a_finite_number_stops_training_keeping_the_last_good_checkpoint(
+    tmp_path, monkeypatch
+):
+    """A loss that grows a million-fold from step 3 on and stays finite (what lr=1000 does on
+    an Intel AMX CPU: 3.29 -> 5.9e14 -> 1.3e17): training used to finish and write the model
+    without a word. It stops after the rule's 3 logged steps past the bound, naming the step
+    it went past; the step-3 checkpoint, written while the loss was past, is held back."""
+    _inject_loss(monkeypatch, lambda step, loss: loss * 1e6 if step >= 3 else loss)
+    msg, paths = _stopped_run(tmp_path, steps=12)
+    assert "training diverged: the loss went past" in msg and "at step 3" in msg, msg
+    assert "for 3 logged step(s) (loss" in msg and "at step 5;" in msg, msg
+    assert "last checkpoint (step 1) is kept" in msg, msg
+
+
+def test_a_loss_spike_that_recovers_is_no_divergence(tmp_path, monkeypatch):
+    """The near miss: the loss past the bound for 2 logged steps (one short of the rule), then
+    back: training finishes; the checkpoint of a step past the bound waits for the next."""
+    from interp_toolkit.runs.folder import RunPaths
+
+    _inject_loss(monkeypatch, lambda step, loss: loss * 1e6 if step in (3, 4) else loss)
+    out = tmp_path / "run"
+    train(out, **_tiny(tmp_path, log_every=1, checkpoint_every=3, snapshot_log=0))
+    assert RunPaths(out).weights.is_file()
+
+
+def test_the_divergence_rule_on_logged_losses():
+    """The rule itself, on loss sequences: the bound, the streak, the untrained loss."""
+    from interp_toolkit.training.guard import LossWatch
+
+    def run(losses, untrained=math.log(64)):
+        w = LossWatch(untrained)
+        for step, loss in enumerate(losses, 1):
+            w.read(step, loss, from_start=step == 1)
+        return w
+
+    assert not run([4.0, 3.0, 2.0, 1.0, 0.9, 1.1, 1.3]).past  # training, with noise
+    assert run([4.0, 2.0, 1.0, 9.0, 9.0, 9.0]).diverged  # past 4.16 (ln 64 + 1) 3 times
+    assert not run([4.0, 2.0, 1.0, 9.0, 9.0, 1.0]).past  # back within it
+    assert not run([4.0, 0.3, 1.5, 1.6, 1.5, 1.7]).past  # one easy batch: min+2 nats, not 4x
+    assert run([4.0, 0.3, 2.4, 2.4, 2.4]).diverged  # past 0.3 + 2 nats
+    big = run([9.0, 8.0, 7.5])  # a large-init start above ln V + 1: its own first loss counts
+    assert not big.past and big.untrained == 9.0
 
 
 # ----------------------------------------------------------------------------- prompts
