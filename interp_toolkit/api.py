@@ -153,6 +153,7 @@ def _as_tokens(model: TransformerBridge, prompt: Prompt) -> Int[torch.Tensor, "b
     if isinstance(prompt, str):
         if not prompt.strip():
             raise UserError("the prompt is empty: give some text or token ids.")
+        validate.unicode(prompt, "prompt")
         prompt = model.to_tokens(prompt, truncate=False).cpu()  # too long: refused, not cut
     cfg = model.cfg
     # the CLI's own check and line ("prompt has N tokens but the model's context is ...")

@@ -375,3 +375,19 @@ def test_a_user_error_is_a_value_error_and_a_type_error():
         raise UserError("x")
     with pytest.raises(TypeError):
         raise UserError("x")
+
+
+def test_api_text_that_is_not_unicode_is_one_line(tmp_path):
+    """``exam(m, 'ab\\ud800ab', 'a')`` and ``view(m, 'x\\udcffy')`` raised UnicodeEncodeError."""
+    from interp_toolkit import exam
+
+    target = load(make_tiny_run(tmp_path / "run"))
+    for call in (
+        lambda: exam(target, "ab\ud800ab", "a"),
+        lambda: exam(target, "ab ab", "\udcff"),
+        lambda: view(target, "x\udcffy"),
+        lambda: scores_on(target, "x\udcffy x\udcffy"),
+    ):
+        with pytest.raises(UserError) as exc:
+            call()
+        assert "give text in UTF-8" in _one_line(exc)
