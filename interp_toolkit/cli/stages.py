@@ -88,6 +88,7 @@ def stages(
     from interp_toolkit.development.curve import stages as find_stages
     from interp_toolkit.files.io import write_json, write_text
     from interp_toolkit.runs.folder import RunPaths, read_config
+    from interp_toolkit.runs.records import stamp
     from interp_toolkit.runtime.progress import status
     from interp_toolkit.training.settings import recorded_preset
 
@@ -95,18 +96,9 @@ def stages(
     rule = {"bandwidth": bandwidth, "min_swing": min_swing}
     if reuse:
         from interp_toolkit.development.curve import LLCCurve
-        from interp_toolkit.files.io import read_json
+        from interp_toolkit.runs.records import read_stages
 
-        kept_json = RunPaths(run).stages
-        if not kept_json.is_file():
-            raise UserError(f"{run} keeps no stages.json: run `stages {run}` without --reuse.")
-        try:
-            curve = LLCCurve.from_dict(read_json(kept_json, "a run's stages", "drop --reuse"))
-        except (KeyError, TypeError, ValueError) as e:
-            raise UserError(
-                f"{kept_json} holds no LLC curve ({type(e).__name__}: {e}): drop --reuse to "
-                "estimate it again."
-            ) from None
+        curve = LLCCurve.from_dict(read_stages(run))
         with status("stages", "the rule on the kept LLC"):
             found = find_stages(run, curve=curve, device=device, **rule)
     else:
@@ -128,10 +120,10 @@ def stages(
                 **rule,
             )
     data = found.to_dict(traces=True)
-    write_json(RunPaths(run).stages, data)  # the run keeps its stages (its report draws them)
+    write_json(RunPaths(run).stages, {**data, **stamp(run)})  # kept (its report draws them)
     emit(data, _print_stages, json_out)
     if html_out:
-        from interp_toolkit.runs.folder import read_metrics
+        from interp_toolkit.runs.records import read_metrics
         from interp_toolkit.views.stages import stages_html
 
         write_text(html_out, stages_html(found.to_dict(traces=False), read_metrics(run)))

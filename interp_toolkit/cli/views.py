@@ -62,7 +62,8 @@ def report(
 ) -> None:
     """Write RUN/report.html: config, loss, samples, exam, head table, plots and attention views.
     A damaged metrics.jsonl (a line cut off by a kill) is named on standard error."""
-    from interp_toolkit.runs.folder import RunPaths, metrics_damage, read_config
+    from interp_toolkit.runs.folder import RunPaths, read_config
+    from interp_toolkit.runs.records import metrics_damage
 
     check_device(device)
     check_out_file(out, "--out", "report.html", owns=(RunPaths(run).report,))

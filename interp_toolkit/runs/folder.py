@@ -26,7 +26,14 @@ import torch
 from transformer_lens import TransformerBridge
 
 from interp_toolkit.errors import UserError
-from interp_toolkit.files.io import LOCK_NAME, check_readable, read_json, write_bytes, write_json
+from interp_toolkit.files.io import (
+    LOCK_NAME,
+    check_readable,
+    file_digest,
+    read_json,
+    write_bytes,
+    write_json,
+)
 from interp_toolkit.models.build import ModelConfig, build_model
 from interp_toolkit.runtime import validate
 from interp_toolkit.runtime.devices import resolve_device
@@ -99,6 +106,8 @@ class Run:
         return RunPaths(self.path)
 
     def metrics(self) -> list[dict[str, Any]]:
+        from interp_toolkit.runs.records import read_metrics  # checked against this run
+
         return read_metrics(self.path)
 
 
@@ -146,21 +155,75 @@ def init_run(
     codec: Codec,
     model_cfg: ModelConfig,
     settings: dict[str, Any] | None = None,
+    corpus: str | None = None,
 ) -> RunPaths:
-    """Start a run folder: vocab.json and config.json (each atomically); weights come later."""
+    """Start a run folder: vocab.json and config.json (each atomically); weights come later.
+    ``corpus``: the digest of the corpus's tokens it trains on (recorded, with vocab.json's)."""
     paths = RunPaths(Path(path))
     paths.root.mkdir(parents=True, exist_ok=True)
     save_codec(codec, paths.vocab)
-    write_config(paths, model_cfg, settings or {})
+    digests = {"vocab": file_digest(paths.vocab), "corpus": corpus}
+    write_config(paths, model_cfg, settings or {}, {k: v for k, v in digests.items() if v})
     return paths
 
 
-def write_config(paths: RunPaths, model_cfg: ModelConfig, settings: dict[str, Any]) -> None:
-    """config.json: the format version, the model config and the training settings."""
+def write_config(
+    paths: RunPaths,
+    model_cfg: ModelConfig,
+    settings: dict[str, Any],
+    digests: dict[str, str] | None = None,
+) -> None:
+    """config.json: the format version, the model config, the training settings, the digests of
+    the files that make the run (``digests``; else those already recorded: vocab.json, the
+    corpus's tokens, model.safetensors once written) and the machine that trains it
+    (:func:`~interp_toolkit.runtime.machine.machine_record`)."""
+    from interp_toolkit.runtime.machine import machine_record
+
+    if digests is None:
+        digests = recorded_digests(paths)
     write_json(
         paths.config,
-        {"format_version": FORMAT_VERSION, "model": model_cfg.to_dict(), "settings": settings},
+        {
+            "format_version": FORMAT_VERSION,
+            "model": model_cfg.to_dict(),
+            "settings": settings,
+            "digests": digests,
+            "machine": machine_record().to_dict(),
+        },
     )
+
+
+def recorded_digests(paths: RunPaths) -> dict[str, str]:
+    """The digests a run's config.json records ({} for a run from before them)."""
+    try:
+        data = json.loads(paths.config.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    digests = data.get("digests") if isinstance(data, dict) else None
+    return (
+        {k: v for k, v in digests.items() if isinstance(v, str)}
+        if isinstance(digests, dict)
+        else {}
+    )
+
+
+def record_weights(paths: RunPaths) -> None:
+    """Record the digest of the run's model.safetensors, just written, in its config.json."""
+    data = read_json(paths.config, "run config", "retrain the run.")
+    data["digests"] = {**(data.get("digests") or {}), "weights": file_digest(paths.weights)}
+    write_json(paths.config, data)
+
+
+def check_digest(paths: RunPaths, name: str, file: Path, fix: str) -> None:
+    """``file`` must be the one config.json recorded as ``name`` (when it recorded one): another
+    run's vocab.json or weights copied in is one line, not an answer read with them."""
+    recorded = recorded_digests(paths).get(name)
+    if recorded and file_digest(file) != recorded:
+        raise UserError(
+            f"{file} is not the file {paths.root} was trained with (its digest differs from the "
+            f"{name} digest config.json records): it was replaced or copied from another run; "
+            f"{fix}"
+        )
 
 
 def save_run(
@@ -173,6 +236,7 @@ def save_run(
     """Write config.json, vocab.json and model.safetensors (each atomically)."""
     paths = init_run(path, codec, model_cfg, settings)
     save_weights(model, paths.weights)
+    record_weights(paths)
     return paths.root
 
 
@@ -211,11 +275,10 @@ def load_run(
     data = read_config(paths.root)
     model_cfg = model_config(data, paths.config)
     weights_path = Path(weights) if weights is not None else paths.weights
-    if not weights_path.is_file():
-        raise UserError(
-            f"{path} has no trained model ({weights_path.name} missing): "
-            f"finish training with `interp-toolkit train --resume --out {path}`."
-        )
+    resume = f"finish training with `interp-toolkit train --resume --out {path}`."
+    if not weights_path.exists() and not weights_path.is_symlink():
+        raise UserError(f"{path} has no trained model ({weights_path.name} missing): {resume}")
+    check_readable(weights_path, f"remove it, then {resume}")
     codec = read_codec(paths)
     if codec.d_vocab != model_cfg.d_vocab:
         raise UserError(
@@ -226,7 +289,10 @@ def load_run(
     fix = "restore it, or retrain the run."
     if weights is None and paths.checkpoint_state.is_file():
         fix = f"rewrite it from the run's last checkpoint with `interp-toolkit train --resume --out {path}`."
-    apply_weights(model, read_weights(weights_path, fix), weights_path)
+    state = read_weights(weights_path, fix)
+    if weights is None:
+        check_digest(paths, "weights", weights_path, fix)  # whole, but the run's own?
+    apply_weights(model, state, weights_path)
     return Run(
         path=paths.root,
         model=model.eval(),
@@ -254,85 +320,8 @@ def model_config(data: dict[str, Any], where: Path) -> ModelConfig:
 def read_codec(paths: RunPaths) -> Codec:
     """The run's vocabulary (vocab.json); a missing or damaged file is a UserError."""
     fix = f"restore it, or train the run again with `interp-toolkit train --restart --out {paths.root}`."
-    if not paths.vocab.is_file():
+    if not paths.vocab.exists() and not paths.vocab.is_symlink():
         raise UserError(f"{paths.root} has no {paths.vocab.name}: {fix}")
-    return load_codec(paths.vocab, fix)
-
-
-def read_metrics(path: str | Path) -> list[dict[str, Any]]:
-    """The metrics.jsonl lines of a run folder (damaged lines are skipped: an unfinished last
-    line after a kill; :func:`metrics_damage` names them)."""
-    return _metrics_lines(path)[0]
-
-
-def metrics_damage(path: str | Path) -> str | None:
-    """A sentence naming the lines of RUN/metrics.jsonl that are not whole JSON records (and the
-    last step the good ones reach), or None when every line is whole."""
-    rows, bad, total = _metrics_lines(path)
-    if not bad:
-        return None
-    file = RunPaths(Path(path)).metrics
-    where = (
-        f"its last line ({bad[0]} of {total}) is cut off (a write stopped half-way, e.g. kill -9)"
-        if bad == [total]
-        else f"{len(bad)} of its {total} lines are not whole records (not JSON, or a score grid of the wrong shape; line {', '.join(map(str, bad[:5]))}"
-        + (" ..." if len(bad) > 5 else "")
-        + ")"
-    )
-    steps = [r["step"] for r in rows if isinstance(r, dict) and isinstance(r.get("step"), int)]
-    reach = f"what it shows stops at step {max(steps)}" if steps else "no step is readable"
-    return f"{file}: {where}; {reach}."
-
-
-def _metrics_lines(path: str | Path) -> tuple[list[dict[str, Any]], list[int], int]:
-    file = RunPaths(Path(path)).metrics
-    if not file.is_file():
-        return [], [], 0
-    rows, bad = [], []
-    lines = file.read_text(encoding="utf-8", errors="replace").splitlines()
-    for number, line in enumerate(lines, 1):
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            row = None
-        if isinstance(row, dict) and _whole_record(row):
-            rows.append(row)
-        elif line.strip():
-            bad.append(number)
-    return rows, bad, len(lines)
-
-
-def _whole_record(row: dict[str, Any]) -> bool:
-    """A metrics row whose step is a whole number and whose head-score fields are ``[layer]
-    [head]`` grids of numbers (a row with a grid of another shape is damage, not data)."""
-    if not isinstance(row.get("step", 0), int):
-        return False
-    for key in ("induction", "prev_token", "induction_vw", "text_induction"):
-        grid = row.get(key)
-        if grid is None:
-            continue
-        if not isinstance(grid, list) or not grid or not all(isinstance(r, list) for r in grid):
-            return False
-        if len({len(r) for r in grid}) != 1 or not all(
-            isinstance(v, (int, float)) for r in grid for v in r
-        ):
-            return False
-    return True
-
-
-def read_samples(path: str | Path) -> list[dict[str, str]]:
-    """``RUN/samples.json`` (a list of {"prompt", "text"}), or [] when absent or unreadable."""
-    file = RunPaths(Path(path)).samples
-    if not file.is_file():
-        return []
-    try:
-        data = json.loads(file.read_text(encoding="utf-8"))
-    except json.JSONDecodeError:
-        return []
-    if not isinstance(data, list):
-        return []
-    return [
-        {"prompt": str(d.get("prompt", "")), "text": str(d.get("text", ""))}
-        for d in data
-        if isinstance(d, dict)
-    ]
+    codec = load_codec(check_readable(paths.vocab, fix), fix)
+    check_digest(paths, "vocab", paths.vocab, fix)  # whole, but the run's own?
+    return codec

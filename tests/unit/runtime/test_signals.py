@@ -186,7 +186,9 @@ def test_a_stop_while_a_study_trains_in_process_says_stopped(
     monkeypatch.setattr(os, "_exit", no_exit)
     out, args = tmp_path / "study", ["--workers", 1]
     if path == "gpu":  # jobs on an accelerator run here whatever --workers says
-        monkeypatch.setattr("interp_toolkit.study.jobs.resolve_device", lambda d: torch.device("meta"))
+        monkeypatch.setattr(
+            "interp_toolkit.study.jobs.resolve_device", lambda d: torch.device("meta")
+        )
         args = ["--workers", 2]
     monkeypatch.setattr("interp_toolkit.study.folder.train_or_reuse", _send(signum))
     code, _, err = run_cli(
