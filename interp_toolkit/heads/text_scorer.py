@@ -5,7 +5,8 @@ periodic repeat, a query ``q`` *repeats* when its token occurred before (at or a
 non-BOS position); ``prev(q)`` is that earlier occurrence and ``d(q) = q - prev(q)`` plays the
 role of the period. ``scores_on`` takes the occurrence whose context matches ``q``'s furthest back
 (in a repeated passage, the token's place in the first copy; the latest of equals), at least
-:data:`MIN_DISTANCE` back; the text measures logged in training take the latest occurrence (so
+:data:`MIN_DISTANCE` back, and only where the query and the token before it recur together
+(:data:`MIN_MATCH`: one recurring token, a space or an ``e``, is no repeat of the text); the text measures logged in training take the latest occurrence (so
 runs logged before stay comparable) and skip it when it is closer than that. A :class:`~.heads.Stripe` with ``periods`` and ``lag`` then reads the key
 ``k = q - lag - periods·d(q)``:
 
@@ -49,9 +50,11 @@ def previous_occurrence(
 ) -> Int[torch.Tensor, "batch pos"]:
     """For each position ``q``, an earlier ``j`` (``first <= j <= q - min_distance``) with
     ``tokens[j] == tokens[q]``: the latest, or with ``longest`` the one whose context matches
-    ``q``'s furthest back (the latest of those): in a repeated passage, the token's place in the
-    first copy, not a closer occurrence elsewhere (on bytes, the ``e`` two letters back). -1 where
-    there is none (and at positions before ``first``). ``<unk>`` (``unk_id``) has no occurrence:
+    ``q``'s furthest back (the latest of those), and only where at least :data:`MIN_MATCH`
+    tokens match (``q`` and the token before it recur together: a repeated span, not one
+    recurring token such as a space or an ``e``): in a repeated passage, the token's place in
+    the first copy, not a closer occurrence elsewhere. -1 where there is none (and at positions
+    before ``first``). ``<unk>`` (``unk_id``) has no occurrence:
     many different words share that id, so one ``<unk>`` after another is not a repeat."""
     b, n = tokens.shape
     pos = torch.arange(n, device=tokens.device)
@@ -67,13 +70,17 @@ def previous_occurrence(
             match[:, q, 0] = same[:, q, 0]
             match[:, q, 1:] = (match[:, q - 1, :-1] + 1) * same[:, q, 1:]
         rank = match.long() * n + pos  # the longest match, then the latest
-        idx = torch.where(same & earlier, rank, -1).amax(-1)
+        idx = torch.where(same & earlier & (match >= MIN_MATCH), rank, -1).amax(-1)
         idx = torch.where(idx >= 0, idx % n, -1)
     else:
         idx = torch.where(same & earlier, pos, -1).amax(-1)
     idx[:, : max(0, first)] = -1
     return idx
 
+
+#: The text reading of ``scores_on`` reads a query only where it and the tokens before it recur
+#: together, this many tokens in all: a span of 2 or more followed (later) by itself.
+MIN_MATCH = 2
 
 #: A repeated token is read only when its previous occurrence is at least this far back: at
 #: distance 1 the induction key is the query itself, at 2 the token before it, so a current- or
