@@ -134,16 +134,34 @@ def train(
 
 
 def _parts(model: ModelLike) -> tuple[TransformerBridge, Codec]:
-    """The bridge and its codec, from a model or what :func:`load`/:func:`train` returned."""
+    """The bridge and its codec, from a model or what :func:`load`/:func:`train` returned;
+    its weights checked (on a device, finite: a NaN set in memory gives NaN scores)."""
+    bridge, codec = _bridge_and_codec(model)
+    params = list(bridge.named_parameters())
+    if any(p.device.type == "meta" for _, p in params):
+        raise UserError(
+            "the model's weights are on the meta device (shapes without values): load it with "
+            "load(...), or move real weights in with load_state_dict."
+        )
+    validate.finite_weights(params, "the model", "load it again, or fix the weights you set.")
+    return bridge, codec
+
+
+def _bridge_and_codec(model: ModelLike) -> tuple[TransformerBridge, Codec]:
     if isinstance(model, (Target, Run)):
         return model.model, model.codec
-    tok = getattr(model, "tokenizer", None)
+    tok = getattr(model, "tokenizer", None) if isinstance(model, TransformerBridge) else None
     if isinstance(tok, CodecTokenizer):
         return model, tok.codec
     if tok is not None and len(tok) >= GPT2_VOCAB_SIZE:
         return model, GPT2Codec()
+    what = (
+        "this model has"
+        if isinstance(model, TransformerBridge)
+        else (f"a {type(model).__name__} is not a model and has")
+    )
     raise UserError(
-        "this model has no interp-toolkit vocabulary: pass a model from load(...) or train(...)."
+        f"{what} no interp-toolkit vocabulary: pass a model from load(...) or train(...)."
     )
 
 
@@ -301,6 +319,10 @@ def sae(model: ModelLike, hook: str, out: str | os.PathLike[str], **options: Any
     out = path_arg(out, "out", "sae/l1-z")
     validate.text(hook, "hook", '"blocks.1.attn.hook_z"')
     source = model.source if isinstance(model, Target) else model
+    if isinstance(source, Run):  # as `sae RUN --out`: never into the run's own files
+        from interp_toolkit.files.paths import inside_inputs
+
+        inside_inputs(Path(out), "out", (str(source.path),), (source.paths.saes,), "sae/l1-z")
     result = run_sae(bridge, codec, source, hook, out, **options)
     write_pages(result, bridge, codec, title=f"SAE: {hook}")
     return result

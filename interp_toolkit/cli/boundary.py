@@ -47,6 +47,7 @@ from interp_toolkit.cli.given import (
     invocation,
     note_arguments,
     note_reads,
+    number,
     workers,
 )
 from interp_toolkit.errors import UserError, signal_of
@@ -72,7 +73,11 @@ OPTION_RULES: dict[str, Callable[[Any, str], Any]] = {
     "show": count(),
     "n_seqs": count(),
     "n_prompts": count(),
-    "n_untrained": count(),
+    "n_untrained": count(most=10_000, cost="each is one more model drawn and scored in full"),
+    "seeds": count(most=1_000, cost="each seed is a whole study of its own, in its own folder"),
+    "max_step": count(),
+    "step_size": number(least=1e-12, below=1.0, why="far below it no SGLD step moves a weight"),
+    "bandwidth": number(least=0.01, below=100.0, why="in natural-log steps"),
     "untrained_rows": count(),
     "workers": workers,
     "seq_len": count(least=2),

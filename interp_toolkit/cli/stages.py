@@ -64,6 +64,13 @@ def stages(
     from interp_toolkit.development.llc import SGLDSettings, calibrated_settings
 
     check_device(device)
+    from interp_toolkit.runs.spec import split_step
+
+    if (at := split_step(run)) is not None:
+        raise UserError(
+            f"stages reads every kept checkpoint of a run: give the run folder {at[0]}, not "
+            f"{run} (--max-step {at[1]} for the checkpoints up to step {at[1]})."
+        )
     given = {k: v for k, v in {"step_size": step_size, "gamma": gamma, "nbeta": nbeta,
              "chains": chains, "draws": draws, "burn_in": burn_in}.items() if v is not None}  # fmt: skip
     replace(SGLDSettings(), **given, seed=seed).validate()  # one line before any work
@@ -105,6 +112,12 @@ def stages(
         settings, source = calibrated_settings(preset, given)
         kept = RunPaths(run).snapshot_steps()
         steps = [s for s in kept if max_step is None or s <= max_step]
+        if max_step is not None and len(kept) >= 3 > len(steps):
+            raise UserError(
+                f"--max-step {max_step} leaves {len(steps)} of the {len(kept)} checkpoints {run} "
+                f"kept (steps {', '.join(map(str, kept[:4]))}, ...): stages need 3 or more; "
+                f"use --max-step {kept[2]} or more."
+            )
         with status("stages", "estimating the LLC") as shown:
             found = find_stages(
                 run,

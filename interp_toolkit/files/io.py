@@ -214,6 +214,25 @@ def check_writable_dir(path: str | os.PathLike[str], what: str = "output folder"
 
 
 @contextmanager
+def tidy_folders(path: str | os.PathLike[str]) -> Iterator[None]:
+    """Whatever the block does, the folders of ``path`` (it and its parents) that did not exist
+    before it and are empty after it are removed (deepest first): a command that fails or is
+    stopped before writing anything leaves no folder behind."""
+    missing, p = [], Path(path)
+    while not p.exists() and p != p.parent:
+        missing.append(p)
+        p = p.parent
+    try:
+        yield
+    finally:
+        for folder in missing:  # deepest first; stops at the first that is not empty
+            try:
+                folder.rmdir()
+            except OSError:
+                break
+
+
+@contextmanager
 def folder_lock(folder: str | os.PathLike[str], what: str = "folder") -> Iterator[str | None]:
     """Hold ``FOLDER/.lock`` (an advisory ``flock`` holding our PID) while the block runs.
 

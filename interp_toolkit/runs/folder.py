@@ -30,6 +30,7 @@ from interp_toolkit.files.io import (
     LOCK_NAME,
     check_readable,
     file_digest,
+    path_kind,
     read_json,
     write_bytes,
     write_json,
@@ -77,14 +78,28 @@ class RunPaths:
     def known(self) -> tuple[Path, ...]:
         """Every file or folder a run folder may hold (what ``train --restart`` may remove)."""
         names = ("config", "weights", "vocab", "metrics", "checkpoints", "snapshots", "samples")
-        names += ("heads", "exam", "circuits", "report", "stages", "lock")
+        names += ("heads", "exam", "circuits", "report", "stages", "lock", "saes")
         return tuple(getattr(self, n) for n in names)
 
     def snapshot_steps(self) -> list[int]:
+        """The steps of the kept weights; an entry named like one that is not (``step_03``, a
+        folder, a dangling link) is a UserError naming it for what it is."""
         if not self.snapshots.is_dir():
             return []
-        found = (_SNAPSHOT.search(p.name) for p in self.snapshots.iterdir())
-        return sorted(int(m.group(1)) for m in found if m)
+        steps = []
+        for p in sorted(self.snapshots.iterdir()):
+            if not (m := _SNAPSHOT.search(p.name)):
+                continue
+            step = int(m.group(1))
+            kind = path_kind(p)
+            if p != self.snapshot(step) or kind != "a file":
+                what = f"a name training never writes ({self.snapshot(step).name} is)"
+                raise UserError(
+                    f"{p} is {what if kind == 'a file' else kind}, not a kept snapshot: "
+                    "rename or remove it."
+                )
+            steps.append(step)
+        return sorted(steps)
 
 
 @dataclass
@@ -256,6 +271,11 @@ def read_config(path: str | Path) -> dict[str, Any]:
     fix = f"restore it, or train the run again with `interp-toolkit train --restart --out {path}`."
     data = read_json(paths.config, "run config", fix)
     version = data.get("format_version") if isinstance(data, dict) else None
+    if isinstance(version, str) or isinstance(version, bool):
+        raise UserError(
+            f'run config {paths.config} is damaged ("format_version" is {version!r}, not the '
+            f"number {FORMAT_VERSION}): {fix}"
+        )
     if version != FORMAT_VERSION:
         raise UserError(
             f"{path} was written by another version of interp-toolkit (format {version!r}, "

@@ -65,7 +65,7 @@ from interp_toolkit.runs.folder import Run
 from interp_toolkit.runs.records import read_metrics
 from interp_toolkit.runs.records import write_samples as write_samples_file
 from interp_toolkit.runtime.devices import resolve_device
-from interp_toolkit.runtime.seeds import derive, study_seeds
+from interp_toolkit.runtime.seeds import check_study_seeds, derive, study_seeds
 from interp_toolkit.stats.thresholds import THRESHOLDS
 from interp_toolkit.study.folder import (
     INDEX,
@@ -192,8 +192,7 @@ def reproduce(cfg: StudyConfig) -> StudyResult:
                 f"unknown preset {preset!r}: use one of {', '.join(PRESETS)}, or all (both "
                 "settings on one page)."
             )
-    if cfg.seeds < 1:
-        raise UserError(f"--seeds {cfg.seeds}: use 1 or more (seeds --seed, --seed + 1, ...).")
+    check_study_seeds(cfg.seed, cfg.seeds)  # --seeds 1 or more, the last a seed
     if cfg.workers < 1 or cfg.threads < 1:
         raise UserError(f"--workers {cfg.workers} / threads {cfg.threads}: use 1 or more.")
     if cfg.mlp and not set(MLP_LAYERS) & {n for _, layers in settings for n in layers}:

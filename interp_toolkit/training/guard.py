@@ -24,12 +24,11 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from types import FrameType
 from typing import Any
 
 from interp_toolkit.errors import Interrupted
-from interp_toolkit.files.io import check_writable_dir, folder_lock
+from interp_toolkit.files.io import check_writable_dir, folder_lock, tidy_folders
 from interp_toolkit.runs.folder import RunPaths
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -80,9 +79,8 @@ class StopSignals:
 @contextmanager
 def run_guard(paths: RunPaths) -> Iterator[StopSignals]:
     """Hold ``paths.root`` for one training (see module doc); yields the stop-signal state."""
-    created = _missing_dirs(paths.root)
     hint = f"continue from the last checkpoint with `interp-toolkit train --resume --out {paths.root}`."
-    try:
+    with tidy_folders(paths.root):
         check_writable_dir(paths.root, "run folder")
         with folder_lock(paths.root, "run folder") as stale, StopSignals(hint) as signals:
             if stale:
@@ -91,21 +89,6 @@ def run_guard(paths: RunPaths) -> Iterator[StopSignals]:
                     file=sys.stderr,
                 )
             yield signals
-    finally:
-        for folder in created:  # deepest first; stops at the first that is not empty
-            try:
-                folder.rmdir()
-            except OSError:
-                break
-
-
-def _missing_dirs(path: Path) -> list[Path]:
-    """``path`` and its ancestors that do not exist yet, deepest first."""
-    missing = []
-    while not path.exists() and path != path.parent:
-        missing.append(path)
-        path = path.parent
-    return missing
 
 
 @dataclass(frozen=True)

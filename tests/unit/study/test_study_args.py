@@ -31,7 +31,7 @@ def test_reproduce_seeds_below_one_and_a_seed_folder_holding_something_else(tmp_
     err = capsys.readouterr().err.strip()
     assert (
         exc.value.code == 2
-        and err == "error: --seeds 0: use 1 or more (seeds --seed, --seed + 1, ...)."
+        and err == "error: --seeds=0 cannot work: use a whole number, 1 or more."
     )
     # every seed's folder is checked before any work: seed 2's holds something else
     (tmp_path / "t" / "seed-2").mkdir(parents=True)
