@@ -231,6 +231,14 @@ def run(app: Any, argv: list[str] | None) -> None:
     from interp_toolkit.files.io import WRITTEN
 
     _print_anything()
+    try:
+        os.getcwd()
+    except FileNotFoundError:  # torch's oneMKL then dies with "FATAL ERROR"
+        _fail(
+            "error: the current folder no longer exists (it was deleted or moved): cd to a "
+            "folder that exists and run the command again.",
+            2,
+        )
     before = len(WRITTEN)
     try:
         with stop_signals():

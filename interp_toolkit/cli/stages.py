@@ -100,40 +100,48 @@ def stages(
     from interp_toolkit.training.settings import recorded_preset
 
     preset = recorded_preset(read_config(run))  # not a run folder: its one line
-    rule = {"bandwidth": bandwidth, "min_swing": min_swing}
-    if reuse:
-        from interp_toolkit.development.curve import LLCCurve
-        from interp_toolkit.runs.records import read_stages
+    from interp_toolkit.files.io import folder_lock
+    from interp_toolkit.runs.records import metrics_damage
 
-        curve = LLCCurve.from_dict(read_stages(run))
-        with status("stages", "the rule on the kept LLC"):
-            found = find_stages(run, curve=curve, device=device, **rule)
-    else:
-        settings, source = calibrated_settings(preset, given)
-        kept = RunPaths(run).snapshot_steps()
-        steps = [s for s in kept if max_step is None or s <= max_step]
-        if max_step is not None and len(kept) >= 3 > len(steps):
-            raise UserError(
-                f"--max-step {max_step} leaves {len(steps)} of the {len(kept)} checkpoints {run} "
-                f"kept (steps {', '.join(map(str, kept[:4]))}, ...): stages need 3 or more; "
-                f"use --max-step {kept[2]} or more."
-            )
-        with status("stages", "estimating the LLC") as shown:
-            found = find_stages(
-                run,
-                replace(settings, seed=seed),
-                settings_source=source,
-                n_batches=n_batches,
-                rows=rows,
-                steps=steps,
-                device=device,
-                progress=lambda i, n, step: shown.update(
-                    f"checkpoint {i + 1} of {n} (step {step})"
-                ),
-                **rule,
-            )
-    data = found.to_dict(traces=True)
-    write_json(RunPaths(run).stages, {**data, **stamp(run)})  # kept (its report draws them)
+    # the run is held while its stages are read and kept (a training that would rewrite
+    # the run, `train --restart`, is refused meanwhile, and the reverse)
+    with folder_lock(run, "run folder"):
+        rule = {"bandwidth": bandwidth, "min_swing": min_swing}
+        if reuse:
+            from interp_toolkit.development.curve import LLCCurve
+            from interp_toolkit.runs.records import read_stages
+
+            curve = LLCCurve.from_dict(read_stages(run))
+            with status("stages", "the rule on the kept LLC"):
+                found = find_stages(run, curve=curve, device=device, **rule)
+        else:
+            settings, source = calibrated_settings(preset, given)
+            kept = RunPaths(run).snapshot_steps()
+            steps = [s for s in kept if max_step is None or s <= max_step]
+            if max_step is not None and len(kept) >= 3 > len(steps):
+                raise UserError(
+                    f"--max-step {max_step} leaves {len(steps)} of the {len(kept)} checkpoints {run} "
+                    f"kept (steps {', '.join(map(str, kept[:4]))}, ...): stages need 3 or more; "
+                    f"use --max-step {kept[2]} or more."
+                )
+            with status("stages", "estimating the LLC") as shown:
+                found = find_stages(
+                    run,
+                    replace(settings, seed=seed),
+                    settings_source=source,
+                    n_batches=n_batches,
+                    rows=rows,
+                    steps=steps,
+                    device=device,
+                    progress=lambda i, n, step: shown.update(
+                        f"checkpoint {i + 1} of {n} (step {step})"
+                    ),
+                    **rule,
+                )
+        data = found.to_dict(traces=True)
+        write_json(RunPaths(run).stages, {**data, **stamp(run)})  # kept (its report draws them)
+    if damage := metrics_damage(run):  # the stages' descriptions read it
+        typer.echo(f"warning: {damage}", err=True)
     emit(data, _print_stages, json_out)
     if html_out:
         from interp_toolkit.runs.records import read_metrics

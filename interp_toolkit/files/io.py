@@ -67,7 +67,8 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     try:
         st = os.stat(path)
         if not os.access(path, os.W_OK):
-            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
+            code = errno.EROFS if _read_only(path) else errno.EACCES  # as root, EROFS is why
+            raise OSError(code, os.strerror(code), str(path))
         mode = stat.S_IMODE(st.st_mode)
     except FileNotFoundError:
         pass
@@ -93,6 +94,13 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     finally:
         if tmp_path.exists():
             tmp_path.unlink()
+
+
+def _read_only(path: Path) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
 
 
 def _fsync_dir(folder: Path) -> None:

@@ -34,7 +34,7 @@ from interp_toolkit.heads.options import DiscoveryOptions
 from interp_toolkit.heads.patterns import attention_patterns
 from interp_toolkit.heads.registry import ROLES, HeadId, top_head
 from interp_toolkit.heads.repeats import repeated_batch
-from interp_toolkit.probing.data import corpus_of, heldout_windows
+from interp_toolkit.probing.data import TooShort, corpus_of, heldout_windows
 from interp_toolkit.runs.folder import Run
 from interp_toolkit.runs.records import read_samples
 
@@ -295,7 +295,7 @@ def check_roles(
             val_fraction=val_fraction,
             seed=seed,
         )
-    except UserError:
+    except TooShort:  # a corpus that is gone is said as itself, not as "no window"
         return None
     roles = {r: report.heads_with_role(r) for r in CHECKED_ROLES}
     return role_checks(run.model, windows, roles, route, seed=seed)
