@@ -94,14 +94,13 @@ def stages(
     setup_torch()
     from interp_toolkit.development.curve import stages as find_stages
     from interp_toolkit.files.io import write_json, write_text
-    from interp_toolkit.runs.folder import RunPaths, read_config
-    from interp_toolkit.runs.records import stamp
+    from interp_toolkit.runs.folder import RunPaths, read_config, stamp
     from interp_toolkit.runtime.progress import status
     from interp_toolkit.training.settings import recorded_preset
 
     preset = recorded_preset(read_config(run))  # not a run folder: its one line
     from interp_toolkit.files.io import folder_lock
-    from interp_toolkit.runs.records import metrics_damage
+    from interp_toolkit.runs.folder import metrics_damage
 
     # the run is held while its stages are read and kept (a training that would rewrite
     # the run, `train --restart`, is refused meanwhile, and the reverse)
@@ -109,7 +108,7 @@ def stages(
         rule = {"bandwidth": bandwidth, "min_swing": min_swing}
         if reuse:
             from interp_toolkit.development.curve import LLCCurve
-            from interp_toolkit.runs.records import read_stages
+            from interp_toolkit.runs.folder import read_stages
 
             curve = LLCCurve.from_dict(read_stages(run))
             with status("stages", "the rule on the kept LLC"):
@@ -144,7 +143,7 @@ def stages(
         typer.echo(f"warning: {damage}", err=True)
     emit(data, _print_stages, json_out)
     if html_out:
-        from interp_toolkit.runs.records import read_metrics
+        from interp_toolkit.runs.folder import read_metrics
         from interp_toolkit.views.stages import stages_html
 
         write_text(html_out, stages_html(found.to_dict(traces=False), read_metrics(run)))

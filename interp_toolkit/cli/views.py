@@ -62,17 +62,15 @@ def report(
 ) -> None:
     """Write RUN/report.html: config, loss, samples, exam, head table, plots and attention views.
     A damaged metrics.jsonl (a line cut off by a kill) is named on standard error."""
-    from interp_toolkit.runs.folder import RunPaths, read_config
-    from interp_toolkit.runs.records import metrics_damage
+    from interp_toolkit.runs.folder import RunPaths, metrics_damage, read_config
 
     check_device(device)
     check_out_file(out, "--out", "report.html", owns=(RunPaths(run).report,))
     read_config(run)  # fail fast on a folder that is not a run
-    damage = metrics_damage(run)
-    if damage:
-        typer.echo(f"warning: {damage}", err=True)
     setup_torch()
     from interp_toolkit.reports.run_report import build_run_report
 
     path = build_run_report(run, out, device=device)
+    if damage := metrics_damage(run):  # said once the report stands (an error is one line)
+        typer.echo(f"warning: {damage}", err=True)
     wrote(path)

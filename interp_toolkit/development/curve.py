@@ -30,8 +30,14 @@ from interp_toolkit.development.stages import (
 )
 from interp_toolkit.errors import UserError
 from interp_toolkit.heads.induction import first_induction_step
-from interp_toolkit.runs.folder import RunPaths, apply_weights, load_run, read_config, read_weights
-from interp_toolkit.runs.records import read_metrics
+from interp_toolkit.runs.folder import (
+    RunPaths,
+    apply_weights,
+    load_run,
+    read_config,
+    read_metrics,
+    read_weights,
+)
 from interp_toolkit.training.sdpa import fused_attention
 from interp_toolkit.training.settings import recorded_preset
 

@@ -22,8 +22,7 @@ from interp_toolkit.heads.induction import (
     logged_induction_key,
 )
 from interp_toolkit.heads.registry import SCORE
-from interp_toolkit.runs.folder import Run, RunPaths, load_run
-from interp_toolkit.runs.records import read_metrics
+from interp_toolkit.runs.folder import Run, RunPaths, load_run, read_metrics
 
 
 @dataclass

@@ -35,8 +35,7 @@ from interp_toolkit.heads.patterns import attention_patterns
 from interp_toolkit.heads.registry import ROLES, HeadId, top_head
 from interp_toolkit.heads.repeats import repeated_batch
 from interp_toolkit.probing.data import TooShort, corpus_of, heldout_windows
-from interp_toolkit.runs.folder import Run
-from interp_toolkit.runs.records import read_samples
+from interp_toolkit.runs.folder import Run, read_samples
 
 #: The roles whose deciding scores' per-head grids a summary carries (the comparison page draws them).
 SUMMARY_ROLES = ("induction", "previous-token")

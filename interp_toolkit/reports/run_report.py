@@ -25,8 +25,7 @@ from interp_toolkit.reports.findings import (
 )
 from interp_toolkit.reports.run_analysis import RunAnalysis, analyse_run
 from interp_toolkit.reports.text_findings import text_sentences
-from interp_toolkit.runs.folder import RunPaths, load_run
-from interp_toolkit.runs.records import read_stages
+from interp_toolkit.runs.folder import RunPaths, load_run, read_stages
 from interp_toolkit.stats.thresholds import THRESHOLDS
 from interp_toolkit.text.labels import token_labels
 from interp_toolkit.views import plots

@@ -36,6 +36,7 @@ from interp_toolkit.files.io import (
     write_json,
 )
 from interp_toolkit.models.build import ModelConfig, build_model
+from interp_toolkit.runs import records
 from interp_toolkit.runtime import validate
 from interp_toolkit.runtime.devices import resolve_device
 from interp_toolkit.text.codecs import Codec, load_codec, save_codec
@@ -121,8 +122,6 @@ class Run:
         return RunPaths(self.path)
 
     def metrics(self) -> list[dict[str, Any]]:
-        from interp_toolkit.runs.records import read_metrics  # checked against this run
-
         return read_metrics(self.path)
 
 
@@ -345,3 +344,67 @@ def read_codec(paths: RunPaths) -> Codec:
     codec = load_codec(check_readable(paths.vocab, fix), fix)
     check_digest(paths, "vocab", paths.vocab, fix)  # whole, but the run's own?
     return codec
+
+
+# ----------------------------------------------------------------- the run's own files, checked
+
+
+def _facts(root: Path) -> records.RunFacts | None:
+    return records.facts_of(read_config(root) if RunPaths(root).config.is_file() else None)
+
+
+def stamp(run: str | Path) -> dict[str, str]:
+    """``{"run_digest": ...}`` for a file ``run`` writes for itself ({} before identities)."""
+    facts = _facts(Path(run))
+    return {"run_digest": facts.identity} if facts and facts.identity else {}
+
+
+def metrics_lines(run: str | Path) -> records.MetricsLines:
+    """RUN/metrics.jsonl's lines, checked (:func:`~.records.check_metrics`)."""
+    file = RunPaths(Path(run)).metrics
+    if not file.exists() and not file.is_symlink():
+        return records.MetricsLines([], [], 0, None)
+    check_readable(file, "remove it: training writes metrics.jsonl itself.")
+    lines = file.read_text(encoding="utf-8", errors="replace").splitlines()
+    return records.check_metrics(lines, _facts(Path(run)), file)
+
+
+def read_metrics(path: str | Path) -> list[dict[str, Any]]:
+    """The whole records of RUN/metrics.jsonl (damaged lines skipped: an unfinished last line
+    after a kill; :func:`metrics_damage` names them)."""
+    return metrics_lines(path).rows
+
+
+def metrics_damage(path: str | Path) -> str | None:
+    """A sentence naming the lines of RUN/metrics.jsonl that are not whole records, or saying
+    the file is missing; None when every line is whole."""
+    file = RunPaths(Path(path)).metrics
+    if not file.exists():
+        return f"{file} is missing: no logged loss or head score is shown."
+    return records.damage_sentence(file, metrics_lines(path))
+
+
+def read_stages(run: str | Path) -> dict[str, Any]:
+    """RUN/stages.json, checked (:func:`~.records.check_stages`)."""
+    paths = RunPaths(Path(run))
+    fix = f"run `interp-toolkit stages {paths.root}` again (without --reuse)."
+    if not paths.stages.exists() and not paths.stages.is_symlink():
+        raise UserError(f"{paths.root} keeps no stages.json: {fix}")
+    data = read_json(check_readable(paths.stages, fix), "a run's stages", fix)
+    facts = _facts(paths.root)
+    return records.check_stages(data, facts, paths.snapshot_steps(), paths.stages, fix)
+
+
+def save_samples(run: str | Path, samples: list[dict[str, str]]) -> None:
+    """RUN/samples.json: the samples, stamped with the run they belong to."""
+    write_json(RunPaths(Path(run)).samples, {**stamp(run), "samples": samples})
+
+
+def read_samples(path: str | Path) -> list[dict[str, str]]:
+    """RUN/samples.json's samples, checked (:func:`~.records.check_samples`); [] when absent."""
+    paths = RunPaths(Path(path))
+    if not paths.samples.exists() and not paths.samples.is_symlink():
+        return []
+    fix = "remove it; `interp-toolkit reproduce` writes a run's samples again."
+    data = read_json(check_readable(paths.samples, fix), "a run's samples", fix)
+    return records.check_samples(data, _facts(paths.root), paths.samples, fix)

@@ -1,13 +1,16 @@
-"""A run's own files read back checked: ``metrics.jsonl``, ``stages.json``, ``samples.json``.
+"""The schemas a run's own files are read back with: ``metrics.jsonl``, ``stages.json``,
+``samples.json``. Pure checks (data in, the data or one line out); reading the files is
+``runs/folder.py``'s (:func:`~.folder.read_metrics`, :func:`~.folder.read_stages`,
+:func:`~.folder.read_samples`).
 
-One mechanism for the three: a schema of checks (:func:`whole`, :func:`real`, :func:`items`,
+One mechanism for the three: checks (:func:`whole`, :func:`real`, :func:`items`,
 :func:`fields`, :func:`grid`: types, ranges, order, score grids of the run's own shape) and the
 run the file belongs to: each is stamped with :func:`run_identity` when written (a digest of
 the run's model config, data settings, seed, vocabulary and corpus, as config.json records
-them) and compared on read. A file of another run, or a value out of range, is one line naming
-the file, the value and the fix; a metrics line that fails its schema is damage, skipped and
-named (:func:`metrics_damage`), as a line cut off by a kill always was. Files written before
-runs recorded digests carry no stamp and are read unchecked for it.
+them) and compared on read (:func:`belongs`). A file of another run, or a value out of range, is
+one line naming the file, the value and the fix; a metrics line that fails its schema is damage,
+skipped and named, as a line cut off by a kill always was. Files written before runs recorded
+digests carry no stamp and are read unchecked for it.
 """
 
 from __future__ import annotations
@@ -21,8 +24,6 @@ from pathlib import Path
 from typing import Any
 
 from interp_toolkit.errors import UserError
-from interp_toolkit.files.io import check_readable, read_json, write_json
-from interp_toolkit.runs.folder import RunPaths, read_config
 
 #: A check: ``(value, where)`` -> the value, or :class:`Damage` naming ``where``.
 Check = Callable[[Any, str], Any]
@@ -118,12 +119,10 @@ class RunFacts:
     identity: str | None
 
 
-def run_facts(run: str | Path) -> RunFacts | None:
-    """The facts of the run folder ``run`` (None without a readable config.json)."""
-    paths = RunPaths(Path(run))
-    if not paths.config.is_file():
+def facts_of(config: dict[str, Any] | None) -> RunFacts | None:
+    """The facts of a run's config.json (None without one, or without a readable shape)."""
+    if config is None:
         return None
-    config = read_config(paths.root)
     try:
         shape = int(config["model"]["n_layers"]), int(config["model"]["n_heads"])
     except (KeyError, TypeError, ValueError):
@@ -149,19 +148,14 @@ def run_identity(config: dict[str, Any]) -> str | None:
     return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _belongs(stamp: Any, facts: RunFacts | None, file: Path, fix: str) -> None:
+def belongs(stamp: Any, facts: RunFacts | None, file: Path, fix: str) -> None:
+    """A file stamped ``stamp`` must be the run's of ``facts``."""
     if stamp is None or facts is None or facts.identity is None or stamp == facts.identity:
         return
     raise UserError(
         f"{file} belongs to another run (its run digest {str(stamp)[:16]}, this run's "
         f"{facts.identity}): it was copied in or the run was retrained; {fix}"
     )
-
-
-def stamp(run: str | Path) -> dict[str, str]:
-    """``{"run_digest": ...}`` for a file ``run`` writes for itself ({} before identities)."""
-    facts = run_facts(run)
-    return {"run_digest": facts.identity} if facts and facts.identity else {}
 
 
 # ----------------------------------------------------------------------------- metrics.jsonl
@@ -214,18 +208,12 @@ class MetricsLines:
     why: str | None  # what the first bad line fails
 
 
-def metrics_lines(run: str | Path) -> MetricsLines:
-    """The lines of RUN/metrics.jsonl, each checked (:func:`metrics_row`; steps rising); another
-    run's file is a UserError."""
-    file = RunPaths(Path(run)).metrics
-    if not file.exists() and not file.is_symlink():
-        return MetricsLines([], [], 0, None)
-    check_readable(file, "remove it: training writes metrics.jsonl itself.")
-    facts = run_facts(run)
+def check_metrics(lines: list[str], facts: RunFacts | None, file: Path) -> MetricsLines:
+    """The lines of a metrics.jsonl, each checked (:func:`metrics_row`; steps rising); another
+    run's rows are a UserError."""
     check = metrics_row(facts)
     rows: list[dict[str, Any]] = []
     bad, why = [], None
-    lines = check_readable(file).read_text(encoding="utf-8", errors="replace").splitlines()
     for number, line in enumerate(lines, 1):
         try:
             row = check(json.loads(line), f"line {number}")
@@ -236,24 +224,14 @@ def metrics_lines(run: str | Path) -> MetricsLines:
                 bad.append(number)
                 why = why or (str(exc) if isinstance(exc, Damage) else "not JSON")
             continue
-        _belongs(row.get("run_digest"), facts, file, "restore this run's own, or retrain it.")
+        belongs(row.get("run_digest"), facts, file, "restore this run's own, or retrain it.")
         rows.append(row)
     return MetricsLines(rows, bad, len(lines), why)
 
 
-def read_metrics(path: str | Path) -> list[dict[str, Any]]:
-    """The whole records of RUN/metrics.jsonl (damaged lines skipped: an unfinished last line
-    after a kill; :func:`metrics_damage` names them)."""
-    return metrics_lines(path).rows
-
-
-def metrics_damage(path: str | Path) -> str | None:
-    """A sentence naming the lines of RUN/metrics.jsonl that are not whole records (and the last
-    step the good ones reach), or saying the file is missing; None when every line is whole."""
-    file = RunPaths(Path(path)).metrics
-    if not file.exists():
-        return f"{file} is missing: no logged loss or head score is shown."
-    m = metrics_lines(path)
+def damage_sentence(file: Path, m: MetricsLines) -> str | None:
+    """A sentence naming the lines of a metrics.jsonl that are not whole records (and the last
+    step the good ones reach); None when every line is whole."""
     if not m.bad:
         return None
     where = (
@@ -324,22 +302,17 @@ def stages_schema() -> Check:
     )
 
 
-def read_stages(run: str | Path) -> dict[str, Any]:
-    """RUN/stages.json, checked (schema, ranges: at least 3 kept checkpoints at rising whole
-    steps that the run kept, each LLC within the parameter count; the run it belongs to)."""
-    paths = RunPaths(Path(run))
-    file = paths.stages
-    fix = f"run `interp-toolkit stages {paths.root}` again (without --reuse)."
-    if not file.exists() and not file.is_symlink():
-        raise UserError(f"{paths.root} keeps no stages.json: {fix}")
-    data = read_json(check_readable(file, f"remove it and {fix}"), "a run's stages", fix)
-    facts = run_facts(paths.root)
+def check_stages(
+    data: Any, facts: RunFacts | None, kept: list[int], file: Path, fix: str
+) -> dict[str, Any]:
+    """A stages.json's data, checked (schema, ranges: at least 3 kept checkpoints at rising
+    whole steps that the run kept (``kept``), each LLC consistent with its chains; the run it
+    belongs to)."""
     try:
         data = stages_schema()(data, "")
     except Damage as exc:
         raise UserError(f"{file} is damaged ({exc}): {fix}") from None
-    _belongs(data.get("run_digest"), facts, file, fix)
-    kept = set(paths.snapshot_steps())
+    belongs(data.get("run_digest"), facts, file, fix)
     missing = [c["step"] for c in data["checkpoints"] if kept and c["step"] not in kept]
     if missing:
         raise UserError(
@@ -355,25 +328,14 @@ def read_stages(run: str | Path) -> dict[str, Any]:
 SAMPLE = fields({"prompt": kind(str), "text": kind(str)})
 
 
-def write_samples(run: str | Path, samples: list[dict[str, str]]) -> None:
-    """RUN/samples.json: the samples, stamped with the run they belong to."""
-    write_json(RunPaths(Path(run)).samples, {**stamp(run), "samples": samples})
-
-
-def read_samples(path: str | Path) -> list[dict[str, str]]:
-    """``RUN/samples.json``'s samples ({"prompt", "text"} each), checked; [] when absent.
-    A file of the older layout (a bare list) is read too."""
-    paths = RunPaths(Path(path))
-    file = paths.samples
-    if not file.exists() and not file.is_symlink():
-        return []
-    fix = "remove it; `interp-toolkit reproduce` writes a run's samples again."
-    data = read_json(check_readable(file, fix), "a run's samples", fix)
+def check_samples(data: Any, facts: RunFacts | None, file: Path, fix: str) -> list[dict[str, str]]:
+    """A samples.json's samples ({"prompt", "text"} each), checked; the older layout (a bare
+    list) is read too."""
     try:
         if isinstance(data, list):
             data = {"samples": data}
         data = fields({"samples": items(SAMPLE)}, {"run_digest": kind(str)})(data, "")
     except Damage as exc:
         raise UserError(f"{file} is damaged ({exc}): {fix}") from None
-    _belongs(data.get("run_digest"), run_facts(paths.root), file, fix)
+    belongs(data.get("run_digest"), facts, file, fix)
     return data["samples"]

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from interp_toolkit.runs.records import read_metrics
+from interp_toolkit.runs.folder import read_metrics
 from interp_toolkit.study.layers import MLP_LAYERS, run_name
 from interp_toolkit.training.presets import (
     LAYER_CHOICES,

@@ -61,9 +61,7 @@ from interp_toolkit.reports.seeds import (
     seeds_sentence,
 )
 from interp_toolkit.reports.study_report import comparison_sections, depth_section
-from interp_toolkit.runs.folder import Run
-from interp_toolkit.runs.records import read_metrics
-from interp_toolkit.runs.records import write_samples as write_samples_file
+from interp_toolkit.runs.folder import Run, read_metrics, save_samples
 from interp_toolkit.runtime.devices import resolve_device
 from interp_toolkit.runtime.seeds import check_study_seeds, derive, study_seeds
 from interp_toolkit.stats.thresholds import THRESHOLDS
@@ -149,7 +147,7 @@ def write_samples(run: Run, n_tokens: int, seed: int) -> list[dict[str, str]]:
         }
         for i, p in enumerate(SAMPLE_PROMPTS)
     ]
-    write_samples_file(run.path, samples)
+    save_samples(run.path, samples)  # stamped with the run it belongs to
     return samples
 
 

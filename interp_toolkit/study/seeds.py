@@ -15,9 +15,8 @@ from interp_toolkit.reports.layer_findings import ProbeMeasurement
 from interp_toolkit.reports.run_analysis import RunSummary
 from interp_toolkit.reports.seeds import SeedMeasurements
 from interp_toolkit.reports.stage_findings import StagesOfRun, stages_study_section
-from interp_toolkit.runs import records
-from interp_toolkit.runs.folder import RunPaths
-from interp_toolkit.runs.records import read_metrics
+from interp_toolkit.runs import folder as run_files
+from interp_toolkit.runs.folder import RunPaths, read_metrics
 from interp_toolkit.runtime.seeds import study_seeds
 from interp_toolkit.study.folder import say
 from interp_toolkit.study.plan import StudyConfig
@@ -40,7 +39,7 @@ def study_folders(out: str | Path, first: int, n: int) -> list[tuple[int, Path]]
 
 def read_stages(seed: int, run: Path, n_layers: int) -> StagesOfRun:
     """The stages ``interp-toolkit stages RUN`` kept in ``run`` (one seed's), with its metrics."""
-    return StagesOfRun(seed, run.name, n_layers, records.read_stages(run), read_metrics(run))
+    return StagesOfRun(seed, run.name, n_layers, run_files.read_stages(run), read_metrics(run))
 
 
 def seed_configs(cfg: StudyConfig) -> list[StudyConfig]:

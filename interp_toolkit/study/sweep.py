@@ -14,7 +14,7 @@ from interp_toolkit.errors import UserError
 from interp_toolkit.files.io import write_json, write_text
 from interp_toolkit.heads.dynamics import trajectory
 from interp_toolkit.heads.registry import SCORE
-from interp_toolkit.runs.records import read_metrics
+from interp_toolkit.runs.folder import read_metrics
 from interp_toolkit.study.folder import (
     INDEX,
     STUDY_MARKER,

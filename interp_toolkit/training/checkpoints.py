@@ -25,8 +25,13 @@ from transformer_lens import TransformerBridge
 from interp_toolkit.errors import UserError
 from interp_toolkit.files.io import check_readable, path_kind, read_json, write_bytes, write_json
 from interp_toolkit.models.build import ModelConfig
-from interp_toolkit.runs.folder import RunPaths, read_config, read_weights, save_weights
-from interp_toolkit.runs.records import read_metrics
+from interp_toolkit.runs.folder import (
+    RunPaths,
+    read_config,
+    read_metrics,
+    read_weights,
+    save_weights,
+)
 from interp_toolkit.text.stream import DataConfig
 from interp_toolkit.training.settings import (
     Configs,

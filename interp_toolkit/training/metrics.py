@@ -24,8 +24,7 @@ from interp_toolkit.heads.induction import INDUCTION_SCORE, first_induction_step
 from interp_toolkit.heads.registry import SCORE
 from interp_toolkit.heads.repeats import RepeatedTokens
 from interp_toolkit.heads.scorer import head_scores
-from interp_toolkit.runs.folder import RunPaths
-from interp_toolkit.runs.records import read_metrics, stamp
+from interp_toolkit.runs.folder import RunPaths, read_metrics, stamp
 
 #: The scores training logs every ``score_every`` steps, in the order they are written (the
 #: score deciding the induction role, read by the stop rule, last).

@@ -17,8 +17,7 @@ from transformer_lens import TransformerBridge
 from interp_toolkit.errors import Interrupted, UserError
 from interp_toolkit.heads.induction import best_induction_score, logged_induction_key
 from interp_toolkit.heads.repeats import default_probe
-from interp_toolkit.runs.folder import RunPaths, save_weights
-from interp_toolkit.runs.records import read_metrics
+from interp_toolkit.runs.folder import RunPaths, read_metrics, save_weights
 from interp_toolkit.runtime.devices import STRICT_FP32
 from interp_toolkit.runtime.progress import progress_bar
 from interp_toolkit.runtime.seeds import derive

@@ -31,12 +31,12 @@ from interp_toolkit.runs.folder import (
     init_run,
     load_run,
     read_codec,
+    read_metrics,
     record_weights,
     recorded_digests,
     save_weights,
     write_config,
 )
-from interp_toolkit.runs.records import read_metrics
 from interp_toolkit.runtime.devices import keep_freed_memory, precision_named
 from interp_toolkit.text.codecs import Codec
 from interp_toolkit.text.store import TokenWindows

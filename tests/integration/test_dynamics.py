@@ -8,8 +8,7 @@ from interp_toolkit.heads.dynamics import over_snapshots, snapshot_steps, trajec
 from interp_toolkit.heads.induction import INDUCTION_SCORE
 from interp_toolkit.heads.registry import SCORE
 from interp_toolkit.models.build import ModelConfig
-from interp_toolkit.runs.folder import load_run
-from interp_toolkit.runs.records import read_metrics
+from interp_toolkit.runs.folder import load_run, read_metrics
 from interp_toolkit.text.stream import DataConfig
 from interp_toolkit.training import TrainSettings, train_model
 

@@ -42,8 +42,7 @@ def test_notebook_shows_the_attention_view(executed):
 
 def test_notebook_prints_the_losses_and_exams_of_its_runs(executed):
     from interp_toolkit.exams.single import BUILTIN_EXAMS, run_exam
-    from interp_toolkit.runs.folder import load_run
-    from interp_toolkit.runs.records import read_metrics
+    from interp_toolkit.runs.folder import load_run, read_metrics
 
     _, text, runs = executed
     for n, path in runs.items():

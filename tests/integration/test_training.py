@@ -7,8 +7,7 @@ from safetensors.torch import load_file
 
 from interp_toolkit.errors import UserError
 from interp_toolkit.models.build import ModelConfig
-from interp_toolkit.runs.folder import load_run
-from interp_toolkit.runs.records import read_metrics
+from interp_toolkit.runs.folder import load_run, read_metrics
 from interp_toolkit.text.stream import DataConfig
 from interp_toolkit.training import TrainSettings, train_model
 

@@ -180,8 +180,7 @@ def _inject_loss(monkeypatch, change) -> None:
 
 
 def _stopped_run(tmp_path, **kw) -> tuple[str, Path]:
-    from interp_toolkit.runs.folder import RunPaths, read_weights
-    from interp_toolkit.runs.records import read_metrics
+    from interp_toolkit.runs.folder import RunPaths, read_metrics, read_weights
 
     out = tmp_path / "run"
     with pytest.raises(UserError) as exc:

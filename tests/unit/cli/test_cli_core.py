@@ -274,6 +274,18 @@ BAD_OPTIONS = [
     (["exam", "{run}", "--json", "{tmp}/loop"], "symlink loop"),
     (["exam", "{run}", "--json", "{tmp}"], "is a folder"),
     (["exam", "{run}", "--json", "{tmp}/f.txt/x.json"], "is a file, not a folder"),
+    # issue 47: the options added since went around the rules
+    (["stages", "{run}", "--reuse", "--bandwidth", "1e-200"], "--bandwidth=1e-200 cannot work"),
+    (["stages", "{run}", "--max-step", "0"], "--max-step=0 cannot work"),
+    (["stages", "{run}", "--max-step", "-1"], "--max-step=-1 cannot work"),
+    (["stages", "{run}", "--step-size", "1e-320"], "no SGLD step moves a weight"),
+    (["stages", "{run}@5"], "give the run folder"),
+    (["heads", "{run}", "--n-untrained", str(10**12)], "one more model drawn and scored"),
+    (["reproduce", "--out", "{tmp}/new", "--seeds", str(10**13)], "each seed is a whole study"),
+    (
+        ["reproduce", "--out", "{tmp}/new", "--seeds", "2", "--seed", str(2**63 - 1)],
+        "would need seeds up to 9223372036854775808",
+    ),
 ]
 
 

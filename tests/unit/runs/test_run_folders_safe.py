@@ -322,7 +322,7 @@ def test_report_names_a_cut_off_metrics_line(tmp_path, capsys):
     named on standard error (the line, and the last step the curves reach)."""
     from _views_fixtures import make_tiny_run
 
-    from interp_toolkit.runs.records import metrics_damage, read_metrics
+    from interp_toolkit.runs.folder import metrics_damage, read_metrics
 
     run = make_tiny_run(tmp_path / "run")
     metrics = run / "metrics.jsonl"

@@ -8,8 +8,7 @@ import torch
 from safetensors.torch import load_file
 
 from interp_toolkit.models.build import ModelConfig
-from interp_toolkit.runs.folder import RunPaths, load_run
-from interp_toolkit.runs.records import read_metrics
+from interp_toolkit.runs.folder import RunPaths, load_run, read_metrics
 from interp_toolkit.text.stream import DataConfig
 from interp_toolkit.training import TrainSettings, train_model
 

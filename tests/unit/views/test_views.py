@@ -139,7 +139,7 @@ def test_plots_build(tmp_path):
     from interp_toolkit.views import plots
 
     run = make_tiny_run(tmp_path / "run")
-    from interp_toolkit.runs.records import read_metrics
+    from interp_toolkit.runs.folder import read_metrics
 
     rows = read_metrics(run)
     fig = plots.loss_curve(rows)
