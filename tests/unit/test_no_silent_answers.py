@@ -318,6 +318,13 @@ for name, call in [
     ("exam(prompt=123)", lambda: exam(t, prompt=123, target=" A")),
     ("exam(target=5)", lambda: exam(t, prompt=" A B A", target=5)),
     ("sae(out=None)", lambda: sae(t, "blocks.0.attn.hook_z", None)),
+    # issue 47: raw exceptions, a folder left behind, a run's own file written over
+    ("sae(tokens='1000')", lambda: sae(t, "blocks.0.attn.hook_z", tmp / "s1", tokens="1000")),
+    ("sae(expansion=1.5)", lambda: sae(t, "blocks.0.attn.hook_z", tmp / "s2", expansion=1.5)),
+    ("sae(out=RUN/config.json)",
+     lambda: sae(t, "blocks.0.attn.hook_z", tmp / "tiny" / "config.json")),
+    ("scores_on(meta model)", lambda: scores_on(load(make_tiny_run(tmp / "m")).model.to("meta"), " A B")),
+    ("scores_on(an object)", lambda: scores_on(type("M", (), {"tokenizer": 1})(), " A B")),
 ]:
     try:
         call()
@@ -364,10 +371,16 @@ def test_api_arguments_of_the_wrong_type_are_the_clis_one_line(tmp_path):
         "exam(prompt=123)": "prompt must be text (str), got int 123",
         "exam(target=5)": "target must be text (str), got int 5",
         "sae(out=None)": "out must be a path (str or pathlib.Path), got NoneType None",
+        "sae(tokens='1000')": "tokens='1000' cannot work: use a whole number, 1 or more.",
+        "sae(expansion=1.5)": "expansion=1.5 cannot work: use a whole number, 1 or more.",
+        "sae(out=RUN/config.json)": "is inside",
+        "scores_on(meta model)": "the model's weights are on the meta device",
+        "scores_on(an object)": "a M is not a model and has no interp-toolkit vocabulary",
     }
     for name, needle in expected.items():
         assert got[name].startswith("UserError: ") and needle in got[name], (name, got[name])
     assert not (tmp_path / "out").exists()  # every training case refused before its folder
+    assert not (tmp_path / "s1").exists() and not (tmp_path / "s2").exists()  # nor an SAE's
 
 
 def test_a_user_error_is_a_value_error_and_a_type_error():
@@ -391,3 +404,31 @@ def test_api_text_that_is_not_unicode_is_one_line(tmp_path):
         with pytest.raises(UserError) as exc:
             call()
         assert "give text in UTF-8" in _one_line(exc)
+
+
+def test_nan_weights_set_in_memory_are_refused_by_every_api_call(tmp_path):
+    """A NaN set in a loaded model's weights gave ``discover()`` NaN scores and ``exam()`` rank
+    -1, prob nan."""
+    from interp_toolkit import discover, exam
+
+    target = load(make_tiny_run(tmp_path / "run"))
+    with torch.no_grad():
+        next(target.model.parameters())[0] = math.nan
+    for call in (
+        lambda: discover(target, n_seqs=4),
+        lambda: exam(target),
+        lambda: view(target, "a"),
+    ):
+        with pytest.raises(UserError) as exc:
+            call()
+        assert "holds NaN or infinite weights" in _one_line(exc)
+
+
+def test_view_heads_given_as_text_are_the_heads_named(tmp_path):
+    """``view(m, 'a b c', heads="0.1")`` read the text as the heads 0, ".", 1 and said "head
+    0.0 does not exist"; "L.H" (comma-separated) names those heads."""
+    target = load(make_tiny_run(tmp_path / "run"))
+    named, listed = view(target, " A B C", heads="0.1"), view(target, " A B C", heads=[(0, 1)])
+    assert list(named) == list(listed) == [0]
+    with pytest.raises(UserError, match="is not of the form L.H"):
+        view(target, " A B C", heads="x")

@@ -254,3 +254,38 @@ def test_the_boundary_keeps_no_module_state_and_no_private_typer_import():
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 names = [t.id for t in targets if isinstance(t, ast.Name)]
                 assert not mutable or all(n.isupper() for n in names), (module.__name__, names)
+
+
+def test_a_deleted_working_folder_is_one_line(capsys, monkeypatch, saved_run):
+    """Run from a folder that was deleted: torch's oneMKL died with "Intel oneMKL FATAL ERROR"
+    (exit 2, no line of ours)."""
+
+    def gone():
+        raise FileNotFoundError(2, "No such file or directory")
+
+    monkeypatch.setattr("os.getcwd", gone)
+    run_cli(capsys, "sample", str(saved_run)).one_line_error("the current folder no longer exists")
+
+
+def test_a_read_only_file_system_is_said_as_such_even_as_root(monkeypatch, tmp_path):
+    """As root on a read-only file system, writing over a run's file was "permission denied ...
+    ask its owner" (os.access says no for EROFS too): the writer raises EROFS, which the
+    boundary names as the read-only file system (test_disk_path_and_permission_problems...)."""
+    import os
+
+    from interp_toolkit.files.io import write_text
+
+    out = tmp_path / "report.html"
+    out.write_text("old")
+    real = os.access
+    monkeypatch.setattr(
+        os, "access", lambda p, m, **k: not (m & os.W_OK and str(p) == str(out)) and real(p, m)
+    )
+    monkeypatch.setattr("interp_toolkit.files.io._read_only", lambda path: True)
+    with pytest.raises(OSError) as exc:
+        write_text(out, "new")
+    assert exc.value.errno == errno.EROFS and out.read_text() == "old"
+    monkeypatch.setattr("interp_toolkit.files.io._read_only", lambda path: False)
+    with pytest.raises(OSError) as exc:
+        write_text(out, "new")
+    assert exc.value.errno == errno.EACCES  # the near miss: a file the user may not write

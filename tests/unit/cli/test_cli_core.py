@@ -369,3 +369,36 @@ def test_csv_dash_is_csv_alone_on_stdout(capsys, tiny_run, tmp_path):
     assert result.code == 0, result.err
     assert result.out.splitlines()[0].startswith("head,layer,index,role")
     assert f"wrote {tmp_path / 'h.json'}" in result.err and not Path("-").exists()
+
+
+def test_a_corpus_that_is_a_fifo_is_named_as_one(capsys, tmp_path):
+    """`train --corpus FIFO` said "holds no text files" (a FIFO read as a folder)."""
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    err = run_cli(capsys, "train", "--quiet", "--corpus", fifo, "--out", tmp_path / "r")
+    assert "is a FIFO" in err.one_line_error("corpus") and not (tmp_path / "r").exists()
+
+
+def test_run_at_a_step_in_other_digits_is_one_line(capsys, tiny_run):
+    """`heads RUN@²` was an int() error (an internal-bug report): '²' is a digit to str.isdigit."""
+    run_cli(capsys, "heads", f"{tiny_run}@²").one_line_error("step '²' is not a whole number")
+
+
+def test_training_records_the_runs_digests_and_machine(tmp_path):
+    """config.json records the digests of vocab.json, the corpus's tokens and the weights (what
+    the run's files are checked against) and the machine that trained it (issue 48 reads it)."""
+    from interp_toolkit import train
+    from interp_toolkit.files.io import file_digest
+
+    corpus = tmp_path / "c.txt"
+    corpus.write_text(" the cat sat on the mat.\n" * 200)
+    out = tmp_path / "r"
+    train(out, layers=1, steps=2, d_model=32, d_head=8, n_ctx=16, vocab_size=32, batch_size=4,
+          corpus=str(corpus), progress=False)  # fmt: skip
+    config = json.loads((out / "config.json").read_text())
+    digests, machine = config["digests"], config["machine"]
+    assert digests["vocab"] == file_digest(out / "vocab.json")
+    assert digests["weights"] == file_digest(out / "model.safetensors")
+    assert len(digests["corpus"]) == 16
+    assert machine["cpu"] and machine["torch"].startswith("2.") and machine["threads"] >= 1
+    assert set(machine) >= {"cpu_capability", "amx", "onednn_max_isa", "onednn", "uses_amx"}

@@ -267,3 +267,15 @@ def test_restart_discards_a_run_that_holds_saes(run_a, capsys):
     result = run_cli(capsys, *args)
     assert result.code == 0, result.err
     assert "discarding" in result.err and not (run_a / "saes").exists()
+
+
+def test_a_corpus_that_is_gone_is_said_as_itself_in_report(run_a, tmp_path, capsys):
+    """With the run's corpus deleted, the report said "Not measured: the run's corpus has no
+    held-out window"."""
+    corpus = Path(json.loads((run_a / "config.json").read_text())["settings"]["data"]["corpus"])
+    moved = corpus.rename(corpus.with_suffix(".away"))
+    try:
+        err = _one_line(capsys, "report", run_a, "--out", tmp_path / "r.html", match="corpus")
+        assert "existing path" in err and "held-out window" not in err
+    finally:
+        moved.rename(corpus)
