@@ -23,6 +23,20 @@ from interp_toolkit.runtime.progress import StatusLines, status
 STOPS = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP]
 
 
+@pytest.fixture(autouse=True)
+def sigint_as_in_a_terminal():
+    """Run as a terminal runs a command: a shell starts a background job (``pytest ... &``) with
+    SIGINT ignored, which the code rightly keeps ignored; these tests send a real SIGINT."""
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        yield
+        return
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def one_line(err: str) -> str:
     err = err.strip()
     assert len(err.splitlines()) == 1 and "Traceback" not in err, err
