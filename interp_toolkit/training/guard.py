@@ -124,13 +124,14 @@ class LossWatch:
     streak: int = 0
     bound_then: float = math.inf  # the bound when the streak began
     fresh: bool = True  # no loss read yet
+    last: tuple[int, float] = (0, math.nan)  # the last logged step and its loss
 
     def read(self, step: int, loss: float, *, from_start: bool = False) -> None:
         """One logged loss; ``from_start``: the run's first logged loss, which raises the
         untrained loss when higher."""
         if self.fresh and from_start:
             self.untrained = max(self.untrained, loss)
-        self.fresh = False
+        self.fresh, self.last = False, (step, loss)
         bound = self.rule.bound(self.best, self.untrained)
         if loss > bound:
             if self.streak == 0:
@@ -149,9 +150,9 @@ class LossWatch:
     def diverged(self) -> bool:
         return self.streak >= self.rule.patience
 
-    def what(self, step: int, loss: float) -> str:
+    def what(self) -> str:
         """What diverged, for the stop's line."""
-        r = self.rule
+        r, (step, loss) = self.rule, self.last
         lowest = f"the lowest logged loss {self.best:.4g}" if self.best < math.inf else "none yet"
         return (
             f"the loss went past {self.bound_then:.4g} at step {self.since} and stayed past it "

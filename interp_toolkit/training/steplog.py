@@ -224,7 +224,7 @@ class StepLog:
                 any_rank(diverged, self.cluster, self.device),
             )
         if diverged:
-            self._stop_diverged(step, row, optimizer)
+            self._stop_diverged(step, optimizer)
         if main and (saves or stop or signalled) and not past:
             if not saves:  # a stop between the checked steps: check before saving
                 self._refuse_non_finite(step, optimizer, weights=True, every_rank=False)
@@ -245,13 +245,11 @@ class StepLog:
         if stop:
             raise StopTraining
 
-    def _stop_diverged(
-        self, step: int, row: dict[str, Any] | None, optimizer: torch.optim.Optimizer
-    ) -> None:
+    def _stop_diverged(self, step: int, optimizer: torch.optim.Optimizer) -> None:
         """Stop a training whose logged loss diverged (:class:`~.guard.LossWatch`)."""
         what = (
-            self.watch.what(step, row["loss"])
-            if self.cluster.is_main and row is not None
+            self.watch.what()
+            if self.cluster.is_main
             else f"another process saw the loss diverge by step {step}"
         )
         self._raise_diverged(what, optimizer)
