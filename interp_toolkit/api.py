@@ -27,12 +27,12 @@ import torch
 from jaxtyping import Int
 from transformer_lens import TransformerBridge
 
-from interp_toolkit.errors import UnknownTokensWarning, UserError
+from interp_toolkit.errors import FewQueriesWarning, UnknownTokensWarning, UserError
 from interp_toolkit.exams.single import ExamResult, exams_for, run_exam
 from interp_toolkit.heads.discovery import Discovery
 from interp_toolkit.heads.options import DiscoveryOptions
 from interp_toolkit.heads.patterns import HeadSpec
-from interp_toolkit.heads.repeats import prompt_probe
+from interp_toolkit.heads.repeats import prompt_probe, whole_period
 from interp_toolkit.heads.scorer import HeadScores, head_scores
 from interp_toolkit.heads.text_scorer import text_head_scores
 from interp_toolkit.runs.folder import Run, RunPaths, load_run, read_config
@@ -151,18 +151,36 @@ def train(
 
 
 def _parts(model: ModelLike) -> tuple[TransformerBridge, Codec]:
-    """The bridge and its codec, from a model or what :func:`load`/:func:`train` returned."""
+    """The bridge and its codec, from a model or what :func:`load`/:func:`train` returned;
+    its weights checked (on a device, finite: a NaN set in memory gives NaN scores)."""
+    bridge, codec = _bridge_and_codec(model)
+    params = list(bridge.named_parameters())
+    if any(p.device.type == "meta" for _, p in params):
+        raise UserError(
+            "the model's weights are on the meta device (shapes without values): load it with "
+            "load(...), or move real weights in with load_state_dict."
+        )
+    validate.finite_weights(params, "the model", "load it again, or fix the weights you set.")
+    return bridge, codec
+
+
+def _bridge_and_codec(model: ModelLike) -> tuple[TransformerBridge, Codec]:
     if isinstance(model, (Target, Run)):
         return model.model, model.codec
-    tok = getattr(model, "tokenizer", None)
+    tok = getattr(model, "tokenizer", None) if isinstance(model, TransformerBridge) else None
     if isinstance(tok, CodecTokenizer):
         return model, tok.codec
     if tok is not None and len(tok) > 0 and isinstance(model, TransformerBridge):
         from interp_toolkit.runs.hf import codec_of
 
         return model, codec_of(model)
+    what = (
+        "this model has"
+        if isinstance(model, TransformerBridge)
+        else (f"a {type(model).__name__} is not a model and has")
+    )
     raise UserError(
-        "this model has no interp-toolkit vocabulary: pass a model from load(...) or train(...)."
+        f"{what} no interp-toolkit vocabulary: pass a model from load(...) or train(...)."
     )
 
 
@@ -172,6 +190,7 @@ def _as_tokens(model: TransformerBridge, prompt: Prompt) -> Int[torch.Tensor, "b
     if isinstance(prompt, str):
         if not prompt.strip():
             raise UserError("the prompt is empty: give some text or token ids.")
+        validate.unicode(prompt, "prompt")
         prompt = model.to_tokens(prompt, truncate=False).cpu()  # too long: refused, not cut
     cfg = model.cfg
     # the CLI's own check and line ("prompt has N tokens but the model's context is ...")
@@ -180,18 +199,25 @@ def _as_tokens(model: TransformerBridge, prompt: Prompt) -> Int[torch.Tensor, "b
     )
 
 
+#: A score averaged over fewer queries than this comes with a :class:`FewQueriesWarning`.
+MIN_QUERIES = 10
+
+
 def scores_on(model: ModelLike, prompt: Prompt, period: int | None = None) -> HeadScores:
     """Every registry score of every head (``.induction``, ``.previous_token``, ... each a
     ``[layer, head]`` tensor) on your own prompt, any text or ids (``[pos]`` or ``[batch, pos]``),
-    like TransformerLens's ``detect_head``.
+    like TransformerLens's ``detect_head``. ``.reading`` says which reading gave them and
+    ``.queries`` how many tokens each score averaged; a score resting on fewer than
+    :data:`MIN_QUERIES` comes with a :class:`~interp_toolkit.errors.FewQueriesWarning`.
 
-    - A synthetic periodic prompt (a span followed by itself, ``"A B C D A B C D"``: period 4,
-      inferred, or ``period`` given) is read with the period rule, the scorer discovery uses.
-    - Any other text is read at each token's previous occurrence
+    - ``"period"``: a prompt that is, as a whole, a span of 3 or more distinct tokens followed
+      by itself (``"A B C D A B C D"``: period 4; :func:`~.heads.repeats.whole_period`), or any
+      prompt with ``period`` given, is read with the period rule, the scorer discovery uses.
+    - ``"text"``: any other text (a run of one token, ``"    "``, is no span) is read at each
+      token's earlier occurrence whose context matches furthest back
       (:mod:`interp_toolkit.heads.text_scorer`): the induction stripe is attention to the
-      position right after the token's previous occurrence, duplicate-token to that occurrence,
-      previous-token to ``q - 1``. A score with no token to read (e.g. induction on text in
-      which no token occurs twice) is NaN; ``.queries`` says how many tokens each score read.
+      position right after it, duplicate-token to it, previous-token to ``q - 1``. A score with
+      no token to read (e.g. induction on text in which no token occurs twice) is NaN.
 
     Definitions: :data:`interp_toolkit.heads.registry.SCORES`.
     """
@@ -200,15 +226,23 @@ def scores_on(model: ModelLike, prompt: Prompt, period: int | None = None) -> He
     tokens = _as_tokens(bridge, prompt)
     _warn_unknown(codec, tokens)
     unk = codec.unk_id
+    period = period or whole_period(tokens, bos_id=codec.bos_id, unk_id=unk)
     if period is not None:
         probe = prompt_probe(tokens, bos_id=codec.bos_id, period=period, unk_id=unk)
-        return head_scores(bridge, probe)
-    try:
-        probe = prompt_probe(tokens, bos_id=codec.bos_id, unk_id=unk)
-    except UserError:  # no exact periodic repeat: read it as text
+        scores = head_scores(bridge, probe)
+    else:
         has_bos = codec.bos_id is not None and bool((tokens[:, 0] == codec.bos_id).all())
-        return text_head_scores(bridge, tokens, has_bos=has_bos, unk_id=unk)
-    return head_scores(bridge, probe)
+        scores = text_head_scores(bridge, tokens, has_bos=has_bos, unk_id=unk)
+    few = {k: n for k, n in scores.queries.items() if n < MIN_QUERIES}
+    if few:
+        counts = ", ".join(f"{k} {n}" for k, n in few.items())
+        warnings.warn(
+            f"{len(few)} score(s) rest on fewer than {MIN_QUERIES} tokens ({counts}; the "
+            f"{scores.reading} reading): give a longer prompt, or more rows, to trust them.",
+            FewQueriesWarning,
+            stacklevel=2,
+        )
+    return scores
 
 
 def _warn_unknown(codec: Codec, tokens: Int[torch.Tensor, "batch pos"]) -> None:
@@ -304,6 +338,10 @@ def sae(model: ModelLike, hook: str, out: str | os.PathLike[str], **options: Any
     out = path_arg(out, "out", "sae/l1-z")
     validate.text(hook, "hook", '"blocks.1.attn.hook_z"')
     source = model.source if isinstance(model, Target) else model
+    if isinstance(source, Run):  # as `sae RUN --out`: never into the run's own files
+        from interp_toolkit.files.paths import inside_inputs
+
+        inside_inputs(Path(out), "out", (str(source.path),), (source.paths.saes,), "sae/l1-z")
     result = run_sae(bridge, codec, source, hook, out, **options)
     write_pages(result, bridge, codec, title=f"SAE: {hook}")
     return result

@@ -38,3 +38,8 @@ def signal_of(interrupt: BaseException) -> str:
 class UnknownTokensWarning(UserWarning):
     """A result on text the model's vocabulary could not read in large part (many ``<unk>``):
     the message says the vocabulary and the share unknown."""
+
+
+class FewQueriesWarning(UserWarning):
+    """A score averaged over fewer queries than :data:`~interp_toolkit.api.MIN_QUERIES`: the
+    message names the scores and their counts."""

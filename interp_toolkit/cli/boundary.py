@@ -19,6 +19,10 @@ The option table applies to every command by its parameters' names, so a new com
 
 typer turns a ``KeyboardInterrupt`` into a bare exit code, losing its message, so
 :class:`BoundaryGroup` (the app's command class) carries it past typer as :class:`_Stopped`.
+The boundary hooks into typer through its public seams only: ``typer.Typer(cls=...)`` with a
+``typer.core.TyperGroup`` subclass, and a ``typer.Context`` subclass as each command's
+``context_class`` (click's documented hook); what a command line claims lives in its
+:class:`~.given.Invocation`, not in this module.
 """
 
 from __future__ import annotations
@@ -32,10 +36,20 @@ import traceback
 from collections.abc import Callable
 from typing import Any, NoReturn
 
-from typer._click.core import Context
+import typer
 from typer.core import TyperGroup
 
-from interp_toolkit.cli.given import check_target, count, note_arguments, note_reads, workers
+from interp_toolkit.cli.given import (
+    check_target,
+    check_text,
+    count,
+    current,
+    invocation,
+    note_arguments,
+    note_reads,
+    number,
+    workers,
+)
 from interp_toolkit.errors import UserError, signal_of
 from interp_toolkit.runtime import validate
 from interp_toolkit.runtime.signals import stop_signals
@@ -59,7 +73,11 @@ OPTION_RULES: dict[str, Callable[[Any, str], Any]] = {
     "show": count(),
     "n_seqs": count(),
     "n_prompts": count(),
-    "n_untrained": count(),
+    "n_untrained": count(most=10_000, cost="each is one more model drawn and scored in full"),
+    "seeds": count(most=1_000, cost="each seed is a whole study of its own, in its own folder"),
+    "max_step": count(),
+    "step_size": number(least=1e-12, below=1.0, why="far below it no SGLD step moves a weight"),
+    "bandwidth": number(least=0.01, below=100.0, why="in natural-log steps"),
     "untrained_rows": count(),
     "workers": workers,
     "seq_len": count(least=2),
@@ -123,13 +141,10 @@ def refuse_repeated_options(command: Any, args: list[str]) -> None:
         seen[param.name] = shown
 
 
-_claimed: dict[str, str] = {}
-
-
 def claim_output(key: str, flag: str) -> None:
     """Two output options of one command may not write to one place (``key``: ``stdout`` or a
     file's resolved path): ``--json - --csv -`` would interleave two formats."""
-    other = _claimed.setdefault(key, flag)
+    other = current().claimed.setdefault(key, flag)
     if other != flag:
         where = "standard output" if key == "stdout" else key
         raise UserError(f"{other} and {flag} both write to {where}: send one of them elsewhere.")
@@ -138,16 +153,17 @@ def claim_output(key: str, flag: str) -> None:
 def stdout_claimed() -> bool:
     """True when an output option of the running command writes to standard output (its tables
     and notes then stay off it)."""
-    return "stdout" in _claimed
+    return "stdout" in current().claimed
 
 
-class CheckedContext(Context):
+class CheckedContext(typer.Context):
     """The context of every command: its options are checked (:func:`check_options`) before
     its function runs, and the outputs it claims start afresh."""
 
     def invoke(self, callback: Any, /, *args: Any, **kwargs: Any) -> Any:
         if callback is getattr(self.command, "callback", None):
-            _claimed.clear()
+            current().claimed.clear()
+            check_text(self.command, kwargs)
             kwargs = check_options(self.command, kwargs)
             note_reads(kwargs)
             check_target(kwargs.get("target"))
@@ -187,7 +203,8 @@ class BoundaryGroup(TyperGroup):
 
     def invoke(self, ctx: Any) -> Any:
         try:
-            return super().invoke(ctx)
+            with invocation():
+                return super().invoke(ctx)
         except KeyboardInterrupt as exc:
             raise _Stopped(exc) from None
         except BrokenPipeError as exc:
@@ -213,6 +230,15 @@ def run(app: Any, argv: list[str] | None) -> None:
         )
     from interp_toolkit.files.io import WRITTEN
 
+    _print_anything()
+    try:
+        os.getcwd()
+    except FileNotFoundError:  # torch's oneMKL then dies with "FATAL ERROR"
+        _fail(
+            "error: the current folder no longer exists (it was deleted or moved): cd to a "
+            "folder that exists and run the command again.",
+            2,
+        )
     before = len(WRITTEN)
     try:
         with stop_signals():
@@ -247,6 +273,17 @@ def run(app: Any, argv: list[str] | None) -> None:
         _fail("interrupted (SIGINT): nothing was written.", 130)
     if isinstance(code, int) and code:
         sys.exit(code)
+
+
+def _print_anything() -> None:
+    """Standard output and error write what their encoding cannot (``PYTHONIOENCODING=ascii``
+    and an emoji, a byte that was not UTF-8 echoed back) as an escape, never an error."""
+    for stream in (sys.stdout, sys.stderr):
+        if getattr(stream, "errors", None) == "strict" and hasattr(stream, "reconfigure"):
+            try:
+                stream.reconfigure(errors="backslashreplace")
+            except (ValueError, OSError):  # closed, or not reconfigurable here
+                pass
 
 
 def _code_of(interrupt: BaseException) -> int:
@@ -345,7 +382,7 @@ def _crash(exc: BaseException, argv: list[str] | None) -> NoReturn:
         + "".join(traceback.format_exception(exc))
     )
     try:
-        with open(path, "w", encoding="utf-8") as f:
+        with open(path, "w", encoding="utf-8", errors="replace") as f:
             f.write(report)
     except OSError:
         print(report, file=sys.stderr)

@@ -4,14 +4,21 @@ each option (``--json newdir/``: typer drops the slash), and what the command re
 ``target``, ``run`` or ``--chance-run``), which no output may land in (``check_out_file``).
 
 The rules apply by parameter name to every command, as :data:`~.boundary.OPTION_RULES` does.
+What one command line gave and claimed lives in its :class:`Invocation` (one per command run,
+made by the boundary and dropped after it: :func:`invocation`), never in module state.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import typer
 
 from interp_toolkit.errors import UserError
 from interp_toolkit.runtime import validate
@@ -27,16 +34,35 @@ PATH_NAMES = ("target", "corpus", "chance_run")
 READ_NAMES = ("target", "run", "chance_run")
 
 
-def count(least: int = 1, most: int = COUNT_MAX) -> Callable[[Any, str], int]:
-    """The rule of a count option: a whole number from ``least`` to ``most``."""
+def count(least: int = 1, most: int = COUNT_MAX, cost: str = "") -> Callable[[Any, str], int]:
+    """The rule of a count option: a whole number from ``least`` to ``most`` (``cost``: what
+    each one costs, said when a count is refused)."""
 
     def rule(value: Any, name: str) -> int:
         n = validate.count(value, name, least)
         if n > most:
+            why = f" ({cost})" if cost else ""
             raise UserError(
-                f"{name}={value!r} cannot work: use a whole number from {least} to {most}."
+                f"{name}={value!r} cannot work: use a whole number from {least} to {most:,}{why}."
             )
         return n
+
+    return rule
+
+
+def number(
+    least: float | None = None, below: float | None = None, why: str = ""
+) -> Callable[[Any, str], float]:
+    """The rule of a real-number option: finite, at least ``least`` and below ``below``
+    (``why``: the reason for the range, said when a value is refused)."""
+
+    def rule(value: Any, name: str) -> float:
+        try:
+            x = validate.number(value, name, least=least, below=below)
+        except UserError as exc:
+            raise UserError(f"{str(exc).rstrip('.')}{f' ({why})' if why else ''}.") from None
+        assert x is not None
+        return x
 
     return rule
 
@@ -53,8 +79,33 @@ def workers(value: Any, name: str) -> int:
     return n
 
 
-_raw: dict[str, Any] = {}
-_reads: list[str] = []
+@dataclass
+class Invocation:
+    """One command line's state: each option's raw text (``raw``), the folders it reads
+    (``reads``), and the outputs claimed so far, by place (``claimed``)."""
+
+    raw: dict[str, Any] = field(default_factory=dict)
+    reads: tuple[str, ...] = ()
+    claimed: dict[str, str] = field(default_factory=dict)
+
+
+#: The running command's :class:`Invocation` (None outside one: nothing is remembered).
+_CURRENT: ContextVar[Invocation | None] = ContextVar("interp_toolkit_invocation", default=None)
+
+
+@contextmanager
+def invocation() -> Iterator[Invocation]:
+    """A fresh :class:`Invocation` for one command run, dropped when it ends."""
+    token = _CURRENT.set(Invocation())
+    try:
+        yield _CURRENT.get() or Invocation()
+    finally:
+        _CURRENT.reset(token)
+
+
+def current() -> Invocation:
+    """The running command's :class:`Invocation` (a throwaway one outside a command)."""
+    return _CURRENT.get() or Invocation()
 
 
 def _is_path(param: Any) -> bool:
@@ -71,11 +122,10 @@ def _flag(param: Any) -> str:
 def note_arguments(command: Any, parent: Any, name: str | None, args: list[str]) -> None:
     """Parse ``args`` as ``command`` will, keep each option's raw text (:func:`raw_value`) and
     refuse a path given as ``''`` (or blanks). A parse error is left to the real parse."""
-    from typer._click.core import Context
-
-    _raw.clear()
+    raw_of = current().raw
+    raw_of.clear()
     try:
-        ctx = Context(command, parent=parent, info_name=name, resilient_parsing=True)
+        ctx = typer.Context(command, parent=parent, info_name=name, resilient_parsing=True)
         opts, _, _ = command.make_parser(ctx).parse_args(args=list(args))
     except Exception:  # the real parse says what is wrong, in its words
         return
@@ -84,7 +134,7 @@ def note_arguments(command: Any, parent: Any, name: str | None, args: list[str])
         if raw is None:
             continue
         for opt in param.opts:
-            _raw[opt] = raw
+            raw_of[opt] = raw
         values = raw if isinstance(raw, (list, tuple)) else [raw]
         if _is_path(param) and any(isinstance(v, str) and not v.strip() for v in values):
             raise UserError(
@@ -95,7 +145,7 @@ def note_arguments(command: Any, parent: Any, name: str | None, args: list[str])
 
 def raw_value(flag: str) -> str | None:
     """The text the command line gave option ``flag`` (before typer made it a Path), if any."""
-    raw = _raw.get(flag)
+    raw = current().raw.get(flag)
     return raw if isinstance(raw, str) else None
 
 
@@ -103,12 +153,25 @@ def note_reads(params: dict[str, Any]) -> None:
     """Remember what the running command reads (its :data:`READ_NAMES` parameters)."""
     from interp_toolkit.runs.spec import run_folder  # RUN@STEP reads RUN
 
-    _reads[:] = [run_folder(params[n]) for n in READ_NAMES if params.get(n) is not None]
+    current().reads = tuple(run_folder(params[n]) for n in READ_NAMES if params.get(n) is not None)
 
 
 def reads() -> tuple[str, ...]:
     """The run (or model) folders the running command reads."""
-    return tuple(_reads)
+    return current().reads
+
+
+def check_text(command: Any, params: dict[str, Any]) -> None:
+    """Every text option (not a path) is text a codec can encode: bytes that are not UTF-8 on
+    the command line are one line naming the option (:func:`~interp_toolkit.runtime.validate.
+    unicode`); a path may hold them (Linux file names are bytes)."""
+    for param in command.params:
+        value = params.get(param.name)
+        values = value if isinstance(value, (list, tuple)) else [value]
+        if not _is_path(param):
+            for v in values:
+                if isinstance(v, str):
+                    validate.unicode(v, _flag(param))
 
 
 def check_target(spec: Any) -> None:

@@ -64,6 +64,13 @@ def stages(
     from interp_toolkit.development.llc import SGLDSettings, calibrated_settings
 
     check_device(device)
+    from interp_toolkit.runs.spec import split_step
+
+    if (at := split_step(run)) is not None:
+        raise UserError(
+            f"stages reads every kept checkpoint of a run: give the run folder {at[0]}, not "
+            f"{run} (--max-step {at[1]} for the checkpoints up to step {at[1]})."
+        )
     given = {k: v for k, v in {"step_size": step_size, "gamma": gamma, "nbeta": nbeta,
              "chains": chains, "draws": draws, "burn_in": burn_in}.items() if v is not None}  # fmt: skip
     replace(SGLDSettings(), **given, seed=seed).validate()  # one line before any work
@@ -87,48 +94,53 @@ def stages(
     setup_torch()
     from interp_toolkit.development.curve import stages as find_stages
     from interp_toolkit.files.io import write_json, write_text
-    from interp_toolkit.runs.folder import RunPaths, read_config
+    from interp_toolkit.runs.folder import RunPaths, read_config, stamp
     from interp_toolkit.runtime.progress import status
     from interp_toolkit.training.settings import recorded_preset_name
 
     preset = recorded_preset_name(read_config(run))  # not a run folder: its one line
-    rule = {"bandwidth": bandwidth, "min_swing": min_swing}
-    if reuse:
-        from interp_toolkit.development.curve import LLCCurve
-        from interp_toolkit.files.io import read_json
+    from interp_toolkit.files.io import folder_lock
+    from interp_toolkit.runs.folder import metrics_damage
 
-        kept_json = RunPaths(run).stages
-        if not kept_json.is_file():
-            raise UserError(f"{run} keeps no stages.json: run `stages {run}` without --reuse.")
-        try:
-            curve = LLCCurve.from_dict(read_json(kept_json, "a run's stages", "drop --reuse"))
-        except (KeyError, TypeError, ValueError) as e:
-            raise UserError(
-                f"{kept_json} holds no LLC curve ({type(e).__name__}: {e}): drop --reuse to "
-                "estimate it again."
-            ) from None
-        with status("stages", "the rule on the kept LLC"):
-            found = find_stages(run, curve=curve, device=device, **rule)
-    else:
-        settings, source = calibrated_settings(preset, given)
-        kept = RunPaths(run).snapshot_steps()
-        steps = [s for s in kept if max_step is None or s <= max_step]
-        with status("stages", "estimating the LLC") as shown:
-            found = find_stages(
-                run,
-                replace(settings, seed=seed),
-                settings_source=source,
-                n_batches=n_batches,
-                rows=rows,
-                steps=steps,
-                device=device,
-                progress=lambda i, n, step: shown.update(
-                    f"checkpoint {i + 1} of {n} (step {step})"
-                ),
-                **rule,
-            )
-    data = found.to_dict(traces=True)
-    write_json(RunPaths(run).stages, data)  # the run keeps its stages (its report draws them)
+    # the run is held while its stages are read and kept (a training that would rewrite
+    # the run, `train --restart`, is refused meanwhile, and the reverse)
+    with folder_lock(run, "run folder"):
+        rule = {"bandwidth": bandwidth, "min_swing": min_swing}
+        if reuse:
+            from interp_toolkit.development.curve import LLCCurve
+            from interp_toolkit.runs.folder import read_stages
+
+            curve = LLCCurve.from_dict(read_stages(run))
+            with status("stages", "the rule on the kept LLC"):
+                found = find_stages(run, curve=curve, device=device, **rule)
+        else:
+            settings, source = calibrated_settings(preset, given)
+            kept = RunPaths(run).snapshot_steps()
+            steps = [s for s in kept if max_step is None or s <= max_step]
+            if max_step is not None and len(kept) >= 3 > len(steps):
+                raise UserError(
+                    f"--max-step {max_step} leaves {len(steps)} of the {len(kept)} checkpoints {run} "
+                    f"kept (steps {', '.join(map(str, kept[:4]))}, ...): stages need 3 or more; "
+                    f"use --max-step {kept[2]} or more."
+                )
+            with status("stages", "estimating the LLC") as shown:
+                found = find_stages(
+                    run,
+                    replace(settings, seed=seed),
+                    settings_source=source,
+                    n_batches=n_batches,
+                    rows=rows,
+                    steps=steps,
+                    device=device,
+                    progress=lambda i, n, step: shown.update(
+                        f"checkpoint {i + 1} of {n} (step {step})"
+                    ),
+                    **rule,
+                )
+        data = found.to_dict(traces=True)
+        write_json(RunPaths(run).stages, {**data, **stamp(run)})  # kept (its report draws them)
+    if damage := metrics_damage(run):  # the stages' descriptions read it
+        typer.echo(f"warning: {damage}", err=True)
     emit(data, _print_stages, json_out)
     if html_out:
         from interp_toolkit.runs.folder import read_metrics

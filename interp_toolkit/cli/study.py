@@ -59,9 +59,11 @@ def reproduce_cmd(
 ) -> None:
     """Train natural text's 1 and 2 layers and the curriculum's 1, 2, 3 and 8 (or one setting,
     --preset) and write the side-by-side study report (DIR/index.html)."""
+    from interp_toolkit.runtime.seeds import check_study_seeds
     from interp_toolkit.study.reproduce import StudyConfig, parse_layers, reproduce, summary_lines
 
     check_device(device)
+    check_study_seeds(seed, seeds)  # the last seed a seed, before any folder
     cfg = StudyConfig(
         out=out,
         preset=None if preset == "all" else preset,

@@ -198,6 +198,15 @@ def sample_cmd(
     ids = sample_ids(
         r.model, r.codec, prompt, n_tokens=tokens, temperature=temperature, top_k=top_k, seed=seed
     )
+    from interp_toolkit.text.codecs import UNKNOWN_NOTICE_SHARE, describe_vocab, unknown_share
+
+    if prompt and (share := unknown_share(r.codec, r.codec.encode(prompt))) > UNKNOWN_NOTICE_SHARE:
+        print(
+            f"warning: {share:.0%} of the prompt's tokens are <unk> to this model (it knows "
+            f"{describe_vocab(r.codec)}): it continues from <unk>, not from those words.",
+            file=sys.stderr,
+            flush=True,
+        )
     bar = progress_bar(
         total=tokens,
         unit="tok",

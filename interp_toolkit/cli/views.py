@@ -95,11 +95,10 @@ def report(
 
     check_out_file(out, "--out", "report.html", owns=(RunPaths(run).report,))
     read_config(run)  # fail fast on a folder that is not a run
-    damage = metrics_damage(run)
-    if damage:
-        typer.echo(f"warning: {damage}", err=True)
     setup_torch()
     from interp_toolkit.reports.run_report import build_run_report
 
     path = build_run_report(run, out, device=device)
+    if damage := metrics_damage(run):  # said once the report stands (an error is one line)
+        typer.echo(f"warning: {damage}", err=True)
     wrote(path)

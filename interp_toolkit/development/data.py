@@ -17,12 +17,12 @@ import torch
 from jaxtyping import Float, Int
 
 from interp_toolkit.models.build import ModelConfig
-from interp_toolkit.runs.folder import Run, read_config
+from interp_toolkit.runs.folder import Run, RunPaths, read_config
 from interp_toolkit.text.codecs import Codec
 from interp_toolkit.text.stream import DataConfig, TrainStream, tokenize_corpus, windows
 from interp_toolkit.training.sdpa import fused_attention
 from interp_toolkit.training.settings import TrainSettings, recorded_configs
-from interp_toolkit.training.trainer import stream_for
+from interp_toolkit.training.trainer import check_corpus, stream_for
 
 
 @dataclass
@@ -38,13 +38,20 @@ class LLCBatches:
 
 
 def training_stream(
-    codec: Codec, model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainSettings
+    codec: Codec,
+    model_cfg: ModelConfig,
+    data_cfg: DataConfig,
+    train_cfg: TrainSettings,
+    paths: RunPaths | None = None,
 ) -> TrainStream:
     """The run's training stream from step 0 (``training/trainer.py: stream_for``, the trainer's
-    own builder, over the recorded corpus)."""
+    own builder, over the recorded corpus; with the run's ``paths``, checked to be the corpus it
+    trained on)."""
     corpus = tokenize_corpus(
         data_cfg.corpus, data_cfg.val_fraction, data_cfg.max_tokens, False, store=data_cfg.store
     )
+    if paths is not None:
+        check_corpus(paths, corpus.digest(), data_cfg.corpus)
     train_windows = windows(corpus.train_ids, codec, model_cfg.n_ctx + 1)
     return stream_for(train_windows, codec, model_cfg, data_cfg, train_cfg, 0)
 
@@ -54,7 +61,7 @@ def llc_batches(run: Run, n_batches: int = 8, rows: int | None = None) -> LLCBat
     run's batch size)."""
     model_cfg, data_cfg, train_cfg = recorded_configs(read_config(run.path), run.paths.config)
     model_cfg = model_cfg.replace(d_vocab=run.codec.d_vocab)
-    stream = training_stream(run.codec, model_cfg, data_cfg, train_cfg)
+    stream = training_stream(run.codec, model_cfg, data_cfg, train_cfg, run.paths)
     size = train_cfg.batch_size
     rows = min(rows or size, size)
     picked = range(0, size, size // rows)[:rows]  # spread over the batch: its mix is kept

@@ -39,6 +39,7 @@ from interp_toolkit.files.paths import (  # noqa: F401  (the writer's public nam
     OutputTarget,
     check_output,
     output_target,
+    path_kind,
     write_stream,
 )
 
@@ -66,7 +67,8 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     try:
         st = os.stat(path)
         if not os.access(path, os.W_OK):
-            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
+            code = errno.EROFS if _read_only(path) else errno.EACCES  # as root, EROFS is why
+            raise OSError(code, os.strerror(code), str(path))
         mode = stat.S_IMODE(st.st_mode)
     except FileNotFoundError:
         pass
@@ -92,6 +94,13 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     finally:
         if tmp_path.exists():
             tmp_path.unlink()
+
+
+def _read_only(path: Path) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
 
 
 def _fsync_dir(folder: Path) -> None:
@@ -149,10 +158,17 @@ def write_with(path: str | os.PathLike[str], writer: Callable[[Path], None]) -> 
     return Path(path)
 
 
-def check_readable(path: str | os.PathLike[str]) -> Path:
-    """``path`` if this process can open it for reading; a UserError saying so otherwise (a
-    permission problem is a permission problem, not a damaged file)."""
+def check_readable(path: str | os.PathLike[str], fix: str = "") -> Path:
+    """``path`` if it is a file (or a link to one) this process can open for reading; a
+    UserError saying what it is otherwise (a folder, a FIFO, a device, a dangling link: named
+    as such, never "missing" or "damaged"; a permission problem is a permission problem).
+    ``fix``: what to do about a path that is not a file."""
     path = Path(path)
+    kind = path_kind(path)
+    if kind not in ("a file", "missing"):
+        raise UserError(
+            f"{path} is {kind}, not a file: {fix or 'remove it, or give the path of a file.'}"
+        )
     try:
         os.close(os.open(path, os.O_RDONLY))
     except PermissionError:
@@ -161,6 +177,17 @@ def check_readable(path: str | os.PathLike[str]) -> Path:
             f"(chmod a+r {path}) or work on a copy."
         ) from None
     return path
+
+
+def file_digest(path: str | os.PathLike[str]) -> str:
+    """The SHA-256 of a file's bytes (hex, first 16 digits: which file this is, not a seal)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(check_readable(path), "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()[:16]
 
 
 def read_json(path: str | os.PathLike[str], what: str, fix: str) -> Any:
@@ -192,6 +219,25 @@ def check_writable_dir(path: str | os.PathLike[str], what: str = "output folder"
             f"{what} {path} is not writable ({exc.strerror}): choose a folder you can write to."
         ) from None
     return path
+
+
+@contextmanager
+def tidy_folders(path: str | os.PathLike[str]) -> Iterator[None]:
+    """Whatever the block does, the folders of ``path`` (it and its parents) that did not exist
+    before it and are empty after it are removed (deepest first): a command that fails or is
+    stopped before writing anything leaves no folder behind."""
+    missing, p = [], Path(path)
+    while not p.exists() and p != p.parent:
+        missing.append(p)
+        p = p.parent
+    try:
+        yield
+    finally:
+        for folder in missing:  # deepest first; stops at the first that is not empty
+            try:
+                folder.rmdir()
+            except OSError:
+                break
 
 
 @contextmanager

@@ -74,6 +74,29 @@ def output_target(
     raise UserError(f"{what} {p} is {kind}: writing there would destroy it; give a file name.")
 
 
+def path_kind(path: str | os.PathLike[str]) -> str:
+    """What is at ``path``, in words: ``"a file"``, ``"a folder"``, ``"a FIFO"``, ``"a
+    character device"``, ``"a block device"``, ``"a socket"``, ``"a symlink to X, which does
+    not exist"``, ``"a symlink loop"`` or ``"missing"`` (a link to a device: the device's word,
+    with the link named)."""
+    p = Path(path)
+    try:
+        mode = os.stat(p).st_mode
+    except FileNotFoundError:
+        if p.is_symlink():
+            return f"a symlink to {os.readlink(p)}, which does not exist"
+        return "missing"
+    except OSError as exc:
+        return "a symlink loop" if exc.errno == errno.ELOOP else f"unreadable ({exc.strerror})"
+    kinds = ((stat.S_ISREG, "a file"), (stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"),
+             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+             (stat.S_ISSOCK, "a socket"))  # fmt: skip
+    kind = next((word for test, word in kinds if test(mode)), "not a file")
+    if p.is_symlink() and kind != "a file":
+        return f"a symlink to {os.readlink(p)} ({kind})"
+    return kind
+
+
 def _path_problem(exc: OSError, p: Path, what: str) -> Exception:
     if exc.errno == errno.ELOOP:
         return UserError(

@@ -17,7 +17,7 @@ from interp_toolkit.errors import UserError
 from interp_toolkit.runtime import validate
 from interp_toolkit.text.codecs import Codec
 
-HeadSpec = Sequence[int] | Sequence[tuple[int, int]] | None
+HeadSpec = str | Sequence[int] | Sequence[tuple[int, int]] | None
 
 
 def prompt_tokens(
@@ -75,7 +75,12 @@ def heads_by_layer(
     n_layers: int, n_heads: int, layer: int | None, heads: HeadSpec
 ) -> dict[int, list[int]]:
     """Which heads of which layers to show. ``heads`` is a list of head indices (within ``layer``,
-    or within every layer) or a list of ``(layer, head)`` pairs; None means every head."""
+    or within every layer), a list of ``(layer, head)`` pairs, or text naming heads ``"L.H"``
+    (comma-separated); None means every head."""
+    if isinstance(heads, str):  # "0.1": a head's name, not the characters "0", ".", "1"
+        from interp_toolkit.heads.registry import HeadId
+
+        heads = [tuple(HeadId.parse(h)) for h in heads.split(",")]
     if layer is not None:
         layer = validate.layer(layer, n_layers)
     layers = [layer] if layer is not None else list(range(n_layers))

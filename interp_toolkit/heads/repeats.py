@@ -282,6 +282,34 @@ def _longest_repeat(
     return best
 
 
+#: The shortest span the periodic reading infers: at period 2 the induction key is the token
+#: before the query, so a previous-token head would read as an induction head.
+MIN_SPAN = 3
+
+
+def whole_period(
+    tokens: Int[torch.Tensor, "batch pos"], *, bos_id: int | None, unk_id: int | None = None
+) -> int | None:
+    """The period ``p`` of a prompt that is, row by row and as a whole, a span of at least
+    :data:`MIN_SPAN` *distinct* tokens followed by itself (``seg seg``, more copies, or a last
+    copy cut short; a leading BOS aside), so that every repeated token has exactly one earlier
+    occurrence, one period back; None for any other prompt (a run of one token, ``'    '``, is
+    no span: its tokens are not distinct; ``<unk>`` is never part of one)."""
+    found = set()
+    for row in tokens.tolist():
+        body = row[1:] if bos_id is not None and row and row[0] == bos_id else row
+        p = next((p for p in range(1, len(body) // 2 + 1) if _repeats_with(body, p)), None)
+        span = body[:p] if p else []
+        if p is None or p < MIN_SPAN or len(set(span)) < p or unk_id in span:
+            return None
+        found.add(p)
+    return found.pop() if len(found) == 1 else None
+
+
+def _repeats_with(body: list[int], p: int) -> bool:
+    return all(body[q] == body[q - p] for q in range(p, len(body)))
+
+
 def prompt_probe(
     tokens: Int[torch.Tensor, "batch pos"],
     *,

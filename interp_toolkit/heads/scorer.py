@@ -82,10 +82,13 @@ class RowPair:
 class HeadScores:
     """Every head's scores: ``values[name]`` is a ``[layer, head]`` tensor (float32, CPU) for each
     registry score, also readable as an attribute (``scores.induction``). ``queries[name]``: how
-    many (row, query) pairs the score averaged (0: the score is undefined on this input, NaN)."""
+    many (row, query) pairs the score averaged (0: the score is undefined on this input, NaN).
+    ``reading``: ``"period"`` (repeated tokens read with the period rule) or ``"text"`` (each
+    token at its earlier occurrence, :mod:`~interp_toolkit.heads.text_scorer`)."""
 
     values: dict[str, Float[torch.Tensor, "layer head"]]
     queries: dict[str, int] = field(default_factory=dict)
+    reading: str = "period"
 
     def get(self, kind: str) -> Float[torch.Tensor, "layer head"]:
         score(kind)  # a KeyError naming the known scores

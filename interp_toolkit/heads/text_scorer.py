@@ -2,8 +2,12 @@
 
 TransformerLens's ``detect_head`` scores any prompt; so does this. On text without an exact
 periodic repeat, a query ``q`` *repeats* when its token occurred before (at or after the first
-non-BOS position); ``prev(q)`` is its latest earlier occurrence and ``d(q) = q - prev(q)`` plays
-the role of the period. A :class:`~.heads.Stripe` with ``periods`` and ``lag`` then reads the key
+non-BOS position); ``prev(q)`` is that earlier occurrence and ``d(q) = q - prev(q)`` plays the
+role of the period. ``scores_on`` takes the occurrence whose context matches ``q``'s furthest back
+(in a repeated passage, the token's place in the first copy; the latest of equals), at least
+:data:`MIN_DISTANCE` back, and only where the query and the token before it recur together
+(:data:`MIN_MATCH`: one recurring token, a space or an ``e``, is no repeat of the text); the text measures logged in training take the latest occurrence (so
+runs logged before stay comparable) and skip it when it is closer than that. A :class:`~.heads.Stripe` with ``periods`` and ``lag`` then reads the key
 ``k = q - lag - periods·d(q)``:
 
 - induction (``periods=1, lag=-1``): ``k = prev(q) + 1``, the position right after the previous
@@ -38,22 +42,46 @@ from interp_toolkit.runtime import validate
 
 
 def previous_occurrence(
-    tokens: Int[torch.Tensor, "batch pos"], *, first: int = 0, unk_id: int | None = None
+    tokens: Int[torch.Tensor, "batch pos"],
+    *,
+    first: int = 0,
+    unk_id: int | None = None,
+    longest: bool = False,
+    min_distance: int = 1,
 ) -> Int[torch.Tensor, "batch pos"]:
-    """For each position ``q``, the latest ``j`` with ``first <= j < q`` and
-    ``tokens[j] == tokens[q]``; -1 where there is none (and at positions before ``first``).
-    ``<unk>`` (``unk_id``) has no occurrence: many different words share that id, so one
-    ``<unk>`` after another is not a repeat."""
-    n = tokens.shape[1]
+    """For each position ``q``, an earlier ``j`` (``first <= j <= q - min_distance``) with
+    ``tokens[j] == tokens[q]``: the latest, or with ``longest`` the one whose context matches
+    ``q``'s furthest back (the latest of those), and only where at least :data:`MIN_MATCH`
+    tokens match (``q`` and the token before it recur together: a repeated span, not one
+    recurring token such as a space or an ``e``): in a repeated passage, the token's place in
+    the first copy, not a closer occurrence elsewhere. -1 where there is none (and at positions
+    before ``first``). ``<unk>`` (``unk_id``) has no occurrence:
+    many different words share that id, so one ``<unk>`` after another is not a repeat."""
+    b, n = tokens.shape
     pos = torch.arange(n, device=tokens.device)
-    same = tokens[:, :, None] == tokens[:, None, :]  # [b, q, k]
+    valid = pos[None, :] >= first
     if unk_id is not None:
-        same &= (tokens != unk_id)[:, :, None]
-    earlier = (pos[None, :] < pos[:, None]) & (pos[None, :] >= first)  # [q, k]
-    idx = torch.where(same & earlier, pos, -1).amax(-1)
+        valid = valid & (tokens != unk_id)
+    same = (tokens[:, :, None] == tokens[:, None, :]) & valid[:, :, None] & valid[:, None, :]
+    earlier = pos[None, :] <= pos[:, None] - max(1, min_distance)  # [q, k]
+    if longest:  # match[q, j]: how many tokens up to q and j agree, counting back
+        match = torch.zeros(b, n, n, dtype=torch.int32, device=tokens.device)
+        match[:, 0] = same[:, 0]
+        for q in range(1, n):
+            match[:, q, 0] = same[:, q, 0]
+            match[:, q, 1:] = (match[:, q - 1, :-1] + 1) * same[:, q, 1:]
+        rank = match.long() * n + pos  # the longest match, then the latest
+        idx = torch.where(same & earlier & (match >= MIN_MATCH), rank, -1).amax(-1)
+        idx = torch.where(idx >= 0, idx % n, -1)
+    else:
+        idx = torch.where(same & earlier, pos, -1).amax(-1)
     idx[:, : max(0, first)] = -1
     return idx
 
+
+#: The text reading of ``scores_on`` reads a query only where it and the tokens before it recur
+#: together, this many tokens in all: a span of 2 or more followed (later) by itself.
+MIN_MATCH = 2
 
 #: A repeated token is read only when its previous occurrence is at least this far back: at
 #: distance 1 the induction key is the query itself, at 2 the token before it, so a current- or
@@ -115,11 +143,14 @@ def text_row_scores(
     has_bos: bool,
     stripes: Mapping[str, Stripe] | None = None,
     unk_id: int | None = None,
+    longest: bool = False,
 ) -> tuple[dict[str, RowScores], Float[torch.Tensor, "batch pos vocab"]]:
     """Every registry score of every head on each row of ``tokens`` read as text (per-row sums
     and query counts), and the logits of the same forward pass. ``has_bos``: the rows start with
     BOS (never a key of a relative stripe, never an occurrence). ``unk_id``: the vocabulary's
-    ``<unk>``, never a repeat (:func:`previous_occurrence`)."""
+    ``<unk>``, never a repeat; ``longest``: each query's occurrence is the one whose context
+    matches furthest back (:func:`previous_occurrence`; else the latest, at least
+    :data:`MIN_DISTANCE` back)."""
     cfg = model.cfg
     validate.in_vocab(tokens, int(cfg.d_vocab), "tokens")
     if tokens.shape[1] > int(cfg.n_ctx):
@@ -130,7 +161,13 @@ def text_row_scores(
     plan = dict(stripes) if stripes is not None else {s.name: s.stripe for s in SCORES}
     device = next(model.parameters()).device
     first = int(has_bos)
-    prev = previous_occurrence(tokens.cpu(), first=first, unk_id=unk_id)
+    prev = previous_occurrence(
+        tokens.cpu(),
+        first=first,
+        unk_id=unk_id,
+        longest=longest,
+        min_distance=MIN_DISTANCE if longest else 1,  # latest: a close one is skipped (keys)
+    )
     keys = {k: stripe_keys(s, prev, first_key=first).to(device) for k, s in plan.items()}
     n_rows, n_layers = tokens.shape[0], int(cfg.n_layers)
     sums = {k: torch.zeros(n_rows, n_layers, int(cfg.n_heads), dtype=torch.float64) for k in plan}
@@ -155,13 +192,16 @@ def text_row_scores(
 
 
 def text_scores_from_rows(rows: Mapping[str, RowScores]) -> HeadScores:
-    """The batch mean of each score (NaN where it read no query), with its query counts."""
+    """The batch mean of each score (NaN where it read no query), with its query counts (the
+    text reading)."""
     values = {}
     for name, r in rows.items():
         n = float(r.counts.sum())
         mean = r.sums.sum(0) / n if n > 0 else torch.full(r.sums.shape[1:], float("nan"))
         values[name] = mean.float()
-    return HeadScores(values, queries={k: int(r.counts.sum()) for k, r in rows.items()})
+    return HeadScores(
+        values, queries={k: int(r.counts.sum()) for k, r in rows.items()}, reading="text"
+    )
 
 
 def text_head_scores(
@@ -170,7 +210,8 @@ def text_head_scores(
     *,
     has_bos: bool,
     unk_id: int | None = None,
+    longest: bool = True,
 ) -> HeadScores:
     """Every registry score of every head on any text (see the module docstring)."""
-    rows, _ = text_row_scores(model, tokens, has_bos=has_bos, unk_id=unk_id)
+    rows, _ = text_row_scores(model, tokens, has_bos=has_bos, unk_id=unk_id, longest=longest)
     return text_scores_from_rows(rows)

@@ -35,7 +35,7 @@ from interp_toolkit.heads.options import DiscoveryOptions
 from interp_toolkit.heads.patterns import attention_patterns
 from interp_toolkit.heads.registry import ROLES, HeadId, top_head
 from interp_toolkit.heads.repeats import repeated_batch
-from interp_toolkit.probing.data import corpus_of, heldout_windows
+from interp_toolkit.probing.data import TooShort, corpus_of, heldout_windows
 from interp_toolkit.runs.folder import Run, read_samples
 from interp_toolkit.stats.intervals import Interval
 
@@ -302,7 +302,7 @@ def check_windows(run: Run, *, seed: int = 0) -> Int[Tensor, "window pos"] | Non
             val_fraction=val_fraction,
             seed=seed,
         )
-    except UserError:
+    except TooShort:  # a corpus that is gone is said as itself, not as "no window"
         return None
 
 

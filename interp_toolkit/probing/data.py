@@ -30,6 +30,11 @@ from interp_toolkit.text.codecs import Codec
 from interp_toolkit.text.stream import tokenize_corpus, windows
 
 
+class TooShort(UserError):
+    """A corpus whose held-out split holds no window of the length asked (what an analysis may
+    leave "not measured"; any other failure, such as a corpus that is gone, is said as itself)."""
+
+
 def heldout_windows(
     codec: Codec,
     *,
@@ -46,7 +51,7 @@ def heldout_windows(
     split = tokenize_corpus(corpus, val_fraction, progress=False, store=codec.store)
     wins = windows(split.val_ids, codec, seq_len)
     if len(wins) == 0:
-        raise UserError(
+        raise TooShort(
             f"the held-out split of {corpus!r} has {len(split.val_ids)} tokens, fewer than one "
             f"window of {seq_len}: use a larger corpus."
         )

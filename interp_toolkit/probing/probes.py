@@ -248,11 +248,24 @@ class ProbeResult:
         }
 
 
+#: The fewest held-out rows an interval is drawn from (the bootstrap resamples rows: from one
+#: row every resample is that row, and its interval a point, [1.000, 1.000], read as decodable).
+MIN_TEST_ROWS = 5
+
+
 def split_rows(n: int, test_fraction: float, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """(train, test) [n] bool masks: a seeded ``test_fraction`` of the rows is held out."""
+    """(train, test) [n] bool masks: a seeded ``test_fraction`` of the rows is held out, at
+    least :data:`MIN_TEST_ROWS` of them."""
     if not 0.0 < test_fraction < 1.0 or n < 2:
         raise UserError(f"need 2+ rows and 0 < test_fraction < 1 (got {n}, {test_fraction}).")
     n_test = min(n - 1, max(1, math.ceil(n * test_fraction)))
+    if n_test < MIN_TEST_ROWS:
+        need = math.ceil(MIN_TEST_ROWS / test_fraction)
+        raise UserError(
+            f"{n} rows hold out {n_test} for testing (test fraction {test_fraction:g}), fewer "
+            f"than the {MIN_TEST_ROWS} the intervals resample: give {need} rows or more "
+            "(--n-seqs)."
+        )
     perm = torch.randperm(n, generator=rng(seed, "probe_split"))
     test = torch.zeros(n, dtype=torch.bool)
     test[perm[:n_test]] = True

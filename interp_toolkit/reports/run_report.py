@@ -12,7 +12,7 @@ from pathlib import Path
 from interp_toolkit.exams.prompts import MIN_OFFSETS
 from interp_toolkit.exams.role_checks import RoleChecks
 from interp_toolkit.exams.verdict import chance_rule, pass_rule, passes_rule
-from interp_toolkit.files.io import check_output, read_json, write_text
+from interp_toolkit.files.io import check_output, write_text
 from interp_toolkit.heads.discovery import HeadReport
 from interp_toolkit.heads.registry import NO_ROLE, ROLES, SCORE, SCORES, HeadId
 from interp_toolkit.measures.run import RunAnalysis, analyse_run
@@ -26,7 +26,7 @@ from interp_toolkit.reports.findings import (
     role_check_phrase,
 )
 from interp_toolkit.reports.text_findings import text_sentences
-from interp_toolkit.runs.folder import Run, RunPaths, load_run
+from interp_toolkit.runs.folder import Run, RunPaths, load_run, read_stages
 from interp_toolkit.runs.target import Target
 from interp_toolkit.stats.thresholds import THRESHOLDS
 from interp_toolkit.text.labels import token_labels
@@ -301,12 +301,9 @@ def run_report_sections(analysis: RunAnalysis) -> list[Section]:
     sections.append(Section("Impact and the induction stripe", key_items))
     sections.append(route_section([(analysis.name, analysis.route)]))
     sections.append(role_check_section(analysis.role_checks))
-    if run.paths.stages.is_file():  # `stages RUN` was run: its figure
+    if run.paths.stages.exists() or run.paths.stages.is_symlink():  # `stages RUN` was run
         title = "Stages from the local learning coefficient (`stages RUN`)"
-        data = read_json(
-            analysis.run.paths.stages, "the run's stages", "run `interp-toolkit stages RUN` again"
-        )
-        sections.append(stages_section(data, analysis.rows, title))
+        sections.append(stages_section(read_stages(run.path), analysis.rows, title))
 
     key = analysis.key_heads()
     plan: dict[int, list[int]] = {}

@@ -26,8 +26,17 @@ import torch
 from transformer_lens import TransformerBridge
 
 from interp_toolkit.errors import UserError
-from interp_toolkit.files.io import LOCK_NAME, check_readable, read_json, write_bytes, write_json
+from interp_toolkit.files.io import (
+    LOCK_NAME,
+    check_readable,
+    file_digest,
+    path_kind,
+    read_json,
+    write_bytes,
+    write_json,
+)
 from interp_toolkit.models.build import ModelConfig, build_model
+from interp_toolkit.runs import records
 from interp_toolkit.runtime import validate
 from interp_toolkit.runtime.devices import resolve_device
 from interp_toolkit.text.codecs import Codec, load_codec, save_codec
@@ -70,14 +79,28 @@ class RunPaths:
     def known(self) -> tuple[Path, ...]:
         """Every file or folder a run folder may hold (what ``train --restart`` may remove)."""
         names = ("config", "weights", "vocab", "metrics", "checkpoints", "snapshots", "samples")
-        names += ("heads", "exam", "circuits", "report", "stages", "lock")
+        names += ("heads", "exam", "circuits", "report", "stages", "lock", "saes")
         return tuple(getattr(self, n) for n in names)
 
     def snapshot_steps(self) -> list[int]:
+        """The steps of the kept weights; an entry named like one that is not (``step_03``, a
+        folder, a dangling link) is a UserError naming it for what it is."""
         if not self.snapshots.is_dir():
             return []
-        found = (_SNAPSHOT.search(p.name) for p in self.snapshots.iterdir())
-        return sorted(int(m.group(1)) for m in found if m)
+        steps = []
+        for p in sorted(self.snapshots.iterdir()):
+            if not (m := _SNAPSHOT.search(p.name)):
+                continue
+            step = int(m.group(1))
+            kind = path_kind(p)
+            if p != self.snapshot(step) or kind != "a file":
+                what = f"a name training never writes ({self.snapshot(step).name} is)"
+                raise UserError(
+                    f"{p} is {what if kind == 'a file' else kind}, not a kept snapshot: "
+                    "rename or remove it."
+                )
+            steps.append(step)
+        return sorted(steps)
 
 
 @dataclass
@@ -146,21 +169,75 @@ def init_run(
     codec: Codec,
     model_cfg: ModelConfig,
     settings: dict[str, Any] | None = None,
+    corpus: str | None = None,
 ) -> RunPaths:
-    """Start a run folder: vocab.json and config.json (each atomically); weights come later."""
+    """Start a run folder: vocab.json and config.json (each atomically); weights come later.
+    ``corpus``: the digest of the corpus's tokens it trains on (recorded, with vocab.json's)."""
     paths = RunPaths(Path(path))
     paths.root.mkdir(parents=True, exist_ok=True)
     save_codec(codec, paths.vocab)
-    write_config(paths, model_cfg, settings or {})
+    digests = {"vocab": file_digest(paths.vocab), "corpus": corpus}
+    write_config(paths, model_cfg, settings or {}, {k: v for k, v in digests.items() if v})
     return paths
 
 
-def write_config(paths: RunPaths, model_cfg: ModelConfig, settings: dict[str, Any]) -> None:
-    """config.json: the format version, the model config and the training settings."""
+def write_config(
+    paths: RunPaths,
+    model_cfg: ModelConfig,
+    settings: dict[str, Any],
+    digests: dict[str, str] | None = None,
+) -> None:
+    """config.json: the format version, the model config, the training settings, the digests of
+    the files that make the run (``digests``; else those already recorded: vocab.json, the
+    corpus's tokens, model.safetensors once written) and the machine that trains it
+    (:func:`~interp_toolkit.runtime.machine.machine_record`)."""
+    from interp_toolkit.runtime.machine import machine_record
+
+    if digests is None:
+        digests = recorded_digests(paths)
     write_json(
         paths.config,
-        {"format_version": FORMAT_VERSION, "model": model_cfg.to_dict(), "settings": settings},
+        {
+            "format_version": FORMAT_VERSION,
+            "model": model_cfg.to_dict(),
+            "settings": settings,
+            "digests": digests,
+            "machine": machine_record().to_dict(),
+        },
     )
+
+
+def recorded_digests(paths: RunPaths) -> dict[str, str]:
+    """The digests a run's config.json records ({} for a run from before them)."""
+    try:
+        data = json.loads(paths.config.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    digests = data.get("digests") if isinstance(data, dict) else None
+    return (
+        {k: v for k, v in digests.items() if isinstance(v, str)}
+        if isinstance(digests, dict)
+        else {}
+    )
+
+
+def record_weights(paths: RunPaths) -> None:
+    """Record the digest of the run's model.safetensors, just written, in its config.json."""
+    data = read_json(paths.config, "run config", "retrain the run.")
+    data["digests"] = {**(data.get("digests") or {}), "weights": file_digest(paths.weights)}
+    write_json(paths.config, data)
+
+
+def check_digest(paths: RunPaths, name: str, file: Path, fix: str) -> None:
+    """``file`` must be the one config.json recorded as ``name`` (when it recorded one): another
+    run's vocab.json or weights copied in is one line, not an answer read with them."""
+    recorded = recorded_digests(paths).get(name)
+    if recorded and file_digest(file) != recorded:
+        raise UserError(
+            f"{file} is not the file {paths.root} was trained with (its digest differs from the "
+            f"{name} digest config.json records): it was replaced or copied from another run; "
+            f"{fix}"
+        )
 
 
 def save_run(
@@ -173,6 +250,7 @@ def save_run(
     """Write config.json, vocab.json and model.safetensors (each atomically)."""
     paths = init_run(path, codec, model_cfg, settings)
     save_weights(model, paths.weights)
+    record_weights(paths)
     return paths.root
 
 
@@ -192,6 +270,11 @@ def read_config(path: str | Path) -> dict[str, Any]:
     fix = f"restore it, or train the run again with `interp-toolkit train --restart --out {path}`."
     data = read_json(paths.config, "run config", fix)
     version = data.get("format_version") if isinstance(data, dict) else None
+    if isinstance(version, str) or isinstance(version, bool):
+        raise UserError(
+            f'run config {paths.config} is damaged ("format_version" is {version!r}, not the '
+            f"number {FORMAT_VERSION}): {fix}"
+        )
     if version != FORMAT_VERSION:
         raise UserError(
             f"{path} was written by another version of interp-toolkit (format {version!r}, "
@@ -211,11 +294,10 @@ def load_run(
     data = read_config(paths.root)
     model_cfg = model_config(data, paths.config)
     weights_path = Path(weights) if weights is not None else paths.weights
-    if not weights_path.is_file():
-        raise UserError(
-            f"{path} has no trained model ({weights_path.name} missing): "
-            f"finish training with `interp-toolkit train --resume --out {path}`."
-        )
+    resume = f"finish training with `interp-toolkit train --resume --out {path}`."
+    if not weights_path.exists() and not weights_path.is_symlink():
+        raise UserError(f"{path} has no trained model ({weights_path.name} missing): {resume}")
+    check_readable(weights_path, f"remove it, then {resume}")
     codec = read_codec(paths)
     if codec.d_vocab != model_cfg.d_vocab:
         raise UserError(
@@ -226,7 +308,10 @@ def load_run(
     fix = "restore it, or retrain the run."
     if weights is None and paths.checkpoint_state.is_file():
         fix = f"rewrite it from the run's last checkpoint with `interp-toolkit train --resume --out {path}`."
-    apply_weights(model, read_weights(weights_path, fix), weights_path)
+    state = read_weights(weights_path, fix)
+    if weights is None:
+        check_digest(paths, "weights", weights_path, fix)  # whole, but the run's own?
+    apply_weights(model, state, weights_path)
     return Run(
         path=paths.root,
         model=model.eval(),
@@ -254,85 +339,72 @@ def model_config(data: dict[str, Any], where: Path) -> ModelConfig:
 def read_codec(paths: RunPaths) -> Codec:
     """The run's vocabulary (vocab.json); a missing or damaged file is a UserError."""
     fix = f"restore it, or train the run again with `interp-toolkit train --restart --out {paths.root}`."
-    if not paths.vocab.is_file():
+    if not paths.vocab.exists() and not paths.vocab.is_symlink():
         raise UserError(f"{paths.root} has no {paths.vocab.name}: {fix}")
-    return load_codec(paths.vocab, fix)
+    codec = load_codec(check_readable(paths.vocab, fix), fix)
+    check_digest(paths, "vocab", paths.vocab, fix)  # whole, but the run's own?
+    return codec
+
+
+# ----------------------------------------------------------------- the run's own files, checked
+
+
+def _facts(root: Path) -> records.RunFacts | None:
+    return records.facts_of(read_config(root) if RunPaths(root).config.is_file() else None)
+
+
+def stamp(run: str | Path) -> dict[str, str]:
+    """``{"run_digest": ...}`` for a file ``run`` writes for itself ({} before identities)."""
+    facts = _facts(Path(run))
+    return {"run_digest": facts.identity} if facts and facts.identity else {}
+
+
+def metrics_lines(run: str | Path) -> records.MetricsLines:
+    """RUN/metrics.jsonl's lines, checked (:func:`~.records.check_metrics`)."""
+    file = RunPaths(Path(run)).metrics
+    if not file.exists() and not file.is_symlink():
+        return records.MetricsLines([], [], 0, None)
+    check_readable(file, "remove it: training writes metrics.jsonl itself.")
+    lines = file.read_text(encoding="utf-8", errors="replace").splitlines()
+    return records.check_metrics(lines, _facts(Path(run)), file)
 
 
 def read_metrics(path: str | Path) -> list[dict[str, Any]]:
-    """The metrics.jsonl lines of a run folder (damaged lines are skipped: an unfinished last
-    line after a kill; :func:`metrics_damage` names them)."""
-    return _metrics_lines(path)[0]
+    """The whole records of RUN/metrics.jsonl (damaged lines skipped: an unfinished last line
+    after a kill; :func:`metrics_damage` names them)."""
+    return metrics_lines(path).rows
 
 
 def metrics_damage(path: str | Path) -> str | None:
-    """A sentence naming the lines of RUN/metrics.jsonl that are not whole JSON records (and the
-    last step the good ones reach), or None when every line is whole."""
-    rows, bad, total = _metrics_lines(path)
-    if not bad:
-        return None
+    """A sentence naming the lines of RUN/metrics.jsonl that are not whole records, or saying
+    the file is missing; None when every line is whole."""
     file = RunPaths(Path(path)).metrics
-    where = (
-        f"its last line ({bad[0]} of {total}) is cut off (a write stopped half-way, e.g. kill -9)"
-        if bad == [total]
-        else f"{len(bad)} of its {total} lines are not whole records (not JSON, or a score grid of the wrong shape; line {', '.join(map(str, bad[:5]))}"
-        + (" ..." if len(bad) > 5 else "")
-        + ")"
-    )
-    steps = [r["step"] for r in rows if isinstance(r, dict) and isinstance(r.get("step"), int)]
-    reach = f"what it shows stops at step {max(steps)}" if steps else "no step is readable"
-    return f"{file}: {where}; {reach}."
+    if not file.exists():
+        return f"{file} is missing: no logged loss or head score is shown."
+    return records.damage_sentence(file, metrics_lines(path))
 
 
-def _metrics_lines(path: str | Path) -> tuple[list[dict[str, Any]], list[int], int]:
-    file = RunPaths(Path(path)).metrics
-    if not file.is_file():
-        return [], [], 0
-    rows, bad = [], []
-    lines = file.read_text(encoding="utf-8", errors="replace").splitlines()
-    for number, line in enumerate(lines, 1):
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            row = None
-        if isinstance(row, dict) and _whole_record(row):
-            rows.append(row)
-        elif line.strip():
-            bad.append(number)
-    return rows, bad, len(lines)
+def read_stages(run: str | Path) -> dict[str, Any]:
+    """RUN/stages.json, checked (:func:`~.records.check_stages`)."""
+    paths = RunPaths(Path(run))
+    fix = f"run `interp-toolkit stages {paths.root}` again (without --reuse)."
+    if not paths.stages.exists() and not paths.stages.is_symlink():
+        raise UserError(f"{paths.root} keeps no stages.json: {fix}")
+    data = read_json(check_readable(paths.stages, fix), "a run's stages", fix)
+    facts = _facts(paths.root)
+    return records.check_stages(data, facts, paths.snapshot_steps(), paths.stages, fix)
 
 
-def _whole_record(row: dict[str, Any]) -> bool:
-    """A metrics row whose step is a whole number and whose head-score fields are ``[layer]
-    [head]`` grids of numbers (a row with a grid of another shape is damage, not data)."""
-    if not isinstance(row.get("step", 0), int):
-        return False
-    for key in ("induction", "prev_token", "induction_vw", "text_induction"):
-        grid = row.get(key)
-        if grid is None:
-            continue
-        if not isinstance(grid, list) or not grid or not all(isinstance(r, list) for r in grid):
-            return False
-        if len({len(r) for r in grid}) != 1 or not all(
-            isinstance(v, (int, float)) for r in grid for v in r
-        ):
-            return False
-    return True
+def save_samples(run: str | Path, samples: list[dict[str, str]]) -> None:
+    """RUN/samples.json: the samples, stamped with the run they belong to."""
+    write_json(RunPaths(Path(run)).samples, {**stamp(run), "samples": samples})
 
 
 def read_samples(path: str | Path) -> list[dict[str, str]]:
-    """``RUN/samples.json`` (a list of {"prompt", "text"}), or [] when absent or unreadable."""
-    file = RunPaths(Path(path)).samples
-    if not file.is_file():
+    """RUN/samples.json's samples, checked (:func:`~.records.check_samples`); [] when absent."""
+    paths = RunPaths(Path(path))
+    if not paths.samples.exists() and not paths.samples.is_symlink():
         return []
-    try:
-        data = json.loads(file.read_text(encoding="utf-8"))
-    except json.JSONDecodeError:
-        return []
-    if not isinstance(data, list):
-        return []
-    return [
-        {"prompt": str(d.get("prompt", "")), "text": str(d.get("text", ""))}
-        for d in data
-        if isinstance(d, dict)
-    ]
+    fix = "remove it; `interp-toolkit reproduce` writes a run's samples again."
+    data = read_json(check_readable(paths.samples, fix), "a run's samples", fix)
+    return records.check_samples(data, _facts(paths.root), paths.samples, fix)

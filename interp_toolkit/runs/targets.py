@@ -61,10 +61,11 @@ def _load_snapshot(spec: Spec, device: str, for_weights: bool, dtype: str) -> Ta
     paths = RunPaths(run_path)
     kept = paths.snapshot_steps()
     listed = _steps_list(kept)
-    if not step_text.isdigit() or int(step_text) not in kept:
+    digits = step_text.isascii() and step_text.isdigit()  # '²' is a digit to str.isdigit
+    if not digits or int(step_text) not in kept:
         what = (
             f"step {step_text!r} is not a whole number"
-            if not step_text.isdigit()
+            if not digits
             else (f"{run_path} kept no weights at step {int(step_text)}")
         )
         raise UserError(f"{what}: give RUN@STEP with a kept step ({listed}).")

@@ -92,16 +92,9 @@ def cpu_has_bf16() -> bool:
     the results: the kernels oneDNN picks for bf16 (AMX, AVX512-BF16, or emulated in float32)
     round differently, so seeded bf16 training is bit-identical only on CPUs that run the same
     kernels (docs/devices.md)."""
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-    flags = set()
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() in ("flags", "Features"):
-            flags.update(value.split())
-    return bool(flags & {"avx512_bf16", "amx_bf16", "bf16"})
+    from interp_toolkit.runtime.machine import cpu_flags
+
+    return bool(cpu_flags()[1] & {"avx512_bf16", "amx_bf16", "bf16"})
 
 
 def fast_bf16(device: torch.device) -> bool:

@@ -1,66 +1,90 @@
-"""Where a number was measured: the CPU, the instruction set its kernels use, the library
-versions and the thread count (config.json and study.json record it). Seeded runs are
-bit-identical only where all of these agree (docs/devices.md)."""
+"""The machine a result was computed on, as a run records it (``config.json``'s ``"machine"``).
+
+bf16 and float32 kernels round differently across CPUs (oneDNN picks AMX, AVX-512 or AVX2 code
+at run time, and ``ONEDNN_MAX_CPU_ISA`` can limit it) and across thread counts, so a number
+trained on one machine may differ in its last digits on another: the record says which kernels
+made it. :func:`machine_record` is the one place that reads it.
+"""
 
 from __future__ import annotations
 
 import os
 import platform
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
+
+import torch
 
 
 @dataclass(frozen=True)
 class Machine:
-    """``cpu``: the model name; ``isa``: what torch's kernels dispatch to (its CPU capability);
-    ``amx``: the CPU has AMX-BF16 tiles and oneDNN may use them (``ONEDNN_MAX_CPU_ISA`` unset or
-    allowing them); ``onednn_isa``: that variable's value ('' when unset)."""
+    """``cpu``: the CPU's model name; ``cpu_capability``: the vector ISA torch's own CPU kernels
+    use (``torch.backends.cpu.get_cpu_capability()``: AVX2, AVX512, ...); ``amx``: whether the CPU
+    has AMX-BF16, and ``onednn_max_isa`` the limit ``ONEDNN_MAX_CPU_ISA`` puts on oneDNN's
+    kernels (None: none, so oneDNN uses AMX where present); ``torch``, ``onednn``: versions;
+    ``threads``: torch's intra-op threads."""
 
     cpu: str
-    isa: str
+    cpu_capability: str
     amx: bool
-    onednn_isa: str
+    onednn_max_isa: str | None
     torch: str
-    onednn: str
+    onednn: str | None
     threads: int
 
+    @property
+    def uses_amx(self) -> bool:
+        """Whether oneDNN's bf16 kernels may use AMX here (present and not limited away)."""
+        limit = (self.onednn_max_isa or "").upper()
+        return self.amx and (not limit or "AMX" in limit or limit == "ALL")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self) | {"uses_amx": self.uses_amx}
+
     def words(self) -> str:
-        amx = ", AMX" if self.amx else ""
-        limit = f", oneDNN limited to {self.onednn_isa}" if self.onednn_isa else ""
+        """One line naming the machine (the study page's footer)."""
+        amx = ", AMX" if self.uses_amx else ""
+        limit = f", oneDNN limited to {self.onednn_max_isa}" if self.onednn_max_isa else ""
         return (
-            f"{self.cpu} ({self.isa}{amx}{limit}), torch {self.torch}, oneDNN {self.onednn}, "
-            f"{self.threads} thread{'s' * (self.threads != 1)}"
+            f"{self.cpu} ({self.cpu_capability}{amx}{limit}), torch {self.torch}, "
+            f"oneDNN {self.onednn or 'unknown'}, {self.threads} thread{'s' * (self.threads != 1)}"
         )
 
 
-def _cpu_info() -> tuple[str, set[str]]:
+def cpu_flags() -> tuple[str, set[str]]:
+    """The CPU's model name and feature flags from /proc/cpuinfo (``platform.processor()`` and
+    no flags where it cannot be read)."""
     try:
         text = Path("/proc/cpuinfo").read_text()
     except OSError:
         return platform.processor() or platform.machine(), set()
-    name = re.search(r"^model name\s*:\s*(.+)$", text, re.M)
-    flags = re.search(r"^(?:flags|Features)\s*:\s*(.+)$", text, re.M)
-    return (
-        name.group(1).strip() if name else platform.machine(),
-        set(flags.group(1).split()) if flags else set(),
-    )
+    name, flags = "", set()
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        key = key.strip()
+        if key in ("model name", "Model", "Hardware") and not name:
+            name = value.strip()
+        elif key in ("flags", "Features"):
+            flags.update(value.split())
+    return name or platform.processor() or platform.machine(), flags
+
+
+def _onednn_version() -> str | None:
+    match = re.search(r"(?:oneDNN|MKL-DNN) v(\S+)", torch.__config__.show())
+    return match.group(1) if match else None
 
 
 def machine_record() -> Machine:
-    """This machine as the kernels see it now."""
-    import torch
-
-    cpu, flags = _cpu_info()
-    limit = os.environ.get("ONEDNN_MAX_CPU_ISA", "")
-    amx = "amx_bf16" in flags and (not limit or "AMX" in limit.upper())
-    found = re.search(r"MKL-DNN v([\d.]+)", torch.__config__.show())
+    """This machine as it computes now (see :class:`Machine`)."""
+    name, flags = cpu_flags()
     return Machine(
-        cpu=cpu,
-        isa=torch.backends.cpu.get_cpu_capability(),
-        amx=amx,
-        onednn_isa=limit,
+        cpu=name,
+        cpu_capability=str(torch.backends.cpu.get_cpu_capability()),
+        amx="amx_bf16" in flags,
+        onednn_max_isa=os.environ.get("ONEDNN_MAX_CPU_ISA") or None,
         torch=torch.__version__,
-        onednn=found.group(1) if found else "unknown",
+        onednn=_onednn_version(),
         threads=torch.get_num_threads(),
     )

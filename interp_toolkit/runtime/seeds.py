@@ -194,4 +194,20 @@ def derive(seed: int, purpose: str, index: int = 0) -> int:
 def study_seeds(first: int, n: int) -> list[int]:
     """The seeds of a study run at ``n`` seeds (``reproduce --seed FIRST --seeds N``): ``first``,
     ``first + 1``, ... (each a whole study; not derived seeds: each seeds everything itself)."""
+    check_study_seeds(first, n)
     return list(range(first, first + n))
+
+
+def check_study_seeds(first: int, n: int) -> None:
+    """``--seed FIRST --seeds N`` must give N seeds that are all seeds (the last at most
+    2^63-1): checked before a study makes its folder."""
+    from interp_toolkit.errors import UserError
+    from interp_toolkit.runtime.validate import SEED_MAX, count, seed
+
+    seed(first, "--seed")
+    count(n, "--seeds", 1)
+    if first + n - 1 > SEED_MAX:
+        raise UserError(
+            f"--seed {first} with --seeds {n} would need seeds up to {first + n - 1}, past the "
+            f"largest ({SEED_MAX}): use --seed {SEED_MAX - n + 1} or lower."
+        )

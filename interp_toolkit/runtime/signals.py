@@ -122,5 +122,6 @@ def _watch(parent: int, poll: Callable[[], int], send: bool) -> None:
 
 
 def orphaned(parent: int) -> bool:
-    """Whether the parent ``parent`` of this worker is gone."""
-    return os.getppid() != parent
+    """Whether this is a worker process whose parent ``parent`` is gone (never in ``parent``
+    itself: a job run in-process, ``--workers 1`` or on a GPU, has no parent to lose)."""
+    return os.getpid() != parent and os.getppid() != parent

@@ -90,6 +90,24 @@ def text(value: Any, name: str, example: str) -> str:
         )
     if not value:
         raise UserError(f"{name} is empty: give some text, e.g. {name}={example}.")
+    return unicode(value, name)
+
+
+def unicode(value: str, name: str) -> str:
+    """Text every codec can encode: no lone surrogate (what Python makes of bytes that are not
+    UTF-8 on a command line, ``$'\\xff'``, or of a half of a surrogate pair)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        code = ord(value[exc.start])
+        what = (
+            f"the byte 0x{code - 0xDC00:02x}, which is not UTF-8,"
+            if 0xDC80 <= code <= 0xDCFF
+            else f"a lone surrogate U+{code:04X}"
+        )
+        raise UserError(
+            f"{name} holds {what} at character {exc.start}: give text in UTF-8."
+        ) from None
     return value
 
 

@@ -56,6 +56,26 @@ class SAEConfig:
     apply_b_dec_to_input: bool = True
     normalize_activations: str = "none"
 
+    def check_memory(self) -> None:
+        """An SAE must fit in this machine's memory: its encoder and decoder (``d_in`` x
+        ``d_sae`` float32 each), their gradients and Adam's two moments, 4 copies of each
+        (``--expansion 100000000`` ran out of memory half-way, leaving a folder behind)."""
+        import os
+
+        need = 4 * 2 * self.d_in * self.d_sae * 4
+        try:
+            have = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (ValueError, OSError, AttributeError):
+            return
+        if need > have:
+            gib = 2**30
+            raise UserError(
+                f"an SAE of {self.d_sae:,} latents on {self.d_in} inputs needs about "
+                f"{need / gib:,.1f} GiB (its encoder and decoder, their gradients and Adam's "
+                f"state: 8 x {self.d_in} x {self.d_sae:,} float32s); this machine has "
+                f"{have / gib:.1f} GiB: use a smaller --expansion."
+            )
+
     @property
     def architecture(self) -> str:
         """cfg.json's ``architecture``: SAELens's name for :attr:`arch`."""

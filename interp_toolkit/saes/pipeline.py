@@ -14,6 +14,7 @@ from transformer_lens import TransformerBridge
 
 from interp_toolkit.files.io import write_bytes, write_json
 from interp_toolkit.models.activations import MAX_SEQ
+from interp_toolkit.runtime import validate
 from interp_toolkit.saes.activations import (
     TokenSource,
     check_hook,
@@ -121,6 +122,8 @@ def run_sae(
     """Train (``resume``: continue) an SAE at ``hook`` into ``out``, then evaluate it and read its
     latents on held-out rows; writes cfg.json, sae_weights.safetensors, evals.json and
     sparsity.safetensors (SAELens's names)."""
+    expansion, k = validate.count(expansion, "expansion"), validate.count(k, "k")
+    tokens, seed = validate.count(tokens, "tokens"), validate.seed(seed)
     check_hook(model, hook)
     check_shape(arch, k, expansion)
     tcfg = train or SAETrainConfig(tokens=tokens, seed=seed)

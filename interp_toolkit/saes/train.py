@@ -40,7 +40,7 @@ from torch import Tensor
 from transformer_lens import TransformerBridge
 
 from interp_toolkit.errors import Interrupted, UserError, signal_of
-from interp_toolkit.files.io import folder_lock, read_json, write_bytes, write_json
+from interp_toolkit.files.io import folder_lock, read_json, tidy_folders, write_bytes, write_json
 from interp_toolkit.runtime.progress import progress_bar
 from interp_toolkit.runtime.seeds import rng, seed_global
 from interp_toolkit.runtime.signals import deferred, stop_signals
@@ -160,21 +160,26 @@ def train_sae(
 
     A folder that already holds an SAE (or an interrupted one) is refused unless ``resume``."""
     tcfg.validate()
+    cfg.check_memory()
     paths = SAEPaths(Path(out))
-    if not resume and (paths.cfg.exists() or paths.state.exists()):
-        raise UserError(
-            f"{paths.root} already holds an SAE: continue it with --resume, or choose another --out."
-        )
-    if resume and not paths.state.is_file():
-        raise UserError(f"{paths.root} holds no SAE checkpoint to resume: drop --resume.")
-    paths.root.mkdir(parents=True, exist_ok=True)
-    paths.checkpoints.mkdir(exist_ok=True)
 
     def blocks(b: int) -> Tensor:
         return block_activations(model, source, cfg.hook_name, b)
 
-    with folder_lock(paths.root, "SAE folder"):
-        trained = fit_sae(blocks, cfg, tcfg, paths, resume=resume, progress=progress)
+    # the lock first (a second `sae --out D` while one trains is named as such), and no folder
+    # left behind by a failure before the first checkpoint
+    with tidy_folders(paths.checkpoints):
+        paths.root.mkdir(parents=True, exist_ok=True)
+        with folder_lock(paths.root, "SAE folder"):
+            if not resume and (paths.cfg.exists() or paths.state.exists()):
+                raise UserError(
+                    f"{paths.root} already holds an SAE: continue it with --resume, or choose "
+                    "another --out."
+                )
+            if resume and not paths.state.is_file():
+                raise UserError(f"{paths.root} holds no SAE checkpoint to resume: drop --resume.")
+            paths.checkpoints.mkdir(exist_ok=True)
+            trained = fit_sae(blocks, cfg, tcfg, paths, resume=resume, progress=progress)
     extra = {"training": tcfg.to_dict(), "input_scale": trained.scale, "steps": trained.steps}
     extra |= {"tokens_trained": trained.tokens, "setting": source.setting}
     save_sae(paths.root, trained.sae, extra)

@@ -40,6 +40,12 @@ def check_study_dir(out: Path, *, create: bool = True) -> None:
     it (and check it is writable) now."""
     if out.exists() and not out.is_dir():
         raise UserError(f"{out} is a file, not a folder: choose another --out.")
+    above = [p for p in out.absolute().parents if p.resolve() == out.resolve()]
+    if above:  # DIR/seed-1 -> . would be DIR itself: its runs are seed 0's
+        raise UserError(
+            f"{out} is a link to {above[0]}, a folder above it (its runs would be another "
+            f"study's): remove the link (rm {out}) and run the command again."
+        )
     held = [p for p in out.iterdir() if p.name != LOCK_NAME] if out.is_dir() else []
     if held and not (out / STUDY_MARKER).is_file():
         raise UserError(

@@ -49,10 +49,10 @@ from interp_toolkit.reports.run_report import run_report_html
 from interp_toolkit.reports.seeds import seeds_section
 from interp_toolkit.reports.study_page import SettingPage, heads_table, lede, study_page
 from interp_toolkit.reports.study_report import comparison_sections, depth_section
-from interp_toolkit.runs.folder import Run, read_metrics
+from interp_toolkit.runs.folder import Run, read_metrics, save_samples
 from interp_toolkit.runtime.devices import resolve_device
 from interp_toolkit.runtime.machine import machine_record
-from interp_toolkit.runtime.seeds import derive, study_seeds
+from interp_toolkit.runtime.seeds import check_study_seeds, derive, study_seeds
 from interp_toolkit.stats.thresholds import THRESHOLDS
 from interp_toolkit.study.folder import (
     INDEX,
@@ -136,7 +136,7 @@ def write_samples(run: Run, n_tokens: int, seed: int) -> list[dict[str, str]]:
         }
         for i, p in enumerate(SAMPLE_PROMPTS)
     ]
-    write_json(run.paths.samples, samples)
+    save_samples(run.path, samples)  # stamped with the run it belongs to
     return samples
 
 
@@ -176,8 +176,7 @@ def reproduce(cfg: StudyConfig) -> StudyResult:
                 f"unknown preset {preset!r}: use one of {', '.join(PRESETS)}, or all (both "
                 "settings on one page)."
             )
-    if cfg.seeds < 1:
-        raise UserError(f"--seeds {cfg.seeds}: use 1 or more (seeds --seed, --seed + 1, ...).")
+    check_study_seeds(cfg.seed, cfg.seeds)  # --seeds 1 or more, the last a seed
     if cfg.workers < 1 or cfg.threads < 1:
         raise UserError(f"--workers {cfg.workers} / threads {cfg.threads}: use 1 or more.")
     if cfg.mlp and not set(MLP_LAYERS) & {n for _, layers in settings for n in layers}:
@@ -428,7 +427,7 @@ def _reproduce(
         {"preset": b.preset, "claims": claims_json(o.claims), **b.json}
         for b, o in zip(blocks, seeds, strict=True)
     ]
-    body: dict[str, Any] = {"machine": dataclasses.asdict(machine)}
+    body: dict[str, Any] = {"machine": machine.to_dict()}
     if len(parts) == 1:  # one setting: its keys at the top, as before
         body |= {k: v for k, v in parts[0].items() if k != "preset"}
     else:

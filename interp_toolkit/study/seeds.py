@@ -10,12 +10,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Protocol
 
-from interp_toolkit.files.io import read_json
 from interp_toolkit.measures.depth import DepthMeasurement
 from interp_toolkit.measures.layers import ProbeMeasurement
 from interp_toolkit.measures.run import RunSummary
 from interp_toolkit.measures.seeds import SeedMeasurements
 from interp_toolkit.reports.stage_findings import StagesOfRun, stages_study_section
+from interp_toolkit.runs import folder as run_files
 from interp_toolkit.runs.folder import RunPaths, read_metrics
 from interp_toolkit.runtime.seeds import study_seeds
 from interp_toolkit.study.folder import say
@@ -39,8 +39,7 @@ def study_folders(out: str | Path, first: int, n: int) -> list[tuple[int, Path]]
 
 def read_stages(seed: int, run: Path, n_layers: int) -> StagesOfRun:
     """The stages ``interp-toolkit stages RUN`` kept in ``run`` (one seed's), with its metrics."""
-    data = read_json(RunPaths(run).stages, "a run's stages", f"run `stages {run}` again")
-    return StagesOfRun(seed, run.name, n_layers, data, read_metrics(run))
+    return StagesOfRun(seed, run.name, n_layers, run_files.read_stages(run), read_metrics(run))
 
 
 def seed_configs(cfg: StudyConfig) -> list[StudyConfig]:

@@ -114,6 +114,13 @@ def corpus_source(corpus: str, max_tokens: int | None = None) -> CorpusSource:
             f"corpus {corpus!r} is neither 'stdlib', 'hf:NAME' nor an existing path: check the path."
         )
     path = path.resolve()
+    if not path.is_file() and not path.is_dir():  # a FIFO, a device, a socket
+        from interp_toolkit.files.paths import path_kind
+
+        raise UserError(
+            f"corpus {corpus!r} is {path_kind(path)}: point --corpus at a text file, a folder of "
+            "text files or a dataset file (.parquet, .jsonl)."
+        )
     dataset = _dataset_files(path)
     if dataset is not None:
         builder, files = dataset

@@ -169,6 +169,17 @@ class TokenizedCorpus:
     def gpt2_counts(self) -> np.ndarray:
         return bincount(self.train_ids, GPT2_VOCAB_SIZE)
 
+    def digest(self) -> str:
+        """The SHA-256 of the training and held-out ids (hex, 16 digits): the corpus a run
+        trained on, recorded in its config.json and checked when its batches are read again."""
+        import hashlib
+
+        h = hashlib.sha256()
+        for ids in (self.train_ids, self.val_ids):
+            h.update(np.ascontiguousarray(ids).view(np.uint8).data)
+            h.update(b"|")
+        return h.hexdigest()[:16]
+
 
 def cache_dir() -> Path:
     """Where tokenized corpora are cached (``$INTERP_TOOLKIT_CACHE``, else ``~/.cache/interp-toolkit``)."""

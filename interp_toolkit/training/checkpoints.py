@@ -23,7 +23,7 @@ import torch
 from transformer_lens import TransformerBridge
 
 from interp_toolkit.errors import UserError
-from interp_toolkit.files.io import check_readable, read_json, write_bytes, write_json
+from interp_toolkit.files.io import check_readable, path_kind, read_json, write_bytes, write_json
 from interp_toolkit.models.build import ModelConfig
 from interp_toolkit.runs.folder import (
     RunPaths,
@@ -175,6 +175,19 @@ def prepare_out(
         return Start(resumed=False)
     if resume:
         read_config(paths.root)  # not a run, or a damaged config -> UserError
+        for file in (
+            paths.config,
+            paths.vocab,
+            paths.weights,
+            paths.metrics,
+            paths.checkpoint_state,
+        ):
+            kind = path_kind(file)  # a FIFO here would hang the write at the end
+            if kind not in ("a file", "missing"):
+                raise UserError(
+                    f"{file} is {kind}, not the run's file: remove it (training writes it "
+                    "again), then run the command again."
+                )
         checkpoint = read_checkpoint(paths)
         if checkpoint is None and paths.weights.is_file():
             raise UserError(

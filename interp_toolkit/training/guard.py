@@ -9,21 +9,26 @@
   checkpoint at that step and raises :class:`~interp_toolkit.errors.Interrupted`. A signal outside
   the steps, or a second one, stops at once (the last checkpoint stays whole: checkpoints are
   atomic). A signal ignored when the process started (``nohup``: SIGHUP) stays ignored.
+- **Divergence** (:class:`LossWatch`): a logged loss that stays past :class:`Divergence`'s bound
+  for its ``patience`` logged steps stops training in one line naming the step; no checkpoint is
+  written while the last logged loss is past the bound, so the one kept is the last good one. A
+  NaN or infinite loss or weight stops it at once (``StepLog``).
 """
 
 from __future__ import annotations
 
+import math
 import signal
 import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
+from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
 from interp_toolkit.errors import Interrupted
-from interp_toolkit.files.io import check_writable_dir, folder_lock
+from interp_toolkit.files.io import check_writable_dir, folder_lock, tidy_folders
 from interp_toolkit.runs.folder import RunPaths
 from interp_toolkit.runtime.signals import STOP_SIGNALS
 
@@ -73,9 +78,8 @@ class StopSignals:
 @contextmanager
 def run_guard(paths: RunPaths) -> Iterator[StopSignals]:
     """Hold ``paths.root`` for one training (see module doc); yields the stop-signal state."""
-    created = _missing_dirs(paths.root)
     hint = f"continue from the last checkpoint with `interp-toolkit train --resume --out {paths.root}`."
-    try:
+    with tidy_folders(paths.root):
         check_writable_dir(paths.root, "run folder")
         with folder_lock(paths.root, "run folder") as stale, StopSignals(hint) as signals:
             if stale:
@@ -84,18 +88,74 @@ def run_guard(paths: RunPaths) -> Iterator[StopSignals]:
                     file=sys.stderr,
                 )
             yield signals
-    finally:
-        for folder in created:  # deepest first; stops at the first that is not empty
-            try:
-                folder.rmdir()
-            except OSError:
-                break
 
 
-def _missing_dirs(path: Path) -> list[Path]:
-    """``path`` and its ancestors that do not exist yet, deepest first."""
-    missing = []
-    while not path.exists() and path != path.parent:
-        missing.append(path)
-        path = path.parent
-    return missing
+@dataclass(frozen=True)
+class Divergence:
+    """When a finite loss counts as diverged: a logged loss past :meth:`bound` (``ratio`` times
+    the running minimum of the logged losses and ``gap`` nats above it; or ``margin`` nats above
+    the untrained loss, whichever is lower) at ``patience`` logged steps in a row. The untrained
+    loss is ln(vocabulary size), the loss of a uniform guess where an untrained model starts (or
+    the run's first logged loss, when higher). A healthy run never comes near it: the presets'
+    logged losses stay under their first ones; lr=1000 went 3.29 -> 5.9e14 on an AMX CPU."""
+
+    ratio: float = 4.0
+    gap: float = 2.0
+    margin: float = 1.0
+    patience: int = 3
+
+    def bound(self, best: float, untrained: float) -> float:
+        return min(max(self.ratio * best, best + self.gap), untrained + self.margin)
+
+
+DIVERGENCE = Divergence()
+
+
+@dataclass
+class LossWatch:
+    """The logged losses of one training, read in order (:meth:`read`), against
+    :class:`Divergence`. ``untrained``: ln(vocabulary size)."""
+
+    untrained: float
+    rule: Divergence = DIVERGENCE
+    best: float = math.inf  # the running minimum of the logged losses within the bound
+    since: int | None = None  # the first logged step of the streak past the bound
+    streak: int = 0
+    bound_then: float = math.inf  # the bound when the streak began
+    fresh: bool = True  # no loss read yet
+    last: tuple[int, float] = (0, math.nan)  # the last logged step and its loss
+
+    def read(self, step: int, loss: float, *, from_start: bool = False) -> None:
+        """One logged loss; ``from_start``: the run's first logged loss, which raises the
+        untrained loss when higher."""
+        if self.fresh and from_start:
+            self.untrained = max(self.untrained, loss)
+        self.fresh, self.last = False, (step, loss)
+        bound = self.rule.bound(self.best, self.untrained)
+        if loss > bound:
+            if self.streak == 0:
+                self.since, self.bound_then = step, bound
+            self.streak += 1
+        else:
+            self.streak, self.since = 0, None
+            self.best = min(self.best, loss)
+
+    @property
+    def past(self) -> bool:
+        """The last logged loss is past the bound (checkpoints wait)."""
+        return self.streak > 0
+
+    @property
+    def diverged(self) -> bool:
+        return self.streak >= self.rule.patience
+
+    def what(self) -> str:
+        """What diverged, for the stop's line."""
+        r, (step, loss) = self.rule, self.last
+        lowest = f"the lowest logged loss {self.best:.4g}" if self.best < math.inf else "none yet"
+        return (
+            f"the loss went past {self.bound_then:.4g} at step {self.since} and stayed past it "
+            f"for {self.streak} logged step(s) (loss {loss:.4g} at step {step}; the bound: "
+            f"{r.ratio:g}x {lowest} and {r.gap:g} nats above it, or {r.margin:g} nat above the "
+            f"untrained loss {self.untrained:.4g}, whichever is lower)"
+        )

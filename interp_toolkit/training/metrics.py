@@ -25,7 +25,7 @@ from interp_toolkit.heads.induction import INDUCTION_SCORE, first_induction_step
 from interp_toolkit.heads.registry import SCORE
 from interp_toolkit.heads.repeats import RepeatedTokens
 from interp_toolkit.heads.scorer import head_scores
-from interp_toolkit.runs.folder import RunPaths, read_metrics
+from interp_toolkit.runs.folder import RunPaths, read_metrics, stamp
 
 #: The scores training logs every ``score_every`` steps, in the order they are written (the
 #: score deciding the induction role, read by the stop rule, last).
@@ -97,11 +97,12 @@ class MetricsLog:
     """metrics.jsonl of a run, open for appending one line per logged step."""
 
     def __init__(self, paths: RunPaths) -> None:
+        self._stamp = stamp(paths.root)  # the run the rows belong to (checked on read)
         self._file: TextIO = paths.metrics.open("a", encoding="utf-8")
 
     def write(self, row: dict[str, Any]) -> None:
         try:
-            self._file.write(json.dumps(row) + "\n")
+            self._file.write(json.dumps({**row, **self._stamp}) + "\n")
             self._file.flush()
         except OSError as exc:  # a full disk: say which file
             exc.filename = exc.filename or self._file.name

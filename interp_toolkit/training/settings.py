@@ -174,13 +174,17 @@ def recorded_configs(config: dict[str, Any], where: Path) -> Configs:
             "folder, or train anew in it with --restart."
         )
     try:
-        return (
+        configs = (
             ModelConfig.from_dict(config["model"]),
             DataConfig(**_known_fields(DataConfig, settings["data"])),
             TrainSettings.from_dict(settings["train"]),
         )
+        for c in configs:  # each value's type and range (an edited "batch_size": 0)
+            c.validate()
     except (TypeError, ValueError) as exc:
-        raise UserError(f"run config {where} is damaged ({exc}): restore it.") from None
+        field = str(exc).split(" cannot work")[0]
+        raise UserError(f"run config {where} is damaged ({field}): restore it.") from None
+    return configs
 
 
 def config_differences(recorded: Configs, requested: Configs, *, steps: bool = True) -> list[str]:

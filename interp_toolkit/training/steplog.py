@@ -26,7 +26,7 @@ from interp_toolkit.text.store import TokenWindows
 from interp_toolkit.text.stream import TrainStream
 from interp_toolkit.training.checkpoints import Progress, committed_step, save_checkpoint
 from interp_toolkit.training.distributed import Cluster, any_rank, mean_over_ranks
-from interp_toolkit.training.guard import StopSignals
+from interp_toolkit.training.guard import LossWatch, StopSignals
 from interp_toolkit.training.loop import StopTraining
 from interp_toolkit.training.metrics import (
     TEXT_WINDOWS,
@@ -139,9 +139,12 @@ class StepLog:
         self._text: tuple[torch.Tensor, Any] | None = None  # text_windows(), once read
         # The losses since the last logged row, summed on the device (metrics.jsonl's mean_loss).
         self.loss_sum, self.loss_n = torch.zeros((), device=self.device), 0
-        for row in read_metrics(paths.root) if cluster.is_main else ():  # a resumed run's scorings
+        self.watch = LossWatch(math.log(int(model.cfg.d_vocab)))  # divergence (rank 0 decides)
+        for i, row in enumerate(read_metrics(paths.root) if cluster.is_main else ()):  # resumed
             if (key := logged_induction_key(row)) is not None:
                 self.early_stop.track(int(row["step"]), row[key])
+            if isinstance(row.get("loss"), (int, float)):
+                self.watch.read(int(row["step"]), float(row["loss"]), from_start=i == 0)
         self.t0 = time.perf_counter()
         self.metrics = MetricsLog(paths) if cluster.is_main else None
         self.bar = progress_bar(
@@ -212,6 +215,7 @@ class StepLog:
             self._bar_total()
         if row is not None and self.metrics is not None:
             self.metrics.write(row)
+            self.watch.read(step, row["loss"], from_start=self.start.step == 0)
             self.bar.set_postfix(
                 loss=f"{row['loss']:.3f}", tok_s=f"{row['tokens_per_s']:.0f}", refresh=False
             )
@@ -219,12 +223,18 @@ class StepLog:
             save_weights(self.model, self.paths.snapshot(step))
         stop = self.early_stop.due(step)  # rank 0 only
         signalled = self.signals.signum is not None and step < end  # the last step just finishes
+        # a run never ends, nor writes a checkpoint, on a loss past the divergence bound
+        past = self.watch.past and not signalled
+        diverged = self.watch.diverged or (past and (stop or step == end))
         if self.cluster.active:  # every process stops at the same step
-            stop, signalled = (
+            stop, signalled, diverged = (
                 any_rank(stop, self.cluster, self.device),
                 any_rank(signalled, self.cluster, self.device),
+                any_rank(diverged, self.cluster, self.device),
             )
-        if main and (saves or stop or signalled):
+        if diverged:
+            self._stop_diverged(step, optimizer)
+        if main and (saves or stop or signalled) and not past:
             if not saves:  # a stop between the checked steps: check before saving
                 self._refuse_non_finite(step, optimizer, weights=True, every_rank=False)
             save_checkpoint(self.paths, self.model, optimizer, Progress(step, self.tokens, elapsed))
@@ -243,6 +253,24 @@ class StepLog:
             )
         if stop:
             raise StopTraining
+
+    def _stop_diverged(self, step: int, optimizer: torch.optim.Optimizer) -> None:
+        """Stop a training whose logged loss diverged (:class:`~.guard.LossWatch`)."""
+        what = (
+            self.watch.what()
+            if self.cluster.is_main
+            else f"another process saw the loss diverge by step {step}"
+        )
+        self._raise_diverged(what, optimizer)
+
+    def _raise_diverged(self, what: str, optimizer: torch.optim.Optimizer) -> None:
+        kept = committed_step(self.paths)
+        keep = f"its last checkpoint (step {kept}) is kept" if kept else "no checkpoint was written"
+        lr = optimizer.param_groups[0]["lr"]
+        raise UserError(
+            f"training diverged: {what} (lr {lr:g}); the run stops here and {keep}: train it "
+            "again with --restart and a lower lr (or max_grad_norm, warmup_steps)."
+        )
 
     def _refuse_non_finite(
         self,
@@ -278,13 +306,7 @@ class StepLog:
             what = f"the weights became NaN or infinite by step {step} ({names})"
         else:
             what = f"another process's loss or weights became NaN or infinite by step {step}"
-        kept = committed_step(self.paths)
-        keep = f"its last checkpoint (step {kept}) is kept" if kept else "no checkpoint was written"
-        lr = optimizer.param_groups[0]["lr"]
-        raise UserError(
-            f"training diverged: {what} (lr {lr:g}); the run stops here and {keep}: train it "
-            "again with --restart and a lower lr (or max_grad_norm, warmup_steps)."
-        )
+        self._raise_diverged(what, optimizer)
 
     def text_windows(self) -> tuple[torch.Tensor, Any]:
         """The held-out windows every scoring reads, spread over the whole held-out set, and the

@@ -32,6 +32,8 @@ from interp_toolkit.runs.folder import (
     load_run,
     read_codec,
     read_metrics,
+    record_weights,
+    recorded_digests,
     save_weights,
     write_config,
 )
@@ -136,6 +138,9 @@ def train_model(
                 store=data_cfg.store,
             ),
         )
+        digest = corpus.digest() if cluster.is_main else None
+        if begin.resumed:
+            check_corpus(paths, digest, data_cfg.corpus)
         codec = (
             read_codec(paths)
             if begin.resumed
@@ -177,7 +182,7 @@ def train_model(
                         missing_ok=True
                     )  # "finished" no more; the checkpoint has them
             elif cluster.is_main:
-                init_run(paths.root, codec, model_cfg, settings)
+                init_run(paths.root, codec, model_cfg, settings, corpus=digest)
             say(f"{'resuming at' if begin.resumed else 'from'} step {start.step} on {dev}")
 
             # 4. TL's loop, from the saved step to train_cfg.steps.
@@ -218,6 +223,7 @@ def train_model(
             # 5. The trained model, and what training logged.
             if cluster.is_main:
                 save_weights(model, paths.weights)
+                record_weights(paths)
             barrier(cluster)
         if signals.signum is not None:  # a signal during the last step: the run is complete
             raise Interrupted(
@@ -232,6 +238,18 @@ def train_model(
         first_induction_step=first_induction_step(metrics),
         metrics=metrics,
     )
+
+
+def check_corpus(paths: RunPaths, digest: str | None, corpus: str) -> None:
+    """The corpus must hold the tokens the run was trained on (its config.json's digest):
+    an edited or replaced corpus would give other batches than the run's own."""
+    recorded = recorded_digests(paths).get("corpus")
+    if recorded and digest and digest != recorded:
+        raise UserError(
+            f"corpus {corpus!r} has changed since {paths.root} was trained on it (its tokens' "
+            "digest differs from the one config.json records): the run's own batches cannot be "
+            "read from it; restore the corpus as it was, or train anew with --restart."
+        )
 
 
 def stream_for(

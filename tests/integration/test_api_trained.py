@@ -86,3 +86,42 @@ def test_report_key_heads_are_the_heads_that_matter(trained_2l):
     assert "<h2>Route by path</h2>" in html
     want = f"{analysis.feeder()} (previous-token) feeds {analysis.induction_head}&#x27;s k input"
     assert want in html
+
+
+#: Code the cpu preset's vocabulary reads, each without and with one of its lines repeated (the
+#: context is 32 tokens). Issue 47: the text reading used to take each token's latest earlier
+#: occurrence, so on a repeated sentence it read mostly other occurrences, and the induction head
+#: scored no higher with the repeat than without.
+PARAGRAPHS = [
+    ("def f(x):\n  y = g(x)\n  return y\n", "  y = g(x)\n"),
+    ("x = f(a)\ny = g(x)\nprint(y)\n", "y = g(x)\n"),
+]
+
+
+def test_the_text_reading_responds_to_a_repeated_sentence(trained_2l):
+    """The strongest induction head (discovery's) scores higher on each paragraph with a
+    repeated line than on the paragraph alone, reading more tokens there."""
+    head = discover(trained_2l, n_seqs=32).report.strongest("induction")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # few tokens read without the repeat: warned, as it should
+        for paragraph, line in PARAGRAPHS:
+            alone, repeated = (
+                scores_on(trained_2l, paragraph),
+                scores_on(trained_2l, paragraph + line),
+            )
+            assert alone.reading == repeated.reading == "text"
+            assert repeated.queries["induction"] > alone.queries["induction"]
+            assert float(repeated.induction[head]) > float(alone.induction[head]), paragraph
+
+
+def test_code_with_an_indent_is_read_as_text_and_its_top_head_is_an_induction_head(trained_2l):
+    """The issue's snippet: its four spaces made it a period-2 prompt, which gave layer-0
+    heads induction scores near 1. Now: the text reading, the top head one of discovery's
+    induction heads, every layer-0 head far below the floor."""
+    report = discover(trained_2l, n_seqs=32).report
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnknownTokensWarning)
+        s = scores_on(trained_2l, "def fib(n):\n    return n\n\ndef fib(n):\n    return n\n")
+    assert s.reading == "text"
+    assert top_head(s.induction) in report.heads_with_role("induction")
+    assert float(s.induction[0].max()) < 0.2

@@ -24,7 +24,11 @@ RUNNER = Path(__file__).resolve().parent / "fault_runner.py"
 
 def start(*args, fault=None, env=None):
     cmd = [sys.executable, *([str(RUNNER)] if fault else ["-m", "interp_toolkit"])]
-    env = {**os.environ, **(env or {}), "PYTHONPATH": str(ROOT), "FAULT": fault or ""}
+    # the process computes on as many threads as this one (tests/conftest.py: 1): a result
+    # compared bit for bit with one computed here must round alike (2 threads against 1 differed
+    # on an Intel AMX CPU)
+    threads = {"OMP_NUM_THREADS": str(torch.get_num_threads())}
+    env = {**os.environ, **threads, **(env or {}), "PYTHONPATH": str(ROOT), "FAULT": fault or ""}
     return subprocess.Popen(
         [*cmd, *map(str, args)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )

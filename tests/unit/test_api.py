@@ -35,16 +35,21 @@ def planted():
     return model
 
 
-def test_scores_on_finds_the_planted_stripes_with_the_period_inferred(planted):
+def test_scores_on_finds_the_planted_stripes_in_either_reading(planted):
+    """PROMPT (filler, a span twice, filler) is not a span followed by itself as a whole: the
+    text reading (the span's second copy but its first token); with ``period`` given, the
+    period rule. Both find the planted heads."""
     s = scores_on(planted, PROMPT)
-    assert s.induction.shape == (2, 4)
-    assert float(s.induction[0, 2]) > 0.95 and float(s.duplicate_token[0, 1]) > 0.95
+    assert s.induction.shape == (2, 4) and s.reading == "text" and s.queries["induction"] == 4
     others = torch.ones(2, 4, dtype=torch.bool)
     others[0, 2] = False
-    assert float(s.induction[others].max()) < 0.5
-    # the same on an explicit period, on numpy, on a tensor and on a [batch, pos] batch
+    by_period = scores_on(planted, PROMPT, period=PERIOD)
+    assert by_period.reading == "period" and by_period.queries["induction"] == 5
+    for r in (s, by_period):
+        assert float(r.induction[0, 2]) > 0.95 and float(r.duplicate_token[0, 1]) > 0.95
+        assert float(r.induction[others].max()) < 0.5
+    # the same on numpy, on a tensor and on a [batch, pos] batch
     for same in (
-        scores_on(planted, PROMPT, period=PERIOD),
         scores_on(planted, np.array(PROMPT)),
         scores_on(planted, torch.tensor([PROMPT, PROMPT])),
     ):

@@ -166,26 +166,86 @@ def test_training_refuses_non_finite_settings_before_any_folder(tmp_path, change
     assert not out.exists()
 
 
-def test_a_loss_that_becomes_non_finite_stops_training_keeping_the_last_finite_checkpoint(
-    tmp_path,
-):
-    """lr=1000 is a legal setting whose weights overflow by step 3: training used to finish
-    with NaN weights (a run every analysis reads as NaN)."""
+def _inject_loss(monkeypatch, change) -> None:
+    """Training reads ``change(step, loss)`` for the loss of each step instead of the loss (the
+    weights train as they would): a divergence that happens the same way on every CPU, which
+    a large learning rate does not (lr=1000 overflowed to NaN on an AMD EPYC, to a finite 1e17
+    on an Intel AMX CPU)."""
+    from interp_toolkit.training.steplog import StepLog
+
+    real = StepLog.__call__
+    monkeypatch.setattr(
+        StepLog, "__call__", lambda self, step, loss, opt: real(self, step, change(step, loss), opt)
+    )
+
+
+def _stopped_run(tmp_path, **kw) -> tuple[str, Path]:
     from interp_toolkit.runs.folder import RunPaths, read_metrics, read_weights
 
     out = tmp_path / "run"
     with pytest.raises(UserError) as exc:
-        # no snapshots: a kept step checks the weights, which diverge (step 2) before the loss
-        kw = dict(lr=1000.0, log_every=1, checkpoint_every=3, snapshot_log=0)
-        train(out, **_tiny(tmp_path, **kw))
-    msg = _one_line(exc)
+        train(out, **_tiny(tmp_path, log_every=1, checkpoint_every=3, snapshot_log=0, **kw))
+    paths = RunPaths(out)
+    assert not paths.weights.exists()  # no finished model
+    assert all(math.isfinite(row["loss"]) for row in read_metrics(out))
+    step = json.loads(paths.checkpoint_state.read_text())["step"]
+    read_weights(paths.checkpoint_weights(step))  # finite (read_weights refuses NaNs)
+    return _one_line(exc), paths
+
+
+def test_a_loss_that_becomes_non_finite_stops_training_keeping_the_last_finite_checkpoint(
+    tmp_path, monkeypatch
+):
+    """A NaN loss at step 3 (injected: lr=1000 gave NaN on one CPU and a finite 1e17 on
+    another): training used to finish with NaN weights (a run every analysis reads as NaN)."""
+    _inject_loss(monkeypatch, lambda step, loss: loss * math.nan if step >= 3 else loss)
+    msg, paths = _stopped_run(tmp_path)
     assert "training diverged: the loss became NaN or infinite at step 3" in msg, msg
     assert "last checkpoint (step 1) is kept" in msg and "lower lr" in msg
-    paths = RunPaths(out)
-    assert not paths.weights.exists()  # no finished model made of NaNs
-    assert json.loads(paths.checkpoint_state.read_text())["step"] == 1
-    read_weights(paths.checkpoint_weights(1))  # finite (read_weights refuses NaNs)
-    assert all(math.isfinite(row["loss"]) for row in read_metrics(out))
+
+
+def test_a_loss_that_diverges_to_a_finite_number_stops_training_keeping_the_last_good_checkpoint(
+    tmp_path, monkeypatch
+):
+    """A loss that grows a million-fold from step 3 on and stays finite (what lr=1000 does on
+    an Intel AMX CPU: 3.29 -> 5.9e14 -> 1.3e17): training used to finish and write the model
+    without a word. It stops after the rule's 3 logged steps past the bound, naming the step
+    it went past; the step-3 checkpoint, written while the loss was past, is held back."""
+    _inject_loss(monkeypatch, lambda step, loss: loss * 1e6 if step >= 3 else loss)
+    msg, paths = _stopped_run(tmp_path, steps=12)
+    assert "training diverged: the loss went past" in msg and "at step 3" in msg, msg
+    assert "for 3 logged step(s) (loss" in msg and "at step 5;" in msg, msg
+    assert "last checkpoint (step 1) is kept" in msg, msg
+
+
+def test_a_loss_spike_that_recovers_is_no_divergence(tmp_path, monkeypatch):
+    """The near miss: the loss past the bound for 2 logged steps (one short of the rule), then
+    back: training finishes; the checkpoint of a step past the bound waits for the next."""
+    from interp_toolkit.runs.folder import RunPaths
+
+    _inject_loss(monkeypatch, lambda step, loss: loss * 1e6 if step in (3, 4) else loss)
+    out = tmp_path / "run"
+    train(out, **_tiny(tmp_path, log_every=1, checkpoint_every=3, snapshot_log=0))
+    assert RunPaths(out).weights.is_file()
+
+
+def test_the_divergence_rule_on_logged_losses():
+    """The rule itself, on loss sequences: the bound, the streak, the untrained loss."""
+    from interp_toolkit.training.guard import LossWatch
+
+    def run(losses, untrained=math.log(64)):
+        w = LossWatch(untrained)
+        for step, loss in enumerate(losses, 1):
+            w.read(step, loss, from_start=step == 1)
+        return w
+
+    assert not run([4.0, 3.0, 2.0, 1.0, 0.9, 1.1, 1.3]).past  # training, with noise
+    assert run([4.0, 2.0, 1.0, 9.0, 9.0, 9.0]).diverged  # past 4.16 (ln 64 + 1) 3 times
+    assert not run([4.0, 2.0, 1.0, 9.0, 9.0, 1.0]).past  # back within it
+    assert not run([4.0, 0.3, 1.5, 1.6, 1.5, 1.7]).past  # one easy batch: min+2 nats, not 4x
+    assert run([4.0, 0.3, 2.4, 2.4, 2.4]).diverged  # past 0.3 + 2 nats
+    big = run([9.0, 8.0, 7.5])  # a large-init start above ln V + 1: its own first loss counts
+    assert not big.past and big.untrained == 9.0
 
 
 # ----------------------------------------------------------------------------- prompts
@@ -258,6 +318,13 @@ for name, call in [
     ("exam(prompt=123)", lambda: exam(t, prompt=123, target=" A")),
     ("exam(target=5)", lambda: exam(t, prompt=" A B A", target=5)),
     ("sae(out=None)", lambda: sae(t, "blocks.0.attn.hook_z", None)),
+    # issue 47: raw exceptions, a folder left behind, a run's own file written over
+    ("sae(tokens='1000')", lambda: sae(t, "blocks.0.attn.hook_z", tmp / "s1", tokens="1000")),
+    ("sae(expansion=1.5)", lambda: sae(t, "blocks.0.attn.hook_z", tmp / "s2", expansion=1.5)),
+    ("sae(out=RUN/config.json)",
+     lambda: sae(t, "blocks.0.attn.hook_z", tmp / "tiny" / "config.json")),
+    ("scores_on(meta model)", lambda: scores_on(load(make_tiny_run(tmp / "m")).model.to("meta"), " A B")),
+    ("scores_on(an object)", lambda: scores_on(type("M", (), {"tokenizer": 1})(), " A B")),
 ]:
     try:
         call()
@@ -304,10 +371,16 @@ def test_api_arguments_of_the_wrong_type_are_the_clis_one_line(tmp_path):
         "exam(prompt=123)": "prompt must be text (str), got int 123",
         "exam(target=5)": "target must be text (str), got int 5",
         "sae(out=None)": "out must be a path (str or pathlib.Path), got NoneType None",
+        "sae(tokens='1000')": "tokens='1000' cannot work: use a whole number, 1 or more.",
+        "sae(expansion=1.5)": "expansion=1.5 cannot work: use a whole number, 1 or more.",
+        "sae(out=RUN/config.json)": "is inside",
+        "scores_on(meta model)": "the model's weights are on the meta device",
+        "scores_on(an object)": "a M is not a model and has no interp-toolkit vocabulary",
     }
     for name, needle in expected.items():
         assert got[name].startswith("UserError: ") and needle in got[name], (name, got[name])
     assert not (tmp_path / "out").exists()  # every training case refused before its folder
+    assert not (tmp_path / "s1").exists() and not (tmp_path / "s2").exists()  # nor an SAE's
 
 
 def test_a_user_error_is_a_value_error_and_a_type_error():
@@ -315,3 +388,47 @@ def test_a_user_error_is_a_value_error_and_a_type_error():
         raise UserError("x")
     with pytest.raises(TypeError):
         raise UserError("x")
+
+
+def test_api_text_that_is_not_unicode_is_one_line(tmp_path):
+    """``exam(m, 'ab\\ud800ab', 'a')`` and ``view(m, 'x\\udcffy')`` raised UnicodeEncodeError."""
+    from interp_toolkit import exam
+
+    target = load(make_tiny_run(tmp_path / "run"))
+    for call in (
+        lambda: exam(target, "ab\ud800ab", "a"),
+        lambda: exam(target, "ab ab", "\udcff"),
+        lambda: view(target, "x\udcffy"),
+        lambda: scores_on(target, "x\udcffy x\udcffy"),
+    ):
+        with pytest.raises(UserError) as exc:
+            call()
+        assert "give text in UTF-8" in _one_line(exc)
+
+
+def test_nan_weights_set_in_memory_are_refused_by_every_api_call(tmp_path):
+    """A NaN set in a loaded model's weights gave ``discover()`` NaN scores and ``exam()`` rank
+    -1, prob nan."""
+    from interp_toolkit import discover, exam
+
+    target = load(make_tiny_run(tmp_path / "run"))
+    with torch.no_grad():
+        next(target.model.parameters())[0] = math.nan
+    for call in (
+        lambda: discover(target, n_seqs=4),
+        lambda: exam(target),
+        lambda: view(target, "a"),
+    ):
+        with pytest.raises(UserError) as exc:
+            call()
+        assert "holds NaN or infinite weights" in _one_line(exc)
+
+
+def test_view_heads_given_as_text_are_the_heads_named(tmp_path):
+    """``view(m, 'a b c', heads="0.1")`` read the text as the heads 0, ".", 1 and said "head
+    0.0 does not exist"; "L.H" (comma-separated) names those heads."""
+    target = load(make_tiny_run(tmp_path / "run"))
+    named, listed = view(target, " A B C", heads="0.1"), view(target, " A B C", heads=[(0, 1)])
+    assert list(named) == list(listed) == [0]
+    with pytest.raises(UserError, match="is not of the form L.H"):
+        view(target, " A B C", heads="x")

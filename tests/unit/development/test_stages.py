@@ -315,7 +315,8 @@ def test_stages_command_on_a_tiny_run(tmp_path, tiny_cfg, tiny_model, capsys):
     assert first["settings"]["gamma"] == 1000.0 and "below_zero" in first
     assert "plotly" in page.read_text()
     # the run keeps its stages (its report draws them), and each stage ends with the route by path
-    assert json.loads(paths.stages.read_text()) == data
+    kept = json.loads(paths.stages.read_text())
+    assert kept.pop("run_digest") and kept == data  # stamped with the run it belongs to
     ends = [st["route_at_end"] for st in data["stages"]]
     assert [r["step"] for r in ends] == [st["end"] for st in data["stages"]]
     assert all("head" not in r for r in ends if r["route"] == "no induction")  # no shares of 0
@@ -334,7 +335,7 @@ def test_stages_command_on_a_tiny_run(tmp_path, tiny_cfg, tiny_model, capsys):
     assert "--reuse reads the estimates" in capsys.readouterr().err
     paths.stages.write_text('{"run": "x"}')
     assert run_main(["stages", str(root), "--reuse"]) == 2
-    assert "holds no LLC curve" in capsys.readouterr().err
+    assert "stages.json is damaged (the file has no 'checkpoints')" in capsys.readouterr().err
     assert run_main([*argv, "--json", "-"]) == 0  # JSON alone on standard output
     assert json.loads(capsys.readouterr().out)["stages"] == data["stages"]
     assert run_main(["stages", str(root), "--chains", "1"]) == 2  # one line, before any work

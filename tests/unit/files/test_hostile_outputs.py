@@ -180,7 +180,7 @@ COMMANDS_WITH_JSON = {
     "copying": ["--head", "1.0"],
     "circuit": ["--n-prompts", "4", "--ig-steps", "1"],
     "neurons": ["--layer", "1", "--top", "4", "--n-seqs", "8", "--show", "2"],
-    "probe": ["--feature", "token", "--n-seqs", "8"],
+    "probe": ["--feature", "token", "--n-seqs", "25"],
     "sae": ["--hook", "blocks.1.attn.hook_z", "--tokens", "2048", "--expansion", "2", "--k", "4"],
 }
 #: Commands whose ``--json -`` is checked elsewhere, on a run they can read (``stages`` needs kept

@@ -98,7 +98,7 @@ def test_every_command_runs_on_an_mlp_run(mlp_run, tmp_path, capsys):
     assert run_main(["view", run, "--prompt", "1,2,1,2", "--out", str(view)]) == 0
     assert "CircuitsVis" in view.read_text()
     probe = tmp_path / "probe.json"
-    argv = ["probe", run, "--feature", "in_repeat", "--n-seqs", "20", "--json", str(probe)]
+    argv = ["probe", run, "--feature", "in_repeat", "--n-seqs", "25", "--json", str(probe)]
     assert run_main(argv) == 0
     assert [r["boundary"] for r in json.loads(probe.read_text())["rows"]] == [
         "embed",

@@ -221,3 +221,13 @@ def test_probe_command_bad_input_is_one_line(text_run, tmp_path, capsys, extra, 
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
     assert not out.exists()
+
+
+def test_too_few_held_out_rows_for_an_interval_is_one_line(text_run, capsys):
+    """``probe --feature position --n-seqs 2 --seq-len 8`` gave [1.000, 1.000] and "decodable"
+    from one held-out row (every bootstrap resample was that row)."""
+    from cli_helpers import run_cli
+
+    argv = ["probe", text_run, "--feature", "position", "--n-seqs", "2", "--seq-len", "8"]
+    err = run_cli(capsys, *argv).one_line_error("2 rows hold out 1 for testing")
+    assert "give 25 rows or more (--n-seqs)" in err

@@ -337,14 +337,15 @@ def test_report_names_a_cut_off_metrics_line(tmp_path, capsys):
     assert result.code == 0 and (tmp_path / "r.html").is_file()
     assert result.err.strip() == f"warning: {damage}"
     metrics.write_text("garbage\n" + "\n".join(lines) + "\n")
-    whole = "1 of its 10 lines are not whole records (not JSON, or a score grid of the wrong shape"
-    assert f"{whole}; line 1)" in metrics_damage(run)
+    assert "1 of its 10 lines are not whole records (line 1: not JSON)" in metrics_damage(run)
     # a JSON line whose induction grid has the wrong shape was an internal error in `report`
     bent = [json.loads(ln) for ln in lines]
     scored = next(i for i, r in enumerate(bent) if "induction" in r)
     bent[scored]["induction"] = [1, 2, 3]
     metrics.write_text("".join(json.dumps(r) + "\n" for r in bent))
-    assert f"; line {scored + 1})" in metrics_damage(run)
+    assert f"(line {scored + 1}: line {scored + 1}.induction[0] is 1, not a list" in (
+        metrics_damage(run)
+    )
     result = run_main_cli(capsys, "report", run, "--out", tmp_path / "r2.html", "--device", "cpu")
     assert result.code == 0 and (tmp_path / "r2.html").is_file(), result.err
     assert result.err.startswith("warning: ") and "internal error" not in result.err

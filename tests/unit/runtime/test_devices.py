@@ -157,7 +157,7 @@ def test_cpu_bf16_detection_reads_the_cpu_flags(monkeypatch, tmp_path, text, has
     info = tmp_path / "cpuinfo"
     if text is not None:
         info.write_text("processor\t: 0\n" + text)
-    monkeypatch.setattr(D, "Path", lambda _path: info)
+    monkeypatch.setattr("interp_toolkit.runtime.machine.Path", lambda _path: info)
     D.cpu_has_bf16.cache_clear()
     try:
         assert D.cpu_has_bf16() is has

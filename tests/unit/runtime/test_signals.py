@@ -23,6 +23,20 @@ from interp_toolkit.runtime.progress import StatusLines, status
 STOPS = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP]
 
 
+@pytest.fixture(autouse=True)
+def sigint_as_in_a_terminal():
+    """Run as a terminal runs a command: a shell starts a background job (``pytest ... &``) with
+    SIGINT ignored, which the code rightly keeps ignored; these tests send a real SIGINT."""
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        yield
+        return
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def one_line(err: str) -> str:
     err = err.strip()
     assert len(err.splitlines()) == 1 and "Traceback" not in err, err
@@ -165,6 +179,38 @@ def test_an_interrupted_study_says_stopped_and_what_finished(capsys, monkeypatch
         "unfinished": {"cpu-3l": 40},
     }
     assert not (out / ".lock").exists()
+
+
+@pytest.mark.parametrize(
+    "signum, path",
+    [(signal.SIGINT, "workers 1"), (signal.SIGTERM, "workers 1"), (signal.SIGTERM, "gpu")],
+)
+def test_a_stop_while_a_study_trains_in_process_says_stopped(
+    capsys, monkeypatch, tmp_path, signum, path
+):
+    """A stop inside a training run in this process (``--workers 1``; a GPU study always trains
+    here) used to exit 143/130 without a word, leaving study.json ``running`` (each seed's
+    too, under ``--seeds``): the job was handed ``parent=os.getpid()``, so ``orphaned(parent)``
+    was always true and it called ``os._exit``."""
+    import torch
+
+    def no_exit(code):
+        raise AssertionError(f"os._exit({code}) in the study's own process")
+
+    monkeypatch.setattr(os, "_exit", no_exit)
+    out, args = tmp_path / "study", ["--workers", 1]
+    if path == "gpu":  # jobs on an accelerator run here whatever --workers says
+        monkeypatch.setattr(
+            "interp_toolkit.study.jobs.resolve_device", lambda d: torch.device("meta")
+        )
+        args = ["--workers", 2]
+    monkeypatch.setattr("interp_toolkit.study.folder.train_or_reuse", _send(signum))
+    code, _, err = run_cli(
+        capsys, "reproduce", "--out", out, "--preset", "cpu", "--layers", "1", "--steps", 2, *args
+    )
+    assert code == 128 + signum, err
+    assert one_line(err).startswith(f"interrupted: stopped by {signal.Signals(signum).name}")
+    assert json.loads((out / "study.json").read_text())["status"] == "stopped"
 
 
 # ------------------------------------------------------------------------- the signal module

@@ -257,3 +257,39 @@ def test_a_gpt2_sae_needs_an_out_folder_before_anything_loads(capsys, monkeypatc
     (folder / "config.json").write_text('{"model_type": "gpt2"}')
     assert run_main(["sae", str(folder), "--hook", "blocks.0.hook_resid_pre"]) == 2
     assert "--out FOLDER" in capsys.readouterr().err
+
+
+def _sae_argv(run, out, *more):
+    return ["sae", str(run), "--hook", "blocks.1.attn.hook_z", "--tokens", "4096",
+            "--expansion", "2", "--k", "4", "--quiet", "--out", str(out), *more]  # fmt: skip
+
+
+def test_a_second_sae_in_a_folder_being_trained_is_named_as_such(text_mlp_run, tmp_path, capsys):
+    """A second `sae --out D` while the first trained said "already holds an SAE: continue it
+    with --resume" (the first's checkpoint): the lock is taken first, so it names the other
+    process."""
+    from cli_helpers import run_cli
+
+    from interp_toolkit.files.io import folder_lock
+
+    out = tmp_path / "sae"
+    out.mkdir()
+    (out / "checkpoints").mkdir()
+    (out / "checkpoints" / "state.json").write_text("{}")  # the first one's checkpoint
+    with folder_lock(out, "SAE folder"):
+        run_cli(capsys, *_sae_argv(text_mlp_run, out)).one_line_error("in use by another process")
+
+
+def test_an_sae_past_this_machines_memory_is_refused_leaving_no_folder(
+    text_mlp_run, tmp_path, capsys
+):
+    """`sae --expansion 100000000` ran out of memory half-way and left D/checkpoints/; now the
+    memory it needs is estimated first (8 float32 copies of d_in x d_sae) and said."""
+    from cli_helpers import run_cli
+
+    out = tmp_path / "sae"
+    argv = _sae_argv(text_mlp_run, out, "--expansion", "100000000")
+    argv.remove("2")  # the first --expansion's value
+    argv.remove("--expansion")
+    err = run_cli(capsys, *argv).one_line_error("GiB (its encoder and decoder")
+    assert "use a smaller --expansion" in err and not out.exists()

@@ -31,7 +31,7 @@ def test_reproduce_seeds_below_one_and_a_seed_folder_holding_something_else(tmp_
     err = capsys.readouterr().err.strip()
     assert (
         exc.value.code == 2
-        and err == "error: --seeds 0: use 1 or more (seeds --seed, --seed + 1, ...)."
+        and err == "error: --seeds=0 cannot work: use a whole number, 1 or more."
     )
     # every seed's folder is checked before any work: seed 2's holds something else
     (tmp_path / "t" / "seed-2").mkdir(parents=True)
@@ -288,3 +288,17 @@ def test_both_settings_train_the_text_pair_first_and_each_control_follows_its_ow
     assert depth_preset(cfg, text1, control_steps(tmp_path, runs, text1)).train.steps == 9000
     assert study_settings(StudyConfig(out=tmp_path)) == study_settings(cfg)  # the default
     assert study_settings(StudyConfig(out=tmp_path, preset="cpu")) == [("cpu", (1, 2, 3, 8))]
+
+
+def test_a_seed_folder_linked_to_the_study_itself_is_refused(tmp_path, capsys):
+    """`DIR/seed-1` a link to `.` (DIR itself): seed 1's runs would have been seed 0's, and the
+    fix offered would have deleted them."""
+    out = tmp_path / "s"
+    out.mkdir()
+    (out / "study.json").write_text("{}")
+    (out / "seed-1").symlink_to(".")
+    with pytest.raises(SystemExit) as exc:
+        main(["reproduce", "--seeds", "2", "--preset", "cpu", "--layers", "1", "--out", str(out)])
+    err = capsys.readouterr().err.strip()
+    assert exc.value.code == 2 and len(err.splitlines()) == 1, err
+    assert "is a link to" in err and "a folder above it" in err and "rm " in err
