@@ -20,7 +20,7 @@ def reproduce_cmd(
         "--preset",
         help="all (the default: natural text's 1 and 2 layers beside the curriculum's depths, "
         "one page), cpu (the curriculum alone: minutes on a CPU), text (natural text read as "
-        "bytes alone), text-bpe, or seed (GPU scale).",
+        "bytes alone), text-bpe, or post (the post's recipe: GPU scale).",
     ),
     layers: str | None = typer.Option(
         None,

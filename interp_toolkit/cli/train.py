@@ -198,7 +198,8 @@ def sample_cmd(
     ids = sample_ids(
         r.model, r.codec, prompt, n_tokens=tokens, temperature=temperature, top_k=top_k, seed=seed
     )
-    from interp_toolkit.text.codecs import UNKNOWN_NOTICE_SHARE, describe_vocab, unknown_share
+    from interp_toolkit.stats.thresholds import UNKNOWN_NOTICE_SHARE
+    from interp_toolkit.text.codecs import describe_vocab, unknown_share
 
     if prompt and (share := unknown_share(r.codec, r.codec.encode(prompt))) > UNKNOWN_NOTICE_SHARE:
         print(

@@ -138,6 +138,41 @@ def claims_table(
     )
 
 
+def first_seed(c: ClaimOverSeeds) -> ClaimOverSeeds:
+    """The claim in the first seed alone ("reliably" stays the verdict over all seeds)."""
+    if c.key == "reliably" or len(c.seeds) == 1:
+        return c
+    return ClaimOverSeeds(c.key, c.seeds[:1], c.verdicts[:1])
+
+
+def claims_markdown(
+    settings: Sequence[tuple[str, Sequence[ClaimOverSeeds]]], t: Thresholds = THRESHOLDS
+) -> str:
+    """The claims table as Markdown (the study's ``claims.md``, the README's table): per setting
+    its first seed's mark and numbers and, over several seeds, the mark and the medians and
+    ranges over them."""
+    words = criteria(t)
+    head, cols = ["the post says", "its number"], []
+    for title, claims in settings:
+        seeds = claims[0].seeds
+        head.append(f"{title}, seed {seeds[0]}")
+        cols.append((claims, first_seed))
+        if len(seeds) > 1:
+            head.append(f"{title}, {len(seeds)} seeds: median (range)")
+            cols.append((claims, lambda c: c))
+    head.append("reproduced when")
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for claim in CLAIMS:
+        cells = [claim.statement, claim.post]
+        for claims, view in cols:
+            c = view(next(x for x in claims if x.key == claim.key))
+            text = ours(c, claim.template)
+            cells.append(f"**{mark_words(c)}**" + (f": {text}" if text else ""))
+        cells.append(words[claim.template])
+        lines.append("| " + " | ".join(x.replace("|", "\\|") for x in cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def claims_json(claims: Sequence[ClaimOverSeeds]) -> dict[str, dict[str, object]]:
     """study.json's claims of one setting: each claim's mark, the seeds it held in, the numbers
     of each seed, and why it was not measured."""

@@ -26,9 +26,12 @@ from interp_toolkit.training.presets import Preset
 from interp_toolkit.training.settings import config_differences, recorded_configs
 from interp_toolkit.training.steplog import planned_steps
 
-#: A study (or sweep) folder: this marker, ``index.html`` and one run folder per model.
+#: A study (or sweep) folder: this marker, ``index.html`` (a study: ``claims.md``) and one run
+#: folder per model.
 STUDY_MARKER = "study.json"
 INDEX = "index.html"
+#: The claims table as Markdown (what the README shows).
+CLAIMS_MD = "claims.md"
 
 
 def say(msg: str) -> None:

@@ -41,7 +41,7 @@ from interp_toolkit.measures.run import RunAnalysis, RunSummary, analyse_run
 from interp_toolkit.measures.seeds import SeedMeasurements, over_seeds
 from interp_toolkit.models.sampling import sample
 from interp_toolkit.reports.circuit_report import circuit_section, circuit_sentence, route_section
-from interp_toolkit.reports.claims import claim_lines, claims_json
+from interp_toolkit.reports.claims import claim_lines, claims_json, claims_markdown
 from interp_toolkit.reports.findings import data_mix_sentence
 from interp_toolkit.reports.layer_findings import block_phrase, mlp_findings, probe_sentence
 from interp_toolkit.reports.layers_report import mlp_section, probes_section
@@ -55,6 +55,7 @@ from interp_toolkit.runtime.machine import machine_record
 from interp_toolkit.runtime.seeds import check_study_seeds, derive, study_seeds
 from interp_toolkit.stats.thresholds import THRESHOLDS
 from interp_toolkit.study.folder import (
+    CLAIMS_MD,
     INDEX,
     STUDY_MARKER,
     TRAINED_HERE,
@@ -435,6 +436,7 @@ def _reproduce(
     if cfg.seeds > 1:
         body["over_seeds"] = [o.to_dict() for o in seeds]
     index = write_text(out / INDEX, html)
+    write_text(out / CLAIMS_MD, claims_markdown([(p.title, p.claims) for p in pages]))
     thresholds = dataclasses.asdict(THRESHOLDS)
     done = {"status": "done", "elapsed_s": round(elapsed, 1), "thresholds": thresholds}
     write_json(out / STUDY_MARKER, {**marker, **done, **body})

@@ -99,7 +99,7 @@ def test_quickstart_executes_on_a_trained_run(monkeypatch, trained_2l):
     text = "".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream")
     assert f"{trained_2l.name} 2 layers x 4 heads" in text
     assert "FactoredMatrix (128, 128) full OV (1024, 1024) inner dim 32" in text
-    assert "induction [layer, head]" in text and "gpt2 roles:" in text
+    assert "induction [layer, head]" in text and "hf roles:" in text
     view_cell = next(c for c in nb.cells if c.source.startswith("view("))
     html = "".join(o["data"]["text/html"] for o in view_cell.outputs if "data" in o)
     assert "Layer 0" in html and "Layer 1" in html  # one output, every layer

@@ -99,6 +99,7 @@ NOT_RUN: dict[str, str] = {
     "benchmarks/full_vocab_circuits.py": "a GPT-2-small-shaped model: no smaller size",
     "benchmarks/gpt2_discovery_cost.py": "a GPT-2-small-shaped model: no smaller size",
     "benchmarks/probe_neuron_cost.py": "a GPT-2-small-shaped model: no smaller size",
+    "benchmarks/hf_heads_cost.py": "a Qwen2-0.5B shape (8 min a dtype): no smaller",
     "benchmarks/sae_cost.py": "a GPT-2-small-shaped model beside the cpu preset's",
 }
 #: Shared helpers, not scripts.

@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import re
 
 import pytest
 
@@ -74,7 +75,7 @@ def test_reproduce_end_to_end_and_reuse(tmp_path, capfd):
     two = study["depths"][1]
     assert two["route"]["task"] == "induction" and two["route"]["heads"]
     assert set(two["circuit"]["ig"]) >= {"edges", "curve", "circuit"} and two["circuit"]["eap"]
-    assert "<h2>Route by path</h2>" in html and "<h2>Discovered circuits</h2>" in html
+    assert "Route by path</h2>" in html and "Discovered circuits</h2>" in html  # folded, titled
     assert [d["steps"] for d in study["depths"]] == [12, 12, 12]
     assert study["thresholds"]["exam_lower_bound"] == 0.9
     # the verdicts are computed from these runs' own files: each depth's recorded induction heads
@@ -89,8 +90,17 @@ def test_reproduce_end_to_end_and_reuse(tmp_path, capfd):
         ), depth["name"]
         logged = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
         assert depth["final_loss"] == pytest.approx([r["loss"] for r in logged if "loss" in r][-1])
-        best = f"best head {depth['top_head']} scores {depth['top_score']:.2f}"
-        assert best in html, depth["name"]
+
+    # the depth table's strongest-head rows are each depth's recorded top head and score
+    def row(label: str) -> list[str]:
+        found = re.search(rf"<tr><t[hd][^>]*>{re.escape(label)}</t[hd]>(.*?)</tr>", html)
+        assert found, label
+        return re.findall(r"<td[^>]*>(.*?)</td>", found.group(1))
+
+    depths = study["depths"]
+    assert row("its head") == [d["top_head"] for d in depths]
+    label = "strongest induction score (layer ≥ 1; any layer for 1 layer)"
+    assert row(label) == [f"{d['top_score']:.2f}" for d in depths]
     lacking = [
         d["n_layers"] for d in study["depths"] if d["n_layers"] > 1 and not d["induction_heads"]
     ]
@@ -98,6 +108,9 @@ def test_reproduce_end_to_end_and_reuse(tmp_path, capfd):
     assert study["claims"]["two_can"]["numbers"][0]["checked"] == 0
     assert "Curriculum: 2 layers can: ✗ not reproduced" in "\n".join(result.findings)
     assert "✗ not reproduced" in html and "reproduced when" in html
+    claims_md = (out / "claims.md").read_text()  # the same table in Markdown (the README's)
+    assert claims_md.startswith("| the post says | its number | Curriculum, seed 0 |")
+    assert "| 2 layers can | its 2-layer model passes both | **✗ not reproduced**" in claims_md
     exam = json.loads((out / "cpu-2l" / "exam.json").read_text())
     assert [(r["kind"], r["period"]) for r in exam["periods"]] == kinds and exam["prompts"]
     assert exam["periods"][0]["n_prompts"] == 200 and "wilson95" in exam["periods"][0]

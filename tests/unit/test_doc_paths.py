@@ -23,6 +23,7 @@ must import (a module or its attribute).
 from __future__ import annotations
 
 import re
+from fnmatch import fnmatch
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,7 +33,18 @@ TOKEN = re.compile(r"^[\w.\-/]+$")
 #: A path component in capitals (``RUN``, ``NAME.jsonl``, ``step_N``'s ``N`` is not one) stands for
 #: a name the reader picks.
 PLACEHOLDER = re.compile(r"^[A-Z][A-Z_0-9]*(\.\w+)?$")
-TOP = {p.name for p in ROOT.iterdir() if not p.name.startswith(".")} - {"__pycache__"}
+#: What .gitignore names at the root (``/study/``, ``/runs/``, ``*.egg-info/``): a study run
+#: in the checkout (CI runs the README's study first) is output, not a path of this repository.
+IGNORED = [
+    line.strip().strip("/")
+    for line in (ROOT / ".gitignore").read_text().splitlines()
+    if line.strip() and not line.startswith("#")
+]
+TOP = {
+    p.name
+    for p in ROOT.iterdir()
+    if not p.name.startswith(".") and not any(fnmatch(p.name, pat) for pat in IGNORED)
+}
 #: Built, not kept (.gitignore): pdoc's API pages.
 GENERATED = ("docs/api/",)
 #: Paths inside other projects, named from their package folder (SAELens's source).

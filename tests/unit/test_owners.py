@@ -63,6 +63,7 @@ def test_thresholds_have_one_owner():
 #: stats/thresholds.py or named here with its reason.
 NOT_THRESHOLDS: dict[str, str] = {
     "stats/intervals.py: Z95": "the normal quantile of 95%, a constant of nature",
+    "runs/records.py: FLOAT32_MAX": "the largest float32, a constant of the format",
     "runtime/devices.py: CUDA_FREE_FRACTION": "the share of free GPU memory a chunk may take",
     "runtime/progress.py: PIPED_INTERVAL": "seconds between progress lines on a pipe",
     "runtime/progress.py: STATUS_INTERVAL": "seconds between status lines",

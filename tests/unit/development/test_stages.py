@@ -46,8 +46,9 @@ def test_the_default_schedule_covers_both_presets_phase_changes():
     assert _largest_gap(cpu, 200, 600) <= 50  # the curriculum's change (~step 350), densely
     assert sum(s < 100 for s in cpu) >= 10  # and the first steps, log-spaced
     text = get_preset("text", 2).train.snapshot_schedule()
-    assert text[-1] == 30_000 and _largest_gap(text, 1000, 30_000) <= 1000
-    assert len(cpu) <= 64 and len(text) <= 64  # the disk cost stays bounded (docs/stages.md)
+    assert text[-1] == 50_000 and _largest_gap(text, 1000, 50_000) <= 1000
+    # the disk cost stays bounded (docs/stages.md; a text run stopped early keeps those before)
+    assert len(cpu) <= 64 and len(text) <= 80
 
 
 def test_explicit_snapshot_steps_replace_the_default_and_bad_ones_are_refused():

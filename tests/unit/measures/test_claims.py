@@ -12,7 +12,7 @@ from findings_helpers import N, copier, depth, exams, role_checks
 from interp_toolkit.heads.dynamics import PhaseLoss
 from interp_toolkit.measures.claims import Mark, over_seeds, verdicts
 from interp_toolkit.measures.run import ExamRow
-from interp_toolkit.reports.claims import claim_lines, claims_table, ours
+from interp_toolkit.reports.claims import claim_lines, claims_markdown, claims_table, ours
 from interp_toolkit.stats.intervals import Interval
 from interp_toolkit.stats.thresholds import THRESHOLDS
 
@@ -139,3 +139,22 @@ def test_the_table_shows_the_post_ours_the_criterion_and_a_mark_per_setting():
     assert "not measured: GPT-2" in html and "p &lt; 0.05" in html
     lines = claim_lines("Curriculum", claims)
     assert lines[0].startswith("Curriculum: exam ABCXDEF ×3 → F: ✓ reproduced")
+
+
+def test_the_markdown_table_gives_the_first_seed_beside_the_seeds_together():
+    """claims.md (the README's table): per setting the first seed's mark and numbers, then over
+    the seeds; a seed where "2 layers can" fails shows in the seeds' column, not the first's."""
+    good = verdicts([depth(1), depth(2)])
+    bad = verdicts([depth(1), depth(2, period_exams=copier())])
+    claims = over_seeds((0, 1, 2), [good, bad, good])
+    md = claims_markdown([("Curriculum", claims)]).splitlines()
+    assert md[0] == (
+        "| the post says | its number | Curriculum, seed 0 | Curriculum, 3 seeds: median (range) "
+        "| reproduced when |"
+    )
+    assert len(md) == 2 + len(claims)
+    (row,) = [r for r in md if r.startswith("| 2 layers can |")]
+    seed0, together = row.split(" | ")[2:4]
+    assert seed0.startswith("**✓ reproduced**") and together.startswith("**◐ in 2 of 3 seeds**")
+    (row,) = [r for r in md if r.startswith("| reliably |")]
+    assert "✗ not reproduced" in row.split(" | ")[2]  # "reliably" is over the seeds in both

@@ -11,7 +11,11 @@ import shutil
 import pytest
 import torch
 from hf_helpers import ARCHITECTURES, PLANTED_INDUCTION, PLANTED_PREV, build_planted_llama
-from transformer_lens.head_detector import detect_head
+from transformer_lens.head_detector import (
+    detect_head,
+    get_duplicate_token_head_detection_pattern,
+    get_induction_head_detection_pattern,
+)
 
 from interp_toolkit import scores_on
 from interp_toolkit.errors import UserError
@@ -35,7 +39,8 @@ FACTS = {
     "phi": (4, "rotary", "LN", True, False, None),
 }
 #: Each of B..G twice, 7 apart; A and 0 once: no exact periodic repeat, so scores_on reads it as
-#: text, where the relation to detect_head is exact (docs/study.md §1.3).
+#: text: at the queries whose token and the token before it recur together (C..G: the second B
+#: follows 0, not A), where its relation to detect_head is exact (docs/study.md §1.3).
 TEXT = "A B C D E F G 0 B C D E F G"
 
 
@@ -90,12 +95,19 @@ def _parity(model) -> None:
     s = scores_on(model, TEXT)
     tokens = model.to_tokens(TEXT)
     n = tokens.shape[1]
-    for kind, tl_name in (
-        ("induction", "induction_head"),
-        ("duplicate_token", "duplicate_token_head"),
+    ids = tokens[0].tolist()
+    pairs = list(zip(ids, ids[1:], strict=False))
+    read = [q for q in range(1, n) if (ids[q - 1], ids[q]) in pairs[: q - 1]]  # C..G again
+    for kind, pattern in (
+        ("induction", get_induction_head_detection_pattern),
+        ("duplicate_token", get_duplicate_token_head_detection_pattern),
     ):
-        tl = detect_head(model, TEXT, tl_name, exclude_bos=False, exclude_current_token=False)
-        assert s.queries[kind] == 6
+        # TL's own detection pattern, on the rows scores_on reads
+        rows = torch.zeros(n, 1)
+        rows[read] = 1
+        detection = pattern(tokens.cpu()) * rows
+        tl = detect_head(model, TEXT, detection, exclude_bos=False, exclude_current_token=False)
+        assert s.queries[kind] == len(read) == 5
         assert torch.allclose(s.get(kind), tl.float() * n / s.queries[kind], atol=1e-5), kind
     # previous-token: TL also reads query 1's key 0 (BOS when there is one); we leave BOS out
     tl = detect_head(

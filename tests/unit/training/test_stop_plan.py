@@ -74,13 +74,13 @@ def test_train_without_steps_stops_as_a_study_does(tmp_path, capsys, monkeypatch
     base = ("train", "--preset", "text", "--layers", "2")
     res = run_cli(capsys, *base, "--out", tmp_path / "a")
     assert res.code == 2 and res.err.splitlines() == [
-        "training: 2 layer(s), up to 30,000 steps (stopping once the induction score has stayed "
+        "training: 2 layer(s), up to 50,000 steps (stopping once the induction score has stayed "
         f"above {THRESHOLDS.induction:g} for 3,000 steps), preset text",
         "error: stopped here by the test.",
     ]
     assert seen[-1].stop_score == THRESHOLDS.induction and seen[-1].stop_after == 3000
     run_cli(capsys, *base, "--out", tmp_path / "b", "--all-steps")
-    assert seen[-1].stop_score is None and seen[-1].steps == 30_000
+    assert seen[-1].stop_score is None and seen[-1].steps == 50_000
     run_cli(capsys, *base, "--out", tmp_path / "c", "--steps", "40")
     assert seen[-1].stop_score is None and seen[-1].steps == 40
     run_cli(capsys, *base, "--out", tmp_path / "d", "--steps", "40", "--all-steps").one_line_error(
