@@ -133,6 +133,10 @@ def measure(args: argparse.Namespace) -> None:
 
     done = json.loads(args.json.read_text()) if args.json.is_file() else {"runs": {}}
     done["benchmark"] = "seed_budget"
+    from interp_toolkit.runtime.machine import machine_record
+
+    done |= {"prompts_per_exam": args.prompts, "machine": machine_record().words()}
+    done["date"] = time.strftime("%Y-%m-%d")
     for path in sorted(p for p in args.out.iterdir() if (p / "config.json").is_file()):
         have = {r["step"] for r in done["runs"].get(path.name, [])}
         for step in RunPaths(path).snapshot_steps():
@@ -157,6 +161,10 @@ def figure(args: argparse.Namespace) -> None:
         series[f"{name}: p(F), ABCXDEF"] = [
             (r["tokens"] / 1e6, r["post_exams"]["ABCXDEF"]["prob"]) for r in rows
         ]
+        if "-2l-" in name:  # the other exam for the 2-layer model (the 1-layer's stays near 0)
+            series[f"{name}: p(D), ABCD"] = [
+                (r["tokens"] / 1e6, r["post_exams"]["ABCD"]["prob"]) for r in rows
+            ]
     marks = [
         ("the post's 2-layer p(F) (82.92%)", 0.8292),
         ("the post's 2-layer p(D) (41.64%)", 0.4164),

@@ -104,3 +104,11 @@ def test_readme_and_api_docs_train_the_same_run():
         return line.split("#")[0].strip()
 
     assert train_call(snippet) == train_call(theirs)
+
+
+def test_the_claims_table_is_the_committed_studys():
+    """The README's claims table is ``claims.md`` of the committed five-seed study, verbatim
+    (experiments/results/study_claims.md): its numbers and marks are computed, not typed."""
+    table = (ROOT / "experiments" / "results" / "study_claims.md").read_text(encoding="utf-8")
+    assert table.startswith("| the post says | its number |")
+    assert table.strip() in README
