@@ -48,7 +48,9 @@ def show(c: ClaimOverSeeds, name: str) -> str:
         ci = f" [{fmt(n.low)}, {fmt(n.high)}]" if n.low is not None and n.high is not None else ""
         return fmt(n.value) + ci  # type: ignore[arg-type]
     xs = [float(n.value) for n in found]  # type: ignore[arg-type]
-    out = f"{fmt(statistics.median(xs))} ({fmt(min(xs))}–{fmt(max(xs))})"
+    out = fmt(statistics.median(xs))
+    if fmt(min(xs)) != fmt(max(xs)):  # a range only where the seeds differ
+        out += f" ({fmt(min(xs))}–{fmt(max(xs))})"
     return out + (f" in {len(xs)} of {len(c.seeds)}" if len(xs) < len(c.seeds) else "")
 
 
@@ -60,6 +62,7 @@ TEMPLATES = {
     "reliably": "both rows above in {held} of {seeds} seeds",
     "switch": "top-1 by depth {rates}: 1→2 layers {rise}, after 2 {later}",
     "phase_loss": "loss fall per 1,000 steps over steps {start}–{end}: {fall_at} (before {fall_before}, after {fall_after})",
+    "phase_loss_seeds": "loss fall per 1,000 steps over the phase change: {fall_at} (before {fall_before}, after {fall_after})",
     "gpt2": "",
 }  # fmt: skip
 
@@ -83,6 +86,8 @@ def ours(c: ClaimOverSeeds, template: str) -> str:
     if c.mark == Mark.NOT_MEASURED:
         return ""
     fields = {name: show(c, name) for v in c.verdicts for name in (n.name for n in v.numbers)}
+    if template == "phase_loss" and len(c.seeds) > 1:  # each seed's steps differ: not listed
+        template = "phase_loss_seeds"
     if template == "switch":
         rates = [k for k in fields if k.startswith("top1_")]
         fields["rates"] = ", ".join(f"{k[5:]}L {fields[k]}" for k in rates)

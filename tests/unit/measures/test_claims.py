@@ -158,3 +158,12 @@ def test_the_markdown_table_gives_the_first_seed_beside_the_seeds_together():
     assert seed0.startswith("**✓ reproduced**") and together.startswith("**◐ in 2 of 3 seeds**")
     (row,) = [r for r in md if r.startswith("| reliably |")]
     assert "✗ not reproduced" in row.split(" | ")[2]  # "reliably" is over the seeds in both
+
+
+def test_over_seeds_a_range_is_shown_only_where_the_seeds_differ():
+    good = verdicts([depth(1), depth(2)])
+    claims = {c.key: c for c in over_seeds((0, 1, 2), [good, good, good])}
+    assert ours(claims["reliably"], "reliably") == "both rows above in 3 of 3 seeds"
+    bad = verdicts([depth(1), depth(2, period_exams=copier())])
+    two = {c.key: c for c in over_seeds((0, 1), [good, bad])}["two_can"]
+    assert "(+0.0 pts–+84.3 pts)" in ours(two, "two_can")  # the seeds differ: median (range)
