@@ -59,9 +59,8 @@ def test_small_study_json_is_unchanged(tmp_path):
     got = json.loads((tmp_path / "s" / "study.json").read_text())
     snapshot = json.loads(SNAPSHOT.read_text())
     # the machine it ran on: the same fields, this machine's values (threads: the study's)
-    assert (
-        set(got["machine"]) == set(snapshot.pop("machine")) and got.pop("machine")["threads"] == 1
-    )
+    machine, recorded = got.pop("machine"), snapshot.pop("machine")
+    assert set(machine) == set(recorded) and machine["threads"] == 1
     want = _comparable(snapshot, approx=True)
     assert _differences(_comparable(got), want) == []
 
