@@ -88,9 +88,14 @@ def path_kind(path: str | os.PathLike[str]) -> str:
         return "missing"
     except OSError as exc:
         return "a symlink loop" if exc.errno == errno.ELOOP else f"unreadable ({exc.strerror})"
-    kinds = ((stat.S_ISREG, "a file"), (stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"),
-             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-             (stat.S_ISSOCK, "a socket"))  # fmt: skip
+    kinds = (
+        (stat.S_ISREG, "a file"),
+        (stat.S_ISDIR, "a folder"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    )
     kind = next((word for test, word in kinds if test(mode)), "not a file")
     if p.is_symlink() and kind != "a file":
         return f"a symlink to {os.readlink(p)} ({kind})"

@@ -185,10 +185,19 @@ def check_weights(folder: Path, model: torch.nn.Module) -> None:
     found, converted = _as_loaded(model, found)
     expected = {k: v for k, v in expected.items() if k not in converted}
     missing = [k for k in expected if k not in found]
-    wrong = [f"{k} is {_dims(found[k])} there, {_dims(v)} by config.json"
-             for k, v in expected.items() if k in found and tuple(found[k]) != v]  # fmt: skip
-    extra = [k for k in found if k not in known and k not in converted
-             and not _MASKS.search(k) and not k.endswith("inv_freq")]  # fmt: skip
+    wrong = [
+        f"{k} is {_dims(found[k])} there, {_dims(v)} by config.json"
+        for k, v in expected.items()
+        if k in found and tuple(found[k]) != v
+    ]
+    extra = [
+        k
+        for k in found
+        if k not in known
+        and k not in converted
+        and not _MASKS.search(k)
+        and not k.endswith("inv_freq")
+    ]
     if not (missing or wrong or extra):
         return
     fix = (
