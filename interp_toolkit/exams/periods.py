@@ -23,6 +23,7 @@ from jaxtyping import Int
 
 from interp_toolkit.exams.prompts import MIN_OFFSETS, ExamPrompts, exam_plan
 from interp_toolkit.exams.single import target_rank
+from interp_toolkit.files.serialize import Jsonable
 from interp_toolkit.stats.intervals import Interval, mcnemar_greater, wilson
 from interp_toolkit.text.codecs import Codec
 
@@ -98,7 +99,7 @@ def exam_ranks(
 
 
 @dataclass(frozen=True)
-class Chance:
+class Chance(Jsonable):
     """Another model's pass count on the same prompts (an untrained model of the same
     architecture, or the study's 1-layer model), and the p-value of the examined model passing
     more often (:data:`CHANCE_TEST`)."""
@@ -108,21 +109,18 @@ class Chance:
     n_prompts: int
     p_value: float
 
+    test = CHANCE_TEST
+    json_extra = ("pass_rate", "wilson95", "test")
+    json_order = ("model", "passes", "n_prompts", "pass_rate", "wilson95", "p_value", "test")
+
     @property
     def pass_rate(self) -> float:
         return self.passes / self.n_prompts
 
-    def to_dict(self) -> dict[str, Any]:
+    @property
+    def wilson95(self) -> list[float]:
         iv = wilson(self.passes, self.n_prompts)
-        return {
-            "model": self.model,
-            "passes": self.passes,
-            "n_prompts": self.n_prompts,
-            "pass_rate": self.pass_rate,
-            "wilson95": [iv.low, iv.high],
-            "p_value": self.p_value,
-            "test": CHANCE_TEST,
-        }
+        return [iv.low, iv.high]
 
 
 @dataclass(frozen=True)

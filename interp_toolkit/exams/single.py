@@ -10,18 +10,16 @@ from jaxtyping import Float, Int
 from transformer_lens import TransformerBridge
 
 from interp_toolkit.errors import UserError
+from interp_toolkit.files.serialize import Jsonable
 from interp_toolkit.runtime import validate
 from interp_toolkit.text.codecs import Codec, gpt2_encoding
 
 
 @dataclass(frozen=True)
-class Exam:
+class Exam(Jsonable):
     name: str
     prompt: str
     target: str
-
-    def to_dict(self) -> dict[str, str]:
-        return {"name": self.name, "prompt": self.prompt, "target": self.target}
 
 
 #: The seed study's two exams.

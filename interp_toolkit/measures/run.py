@@ -29,6 +29,7 @@ from interp_toolkit.exams.periods import PeriodExam, exam_with_chance
 from interp_toolkit.exams.role_checks import CHECK_PASSAGES, CHECKED_ROLES, RoleChecks, role_checks
 from interp_toolkit.exams.single import Exam, ExamResult, exams_for, run_exam
 from interp_toolkit.exams.text_measures import passage_order_effect
+from interp_toolkit.files.serialize import Jsonable
 from interp_toolkit.heads.discovery import HeadReport, discover_heads
 from interp_toolkit.heads.induction import strongest_induction_head
 from interp_toolkit.heads.options import DiscoveryOptions
@@ -87,7 +88,7 @@ class TopHead:
 
 
 @dataclass
-class RunSummary:
+class RunSummary(Jsonable):
     """What a study compares across runs (JSON-safe through :meth:`to_dict`)."""
 
     name: str
@@ -102,7 +103,7 @@ class RunSummary:
     top_induction: TopHead
     top_previous_token: TopHead
     feeder: str | None  # the head feeding the strongest induction head, by the route by path
-    route: dict[str, Any]  # ModelRoute.to_dict()
+    route: ModelRoute
     decides: dict[str, str]  # role -> deciding score
     test: str  # when a score is significant, e.g. "p <= 0.05"
     floors: dict[str, float]  # effect-size floors
@@ -112,10 +113,7 @@ class RunSummary:
     p_value: dict[str, list[list[float]]]
     passes: dict[str, list[list[bool]]]
     loss_curve: list[list[int | float]]  # [tokens (or step), loss]
-    role_checks: dict[str, Any] | None = None  # RoleChecks.to_dict(); None: not measured
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+    role_checks: RoleChecks | None = None  # None: not measured
 
 
 @dataclass
@@ -207,7 +205,7 @@ class RunAnalysis:
             top_induction=top(kinds[0], self.induction_head),
             top_previous_token=top(kinds[1], self.prev_token_head),
             feeder=None if feeder is None else str(feeder),
-            route=self.route.to_dict(),
+            route=self.route,
             decides=dict(rep.decides),
             test=rep.significance(),
             floors={k: float(v) for k, v in rep.floors.items()},
@@ -216,7 +214,7 @@ class RunAnalysis:
             p_value={k: rep.tests.p_value[k].tolist() for k in kinds},
             passes={k: rep.passes(k).tolist() for k in kinds},
             loss_curve=[[r.get("tokens", r.get("step")), float(r["loss"])] for r in losses[::step]],
-            role_checks=None if self.role_checks is None else self.role_checks.to_dict(),
+            role_checks=self.role_checks,
         )
 
 

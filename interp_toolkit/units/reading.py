@@ -31,12 +31,13 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
+from interp_toolkit.files.serialize import Jsonable, json_field
 from interp_toolkit.runtime.seeds import rng
 from interp_toolkit.stats.intervals import binomial_tail
 from interp_toolkit.stats.thresholds import BEATS_ALPHA, MONO_ALPHA, MONO_LIFT, MONO_SHARE
@@ -218,13 +219,16 @@ def random_top(top: TopActivations, n: int, seq: int, seed: int = 0) -> TopActiv
 
 
 @dataclass(frozen=True)
-class RuleCount:
+class RuleCount(Jsonable):
     """How many units of a set pass the rule, by concept kind."""
 
     units: int
     dead: int
     monosemantic: int
-    by_kind: dict[str, int]
+    by_kind: dict[str, int] = field(metadata=json_field(key="by_concept"))
+
+    json_extra = ("share_of_live",)
+    json_order = ("units", "dead", "monosemantic", "share_of_live", "by_concept")
 
     @classmethod
     def of(cls, concepts: list[Concept]) -> RuleCount:
@@ -244,14 +248,9 @@ class RuleCount:
     def share(self) -> float:
         return self.monosemantic / self.live if self.live else 0.0
 
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "units": self.units,
-            "dead": self.dead,
-            "monosemantic": self.monosemantic,
-            "share_of_live": round(self.share, 4),
-            "by_concept": self.by_kind,
-        }
+    @property
+    def share_of_live(self) -> float:
+        return round(self.share, 4)
 
 
 def beats(a: RuleCount, b: RuleCount, alpha: float = BEATS_ALPHA) -> bool:

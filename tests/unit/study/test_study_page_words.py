@@ -76,7 +76,9 @@ def summary(name: str, n_layers: int, *, induction: tuple[str, ...] = ()) -> Run
         top_induction=TopHead("induction_vw", "0.1", 0.05, 0.12, 0.4),
         top_previous_token=TopHead("previous_token", "0.2", 0.91, 0.2, 0.001),
         feeder=None,
-        route={"route": "not found"},
+        route=ModelRoute(
+            "induction", 8, 1.0, 0.0, Estimate(1.0, 1.0, 1.0), None, (), RouteName.NOT_FOUND
+        ),
         decides={"induction": "induction_vw", "previous-token": "previous_token"},
         test="p <= 0.05",
         floors={"induction_vw": 0.4, "previous_token": 0.4},
