@@ -62,26 +62,15 @@ SCAN_MAX = 256
 SCAN_CHUNK = 32
 
 
+def _edge_names(edge: Edge) -> dict[str, str]:
+    return {"source": edge.source.label, "target": edge.target.label, "input": edge.input}
+
+
 @dataclass(frozen=True)
 class CircuitEdge(Jsonable):
-    edge: Edge = field(metadata=json_field(skip=True))
+    edge: Edge = field(metadata=json_field(encode=_edge_names, inline=True))
     score: float = field(metadata=json_field(digits=6))
     position: int | None = field(default=None, metadata=json_field(omit_none=True))
-
-    json_extra = ("source", "target", "input")
-    json_order = ("source", "target", "input", "score", "position")
-
-    @property
-    def source(self) -> str:
-        return self.edge.source.label
-
-    @property
-    def target(self) -> str:
-        return self.edge.target.label
-
-    @property
-    def input(self) -> str:
-        return self.edge.input
 
 
 @dataclass

@@ -25,23 +25,18 @@ from interp_toolkit.training.settings import TrainSettings, recorded_configs
 from interp_toolkit.training.trainer import check_corpus, stream_for
 
 
+def _counts(batches: list[Int[torch.Tensor, "row pos"]]) -> dict[str, int]:
+    return {"n_batches": len(batches), "rows": int(batches[0].shape[0])}
+
+
 @dataclass
 class LLCBatches(Jsonable):
     """``batches``: [rows, n_ctx + 1] token windows; ``source``: how they were drawn, in words."""
 
-    batches: list[Int[torch.Tensor, "row pos"]] = field(metadata=json_field(skip=True))
+    batches: list[Int[torch.Tensor, "row pos"]] = field(
+        metadata=json_field(encode=_counts, inline=True)
+    )
     source: str
-
-    json_extra = ("n_batches", "rows")
-    json_order = ("n_batches", "rows", "source")
-
-    @property
-    def n_batches(self) -> int:
-        return len(self.batches)
-
-    @property
-    def rows(self) -> int:
-        return int(self.batches[0].shape[0])
 
 
 def training_stream(

@@ -1,22 +1,18 @@
-"""A result's JSON, in one place: :func:`to_json` walks a dataclass by its fields (never
-``dataclasses.asdict``, which deep-copies tensors) and encodes each value.
-
-A result declares its JSON rather than writing it:
+"""A result's JSON, in one place: :func:`to_json` walks a dataclass by its fields (not
+``dataclasses.asdict``, which deep-copies tensors). A result declares its JSON:
 
 - each field is written under its name, in the fields' order; ``field(metadata=json_field(...))``
-  renames it (``key``), skips it (``skip``), rounds its floats (``digits``), leaves it out when it
-  is None (``omit_none``), passes it through a function first (``encode``) or writes a mapping's
-  keys into the record (``inline``);
-- ``json_extra`` (a class attribute) names properties or no-argument methods written after the
-  fields (derived values the JSON carries, e.g. ``DepthMeasurement.heads_per_layer``);
-- ``json_order`` (a class attribute), when the JSON's keys are not in the fields' order, lists
-  them in the JSON's order (every key written must be listed).
+  renames it (``key``), skips it (``skip``), passes it through a function (``encode``), leaves it
+  out when None (``omit_none``), rounds its floats (``digits``) or writes a mapping's keys into
+  the record (``inline``);
+- ``json_extra`` names properties or no-argument methods written after the fields (derived values,
+  e.g. ``DepthMeasurement.heads_per_layer``), or maps keys to them (``{"top": "top_tokens"}``);
+- ``json_order`` lists the keys in the JSON's order when that is not the fields' (all of them).
 
-Values: a registered encoder first (:data:`ENCODERS`, one entry per type, found along the type's
-MRO: an Enum is its value, a path its text; ``heads/registry.py`` registers ``HeadId`` as
-``"L.H"``), then dataclasses (a class that still writes its own ``to_dict`` is asked for it),
-mappings, lists and tuples (lists), and tensors, numpy arrays and numpy scalars (``tolist``:
-lists and Python numbers). :class:`Jsonable` gives a result its ``to_dict()``.
+Values: a registered encoder first (:data:`ENCODERS`, one per type, looked up along the MRO: an
+Enum is its value, a path its text; ``heads/registry.py`` registers ``HeadId`` as ``"L.H"``), then
+dataclasses (one that still writes its own ``to_dict`` is asked for it), mappings, lists and
+tuples, tensors, numpy arrays and scalars (``tolist``). :class:`Jsonable` gives ``to_dict()``.
 """
 
 from __future__ import annotations
@@ -40,6 +36,9 @@ def register_encoder(cls: type, encode: Callable[[Any], Any]) -> None:
 
 @dataclasses.dataclass(frozen=True)
 class JsonField:
+    """A field's JSON choices (module docstring); ``inline``: a mapping field's keys written into
+    the record itself (one already there keeps its place)."""
+
     key: str | None = None
     skip: bool = False
     digits: int | None = None
@@ -48,18 +47,9 @@ class JsonField:
     inline: bool = False
 
 
-def json_field(
-    *,
-    key: str | None = None,
-    skip: bool = False,
-    digits: int | None = None,
-    omit_none: bool = False,
-    encode: Callable[[Any], Any] | None = None,
-    inline: bool = False,
-) -> dict[str, JsonField]:
-    """A field's JSON choices, as ``dataclasses.field(metadata=...)``; ``inline``: a mapping
-    field's keys written into the record itself (one that is already there keeps its place)."""
-    return {"json": JsonField(key, skip, digits, omit_none, encode, inline)}
+def json_field(**choices: Any) -> dict[str, JsonField]:
+    """A field's JSON choices (:class:`JsonField`), as ``dataclasses.field(metadata=...)``."""
+    return {"json": JsonField(**choices)}
 
 
 _DEFAULT = JsonField()
@@ -75,7 +65,7 @@ def to_json(obj: Any) -> Any:
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return _record(obj)
     if isinstance(obj, Mapping):
-        return {_key(k): to_json(v) for k, v in obj.items()}
+        return {k if type(k) in _PLAIN else to_json(k): to_json(v) for k, v in obj.items()}
     if isinstance(obj, list | tuple):
         return [to_json(v) for v in obj]
     if hasattr(obj, "tolist"):  # torch tensors, numpy arrays and numpy scalars
@@ -83,10 +73,6 @@ def to_json(obj: Any) -> Any:
     if isinstance(obj, _PLAIN):  # a subclass of a plain type (e.g. numpy.float64 is a float)
         return obj
     raise TypeError(f"no JSON encoding for {type(obj).__name__}")
-
-
-def _key(key: Any) -> Any:
-    return key if type(key) in _PLAIN else to_json(key)
 
 
 def _rounded(value: Any, digits: int) -> Any:
@@ -108,19 +94,20 @@ def _record(obj: Any) -> Any:
     for f in dataclasses.fields(obj):
         spec = f.metadata.get("json", _DEFAULT)
         value = getattr(obj, f.name)
-        if spec.skip or (spec.omit_none and value is None):
-            continue
         if spec.encode is not None and value is not None:
             value = spec.encode(value)
+        if spec.skip or (spec.omit_none and value is None):
+            continue
         value = to_json(value)
         value = value if spec.digits is None else _rounded(value, spec.digits)
         if spec.inline:
             out.update(value)
         else:
             out[spec.key or f.name] = value
-    for name in getattr(cls, "json_extra", ()):
+    extra = getattr(cls, "json_extra", ())
+    for key, name in (extra if isinstance(extra, Mapping) else {n: n for n in extra}).items():
         value = getattr(obj, name)
-        out[name] = to_json(value() if callable(value) else value)
+        out[key] = to_json(value() if callable(value) else value)
     order = getattr(cls, "json_order", ())
     if order:
         unlisted = set(out) - set(order)
@@ -134,7 +121,7 @@ class Jsonable:
     """A result's ``to_dict()``: :func:`to_json` of it (declared by its fields' metadata,
     ``json_extra`` and ``json_order``; module docstring)."""
 
-    json_extra: ClassVar[tuple[str, ...]] = ()
+    json_extra: ClassVar[tuple[str, ...] | Mapping[str, str]] = ()
     json_order: ClassVar[tuple[str, ...]] = ()
 
     def to_dict(self) -> dict[str, Any]:

@@ -104,38 +104,33 @@ class ContextFacts:
 
 
 @dataclass(frozen=True)
-class Concept:
+class Concept(Jsonable):
     """A unit's best concept: ``kind`` (:data:`CONCEPTS`), ``value`` (a token id for token /
     previous), its share of the top-k, its base rate, the binomial p, and the verdict:
     ``monosemantic``; ``holds`` (the share and the binomial test without the lift: what
     :mod:`interp_toolkit.saes.roles` asks of a repeat concept, which is common by nature)."""
 
-    kind: str
+    kind: str = field(metadata=json_field(key="concept"))
     value: int
-    share: float
-    base: float
-    p_value: float
+    share: float = field(metadata=json_field(digits=4))
+    base: float = field(metadata=json_field(digits=6))
+    p_value: float = field(metadata=json_field(encode=lambda p: float(f"{p:.3g}")))
     monosemantic: bool
     dead: bool = False
     holds: bool = False
+
+    json_extra = {"lift": "capped_lift"}
+    json_order = ("concept", "value", "share", "base", "p_value", "lift", "holds", "monosemantic",
+                  "dead")  # fmt: skip
 
     @property
     def lift(self) -> float:
         """Share at the top over the base rate (inf for a concept absent elsewhere)."""
         return self.share / self.base if self.base > 0 else math.inf
 
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "concept": self.kind,
-            "value": self.value,
-            "share": round(self.share, 4),
-            "base": round(self.base, 6),
-            "p_value": float(f"{self.p_value:.3g}"),
-            "lift": round(min(self.lift, 1e6), 3),
-            "holds": self.holds,
-            "monosemantic": self.monosemantic,
-            "dead": self.dead,
-        }
+    @property
+    def capped_lift(self) -> float:
+        return round(min(self.lift, 1e6), 3)
 
 
 _PATTERN = {
