@@ -75,16 +75,13 @@ class Held:
 
 
 @dataclass(frozen=True)
-class Tally:
-    """A category over seeds: how many seeds gave each."""
+class Tally(Jsonable):
+    """A category over seeds: how many seeds gave each (its JSON: the counts)."""
 
-    counts: dict[str, int]
+    counts: dict[str, int] = field(metadata=json_field(inline=True))
 
     def words(self, fmt: Callable[[float], str] | None = None) -> str:
         return ", ".join(f"{k} {v}" for k, v in self.counts.items()) or "—"
-
-    def to_dict(self) -> dict[str, int]:
-        return dict(self.counts)
 
 
 Over = Spread | Held | Tally
