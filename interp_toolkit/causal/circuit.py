@@ -51,6 +51,7 @@ from interp_toolkit.causal.graph import Edge, graph_of
 from interp_toolkit.causal.routes import Estimate, does_task
 from interp_toolkit.causal.shares import gap, removed_share, resamples
 from interp_toolkit.causal.tasks import Task
+from interp_toolkit.files.serialize import Jsonable, json_field
 from interp_toolkit.runtime.seeds import derive
 from interp_toolkit.stats.thresholds import THRESHOLDS, Thresholds
 
@@ -61,22 +62,15 @@ SCAN_MAX = 256
 SCAN_CHUNK = 32
 
 
-@dataclass(frozen=True)
-class CircuitEdge:
-    edge: Edge
-    score: float
-    position: int | None = None
+def _edge_names(edge: Edge) -> dict[str, str]:
+    return {"source": edge.source.label, "target": edge.target.label, "input": edge.input}
 
-    def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {
-            "source": self.edge.source.label,
-            "target": self.edge.target.label,
-            "input": self.edge.input,
-            "score": round(self.score, 6),
-        }
-        if self.position is not None:
-            d["position"] = self.position
-        return d
+
+@dataclass(frozen=True)
+class CircuitEdge(Jsonable):
+    edge: Edge = field(metadata=json_field(encode=_edge_names, inline=True))
+    score: float = field(metadata=json_field(digits=6))
+    position: int | None = field(default=None, metadata=json_field(omit_none=True))
 
 
 @dataclass

@@ -13,10 +13,10 @@ from these.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
 
+from interp_toolkit.files.serialize import Jsonable, json_field
 from interp_toolkit.heads.registry import HeadId
 from interp_toolkit.stats.thresholds import THRESHOLDS, Thresholds
 
@@ -59,14 +59,14 @@ class PathEffect:
     of that kind (``W_OV`` of source into ``W_QK``/``W_QK^T``/``W_OV`` of target)."""
 
     source: HeadId
-    target: HeadId
+    target: HeadId = field(metadata=json_field(skip=True))
     input: str
     removed: Estimate
     composition: float
 
 
 @dataclass(frozen=True)
-class HeadRoute:
+class HeadRoute(Jsonable):
     """One induction head's route: ``effect``, the share of the task's gap removed when its output
     is resampled; ``inputs[c]``, the share of that effect removed when every earlier head's write
     into input ``c`` is resampled at once; ``paths``, each earlier head into each input (shares
@@ -80,9 +80,11 @@ class HeadRoute:
     inputs: Mapping[str, Estimate]
     paths: tuple[PathEffect, ...]
     control: HeadId | None
-    name: RouteName
+    name: RouteName = field(metadata=json_field(key="route"))
     carrying: tuple[str, ...]
     feeder: HeadId | None
+
+    json_order = ("head", "route", "carrying", "feeder", "effect", "control", "inputs", "paths")
 
     def path(self, source: HeadId, input: str) -> PathEffect:
         return next(p for p in self.paths if p.source == source and p.input == input)
@@ -91,26 +93,6 @@ class HeadRoute:
         if self.control is None:
             return None
         return {c: self.path(self.control, c).removed for c in INPUTS}
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "head": str(self.head),
-            "route": self.name.value,
-            "carrying": list(self.carrying),
-            "feeder": None if self.feeder is None else str(self.feeder),
-            "effect": vars(self.effect),
-            "control": None if self.control is None else str(self.control),
-            "inputs": {c: vars(e) for c, e in self.inputs.items()},
-            "paths": [
-                {
-                    "source": str(p.source),
-                    "input": p.input,
-                    "removed": vars(p.removed),
-                    "composition": p.composition,
-                }
-                for p in self.paths
-            ],
-        }
 
 
 def carries(effect: Estimate, control: Estimate | None, t: Thresholds = THRESHOLDS) -> bool:
@@ -180,7 +162,7 @@ def model_route_name(
 
 
 @dataclass(frozen=True)
-class ModelRoute:
+class ModelRoute(Jsonable):
     """The route by path of a model's induction heads on ``task``: the task's clean and
     corrupt metrics (means over ``n_prompts``), its gap with interval, each head's route, the
     random-matrix baseline of the composition scores, and the model's route ``name``."""
@@ -192,8 +174,20 @@ class ModelRoute:
     gap: Estimate
     composition_baseline: float | None  # None when no head has an earlier layer
     heads: tuple[HeadRoute, ...]
-    name: RouteName
+    name: RouteName = field(metadata=json_field(key="route"))
     reason: str = ""  # why it was not measured
+
+    json_order = (
+        "task",
+        "route",
+        "n_prompts",
+        "clean",
+        "corrupt",
+        "gap",
+        "composition_baseline",
+        "heads",
+        "reason",
+    )
 
     @classmethod
     def unmeasured(cls, task: str, reason: str) -> ModelRoute:
@@ -203,16 +197,3 @@ class ModelRoute:
 
     def head(self, head: HeadId) -> HeadRoute:
         return next(h for h in self.heads if h.head == head)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "task": self.task,
-            "route": self.name.value,
-            "n_prompts": self.n_prompts,
-            "clean": self.clean,
-            "corrupt": self.corrupt,
-            "gap": vars(self.gap),
-            "composition_baseline": self.composition_baseline,
-            "heads": [h.to_dict() for h in self.heads],
-            "reason": self.reason,
-        }

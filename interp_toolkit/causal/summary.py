@@ -4,7 +4,7 @@ they disagree, and whether the route by path's edges are in the circuit."""
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from transformer_lens import TransformerBridge
@@ -15,39 +15,37 @@ from interp_toolkit.causal.compare import Disagreement, disagreement
 from interp_toolkit.causal.graph import graph_of
 from interp_toolkit.causal.routes import ModelRoute, RouteName
 from interp_toolkit.causal.tasks import Task
+from interp_toolkit.files.serialize import Jsonable, json_field
 from interp_toolkit.stats.thresholds import THRESHOLDS
 
 #: EAP-IG's default number of interpolation steps (Hanna et al. 2024 use 5 to 30).
 IG_STEPS = 5
 
 
+def _top_ranked(circuit: Circuit) -> dict[str, Any]:
+    return circuit.to_dict(n_ranked=50)  # the JSON keeps the 50 highest-ranked edges
+
+
+def _route_edges(edges: tuple[tuple[str, bool, bool], ...]) -> list[dict[str, Any]]:
+    return [{"edge": e, "in_circuit": inside, "head_in_circuit": head} for e, inside, head in edges]
+
+
 @dataclass(frozen=True)
-class CircuitSummary:
+class CircuitSummary(Jsonable):
     """``circuit``: the EAP-IG circuit; ``eap``: plain EAP's on the same task; ``route_edges``:
     each induction head's feeder -> its carrying input, whether the circuit holds it, and whether
     the circuit holds that head at all (a head with a small share can be pruned whole)."""
 
     run: str
-    n_layers: int
-    n_heads: int
-    circuit: Circuit
-    eap: Circuit
+    n_layers: int = field(metadata=json_field(skip=True))
+    n_heads: int = field(metadata=json_field(skip=True))
+    circuit: Circuit = field(metadata=json_field(key="ig", encode=_top_ranked))
+    eap: Circuit = field(metadata=json_field(encode=_top_ranked))
     disagreement: Disagreement | None  # None when the model does not do the task
-    route_edges: tuple[tuple[str, bool, bool], ...]
-    seconds: float
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "run": self.run,
-            "ig": self.circuit.to_dict(n_ranked=50),
-            "eap": self.eap.to_dict(n_ranked=50),
-            "disagreement": None if self.disagreement is None else self.disagreement.to_dict(),
-            "route_edges": [
-                {"edge": e, "in_circuit": inside, "head_in_circuit": head}
-                for e, inside, head in self.route_edges
-            ],
-            "seconds": round(self.seconds, 2),
-        }
+    route_edges: tuple[tuple[str, bool, bool], ...] = field(
+        metadata=json_field(encode=_route_edges)
+    )
+    seconds: float = field(metadata=json_field(digits=2))
 
 
 def route_edges(route: ModelRoute) -> list[tuple[str, str, str]]:

@@ -105,6 +105,18 @@ class Stages:
             "seconds": round(c.seconds, 2),
         }
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Stages:
+        """The stages kept in a ``stages.json`` or printed by ``stages --json`` (this version's or
+        an earlier one's: a checkpoint without ``below_zero`` or traces is read too)."""
+        return cls(
+            LLCCurve.from_dict(data),
+            [Boundary.from_dict(b) for b in data["boundaries"]],
+            data["stages"],
+            data["phase_change"],
+            data.get("rule", {}),
+        )
+
 
 def llc_curve(
     run_path: str | Path,

@@ -10,12 +10,12 @@ built as ``training/trainer.py`` builds it (the same arguments, kept in step by
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
 
 import torch
 from jaxtyping import Float, Int
 
+from interp_toolkit.files.serialize import Jsonable, json_field
 from interp_toolkit.models.build import ModelConfig
 from interp_toolkit.runs.folder import Run, RunPaths, read_config
 from interp_toolkit.text.codecs import Codec
@@ -25,16 +25,18 @@ from interp_toolkit.training.settings import TrainSettings, recorded_configs
 from interp_toolkit.training.trainer import check_corpus, stream_for
 
 
+def _counts(batches: list[Int[torch.Tensor, "row pos"]]) -> dict[str, int]:
+    return {"n_batches": len(batches), "rows": int(batches[0].shape[0])}
+
+
 @dataclass
-class LLCBatches:
+class LLCBatches(Jsonable):
     """``batches``: [rows, n_ctx + 1] token windows; ``source``: how they were drawn, in words."""
 
-    batches: list[Int[torch.Tensor, "row pos"]]
+    batches: list[Int[torch.Tensor, "row pos"]] = field(
+        metadata=json_field(encode=_counts, inline=True)
+    )
     source: str
-
-    def to_dict(self) -> dict[str, Any]:
-        b = self.batches
-        return {"n_batches": len(b), "rows": int(b[0].shape[0]), "source": self.source}
 
 
 def training_stream(

@@ -22,7 +22,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,7 @@ import torch
 from jaxtyping import Float, Int
 
 from interp_toolkit.errors import UserError
+from interp_toolkit.files.serialize import Jsonable
 from interp_toolkit.runtime import validate
 from interp_toolkit.runtime.seeds import derive
 
@@ -42,7 +43,7 @@ LossFn = Callable[[torch.nn.Module, Int[torch.Tensor, "row pos"]], Float[torch.T
 
 
 @dataclass(frozen=True)
-class SGLDSettings:
+class SGLDSettings(Jsonable):
     """The estimator's settings (recorded with every estimate). The defaults are the ones
     calibrated on the cpu preset's 2-layer run (docs/stages.md: flat traces after the burn-in, the
     loss within ~0.5 nats of the checkpoint's); :data:`CALIBRATED` holds each preset's.
@@ -73,9 +74,6 @@ class SGLDSettings:
         if self.nbeta is not None:
             return float(self.nbeta)
         return rows / math.log(rows) if rows > 1 else 1.0
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 #: The settings calibrated per training preset (docs/stages.md, "Settings"): the cpu preset's on
@@ -160,7 +158,7 @@ class LLCEstimate:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> LLCEstimate:
-        """An estimate back from :meth:`to_dict` (None as NaN; no traces: an empty tensor)."""
+        """An estimate back from :meth:`to_dict` (None as NaN; no traces: an empty [0, 0] tensor)."""
         nan = float("nan")
 
         def num(x: float | None) -> float:
@@ -175,7 +173,9 @@ class LLCEstimate:
             per_chain=[num(v) for v in d["per_chain"]],
             init_loss=num(d["init_loss"]),
             nbeta=float(d["nbeta"]),
-            traces=torch.tensor(d.get("traces") or [], dtype=torch.float32),
+            traces=torch.tensor(d["traces"], dtype=torch.float32)
+            if d.get("traces")
+            else torch.empty(0, 0),
             settings=SGLDSettings(**d["settings"]),
             drift=[num(v) for v in diag["drift"]],
             r_hat=num(diag["r_hat"]),

@@ -24,9 +24,10 @@ repeated-passage drop; with the LLC at both ends.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from interp_toolkit.files.serialize import Jsonable, json_field
 from interp_toolkit.heads.induction import best_induction_score, logged_induction_key
 from interp_toolkit.heads.registry import SCORE
 
@@ -47,19 +48,27 @@ def read_by_rule(llc: list[float], high: list[float]) -> list[float]:
 
 
 @dataclass(frozen=True)
-class Boundary:
+class Boundary(Jsonable):
     """A critical point of the smoothed LLC curve at checkpoint ``step`` (``kind``: peak or
     trough), between the checkpoints ``low`` and ``high`` either side of it."""
 
     step: int
-    low: int
-    high: int
+    low: int = field(metadata=json_field(skip=True))
+    high: int = field(metadata=json_field(skip=True))
     kind: str
-    llc: float
+    llc: float = field(metadata=json_field(key="llc_smoothed", digits=4))
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"step": self.step, "interval": [self.low, self.high], "kind": self.kind,
-                "llc_smoothed": round(self.llc, 4)}  # fmt: skip
+    json_extra = ("interval",)
+    json_order = ("step", "interval", "kind", "llc_smoothed")
+
+    @property
+    def interval(self) -> list[int]:
+        return [self.low, self.high]
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Boundary:
+        low, high = d["interval"]
+        return cls(int(d["step"]), int(low), int(high), d["kind"], float(d["llc_smoothed"]))
 
 
 def smooth(steps: list[int], values: list[float], bandwidth: float = BANDWIDTH) -> list[float]:

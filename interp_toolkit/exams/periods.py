@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -23,6 +23,7 @@ from jaxtyping import Int
 
 from interp_toolkit.exams.prompts import MIN_OFFSETS, ExamPrompts, exam_plan
 from interp_toolkit.exams.single import target_rank
+from interp_toolkit.files.serialize import Jsonable, json_field
 from interp_toolkit.stats.intervals import Interval, mcnemar_greater, wilson
 from interp_toolkit.text.codecs import Codec
 
@@ -98,7 +99,7 @@ def exam_ranks(
 
 
 @dataclass(frozen=True)
-class Chance:
+class Chance(Jsonable):
     """Another model's pass count on the same prompts (an untrained model of the same
     architecture, or the study's 1-layer model), and the p-value of the examined model passing
     more often (:data:`CHANCE_TEST`)."""
@@ -108,25 +109,27 @@ class Chance:
     n_prompts: int
     p_value: float
 
+    test = CHANCE_TEST
+    json_extra = ("pass_rate", "wilson95", "test")
+    json_order = ("model", "passes", "n_prompts", "pass_rate", "wilson95", "p_value", "test")
+
     @property
     def pass_rate(self) -> float:
         return self.passes / self.n_prompts
 
-    def to_dict(self) -> dict[str, Any]:
+    @property
+    def wilson95(self) -> list[float]:
         iv = wilson(self.passes, self.n_prompts)
-        return {
-            "model": self.model,
-            "passes": self.passes,
-            "n_prompts": self.n_prompts,
-            "pass_rate": self.pass_rate,
-            "wilson95": [iv.low, iv.high],
-            "p_value": self.p_value,
-            "test": CHANCE_TEST,
-        }
+        return [iv.low, iv.high]
+
+
+def _order_control(ranks: tuple[int, ...]) -> dict[str, int] | None:
+    """The order control's passes of its prompts (None: not sat)."""
+    return {"passes": sum(r == 0 for r in ranks), "n_prompts": len(ranks)} if ranks else None
 
 
 @dataclass(frozen=True)
-class PeriodExam:
+class PeriodExam(Jsonable):
     """One model's exam at one period and token kind: ``passes`` of ``n_prompts`` prompts had
     rank 0; ``ranks`` per prompt; ``offsets``: the (smallest, largest) prefix used;
     ``positions``: how many start positions the prefix was drawn from (:data:`~.prompts.MIN_OFFSETS`
@@ -140,13 +143,19 @@ class PeriodExam:
     n_prompts: int
     passes: int
     median_rank: float
-    offsets: tuple[int, int] = (0, 0)
-    ranks: tuple[int, ...] = ()
-    digest: str = ""
+    offsets: tuple[int, int] = field(default=(0, 0), metadata=json_field(skip=True))
+    ranks: tuple[int, ...] = field(default=(), metadata=json_field(skip=True))
+    digest: str = field(default="", metadata=json_field(skip=True))
     chance: tuple[Chance, ...] = ()
-    positions: int = 0
-    mean_prob: float | None = None
-    control_ranks: tuple[int, ...] = ()
+    positions: int = field(default=0, metadata=json_field(skip=True))
+    mean_prob: float | None = field(default=None, metadata=json_field(omit_none=True))
+    control_ranks: tuple[int, ...] = field(
+        default=(), metadata=json_field(key="order_control", encode=_order_control, omit_none=True)
+    )
+
+    json_extra = {"pass_rate": "pass_rate", "wilson95": "wilson95", "offsets": "offset_record"}
+    json_order = ("period", "kind", "n_prompts", "passes", "pass_rate", "wilson95", "median_rank",
+                  "offsets", "chance", "mean_prob", "order_control")  # fmt: skip
 
     @property
     def pass_rate(self) -> float:
@@ -168,34 +177,19 @@ class PeriodExam:
         return wilson(self.passes, self.n_prompts)
 
     @property
+    def wilson95(self) -> list[float]:
+        return [self.interval.low, self.interval.high]
+
+    @property
+    def offset_record(self) -> dict[str, Any]:
+        """The prefixes used, as exam JSON records them."""
+        low, high = self.offsets
+        return {"min": low, "max": high, "positions": self.positions, "at_least": MIN_OFFSETS,
+                "roomy": self.roomy}  # fmt: skip
+
+    @property
     def key(self) -> tuple[str, int]:
         return (self.kind, self.period)
-
-    def to_dict(self) -> dict[str, Any]:
-        iv = self.interval
-        return {
-            "period": self.period,
-            "kind": self.kind,
-            "n_prompts": self.n_prompts,
-            "passes": self.passes,
-            "pass_rate": self.pass_rate,
-            "wilson95": [iv.low, iv.high],
-            "median_rank": self.median_rank,
-            "offsets": {
-                "min": self.offsets[0],
-                "max": self.offsets[1],
-                "positions": self.positions,
-                "at_least": MIN_OFFSETS,
-                "roomy": self.roomy,
-            },
-            "chance": [c.to_dict() for c in self.chance],
-            **({} if self.mean_prob is None else {"mean_prob": self.mean_prob}),
-            **(
-                {}
-                if self.control_passes is None
-                else {"order_control": {"passes": self.control_passes, "n_prompts": self.n_prompts}}
-            ),
-        }
 
 
 def sit_exams(

@@ -33,6 +33,7 @@ from interp_toolkit.causal.ablation import ablation_hooks, mean_z
 from interp_toolkit.causal.routes import Estimate, ModelRoute, does_task
 from interp_toolkit.causal.shares import gap, removed_share, resamples
 from interp_toolkit.exams.text_measures import copy_losses, passage_tokens, token_losses
+from interp_toolkit.files.serialize import Jsonable
 from interp_toolkit.heads.registry import HeadId
 from interp_toolkit.stats.thresholds import THRESHOLDS, Thresholds
 
@@ -43,7 +44,7 @@ CHECK_PASSAGES = 64
 
 
 @dataclass(frozen=True)
-class RoleCheck:
+class RoleCheck(Jsonable):
     """One head's role and what ablating it removed: ``removed``, the share of ``of`` (what the
     share is of, in words), None when untestable; ``passed`` None when untestable (``why``)."""
 
@@ -54,19 +55,9 @@ class RoleCheck:
     passed: bool | None
     why: str = ""
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "head": str(self.head),
-            "role": self.role,
-            "removed": None if self.removed is None else vars(self.removed),
-            "of": self.of,
-            "passed": self.passed,
-            "why": self.why,
-        }
-
 
 @dataclass(frozen=True)
-class RoleChecks:
+class RoleChecks(Jsonable):
     """Every checked role of one model, the repeated-passage ``drop`` (nats) over ``n_passages``
     passages of ``length`` tokens, and the share of it the induction heads remove together."""
 
@@ -86,16 +77,6 @@ class RoleChecks:
 
     def untestable(self) -> list[RoleCheck]:
         return [c for c in self.checks if c.passed is None]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "checks": [c.to_dict() for c in self.checks],
-            "drop": vars(self.drop),
-            "together": None if self.together is None else vars(self.together),
-            "n_passages": self.n_passages,
-            "length": self.length,
-            "floor": self.floor,
-        }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RoleChecks:

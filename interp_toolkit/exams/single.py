@@ -10,18 +10,16 @@ from jaxtyping import Float, Int
 from transformer_lens import TransformerBridge
 
 from interp_toolkit.errors import UserError
+from interp_toolkit.files.serialize import Jsonable, json_field
 from interp_toolkit.runtime import validate
 from interp_toolkit.text.codecs import Codec, gpt2_encoding
 
 
 @dataclass(frozen=True)
-class Exam:
+class Exam(Jsonable):
     name: str
     prompt: str
     target: str
-
-    def to_dict(self) -> dict[str, str]:
-        return {"name": self.name, "prompt": self.prompt, "target": self.target}
 
 
 #: The seed study's two exams.
@@ -72,38 +70,32 @@ def get_exam(name: str, codec: Codec | None = None) -> Exam:
 
 
 @dataclass
-class ExamResult:
+class ExamResult(Jsonable):
     prompt: str
     target: str
     target_id: int
     rank: int
     prob: float
-    top: list[tuple[str, float]]
+    top: list[tuple[str, float]] = field(metadata=json_field(skip=True))
     name: str | None = None
     logprob: float = float("nan")
-    top_ids: list[int] = field(default_factory=list)
+    top_ids: list[int] = field(default_factory=list, metadata=json_field(skip=True))
     n_tokens: int = 0
+
+    json_extra = {"passed": "passed", "top": "top_tokens"}
+    json_order = ("name", "prompt", "target", "target_id", "rank", "prob", "logprob", "passed",
+                  "n_tokens", "top")  # fmt: skip
 
     @property
     def passed(self) -> bool:
         return self.rank == 0
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "prompt": self.prompt,
-            "target": self.target,
-            "target_id": self.target_id,
-            "rank": self.rank,
-            "prob": self.prob,
-            "logprob": self.logprob,
-            "passed": self.passed,
-            "n_tokens": self.n_tokens,
-            "top": [
-                {"token": s, "token_id": i, "prob": p}
-                for (s, p), i in zip(self.top, self.top_ids or [None] * len(self.top), strict=True)
-            ],
-        }
+    @property
+    def top_tokens(self) -> list[dict[str, Any]]:
+        ids = self.top_ids or [None] * len(self.top)
+        return [
+            {"token": s, "token_id": i, "prob": p} for (s, p), i in zip(self.top, ids, strict=True)
+        ]
 
 
 def _unk_pieces(codec: Codec, text: str) -> list[str]:

@@ -20,7 +20,7 @@ passage, and the best head score on natural text (what training logs beside the 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -28,6 +28,7 @@ from jaxtyping import Float, Int
 from transformer_lens import TransformerBridge
 
 from interp_toolkit.errors import UserError
+from interp_toolkit.files.serialize import Jsonable, json_field
 from interp_toolkit.heads.induction import strongest_induction_head
 from interp_toolkit.heads.registry import SCORE
 from interp_toolkit.heads.scorer import RowScores
@@ -63,17 +64,28 @@ def icl_positions(n_tokens: int) -> tuple[tuple[int, int], tuple[int, int]]:
 
 
 @dataclass(frozen=True)
-class IclScore:
+class IclScore(Jsonable):
     """The in-context-learning score on ``n_windows`` held-out windows of ``n_tokens`` tokens:
     mean loss on tokens ``late`` minus on tokens ``early`` (``[a, b)``), per window."""
 
     n_tokens: int
-    early: tuple[int, int]
-    late: tuple[int, int]
+    early: tuple[int, int] = field(metadata=json_field(key="early_tokens"))
+    late: tuple[int, int] = field(metadata=json_field(key="late_tokens"))
     early_loss: float
     late_loss: float
     score: Interval  # over windows, or over documents (a cluster bootstrap): its n and method say
-    n_windows: int = 0
+    n_windows: int = field(default=0, metadata=json_field(skip=True))
+
+    json_extra = ("positions",)
+    json_order = (
+        "score",
+        "early_tokens",
+        "late_tokens",
+        "early_loss",
+        "late_loss",
+        "n_tokens",
+        "positions",
+    )
 
     def positions(self) -> str:
         """The positions in words, e.g. 'tokens 30-31 minus tokens 2-3 of 32-token windows'."""
@@ -83,17 +95,6 @@ class IclScore:
             f"windows (Olsson et al.: token {OLSSON_LATE} minus token {OLSSON_EARLY} of "
             f"{OLSSON_CTX})"
         )
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "score": self.score.to_dict(),
-            "early_tokens": list(self.early),
-            "late_tokens": list(self.late),
-            "early_loss": self.early_loss,
-            "late_loss": self.late_loss,
-            "n_tokens": self.n_tokens,
-            "positions": self.positions(),
-        }
 
 
 def icl_from_losses(
@@ -120,22 +121,14 @@ def icl_from_losses(
 
 
 @dataclass(frozen=True)
-class PassageLoss:
+class PassageLoss(Jsonable):
     """Loss on a held-out passage of ``length`` tokens and on its repeat (tokens 1..L-1 of each
     copy, nats) over ``drop.n`` windows; ``drop``: first minus second copy, per window."""
 
     length: int
-    first: float
-    second: float
+    first: float = field(metadata=json_field(key="first_copy_loss"))
+    second: float = field(metadata=json_field(key="second_copy_loss"))
     drop: Interval
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "length": self.length,
-            "first_copy_loss": self.first,
-            "second_copy_loss": self.second,
-            "drop": self.drop.to_dict(),
-        }
 
 
 def passage_tokens(

@@ -32,6 +32,7 @@ import torch
 from jaxtyping import Float
 
 from interp_toolkit.errors import UserError
+from interp_toolkit.files.serialize import register_encoder
 from interp_toolkit.runtime import validate
 from interp_toolkit.stats.thresholds import ARENA_FLOOR, RIVAL_RATIO, RIVAL_WIDTH
 
@@ -60,6 +61,8 @@ class HeadId(NamedTuple):
         """This head, if a model of ``n_layers`` x ``n_heads`` has it; a UserError otherwise."""
         return HeadId(*validate.head(self.layer, self.head, n_layers, n_heads))
 
+
+register_encoder(HeadId, str)  # a head is written as "L.H"
 
 # ------------------------------------------------------------------------------- the registry
 

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 
 from interp_toolkit.exams.verdict import pooled, pooled_against, shows_induction
+from interp_toolkit.files.serialize import json_field
 from interp_toolkit.measures.depth import DepthMeasurement
 from interp_toolkit.stats.intervals import Interval
 from interp_toolkit.stats.thresholds import THRESHOLDS, Thresholds
@@ -240,9 +241,11 @@ def verdicts(ms: Sequence[DepthMeasurement], t: Thresholds = THRESHOLDS) -> tupl
 class ClaimOverSeeds:
     """One claim over seeds: each seed's verdict and the mark they give together."""
 
-    key: str
-    seeds: tuple[int, ...]
-    verdicts: tuple[Verdict, ...]
+    key: str = field(metadata=json_field(skip=True))
+    seeds: tuple[int, ...] = field(metadata=json_field(skip=True))
+    verdicts: tuple[Verdict, ...] = field(metadata=json_field(skip=True))
+
+    json_extra = ("mark", "held", "measured", "why")  # study.json's settings[].claims[key]
 
     @property
     def held(self) -> tuple[int, ...]:

@@ -13,6 +13,7 @@ from interp_toolkit.causal.routes import ModelRoute
 from interp_toolkit.causal.summary import CircuitSummary
 from interp_toolkit.exams.periods import PeriodExam, with_chance
 from interp_toolkit.exams.role_checks import RoleChecks
+from interp_toolkit.files.serialize import Jsonable, json_field
 from interp_toolkit.heads.dynamics import PhaseLoss, phase_loss
 from interp_toolkit.heads.induction import first_induction_step
 from interp_toolkit.measures.layers import ProbeMeasurement
@@ -24,7 +25,7 @@ from interp_toolkit.text.stream import setting_name
 
 
 @dataclass(frozen=True)
-class DepthMeasurement:
+class DepthMeasurement(Jsonable):
     """What a study measured on one model (one depth)."""
 
     name: str
@@ -49,7 +50,10 @@ class DepthMeasurement:
     prompt_exams: tuple[ExamRow, ...] = ()  # the original post's exams in the model's tokens
     passage_order: Interval | None = None  # the passage order effect (docs/study.md section 0)
     phase: PhaseLoss | None = None  # the phase change and the training loss around it
-    probe: ProbeMeasurement | None = None  # the previous-token probe (1 and 2 layers)
+    # the previous-token probe (1 and 2 layers); study.json keeps the probes in their own list
+    probe: ProbeMeasurement | None = dataclasses.field(default=None, metadata=json_field(skip=True))
+
+    json_extra = ("heads_per_layer",)
 
     def heads_per_layer(self) -> list[int]:
         counts = [0] * self.n_layers
@@ -60,19 +64,6 @@ class DepthMeasurement:
     def prompt_exam(self, name: str) -> ExamRow | None:
         """The original post's exam ``name`` as this model sat it (None: not sat)."""
         return next((e for e in self.prompt_exams if e.name == name), None)
-
-    def to_dict(self) -> dict[str, Any]:
-        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        d["period_exams"] = [e.to_dict() for e in self.period_exams]
-        d["route"] = self.route.to_dict()
-        d["circuit"] = None if self.circuit is None else self.circuit.to_dict()
-        d["role_checks"] = None if self.role_checks is None else self.role_checks.to_dict()
-        d["prompt_exams"] = [dataclasses.asdict(e) for e in self.prompt_exams]
-        d["passage_order"] = None if self.passage_order is None else self.passage_order.to_dict()
-        d["phase"] = None if self.phase is None else dataclasses.asdict(self.phase)
-        d["heads_per_layer"] = self.heads_per_layer()
-        del d["probe"]  # study.json keeps the probes in their own list
-        return d
 
 
 def measure_depth(

@@ -5,9 +5,10 @@ latents of one MLP model (:class:`NeuronMeasurement`, :class:`LatentCount`); the
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from interp_toolkit.files.serialize import Jsonable, json_field
 from interp_toolkit.probing.probes import ProbeResult, ProbeRow, beyond_untrained
 from interp_toolkit.stats.thresholds import THRESHOLDS, Thresholds
 from interp_toolkit.units.neurons import LayerNeurons
@@ -27,50 +28,14 @@ def is_decodable(row: ProbeRow, t: Thresholds = THRESHOLDS) -> bool:
 
 
 @dataclass(frozen=True)
-class ProbeMeasurement:
+class ProbeMeasurement(Jsonable):
     """The study's probe on one model, and on the same model with heads ablated (if any)."""
 
     name: str
     n_layers: int
     mlp: bool
-    result: ProbeResult
+    result: ProbeResult = field(metadata=json_field(key="probe"))
     ablated: ProbeResult | None = None  # the layer-0 previous-token role heads mean-ablated
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "n_layers": self.n_layers,
-            "mlp": self.mlp,
-            "probe": self.result.to_dict(),
-            "ablated": None if self.ablated is None else self.ablated.to_dict(),
-        }
-
-
-@dataclass(frozen=True)
-class LatentCount:
-    """The monosemanticity rule on the latents of an SAE at one MLP layer (``blocks.L.mlp.
-    hook_post``), on an SAE trained the same way on the untrained twin and under the shuffled
-    control (the model's SAE, its top values on random positions); ``evals``: the model's SAE's
-    metrics (evals.json's groups) on the held-out mix, with ``by_family`` (text, synthetic)."""
-
-    layer: int
-    model: RuleCount
-    untrained: RuleCount | None
-    d_sae: int
-    tokens: int
-    shuffled: RuleCount | None = None
-    evals: dict[str, Any] | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "layer": self.layer,
-            "d_sae": self.d_sae,
-            "tokens": self.tokens,
-            "model": self.model.to_dict(),
-            "untrained": None if self.untrained is None else self.untrained.to_dict(),
-            "shuffled": None if self.shuffled is None else self.shuffled.to_dict(),
-            "evals": None if self.evals is None else headline_evals(self.evals),
-        }
 
 
 def headline_evals(evals: dict[str, Any]) -> dict[str, Any]:
@@ -91,24 +56,40 @@ def headline_evals(evals: dict[str, Any]) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class NeuronMeasurement:
-    """The neurons of every MLP layer of one model (each statistic beside the untrained twin's
-    and the shuffled control's), and the SAE latents of those layers, when measured."""
+class LatentCount(Jsonable):
+    """The monosemanticity rule on the latents of an SAE at one MLP layer (``blocks.L.mlp.
+    hook_post``), on an SAE trained the same way on the untrained twin and under the shuffled
+    control (the model's SAE, its top values on random positions); ``evals``: the model's SAE's
+    metrics (evals.json's groups) on the held-out mix, with ``by_family`` (text, synthetic)."""
 
-    name: str
-    layers: tuple[LayerNeurons, ...]
-    latents: tuple[LatentCount, ...] = ()
+    layer: int
+    model: RuleCount
+    untrained: RuleCount | None
+    d_sae: int
+    tokens: int
+    shuffled: RuleCount | None = None
+    evals: dict[str, Any] | None = field(default=None, metadata=json_field(encode=headline_evals))
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "rule": RULE_TEXT,
-            "layers": [
-                {**info.summary(), "k": int(info.top.values.shape[1])} for info in self.layers
-            ],
-            "latents": [c.to_dict() for c in self.latents],
-        }
+    json_order = ("layer", "d_sae", "tokens", "model", "untrained", "shuffled", "evals")
 
 
 #: The monosemanticity rule, as the study page and neurons.json state it.
 RULE_TEXT = rule_text("unit")
+
+
+def _layer_summaries(layers: tuple[LayerNeurons, ...]) -> list[dict[str, Any]]:
+    return [{**info.summary(), "k": int(info.top.values.shape[1])} for info in layers]
+
+
+@dataclass(frozen=True)
+class NeuronMeasurement(Jsonable):
+    """The neurons of every MLP layer of one model (each statistic beside the untrained twin's
+    and the shuffled control's), and the SAE latents of those layers, when measured."""
+
+    name: str
+    layers: tuple[LayerNeurons, ...] = field(metadata=json_field(encode=_layer_summaries))
+    latents: tuple[LatentCount, ...] = ()
+
+    rule = RULE_TEXT
+    json_extra = ("rule",)
+    json_order = ("name", "rule", "layers", "latents")

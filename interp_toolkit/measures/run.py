@@ -12,9 +12,8 @@ study compares.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -29,6 +28,7 @@ from interp_toolkit.exams.periods import PeriodExam, exam_with_chance
 from interp_toolkit.exams.role_checks import CHECK_PASSAGES, CHECKED_ROLES, RoleChecks, role_checks
 from interp_toolkit.exams.single import Exam, ExamResult, exams_for, run_exam
 from interp_toolkit.exams.text_measures import passage_order_effect
+from interp_toolkit.files.serialize import Jsonable, json_field
 from interp_toolkit.heads.discovery import HeadReport, discover_heads
 from interp_toolkit.heads.induction import strongest_induction_head
 from interp_toolkit.heads.options import DiscoveryOptions
@@ -86,36 +86,39 @@ class TopHead:
     p_value: float
 
 
+_NOT_SAVED = json_field(skip=True)  # not in study.json
+
+
 @dataclass
-class RunSummary:
-    """What a study compares across runs (JSON-safe through :meth:`to_dict`)."""
+class RunSummary(Jsonable):
+    """What a study compares across runs; its JSON (:meth:`to_dict`) is what study.json keeps."""
 
     name: str
-    href: str
+    href: str = field(metadata=_NOT_SAVED)
     n_layers: int
-    n_heads: int
+    n_heads: int = field(metadata=_NOT_SAVED)
     final_loss: float | None
-    tokens_seen: int | None
+    tokens_seen: int | None = field(metadata=_NOT_SAVED)
     prompt_exams: ExamSummary  # the single-prompt exams (the period exams: DepthMeasurement)
     heads: dict[str, list[str]]  # role -> heads with it
-    has_induction_head: bool
+    has_induction_head: bool = field(metadata=_NOT_SAVED)
     top_induction: TopHead
-    top_previous_token: TopHead
+    top_previous_token: TopHead = field(metadata=_NOT_SAVED)
     feeder: str | None  # the head feeding the strongest induction head, by the route by path
-    route: dict[str, Any]  # ModelRoute.to_dict()
+    route: ModelRoute
     decides: dict[str, str]  # role -> deciding score
     test: str  # when a score is significant, e.g. "p <= 0.05"
-    floors: dict[str, float]  # effect-size floors
+    floors: dict[str, float] = field(metadata=_NOT_SAVED)  # effect-size floors
     # the deciding scores of SUMMARY_ROLES, [layer][head]: score, τ, p-value, passes
-    scores: dict[str, list[list[float]]]
-    tau: dict[str, list[list[float]]]
-    p_value: dict[str, list[list[float]]]
-    passes: dict[str, list[list[bool]]]
-    loss_curve: list[list[int | float]]  # [tokens (or step), loss]
-    role_checks: dict[str, Any] | None = None  # RoleChecks.to_dict(); None: not measured
+    scores: dict[str, list[list[float]]] = field(metadata=_NOT_SAVED)
+    tau: dict[str, list[list[float]]] = field(metadata=_NOT_SAVED)
+    p_value: dict[str, list[list[float]]] = field(metadata=_NOT_SAVED)
+    passes: dict[str, list[list[bool]]] = field(metadata=_NOT_SAVED)
+    loss_curve: list[list[int | float]] = field(metadata=_NOT_SAVED)  # [tokens (or step), loss]
+    role_checks: RoleChecks | None = None  # None: not measured
 
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+    json_order = ("name", "n_layers", "final_loss", "prompt_exams", "heads", "feeder", "route",
+                  "top_induction", "decides", "test", "role_checks")  # fmt: skip
 
 
 @dataclass
@@ -134,7 +137,7 @@ class RunAnalysis:
     prev_token_head: HeadId  # the highest deciding previous-token score
     route: ModelRoute  # the route by path of the induction heads
     patterns: dict[int, Float[Tensor, "head dest src"]]  # on ``repeated``, the key heads' layers
-    period_exams: list[PeriodExam] = dataclasses.field(default_factory=list)
+    period_exams: list[PeriodExam] = field(default_factory=list)
     period_exam_error: str = ""  # why there are no period exams (e.g. no letters in the vocabulary)
     role_checks: RoleChecks | None = None  # the causal check of each role (None: not measured)
     # the passage order effect on the same held-out passages (None: no held-out windows)
@@ -207,7 +210,7 @@ class RunAnalysis:
             top_induction=top(kinds[0], self.induction_head),
             top_previous_token=top(kinds[1], self.prev_token_head),
             feeder=None if feeder is None else str(feeder),
-            route=self.route.to_dict(),
+            route=self.route,
             decides=dict(rep.decides),
             test=rep.significance(),
             floors={k: float(v) for k, v in rep.floors.items()},
@@ -216,7 +219,7 @@ class RunAnalysis:
             p_value={k: rep.tests.p_value[k].tolist() for k in kinds},
             passes={k: rep.passes(k).tolist() for k in kinds},
             loss_curve=[[r.get("tokens", r.get("step")), float(r["loss"])] for r in losses[::step]],
-            role_checks=None if self.role_checks is None else self.role_checks.to_dict(),
+            role_checks=self.role_checks,
         )
 
 

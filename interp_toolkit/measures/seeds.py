@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from interp_toolkit.exams.verdict import exam_verdict
+from interp_toolkit.files.serialize import Jsonable, json_field
 from interp_toolkit.measures.claims import ClaimOverSeeds, verdicts
 from interp_toolkit.measures.claims import over_seeds as claims_over_seeds
 from interp_toolkit.measures.depth import DepthMeasurement, one_layer_chance
@@ -74,16 +75,13 @@ class Held:
 
 
 @dataclass(frozen=True)
-class Tally:
-    """A category over seeds: how many seeds gave each."""
+class Tally(Jsonable):
+    """A category over seeds: how many seeds gave each (its JSON: the counts)."""
 
-    counts: dict[str, int]
+    counts: dict[str, int] = field(metadata=json_field(inline=True))
 
     def words(self, fmt: Callable[[float], str] | None = None) -> str:
         return ", ".join(f"{k} {v}" for k, v in self.counts.items()) or "—"
-
-    def to_dict(self) -> dict[str, int]:
-        return dict(self.counts)
 
 
 Over = Spread | Held | Tally
@@ -109,28 +107,20 @@ class SeedMeasurements:
 
 
 @dataclass(frozen=True)
-class RunOverSeeds:
+class RunOverSeeds(Jsonable):
     """One run (a depth of a setting) over seeds: every registry measure (:data:`MEASURES`)."""
 
     name: str
     n_layers: int
     n_exams: int
-    measures: dict[str, Over]
+    measures: dict[str, Over] = field(metadata=json_field(inline=True))
 
     def __getitem__(self, name: str) -> Over:
         return self.measures[name]
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "n_layers": self.n_layers,
-            "n_exams": self.n_exams,
-            **{k: v.to_dict() for k, v in self.measures.items()},
-        }
-
 
 @dataclass(frozen=True)
-class SettingOverSeeds:
+class SettingOverSeeds(Jsonable):
     """One setting's runs and the post's claims over seeds, and the seeds in which its 2-layer
     model was a reliable copier at every period (the 90% rule; a named, secondary finding)."""
 
@@ -138,24 +128,11 @@ class SettingOverSeeds:
     seeds: tuple[int, ...]
     reliable_copier: Held
     runs: tuple[RunOverSeeds, ...] = field(default_factory=tuple)
-    claims: tuple[ClaimOverSeeds, ...] = ()
+    claims: tuple[ClaimOverSeeds, ...] = field(
+        default=(), metadata=json_field(encode=lambda cs: {c.key: c for c in cs})
+    )
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "preset": self.preset,
-            "seeds": list(self.seeds),
-            "reliable_copier": self.reliable_copier.to_dict(),
-            "claims": {
-                c.key: {
-                    "mark": c.mark.value,
-                    "held": list(c.held),
-                    "measured": list(c.measured),
-                    "why": c.why,
-                }
-                for c in self.claims
-            },
-            "runs": [r.to_dict() for r in self.runs],
-        }
+    json_order = ("preset", "seeds", "reliable_copier", "claims", "runs")
 
 
 def reliable_copier(ms: Sequence[DepthMeasurement], t: Thresholds = THRESHOLDS) -> bool | None:

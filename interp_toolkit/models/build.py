@@ -21,6 +21,7 @@ from torch.nn.modules import module as torch_module
 from transformer_lens import TransformerBridge, TransformerBridgeConfig
 
 from interp_toolkit.errors import UserError
+from interp_toolkit.files.serialize import Jsonable
 from interp_toolkit.runtime import validate
 from interp_toolkit.runtime.seeds import rng
 from interp_toolkit.text.codecs import Codec
@@ -33,7 +34,7 @@ ACT_FNS = ("gelu", "relu")
 
 
 @dataclass(frozen=True)
-class ModelConfig:
+class ModelConfig(Jsonable):
     """Architecture of a transformer: attention-only by default, or with an MLP and LayerNorm in
     every block (``mlp``; the name was ``AttnOnlyConfig`` before the MLP fields came, and stays
     importable under it).
@@ -95,9 +96,6 @@ class ModelConfig:
             raise UserError(
                 f"normalization={self.normalization!r} is not supported: use 'LN' or none."
             )
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ModelConfig:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
+from interp_toolkit.development.curve import Stages
 from interp_toolkit.exams.prompts import MIN_OFFSETS
 from interp_toolkit.exams.role_checks import RoleChecks
 from interp_toolkit.exams.verdict import chance_rule, pass_rule, passes_rule
@@ -303,7 +304,9 @@ def run_report_sections(analysis: RunAnalysis) -> list[Section]:
     sections.append(role_check_section(analysis.role_checks))
     if run.paths.stages.exists() or run.paths.stages.is_symlink():  # `stages RUN` was run
         title = "Stages from the local learning coefficient (`stages RUN`)"
-        sections.append(stages_section(read_stages(run.path), analysis.rows, title))
+        sections.append(
+            stages_section(Stages.from_dict(read_stages(run.path)), analysis.rows, title)
+        )
 
     key = analysis.key_heads()
     plan: dict[int, list[int]] = {}

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from interp_toolkit.development.curve import Stages
 from interp_toolkit.reports.findings import layers_phrase
 from interp_toolkit.reports.text_findings import steepest_fall
 from interp_toolkit.views.page import Section, text
@@ -228,7 +229,11 @@ def stages_study_section(found: Sequence[StagesOfRun], missing: Sequence[str]) -
         (s for s in found if s.seed == deepest.seed and s.n_layers < deepest.n_layers), None
     )
     items.append(
-        stages_figure(deepest.data, deepest.rows, None if control is None else control.data)
+        stages_figure(
+            Stages.from_dict(deepest.data),
+            deepest.rows,
+            None if control is None else Stages.from_dict(control.data),
+        )
     )
     intro = (
         "From `interp-toolkit stages RUN` (the local learning coefficient by SGLD at every kept "

@@ -79,7 +79,7 @@ def _side_by_side(runs: Sequence[RunSummary]) -> Section:
         [PROMPT_EXAMS, *[prompt_verdict(r) for r in runs]],
         ["induction heads", *[heads(r, "induction") for r in runs]],
         ["previous-token heads", *[heads(r, "previous-token") for r in runs]],
-        ["route by path", *[html.escape(r.route["route"]) for r in runs]],
+        ["route by path", *[html.escape(r.route.name.value) for r in runs]],
         ["feeds the strongest induction head", *[html.escape(r.feeder or "—") for r in runs]],
         ["best induction score", *[html.escape(best(r.top_induction)) for r in runs]],
         ["best previous-token score", *[html.escape(best(r.top_previous_token)) for r in runs]],

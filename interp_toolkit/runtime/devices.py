@@ -23,13 +23,14 @@ import functools
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from interp_toolkit.errors import UserError
+from interp_toolkit.files.serialize import Jsonable
 
 DEVICE_CHOICES = "auto, cpu, cuda, cuda:N (N = 0, 1, ...) or mps"
 #: One analysis chunk's memory on the CPU (and on MPS, whose free memory torch does not report).
@@ -147,7 +148,7 @@ def rows_per_chunk(device: torch.device, bytes_per_row: int, budget: int | None 
 
 
 @dataclass(frozen=True)
-class Precision:
+class Precision(Jsonable):
     """Mixed-precision settings of a run: bf16 autocast (CUDA and CPUs) and TF32 float32 matmuls
     (CUDA only).
 
@@ -160,9 +161,6 @@ class Precision:
 
     bf16_autocast: bool = False
     tf32: bool = False
-
-    def to_dict(self) -> dict[str, bool]:
-        return asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Precision:

@@ -11,15 +11,16 @@ from __future__ import annotations
 import os
 import platform
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import torch
 
+from interp_toolkit.files.serialize import Jsonable
+
 
 @dataclass(frozen=True)
-class Machine:
+class Machine(Jsonable):
     """``cpu``: the CPU's model name; ``cpu_capability``: the vector ISA torch's own CPU kernels
     use (``torch.backends.cpu.get_cpu_capability()``: AVX2, AVX512, ...); ``amx``: whether the CPU
     has AMX-BF16, and ``onednn_max_isa`` the limit ``ONEDNN_MAX_CPU_ISA`` puts on oneDNN's
@@ -34,14 +35,13 @@ class Machine:
     onednn: str | None
     threads: int
 
+    json_extra = ("uses_amx",)
+
     @property
     def uses_amx(self) -> bool:
         """Whether oneDNN's bf16 kernels may use AMX here (present and not limited away)."""
         limit = (self.onednn_max_isa or "").upper()
         return self.amx and (not limit or "AMX" in limit or limit == "ALL")
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self) | {"uses_amx": self.uses_amx}
 
     def words(self) -> str:
         """One line naming the machine (the study page's footer)."""

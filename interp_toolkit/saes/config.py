@@ -26,12 +26,12 @@ it reads the registry only inside the functions that need an architecture.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from interp_toolkit.errors import UserError
+from interp_toolkit.files.serialize import Jsonable, json_field
 
 #: The built-in architectures' names, the ``--arch`` choices (torch-free, for ``--help``); the
 #: registry (:data:`.architectures.BUILTIN`) holds what each one is, and a test keeps them equal.
@@ -174,7 +174,7 @@ HOOKS = (
 
 
 @dataclass(frozen=True)
-class SAETrainConfig:
+class SAETrainConfig(Jsonable):
     """How an SAE is trained. ``tokens``: activations read in all; ``batch``: activations per
     optimizer step. Dead latents (the aux-k loss) are those that did not fire in the last
     ``dead_tokens`` activations (Gao et al. use 10M; short runs scale it, see
@@ -192,7 +192,7 @@ class SAETrainConfig:
     seed: int = 0
     checkpoint_every: int = 100
     batches_per_block: int = 8
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict, metadata=json_field(inline=True))
 
     @property
     def steps(self) -> int:
@@ -209,11 +209,6 @@ class SAETrainConfig:
             raise UserError(f"--tokens {self.tokens} is less than one batch ({self.batch}).")
         if self.batch < 2 or self.lr <= 0 or self.l1 < 0 or self.aux_k < 0:
             raise UserError("batch >= 2, lr > 0, l1 >= 0 and aux_k >= 0 are needed.")
-
-    def to_dict(self) -> dict[str, Any]:
-        d = dataclasses.asdict(self)
-        d.pop("extra")
-        return d | self.extra
 
 
 def check_shape(arch: str, k: int, expansion: int) -> None:

@@ -17,12 +17,14 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from interp_toolkit.files.serialize import Jsonable
+
 #: The two-sided 95% normal quantile.
 Z95 = 1.959963984540054
 
 
 @dataclass(frozen=True)
-class Interval:
+class Interval(Jsonable):
     """An estimate and its 95% interval ``[low, high]`` over ``n`` units; ``method`` names it."""
 
     estimate: float
@@ -30,15 +32,6 @@ class Interval:
     high: float
     n: int
     method: str
-
-    def to_dict(self) -> dict[str, float | int | str]:
-        return {
-            "estimate": self.estimate,
-            "low": self.low,
-            "high": self.high,
-            "n": self.n,
-            "method": self.method,
-        }
 
     def __str__(self) -> str:
         return f"{self.estimate:.3f} [{self.low:.3f}, {self.high:.3f}]"

@@ -91,20 +91,6 @@ from interp_toolkit.views.page import Section
 from interp_toolkit.weights.circuits import copying_table
 
 SAMPLE_PROMPTS = ("def ", "import os\n", "class ", "    return ")
-#: What study.json keeps of each run's summary.
-STUDY_JSON_FIELDS = (
-    "name",
-    "n_layers",
-    "final_loss",
-    "prompt_exams",
-    "heads",
-    "feeder",
-    "route",
-    "top_induction",
-    "decides",
-    "test",
-    "role_checks",
-)
 
 
 @dataclass
@@ -371,7 +357,7 @@ def _setting_block(
     if circuits:
         sections.append(circuit_section(circuits))
     data = {
-        "runs": [{k: s.to_dict()[k] for k in STUDY_JSON_FIELDS} for s in summaries],
+        "runs": [s.to_dict() for s in summaries],
         "depths": [d.to_dict() for d in attn],
         "mlp_depths": [m.to_dict() for m, _ in pairs],
         "probes": [p.to_dict() for p in probes],

@@ -31,12 +31,13 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
+from interp_toolkit.files.serialize import Jsonable, json_field
 from interp_toolkit.runtime.seeds import rng
 from interp_toolkit.stats.intervals import binomial_tail
 from interp_toolkit.stats.thresholds import BEATS_ALPHA, MONO_ALPHA, MONO_LIFT, MONO_SHARE
@@ -103,38 +104,33 @@ class ContextFacts:
 
 
 @dataclass(frozen=True)
-class Concept:
+class Concept(Jsonable):
     """A unit's best concept: ``kind`` (:data:`CONCEPTS`), ``value`` (a token id for token /
     previous), its share of the top-k, its base rate, the binomial p, and the verdict:
     ``monosemantic``; ``holds`` (the share and the binomial test without the lift: what
     :mod:`interp_toolkit.saes.roles` asks of a repeat concept, which is common by nature)."""
 
-    kind: str
+    kind: str = field(metadata=json_field(key="concept"))
     value: int
-    share: float
-    base: float
-    p_value: float
+    share: float = field(metadata=json_field(digits=4))
+    base: float = field(metadata=json_field(digits=6))
+    p_value: float = field(metadata=json_field(encode=lambda p: float(f"{p:.3g}")))
     monosemantic: bool
     dead: bool = False
     holds: bool = False
+
+    json_extra = {"lift": "capped_lift"}
+    json_order = ("concept", "value", "share", "base", "p_value", "lift", "holds", "monosemantic",
+                  "dead")  # fmt: skip
 
     @property
     def lift(self) -> float:
         """Share at the top over the base rate (inf for a concept absent elsewhere)."""
         return self.share / self.base if self.base > 0 else math.inf
 
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "concept": self.kind,
-            "value": self.value,
-            "share": round(self.share, 4),
-            "base": round(self.base, 6),
-            "p_value": float(f"{self.p_value:.3g}"),
-            "lift": round(min(self.lift, 1e6), 3),
-            "holds": self.holds,
-            "monosemantic": self.monosemantic,
-            "dead": self.dead,
-        }
+    @property
+    def capped_lift(self) -> float:
+        return round(min(self.lift, 1e6), 3)
 
 
 _PATTERN = {
@@ -218,13 +214,16 @@ def random_top(top: TopActivations, n: int, seq: int, seed: int = 0) -> TopActiv
 
 
 @dataclass(frozen=True)
-class RuleCount:
+class RuleCount(Jsonable):
     """How many units of a set pass the rule, by concept kind."""
 
     units: int
     dead: int
     monosemantic: int
-    by_kind: dict[str, int]
+    by_kind: dict[str, int] = field(metadata=json_field(key="by_concept"))
+
+    json_extra = ("share_of_live",)
+    json_order = ("units", "dead", "monosemantic", "share_of_live", "by_concept")
 
     @classmethod
     def of(cls, concepts: list[Concept]) -> RuleCount:
@@ -244,14 +243,9 @@ class RuleCount:
     def share(self) -> float:
         return self.monosemantic / self.live if self.live else 0.0
 
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "units": self.units,
-            "dead": self.dead,
-            "monosemantic": self.monosemantic,
-            "share_of_live": round(self.share, 4),
-            "by_concept": self.by_kind,
-        }
+    @property
+    def share_of_live(self) -> float:
+        return round(self.share, 4)
 
 
 def beats(a: RuleCount, b: RuleCount, alpha: float = BEATS_ALPHA) -> bool:

@@ -1,10 +1,11 @@
 """The stages figure: LLC (with its interval), loss, held-out loss and head scores over training
-(log steps), the stage boundaries drawn. Data in (``stages --json``'s dict and the run's
-metrics.jsonl rows), figure or page out."""
+(log steps), the stage boundaries drawn. Data in (the :class:`~interp_toolkit.development.curve.
+Stages` and the run's metrics.jsonl rows), figure or page out."""
 
 from __future__ import annotations
 
-from typing import Any
+import math
+from typing import TYPE_CHECKING, Any
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -13,9 +14,19 @@ from interp_toolkit.heads.induction import best_induction_score, logged_inductio
 from interp_toolkit.heads.registry import SCORE
 from interp_toolkit.views.page import Section, render_report, text
 
+if TYPE_CHECKING:
+    from interp_toolkit.development.curve import Stages
+    from interp_toolkit.development.llc import LLCEstimate
+
+
+def _measured(stages: Stages) -> list[tuple[int, LLCEstimate]]:
+    """The checkpoints with a finite LLC, (step, estimate) each."""
+    c = stages.curve
+    return [(s, e) for s, e in zip(c.steps, c.estimates, strict=True) if math.isfinite(e.llc)]
+
 
 def stages_figure(
-    data: dict[str, Any], rows: list[dict[str, Any]], control: dict[str, Any] | None = None
+    stages: Stages, rows: list[dict[str, Any]], control: Stages | None = None
 ) -> go.Figure:
     """Three panels over log(step): the LLC and its interval; the training and held-out loss;
     the strongest previous-token and induction heads. Boundaries as dashed lines, their
@@ -24,25 +35,25 @@ def stages_figure(
     fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.06,
                         subplot_titles=("LLC (mean ± 2 s.e. over chains)", "loss",
                                         "strongest head score"))  # fmt: skip
-    pts = [c for c in data["checkpoints"] if c["llc"] is not None]
-    steps = [c["step"] for c in pts]
+    pts = _measured(stages)
+    steps = [s for s, _ in pts]
     fig.add_trace(go.Scatter(x=steps + steps[::-1],
-                             y=[c["interval"][1] for c in pts] + [c["interval"][0] for c in pts][::-1],
+                             y=[e.high for _, e in pts] + [e.low for _, e in pts][::-1],
                              fill="toself", line={"width": 0}, opacity=0.25, name="LLC interval",
                              hoverinfo="skip"), row=1, col=1)  # fmt: skip
-    read = [c for c in pts if not c.get("below_zero")]
-    fig.add_trace(go.Scatter(x=[c["step"] for c in read], y=[c["llc"] for c in read],
+    read = [(s, e) for s, e in pts if not e.below_zero]
+    fig.add_trace(go.Scatter(x=[s for s, _ in read], y=[e.llc for _, e in read],
                              mode="lines+markers", name="LLC"), row=1, col=1)  # fmt: skip
-    below = [c for c in pts if c.get("below_zero")]
+    below = [(s, e) for s, e in pts if e.below_zero]
     if below:  # not at a local minimum: shown, not read by the stage rule
-        fig.add_trace(go.Scatter(x=[c["step"] for c in below], y=[c["llc"] for c in below],
+        fig.add_trace(go.Scatter(x=[s for s, _ in below], y=[e.llc for _, e in below],
                                  mode="markers", marker={"symbol": "circle-open"},
                                  name="LLC below 0 (not read by the rule)"), row=1, col=1)  # fmt: skip
     if control is not None:
-        ctl = [c for c in control["checkpoints"] if c["llc"] is not None]
-        fig.add_trace(go.Scatter(x=[c["step"] for c in ctl], y=[c["llc"] for c in ctl],
+        ctl = _measured(control)
+        fig.add_trace(go.Scatter(x=[s for s, _ in ctl], y=[e.llc for _, e in ctl],
                                  mode="lines+markers", line={"dash": "dot"},
-                                 name=f"LLC of {control['run']} (control)"), row=1, col=1)  # fmt: skip
+                                 name=f"LLC of {control.curve.run} (control)"), row=1, col=1)  # fmt: skip
     logged = [r for r in rows if isinstance(r.get("loss"), (int, float)) and r.get("step", 0) > 0]
     fig.add_trace(go.Scatter(x=[r["step"] for r in logged], y=[r["loss"] for r in logged],
                              name="training loss"), row=2, col=1)  # fmt: skip
@@ -58,31 +69,34 @@ def stages_figure(
     fig.add_trace(go.Scatter(x=[r["step"] for r in scored],
                              y=[best_induction_score(r[logged_induction_key(r)]) for r in scored],
                              name="induction (best head, layer >= 1)"), row=3, col=1)  # fmt: skip
-    for b in data["boundaries"]:
-        lo, hi = b["interval"]
-        fig.add_vrect(x0=lo, x1=hi, fillcolor="grey", opacity=0.12, line_width=0)
-        fig.add_vline(x=b["step"], line_dash="dash", line_color="black")
+    for b in stages.boundaries:
+        fig.add_vrect(x0=b.low, x1=b.high, fillcolor="grey", opacity=0.12, line_width=0)
+        fig.add_vline(x=b.step, line_dash="dash", line_color="black")
     fig.update_xaxes(type="log", title_text="step (log)", row=3, col=1)
     fig.update_xaxes(type="log")
-    fig.update_layout(height=800, title=f"{data['run']}: stages from the LLC")
+    fig.update_layout(height=800, title=f"{stages.curve.run}: stages from the LLC")
     return fig
 
 
-def stages_section(
-    data: dict[str, Any], rows: list[dict[str, Any]], title: str = "Stages"
-) -> Section:
+def stages_section(stages: Stages, rows: list[dict[str, Any]], title: str = "Stages") -> Section:
     """The figure and the stages' sentences (a run report's section, or a page alone)."""
     lines = [f"stage {s['stage']} (steps {s['start']}-{s['end']}): {s['summary']}"
-             for s in data["stages"]]  # fmt: skip
-    items: list[Any] = [stages_figure(data, rows), *(text(line) for line in lines)]
-    intro = f"Rule: {data['rule']['boundary']}. Batches: {data['batches']['source']}."
-    if data.get("rule", {}).get("not_read_steps"):
-        intro += f" Not read: {data['rule']['not_read']} (here {len(data['rule']['not_read_steps'])} checkpoints)."
-    if data.get("settings_source"):
-        intro += f" SGLD settings: {data['settings_source']}."
+             for s in stages.stages]  # fmt: skip
+    items: list[Any] = [stages_figure(stages, rows), *(text(line) for line in lines)]
+    rule, curve = stages.rule, stages.curve
+    intro = f"Rule: {rule['boundary']}. Batches: {curve.batches['source']}."
+    if rule.get("not_read_steps"):
+        intro += f" Not read: {rule['not_read']} (here {len(rule['not_read_steps'])} checkpoints)."
+    if curve.settings_source:
+        intro += f" SGLD settings: {curve.settings_source}."
     return Section(title, items, intro=intro)
 
 
-def stages_html(data: dict[str, Any], rows: list[dict[str, Any]]) -> str:
-    """One offline page: the figure and the stages' sentences."""
-    return render_report([stages_section(data, rows)], title=f"{data['run']}: stages")
+def stages_html(stages: Stages | dict[str, Any], rows: list[dict[str, Any]]) -> str:
+    """One offline page: the figure and the stages' sentences. ``stages``: the stages, or the
+    dict of ``stages --json`` (read back with :meth:`Stages.from_dict`)."""
+    if isinstance(stages, dict):
+        from interp_toolkit.development.curve import Stages
+
+        stages = Stages.from_dict(stages)
+    return render_report([stages_section(stages, rows)], title=f"{stages.curve.run}: stages")

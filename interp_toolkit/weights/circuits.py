@@ -18,7 +18,7 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -27,6 +27,7 @@ from jaxtyping import Float, Int
 from transformer_lens import FactoredMatrix, TransformerBridge
 
 from interp_toolkit.errors import UserError
+from interp_toolkit.files.serialize import Jsonable, json_field
 from interp_toolkit.heads.registry import HeadId
 from interp_toolkit.heads.repeats import default_token_range
 from interp_toolkit.models.activations import per_query_head
@@ -288,7 +289,7 @@ def pos_prev_token_score(model: TransformerBridge, layer: int, head: int) -> flo
 
 
 @dataclass
-class HeadCircuit:
+class HeadCircuit(Jsonable):
     """Summary of one head's circuits (what ``interp-toolkit circuits`` prints)."""
 
     head: str
@@ -299,27 +300,24 @@ class HeadCircuit:
     pos_prev_token: float | None
     boosted: list[dict[str, Any]]
     n_rows: int
-    trained_top1: float | None = None  # over the ids the model was trained on
-    trained_top5: float | None = None
+    # over the ids the model was trained on
+    trained_top1: float | None = field(
+        default=None, metadata=json_field(key="trained_top1_accuracy")
+    )
+    trained_top5: float | None = field(
+        default=None, metadata=json_field(key="trained_top5_accuracy")
+    )
     trained_rows: int | None = None
     trained_ids: str | None = None  # which ids those are, in words
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "head": self.head,
-            "copying_score": self.copying_score,
-            "copying_note": self.copying_note,
-            "top1_accuracy": self.top1_accuracy,
-            "top5_accuracy": self.top5_accuracy,
-            "accuracy_over": f"all {self.n_rows} ids of the vocabulary",
-            "trained_top1_accuracy": self.trained_top1,
-            "trained_top5_accuracy": self.trained_top5,
-            "trained_rows": self.trained_rows,
-            "trained_ids": self.trained_ids,
-            "pos_prev_token": self.pos_prev_token,
-            "n_rows": self.n_rows,
-            "boosted": self.boosted,
-        }
+    json_extra = ("accuracy_over",)
+    json_order = ("head", "copying_score", "copying_note", "top1_accuracy", "top5_accuracy",
+                  "accuracy_over", "trained_top1_accuracy", "trained_top5_accuracy", "trained_rows",
+                  "trained_ids", "pos_prev_token", "n_rows", "boosted")  # fmt: skip
+
+    @property
+    def accuracy_over(self) -> str:
+        return f"all {self.n_rows} ids of the vocabulary"
 
 
 def head_circuit(

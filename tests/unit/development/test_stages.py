@@ -358,6 +358,28 @@ def test_a_stages_json_written_before_devinterp_is_read_back():
     assert Stages(curve, [], [], {}).to_dict()["checkpoints"] == old["checkpoints"]
 
 
+def test_the_stages_view_reads_a_stages_json_written_before():
+    """The view takes the typed stages; a file written by an earlier version (the fixture above)
+    is read back whole by ``Stages.from_dict`` (and written again unchanged, ``seconds`` aside)
+    and drawn: its boundary, its LLC points and its stages' sentences."""
+    from pathlib import Path
+
+    from interp_toolkit.development.curve import Stages
+    from interp_toolkit.views.stages import stages_figure, stages_html
+
+    old = json.loads((Path(__file__).parent / "stages_before_devinterp.json").read_text())
+    stages = Stages.from_dict(old)
+    assert [(b.step, b.low, b.high, b.kind) for b in stages.boundaries] == [(2, 1, 3, "trough")]
+    assert stages.to_dict() == old
+    fig = stages_figure(stages, [])
+    llc = next(t for t in fig.data if t.name == "LLC")
+    assert list(llc.x) == [1, 2, 3, 4] and list(llc.y) == [c["llc"] for c in old["checkpoints"]]
+    assert {(s.x0, s.x1) for s in fig.layout.shapes if s.type == "rect"} == {(1, 3)}
+    page = stages_html(old, [])  # the dict of `stages --json` (what the CLI passes) is read too
+    s = old["stages"][-1]
+    assert f"stage {s['stage']} (steps {s['start']}-{s['end']})" in page and "plotly" in page
+
+
 @pytest.mark.slow  # trains a tiny model for 12 steps
 def test_training_keeps_the_default_schedule(tmp_path):
     from interp_toolkit.models.build import ModelConfig

@@ -24,6 +24,17 @@ def test_a_spread_is_median_and_range_and_says_which_seeds_lack_it():
     assert Held((), ()).words() == "—"  # no seed had a role to check
 
 
+def _checkpoint(step: int) -> dict:
+    """A checkpoint of stages.json as written (LLC 1.0 [0.5, 1.5]), without traces."""
+    import torch
+
+    from interp_toolkit.development.llc import LLCEstimate, SGLDSettings
+
+    e = LLCEstimate(1.0, 0.25, 0.5, 1.5, [1.0, 1.0], 4.0, 50.0, torch.empty(0, 0),
+                    SGLDSettings(), [0.0, 0.0], 1.0, True, 0.1, 2, 4)  # fmt: skip
+    return {"step": step, **e.to_dict(traces=False)}
+
+
 def _stages(phase: int | None, rise: tuple[int, int], fall_at: int, inside: bool) -> StagesOfRun:
     # the training loss drops by 1.5 at ``fall_at``; the held-out loss falls steadily (read by
     # nothing here: the drop the seed asks about is the training loss's)
@@ -37,9 +48,10 @@ def _stages(phase: int | None, rise: tuple[int, int], fall_at: int, inside: bool
     ]
     data = {
         "run": "cpu-2l",
-        "checkpoints": [
-            {"step": s, "llc": 1.0, "interval": [0.5, 1.5]} for s in (100, 300, 350, 500)
-        ],
+        "checkpoints": [_checkpoint(s) for s in (100, 300, 350, 500)],
+        "batches": {"n_batches": 2, "rows": 4, "source": "hand-made"},
+        "seconds": 1.0,
+        "stages": [],
         "boundaries": [{"step": 500, "interval": [461, 550], "kind": "peak", "llc_smoothed": 30.0}],
         "phase_change": {
             "phase_change_step": phase,

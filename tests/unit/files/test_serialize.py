@@ -1,0 +1,141 @@
+"""The one serializer: each declared choice is written as declared, and each kind of value is
+encoded as the JSON written before it (an Enum as its value, a head as "L.H", a tensor as lists)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from interp_toolkit.files.serialize import Jsonable, json_field, to_json
+from interp_toolkit.heads.registry import HeadId
+
+
+class Colour(str, Enum):
+    RED = "red light"  # the value differs from the name: writing the name is caught
+
+
+@dataclass(frozen=True)
+class Inner:
+    head: HeadId
+    where: Path
+
+
+@dataclass(frozen=True)
+class Record(Jsonable):
+    colour: Colour
+    scores: torch.Tensor
+    mean: np.float64
+    pair: tuple[int, int]
+    inner: Inner
+    secret: str = field(default="hidden", metadata=json_field(skip=True))
+    loss: float = field(default=0.123456, metadata=json_field(key="final_loss", digits=3))
+    note: str | None = field(default=None, metadata=json_field(omit_none=True))
+    extra: dict[str, int] = field(default_factory=dict, metadata=json_field(inline=True))
+    counts: tuple[int, ...] = field(default=(), metadata=json_field(encode=len))
+
+    json_extra = ("doubled",)
+    json_order = ("doubled", "colour", "scores", "mean", "pair", "inner", "final_loss", "note")
+    json_order += ("counts", "x")
+
+    @property
+    def doubled(self) -> list[int]:
+        return [2 * p for p in self.pair]
+
+
+def _record(**changes) -> Record:
+    base = dict(
+        colour=Colour.RED,
+        scores=torch.tensor([[0.5, 0.25]]),
+        mean=np.float64(1.5),
+        pair=(1, 2),
+        inner=Inner(HeadId(1, 3), Path("/tmp/run")),
+        extra={"x": 7},
+        counts=(4, 5, 6),
+    )
+    return Record(**{**base, **changes})
+
+
+def test_every_declared_choice_is_written_as_declared():
+    out = _record().to_dict()
+    assert json.dumps(out) == json.dumps(
+        {
+            "doubled": [2, 4],
+            "colour": "red light",
+            "scores": [[0.5, 0.25]],
+            "mean": 1.5,
+            "pair": [1, 2],
+            "inner": {"head": "1.3", "where": "/tmp/run"},
+            "final_loss": 0.123,
+            "counts": 3,
+            "x": 7,
+        }
+    )  # the keys in json_order's order; no "secret", no "note" (None), "x" inlined
+    assert type(out["scores"]) is list and type(out["scores"][0][0]) is float
+    assert type(out["mean"]) is float and type(out["pair"]) is list
+    assert _record(note="kept").to_dict()["note"] == "kept"
+
+
+def test_wrong_encodings_are_caught():
+    out = to_json(_record())
+    assert (
+        out["colour"] != "RED"
+        and "secret" not in out
+        and not isinstance(out["scores"], torch.Tensor)
+    )
+    assert out["inner"]["head"] != [1, 3]  # a head is "L.H", not the tuple it is
+
+
+def test_a_key_missing_from_json_order_fails_loudly():
+    @dataclass(frozen=True)
+    class Unlisted(Jsonable):
+        a: int
+        b: int
+        json_order = ("a",)
+
+    with pytest.raises(TypeError, match="does not list"):
+        Unlisted(1, 2).to_dict()
+
+
+def test_a_class_that_still_writes_its_own_json_is_asked_for_it():
+    @dataclass(frozen=True)
+    class Own:
+        a: int
+
+        def to_dict(self) -> dict[str, int]:
+            return {"own": self.a}
+
+    assert to_json({"k": [Own(1)]}) == {"k": [{"own": 1}]}
+
+
+def test_an_unknown_value_is_refused():
+    with pytest.raises(TypeError, match="no JSON encoding for object"):
+        to_json(object())
+
+
+#: RoleCheck's keys in the order the hand-written to_dict wrote them.
+RC_KEYS = ("head", "role", "removed", "of", "passed", "why")
+
+
+def test_json_written_before_the_serializer_is_read_back_and_written_again_unchanged():
+    """tests/snapshots/small_study.json was written by the hand-written ``to_dict``s: its role
+    checks read back (``RoleChecks.from_dict``) and its machine are written again key for key."""
+    from interp_toolkit.exams.role_checks import RoleChecks
+    from interp_toolkit.runtime.machine import Machine
+
+    old = json.loads((Path(__file__).parents[2] / "snapshots" / "small_study.json").read_text())
+    checked = [d["role_checks"] for d in old["depths"] if d["role_checks"]]
+    # a check as the old RoleCheck.to_dict wrote it (the small study's models have no role)
+    one = {"head": "1.3", "role": "induction", "of": "the repeated-passage drop", "passed": True}
+    removed = {"value": 0.41, "low": 0.3, "high": 0.52}
+    checked.append({**checked[0], "checks": [{**one, "removed": removed, "why": ""}]})
+    checked[-1]["checks"][0] = {k: checked[-1]["checks"][0][k] for k in RC_KEYS}
+    for rc in checked:
+        assert json.dumps(RoleChecks.from_dict(rc).to_dict()) == json.dumps(rc)
+    machine = {k: v for k, v in old["machine"].items() if k != "uses_amx"}  # a derived key
+    assert json.dumps(Machine(**machine).to_dict()) == json.dumps(old["machine"])
