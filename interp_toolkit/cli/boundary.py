@@ -34,6 +34,7 @@ import tempfile
 import time
 import traceback
 from collections.abc import Callable
+from importlib import import_module
 from typing import Any, NoReturn
 
 import typer
@@ -85,6 +86,13 @@ OPTION_RULES: dict[str, Callable[[Any, str], Any]] = {
     "layer": count(least=0),
     "head": count(least=0),
     "neuron": count(least=0),
+}
+
+#: The text options every command's ``--device`` and ``--dtype`` are checked by (each its
+#: owner's check, one line; imported when used: they import torch).
+TEXT_RULES = {
+    "device": ("interp_toolkit.runtime.devices", "resolve_device"),
+    "dtype": ("interp_toolkit.runs.hf_checks", "dtype_named"),
 }
 COMMAND_RULES: dict[tuple[str, str], Callable[[Any, str], Any]] = {
     ("probe", "n_seqs"): count(least=2),  # rows are split into train and test
@@ -167,6 +175,9 @@ class CheckedContext(typer.Context):
             kwargs = check_options(self.command, kwargs)
             note_reads(kwargs)
             check_target(kwargs.get("target"))
+            for name, (module, rule) in TEXT_RULES.items():  # after the target: they import torch
+                if isinstance(kwargs.get(name), str):
+                    getattr(import_module(module), rule)(kwargs[name])
         return super().invoke(callback, *args, **kwargs)
 
 
