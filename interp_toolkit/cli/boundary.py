@@ -34,6 +34,7 @@ import tempfile
 import time
 import traceback
 from collections.abc import Callable
+from functools import partial
 from importlib import import_module
 from typing import Any, NoReturn
 
@@ -48,7 +49,6 @@ from interp_toolkit.cli.given import (
     invocation,
     note_arguments,
     note_reads,
-    number,
     workers,
 )
 from interp_toolkit.errors import UserError, signal_of
@@ -77,8 +77,10 @@ OPTION_RULES: dict[str, Callable[[Any, str], Any]] = {
     "n_untrained": count(most=10_000, cost="each is one more model drawn and scored in full"),
     "seeds": count(most=1_000, cost="each seed is a whole study of its own, in its own folder"),
     "max_step": count(),
-    "step_size": number(least=1e-12, below=1.0, why="far below it no SGLD step moves a weight"),
-    "bandwidth": number(least=0.01, below=100.0, why="in natural-log steps"),
+    "step_size": partial(
+        validate.number, least=1e-12, below=1.0, why="far below it no SGLD step moves a weight"
+    ),
+    "bandwidth": partial(validate.number, least=0.01, below=100.0, why="in natural-log steps"),
     "untrained_rows": count(),
     "workers": workers,
     "seq_len": count(least=2),

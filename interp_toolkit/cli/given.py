@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -37,34 +38,7 @@ READ_NAMES = ("target", "run", "chance_run")
 def count(least: int = 1, most: int = COUNT_MAX, cost: str = "") -> Callable[[Any, str], int]:
     """The rule of a count option: a whole number from ``least`` to ``most`` (``cost``: what
     each one costs, said when a count is refused)."""
-
-    def rule(value: Any, name: str) -> int:
-        n = validate.count(value, name, least)
-        if n > most:
-            why = f" ({cost})" if cost else ""
-            raise UserError(
-                f"{name}={value!r} cannot work: use a whole number from {least} to {most:,}{why}."
-            )
-        return n
-
-    return rule
-
-
-def number(
-    least: float | None = None, below: float | None = None, why: str = ""
-) -> Callable[[Any, str], float]:
-    """The rule of a real-number option: finite, at least ``least`` and below ``below``
-    (``why``: the reason for the range, said when a value is refused)."""
-
-    def rule(value: Any, name: str) -> float:
-        try:
-            x = validate.number(value, name, least=least, below=below)
-        except UserError as exc:
-            raise UserError(f"{str(exc).rstrip('.')}{f' ({why})' if why else ''}.") from None
-        assert x is not None
-        return x
-
-    return rule
+    return partial(validate.count, least=least, most=most, cost=cost)
 
 
 def workers(value: Any, name: str) -> int:

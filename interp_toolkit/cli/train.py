@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 
 from interp_toolkit.cli.app import app, device_option, seed_option
+from interp_toolkit.errors import UserError
 
 
 @app.command("train")
@@ -90,6 +91,11 @@ def train_cmd(
     from interp_toolkit.training.distributed import cluster_from_env
     from interp_toolkit.training.presets import recipe
 
+    if repeat_fraction is not None and not 0.0 <= repeat_fraction <= 1.0:
+        raise UserError(
+            f"--repeat-fraction {repeat_fraction} is not a share: give a number from 0 (plain "
+            "text) to 1 (only repeated-span windows)."
+        )
     p = recipe(
         preset,
         layers,

@@ -208,17 +208,18 @@ def report(
     """Write the report page of a run folder (RUN/report.html unless ``out``) or of a Hugging
     Face model (into ``out``); the path written, and what was wrong with the run's
     metrics.jsonl (None when whole)."""
-    from interp_toolkit.reports.run_report import build_run_report, build_target_report
-    from interp_toolkit.runs.folder import metrics_damage
     from interp_toolkit.runs.hub import is_hf_spec
 
-    if is_hf_spec(run):
-        from interp_toolkit.runs.targets import load_target
+    hf = is_hf_spec(run)
+    if hf and out is None:
+        raise UserError(
+            "a report of a Hugging Face model needs a file to go to: give --out report.html."
+        )
+    from interp_toolkit.reports.run_report import build_run_report, build_target_report
+    from interp_toolkit.runs.folder import metrics_damage
+    from interp_toolkit.runs.targets import load_target
 
-        if out is None:
-            raise UserError(
-                "a report of a Hugging Face model needs a file to go to: give --out report.html."
-            )
+    if hf:
         target = load_target(str(run), device, for_weights=False, dtype=dtype)
         return build_target_report(target, out), None
     path = build_run_report(run, out, device=device)

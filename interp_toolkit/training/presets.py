@@ -314,12 +314,6 @@ def recipe(
             "--steps and --all-steps (steps= and all_steps=True) both say how long to train: give "
             "one (--all-steps: the preset's whole budget)."
         )
-    share = changes.get("repeat_fraction")
-    if isinstance(share, (int, float)) and not 0.0 <= share <= 1.0:
-        raise UserError(
-            f"--repeat-fraction {share} (repeat_fraction=) is not a share: give a number from 0 "
-            "(plain text) to 1 (only repeated-span windows)."
-        )
     if resumed is not None:  # as the run was trained: options given must match it (train_model)
         p = recorded_preset(resumed)
         if mlp and not p.model.mlp:
