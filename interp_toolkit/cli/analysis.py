@@ -158,7 +158,7 @@ def exam(
     from interp_toolkit.reports.terminal import exams_view, period_exams_view
 
     if periods:
-        data = analysis.period_exams(
+        found = analysis.period_exams(
             target,
             kinds=kinds,
             n_prompts=n_prompts,
@@ -170,7 +170,7 @@ def exam(
             device=device,
             dtype=dtype,
         )
-        emit(data, period_exams_view(data), json_out)
+        emit(found.to_dict(), period_exams_view(found.target, found.rows, found.verdict), json_out)
         return
     found = analysis.exams(
         target, prompt, target_text, top_k=top_k, prepend_bos=not no_bos, device=device, dtype=dtype

@@ -7,7 +7,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from interp_toolkit.errors import UserError
+from interp_toolkit.exams.periods import PeriodExam
 from interp_toolkit.exams.single import ExamResult
+from interp_toolkit.exams.verdict import ExamVerdict
 from interp_toolkit.heads.options import DiscoveryOptions
 from interp_toolkit.runs import targets
 from interp_toolkit.runs.target import Target
@@ -216,6 +218,36 @@ def circuit(
     return Circuit(_read(tgt, found, "circuit"), html, 2000 if per_position else None)
 
 
+@dataclass(frozen=True)
+class PeriodExams:
+    """``exam --periods``: every period's exam (``rows``, each with its chance levels) and their
+    verdict (:class:`~interp_toolkit.exams.verdict.ExamVerdict`)."""
+
+    target: str
+    prepend_bos: bool
+    seed: int
+    rows: list[PeriodExam]
+    verdict: ExamVerdict
+
+    def to_dict(self) -> dict[str, Any]:
+        from interp_toolkit.exams.verdict import chance_rule, pass_rule, passes_rule
+        from interp_toolkit.stats.thresholds import THRESHOLDS as T
+
+        v = self.verdict
+        return {
+            "target": self.target,
+            "prepend_bos": self.prepend_bos,
+            "seed": self.seed,
+            "pass_rule": pass_rule(T),
+            "exam_lower_bound": T.exam_lower_bound,
+            "chance_rule": chance_rule(len(self.rows), T),
+            "n_passing": v.n_passing,
+            "n_exams": v.n_exams,
+            "above": {name: len(above) for name, above in v.above.items()},
+            "periods": [{**r.to_dict(), "passes_rule": passes_rule(r, T)} for r in self.rows],
+        }
+
+
 def parse_kinds(text: str) -> tuple[str, ...]:
     from interp_toolkit.exams.prompts import TOKEN_KINDS
 
@@ -240,10 +272,9 @@ def period_exams(
     chance_run: str | None = None,
     device: str = "auto",
     dtype: str = "fp32",
-) -> dict[str, Any]:
+) -> PeriodExams:
     """Two-repeat exams at every period and token kind, chance measured on an untrained twin
-    (and on ``chance_run``, which sits the same prompts): the rows with their chance levels, the
-    pass rule and the verdict, as the command's JSON."""
+    (and on ``chance_run``, which sits the same prompts), and their verdict."""
     if n_prompts < 1:
         raise UserError(f"--n-prompts {n_prompts} cannot work: use 1 or more.")
     if max_offset < 0:
@@ -255,7 +286,7 @@ def period_exams(
     if max_period is not None:
         options["max_period"] = max_period
     from interp_toolkit.exams.periods import exam_by_period, exam_with_chance, with_chance
-    from interp_toolkit.exams.verdict import chance_rule, exam_verdict, pass_rule, passes_rule
+    from interp_toolkit.exams.verdict import exam_verdict
     from interp_toolkit.stats.thresholds import THRESHOLDS
 
     tgt = targets.load_target(target, device, for_weights=False, dtype=dtype)
@@ -276,16 +307,4 @@ def period_exams(
                 f"{target}: it cannot sit the same prompts; give a run of the same recipe."
             )
         rows = with_chance(rows, exam_by_period(ref.model, ref.codec, **options), ref.name)
-    verdict = exam_verdict(rows, THRESHOLDS)
-    return {
-        "target": tgt.name,
-        "prepend_bos": prepend_bos,
-        "seed": seed,
-        "pass_rule": pass_rule(THRESHOLDS),
-        "exam_lower_bound": THRESHOLDS.exam_lower_bound,
-        "chance_rule": chance_rule(len(rows), THRESHOLDS),
-        "n_passing": verdict.n_passing,
-        "n_exams": verdict.n_exams,
-        "above": {name: len(v) for name, v in verdict.above.items()},
-        "periods": [{**r.to_dict(), "passes_rule": passes_rule(r, THRESHOLDS)} for r in rows],
-    }
+    return PeriodExams(tgt.name, prepend_bos, seed, rows, exam_verdict(rows, THRESHOLDS))

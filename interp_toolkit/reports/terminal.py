@@ -18,7 +18,9 @@ from rich.table import Table
 from interp_toolkit.heads.registry import SCORE_KINDS, SCORES
 
 if TYPE_CHECKING:  # torch, which these modules import, is not needed to draw a table
+    from interp_toolkit.exams.periods import PeriodExam
     from interp_toolkit.exams.single import ExamResult
+    from interp_toolkit.exams.verdict import ExamVerdict
     from interp_toolkit.heads.discovery import HeadReport
     from interp_toolkit.weights.circuits import HeadCircuit
 
@@ -219,36 +221,39 @@ def copying_view(target: str, c: HeadCircuit, notes: Sequence[str]) -> Shown:
     return shown
 
 
-def period_exams_view(data: Mapping[str, Any]) -> Shown:
-    """``exam --periods``: pass rate with its interval, the pass rule and each chance model's
-    rate (the command's JSON)."""
-    refs = list(dict.fromkeys(c["model"] for r in data["periods"] for c in r["chance"]))
+def period_exams_view(target: str, rows: Sequence[PeriodExam], verdict: ExamVerdict) -> Shown:
+    """``exam --periods``: each period's pass rate with its interval, whether it passes the rule,
+    and each chance model's rate (with the p-value of passing more often)."""
+    from interp_toolkit.exams.verdict import chance_rule, pass_rule, passes_rule
+    from interp_toolkit.stats.thresholds import THRESHOLDS
+
+    refs = list(dict.fromkeys(c.model for r in rows for c in r.chance))
     table = Table(
-        title=f"{data['target']}: two-repeat exams by period ({data['n_passing']} of "
-        f"{data['n_exams']} pass; {data['pass_rule']})"
+        title=f"{target}: two-repeat exams by period ({verdict.n_passing} of "
+        f"{verdict.n_exams} pass; {pass_rule(THRESHOLDS)})"
     )
     for col in ("period", "tokens", "offsets", "prompts", "pass rate [Wilson 95%]", "passes"):
         table.add_column(col, justify="right")
     table.add_column("median rank", justify="right")
     for ref in refs:
         table.add_column(f"chance: {ref} (p)", justify="right")
-    for r in data["periods"]:
-        lo, hi = r["wilson95"]
-        chance = {c["model"]: c for c in r["chance"]}
+    for r in rows:
+        iv = r.interval
+        chance = {c.model: c for c in r.chance}
         table.add_row(
-            str(r["period"]),
-            r["kind"],
-            f"{r['offsets']['min']}..{r['offsets']['max']} of {r['offsets']['positions']}",
-            str(r["n_prompts"]),
-            f"{r['pass_rate']:.1%} [{lo:.1%}, {hi:.1%}]",
-            "yes" if r["passes_rule"] else "no",
-            f"{r['median_rank']:g}",
+            str(r.period),
+            r.kind,
+            f"{r.offsets[0]}..{r.offsets[1]} of {r.positions}",
+            str(r.n_prompts),
+            f"{r.pass_rate:.1%} [{iv.low:.1%}, {iv.high:.1%}]",
+            "yes" if passes_rule(r, THRESHOLDS) else "no",
+            f"{r.median_rank:g}",
             *[
-                f"{chance[m]['pass_rate']:.1%} ({chance[m]['p_value']:.2g})" if m in chance else "-"
+                f"{chance[m].pass_rate:.1%} ({chance[m].p_value:.2g})" if m in chance else "-"
                 for m in refs
             ],
         )
-    return [table, data["chance_rule"]]
+    return [table, chance_rule(len(rows), THRESHOLDS)]
 
 
 def training_line(p: Any) -> str:
