@@ -23,8 +23,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-STDOUT = Path("-")
-
 
 def _version(value: bool | None) -> None:
     if value:
@@ -43,16 +41,10 @@ def _main(
     """Grow attention-only transformers, watch induction heads appear, and find them in GPT-2."""
 
 
-TARGET_HELP = (
-    "A run folder (RUN@STEP: its weights at STEP), or a Hugging Face causal LM: a hub id "
-    "(EleutherAI/pythia-70m, gpt2, ...) from the local cache, or a save_pretrained folder."
-)
-DEVICE_HELP = "Where the model runs: auto (a GPU when present), cpu, cuda, cuda:N or mps."
-
-
 def device_option() -> Any:
     """The ``--device`` option of every command that runs a model (checked at the boundary)."""
-    return typer.Option("auto", "--device", help=DEVICE_HELP)
+    where = "auto (a GPU when present), cpu, cuda, cuda:N or mps"
+    return typer.Option("auto", "--device", help=f"Where the model runs: {where}.")
 
 
 def dtype_option() -> Any:
@@ -69,7 +61,11 @@ def dtype_option() -> Any:
 
 def target_argument() -> Any:
     """The ``TARGET`` of every command that reads a model."""
-    return typer.Argument(..., help=TARGET_HELP)
+    return typer.Argument(
+        ...,
+        help="A run folder (RUN@STEP: its weights at STEP), or a Hugging Face causal LM: a hub id "
+        "(EleutherAI/pythia-70m, gpt2, ...) from the local cache, or a save_pretrained folder.",
+    )
 
 
 JSON_HELP = "Write the results as JSON here (- for standard output)."
@@ -129,17 +125,17 @@ def check_not_an_input(
     """An output may not land in a run folder (or model folder) the command reads: the weights,
     config or checkpoints would be written over (symlinks followed); ``owns`` are the exceptions
     (``report``'s RUN/report.html)."""
-    from interp_toolkit.cli.given import reads
+    from interp_toolkit.cli.given import current
     from interp_toolkit.files.paths import inside_inputs
 
-    inside_inputs(path, flag, reads(), owns, example)
+    inside_inputs(path, flag, current().reads, owns, example)
 
 
 def wrote(path: Path) -> None:
     """Say that ``path`` was written (on standard error when standard output carries data)."""
     from interp_toolkit.cli.boundary import stdout_claimed
 
-    if str(path) != str(STDOUT):
+    if str(path) != "-":
         typer.echo(f"wrote {path}", err=stdout_claimed())
 
 

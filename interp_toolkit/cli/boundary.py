@@ -46,6 +46,7 @@ from interp_toolkit.cli.given import (
     check_text,
     count,
     current,
+    flag_of,
     invocation,
     note_arguments,
     note_reads,
@@ -110,7 +111,7 @@ def check_options(command: Any, params: dict[str, Any]) -> dict[str, Any]:
         rule = COMMAND_RULES.get((command.name, param.name)) or OPTION_RULES.get(param.name)
         if value is None or rule is None or isinstance(value, (str, bool)):
             continue
-        flag = next((o for o in param.opts if o.startswith("--")), param.opts[0])
+        flag = flag_of(param)
         if isinstance(value, (list, tuple)):
             checked[param.name] = type(value)(
                 v if isinstance(v, (str, bool)) else rule(v, flag) for v in value
