@@ -16,7 +16,7 @@ The notebook API (:mod:`interp_toolkit.api`), importable from here::
 The folders underneath, one per question, each reading only those before it (docs/architecture.md):
 ``runtime``, ``files`` → ``text`` → ``models`` → ``runs`` → ``stats`` → ``heads`` → ``weights`` →
 ``causal`` → ``exams``, ``probing``, ``units`` → ``saes`` → ``training``, ``development`` →
-``measures`` → ``views`` → ``reports`` → ``study`` → ``cli``. Importing this package is light: the API (torch, TransformerLens) loads on first use (``__getattr__``; the
+``measures`` → ``views`` → ``reports`` → ``study`` → ``commands`` → ``cli``. Importing this package is light: the API (torch, TransformerLens) loads on first use (``__getattr__``; the
 package imports none of its modules itself, since every module imports it).
 """
 

@@ -94,32 +94,16 @@ def train(
     ``"resume"`` may change ``steps``). ``device`` as the CLI's ``--device`` (default ``auto``).
     """
     from interp_toolkit.training import train_model
-    from interp_toolkit.training.presets import (
-        check_layers,
-        get_preset,
-        until_induction,
-        with_overrides,
-    )
+    from interp_toolkit.training.presets import check_layers, recipe
     from interp_toolkit.training.settings import config_differences, recorded_configs
 
     out = path_arg(out, "out")
     check_layers(layers)  # layers="2" is a type error, said as one
     if exist_ok not in ("load", "resume", "error"):
         raise UserError(f"exist_ok={exist_ok!r} is not one of 'load', 'resume', 'error'.")
-    if all_steps and "steps" in overrides:
-        raise UserError("steps= and all_steps=True both say how long to train: give one.")
     if isinstance(overrides.get("corpus"), os.PathLike):
         overrides["corpus"] = os.fspath(overrides["corpus"])  # recorded in config.json as text
-    try:
-        p = with_overrides(get_preset(preset, layers), **overrides)
-    except KeyError as exc:
-        raise UserError(
-            f"train() has no setting {exc.args[0]!r}: use a field of the preset's model, data or "
-            "training settings (steps, seed, d_model, n_ctx, corpus, ...)."
-        ) from None
-    if "steps" not in overrides and not all_steps:
-        p = until_induction(p)
-    p.validate()  # every setting's type and range, before any folder exists
+    p = recipe(preset, layers, all_steps=all_steps, **overrides)  # as `train` assembles it
     paths = RunPaths(Path(out))
     held = exist_ok != "error" and paths.config.is_file()
     if held and exist_ok == "load" and paths.weights.is_file():

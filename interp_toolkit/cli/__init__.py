@@ -1,21 +1,18 @@
 """The ``interp-toolkit`` command line: a thin typer shell over the Python API.
 
-Commands live in one module per group (:mod:`.train`, :mod:`.analysis`, :mod:`.probes`,
-:mod:`.neurons`, :mod:`.sae`, :mod:`.views`, :mod:`.study`, :mod:`.circuit`), each registering with
-``@app.command`` on :data:`.app.app`. Bad input raises :class:`~interp_toolkit.errors.UserError`; what reaches the
-user when a command fails is decided in one place, :mod:`.boundary` (one line, exit 2 for bad
-input; never a traceback).
+Commands live in one module per group (:mod:`.analysis`, :mod:`.internals`, :mod:`.study`,
+:mod:`.train`, :mod:`.views`), each registering with ``@app.command`` on :data:`.app.app`; a
+command parses its options, calls one function (:mod:`interp_toolkit.commands`) and prints what
+:mod:`interp_toolkit.reports.terminal` renders. Bad input raises
+:class:`~interp_toolkit.errors.UserError`; what reaches the user when a command fails is decided
+in one place, :mod:`.boundary` (one line, exit 2 for bad input; never a traceback).
 """
 
 from __future__ import annotations
 
-from interp_toolkit.cli import (  # noqa: F401  (registers commands)
+from interp_toolkit.cli import (  # noqa: F401  (registers commands, in --help's order)
     analysis,
-    circuit,
-    neurons,
-    probes,
-    sae,
-    stages,
+    internals,
     study,
     train,
     views,

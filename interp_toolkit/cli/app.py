@@ -7,16 +7,12 @@ Heavy imports (torch, TransformerLens) happen inside commands so that ``--help``
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import typer
 
 from interp_toolkit.cli.boundary import BoundaryGroup
-
-if TYPE_CHECKING:
-    from rich.console import Console
 
 app = typer.Typer(
     name="interp-toolkit",
@@ -26,8 +22,6 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-
-STDOUT = Path("-")
 
 
 def _version(value: bool | None) -> None:
@@ -47,16 +41,10 @@ def _main(
     """Grow attention-only transformers, watch induction heads appear, and find them in GPT-2."""
 
 
-TARGET_HELP = (
-    "A run folder (RUN@STEP: its weights at STEP), or a Hugging Face causal LM: a hub id "
-    "(EleutherAI/pythia-70m, gpt2, ...) from the local cache, or a save_pretrained folder."
-)
-DEVICE_HELP = "Where the model runs: auto (a GPU when present), cpu, cuda, cuda:N or mps."
-
-
 def device_option() -> Any:
-    """The ``--device`` option of every command that runs a model."""
-    return typer.Option("auto", "--device", help=DEVICE_HELP)
+    """The ``--device`` option of every command that runs a model (checked at the boundary)."""
+    where = "auto (a GPU when present), cpu, cuda, cuda:N or mps"
+    return typer.Option("auto", "--device", help=f"Where the model runs: {where}.")
 
 
 def dtype_option() -> Any:
@@ -71,20 +59,41 @@ def dtype_option() -> Any:
     )
 
 
-def check_dtype(name: str) -> None:
-    """Fail fast (one line, exit 2) on a dtype that is not offered."""
-    from interp_toolkit.errors import UserError
-    from interp_toolkit.runs.spec import DTYPE_NAMES
+def target_argument() -> Any:
+    """The ``TARGET`` of every command that reads a model."""
+    return typer.Argument(
+        ...,
+        help="A run folder (RUN@STEP: its weights at STEP), or a Hugging Face causal LM: a hub id "
+        "(EleutherAI/pythia-70m, gpt2, ...) from the local cache, or a save_pretrained folder.",
+    )
 
-    if name not in DTYPE_NAMES:
-        raise UserError(f"--dtype {name}: unknown: use {' or '.join(DTYPE_NAMES)}.")
+
+JSON_HELP = "Write the results as JSON here (- for standard output)."
 
 
-def check_device(spec: str) -> None:
-    """Fail fast (one line, exit 2) on a device that is absent or misnamed, before any work."""
-    from interp_toolkit.runtime.devices import resolve_device
+def json_option(help: str = JSON_HELP) -> Any:
+    """``--json FILE``: the command's result as JSON."""
+    return typer.Option(None, "--json", help=help)
 
-    resolve_device(spec)
+
+def csv_option(help: str) -> Any:
+    """``--csv FILE``: the command's table as CSV."""
+    return typer.Option(None, "--csv", help=help)
+
+
+def out_option(help: str, default: Any = None) -> Any:
+    """``--out``/``-o``: what the command writes (a page, a folder)."""
+    return typer.Option(default, "--out", "-o", help=help)
+
+
+def seed_option(help: str, default: int | None = 0) -> Any:
+    """``--seed N``: the seed of what the command draws."""
+    return typer.Option(default, "--seed", help=help)
+
+
+def n_seqs_option(help: str, default: int | None = None) -> Any:
+    """``--n-seqs N``: how many rows the command reads."""
+    return typer.Option(default, "--n-seqs", help=help)
 
 
 def check_out_file(
@@ -116,54 +125,63 @@ def check_not_an_input(
     """An output may not land in a run folder (or model folder) the command reads: the weights,
     config or checkpoints would be written over (symlinks followed); ``owns`` are the exceptions
     (``report``'s RUN/report.html)."""
-    from interp_toolkit.cli.given import reads
+    from interp_toolkit.cli.given import current
     from interp_toolkit.files.paths import inside_inputs
 
-    inside_inputs(path, flag, reads(), owns, example)
+    inside_inputs(path, flag, current().reads, owns, example)
 
 
 def wrote(path: Path) -> None:
     """Say that ``path`` was written (on standard error when standard output carries data)."""
     from interp_toolkit.cli.boundary import stdout_claimed
 
-    if str(path) != str(STDOUT):
+    if str(path) != "-":
         typer.echo(f"wrote {path}", err=stdout_claimed())
 
 
-def console() -> Console:
-    """The console tables print on: the terminal's width, or unlimited when output is piped (a
-    table is never cut at 80 columns). A table's title prints as its own line first, never
-    wrapped to the table's width (a long title over a narrow table read as a column)."""
-    from rich.console import Console
-    from rich.table import Table
-
-    class TitledConsole(Console):
-        def print(self, *objects: Any, **kwargs: Any) -> None:
-            for obj in objects:
-                if isinstance(obj, Table) and obj.title:
-                    super().print(obj.title, highlight=False, soft_wrap=True)
-                    obj.title = None
-            super().print(*objects, **kwargs)
-
-    return TitledConsole(width=None if sys.stdout.isatty() else 100_000)
-
-
-def setup_torch() -> None:
+def outputs(*files: tuple[Path | None, str, str]) -> None:
+    """Check each output ``(path, flag, example)`` before any work (:func:`check_out_file`),
+    then get torch ready (its threads)."""
+    for path, flag, example in files:
+        check_out_file(path, flag, example)
     import torch
 
     torch.set_num_threads(min(4, torch.get_num_threads()))
 
 
-def emit(
-    data: dict[str, Any], show: Callable[[dict[str, Any]], None], json_out: Path | None
-) -> None:
-    """Print a result (``show`` draws its table), and write the same fields as JSON when asked;
-    when ``--json`` (or another output) is standard output, only that output goes there."""
+def show(shown: list[Any]) -> None:
+    """Print what a renderer returned (:mod:`interp_toolkit.reports.terminal`) on the terminal's
+    width, or unlimited when piped (a table is never cut at 80 columns); lines unwrapped, and a
+    table's title on its own line first (wrapped to a narrow table it read as a column)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    out = Console(width=None if sys.stdout.isatty() else 100_000)
+    for item in shown:
+        if isinstance(item, Table) and item.title:
+            out.print(item.title, highlight=False, soft_wrap=True)
+            item.title = None
+        out.print(item, soft_wrap=not isinstance(item, Table))
+
+
+def emit(data: dict[str, Any], shown: list[Any], json_out: Path | None) -> None:
+    """Print a result (``shown``: its renderer's tables and lines), and write the same fields as
+    JSON when asked; when ``--json`` (or another output) is standard output, only that output
+    goes there."""
     from interp_toolkit.cli.boundary import stdout_claimed
     from interp_toolkit.files.io import write_json
 
     if not stdout_claimed():
-        show(data)
+        show(shown)
     if json_out:
         write_json(json_out, data)
         wrote(json_out)
+
+
+def save(path: Path | None, text: str | None) -> None:
+    """Write ``text`` to the output ``path`` (when both are given) and say so."""
+    from interp_toolkit.files.io import write_text
+
+    if path is not None and text is not None:
+        write_text(path, text)
+        wrote(path)

@@ -34,6 +34,8 @@ import tempfile
 import time
 import traceback
 from collections.abc import Callable
+from functools import partial
+from importlib import import_module
 from typing import Any, NoReturn
 
 import typer
@@ -44,10 +46,10 @@ from interp_toolkit.cli.given import (
     check_text,
     count,
     current,
+    flag_of,
     invocation,
     note_arguments,
     note_reads,
-    number,
     workers,
 )
 from interp_toolkit.errors import UserError, signal_of
@@ -76,8 +78,10 @@ OPTION_RULES: dict[str, Callable[[Any, str], Any]] = {
     "n_untrained": count(most=10_000, cost="each is one more model drawn and scored in full"),
     "seeds": count(most=1_000, cost="each seed is a whole study of its own, in its own folder"),
     "max_step": count(),
-    "step_size": number(least=1e-12, below=1.0, why="far below it no SGLD step moves a weight"),
-    "bandwidth": number(least=0.01, below=100.0, why="in natural-log steps"),
+    "step_size": partial(
+        validate.number, least=1e-12, below=1.0, why="far below it no SGLD step moves a weight"
+    ),
+    "bandwidth": partial(validate.number, least=0.01, below=100.0, why="in natural-log steps"),
     "untrained_rows": count(),
     "workers": workers,
     "seq_len": count(least=2),
@@ -85,6 +89,13 @@ OPTION_RULES: dict[str, Callable[[Any, str], Any]] = {
     "layer": count(least=0),
     "head": count(least=0),
     "neuron": count(least=0),
+}
+
+#: The text options every command's ``--device`` and ``--dtype`` are checked by (each its
+#: owner's check, one line; imported when used: they import torch).
+TEXT_RULES = {
+    "device": ("interp_toolkit.runtime.devices", "resolve_device"),
+    "dtype": ("interp_toolkit.runs.hf_checks", "dtype_named"),
 }
 COMMAND_RULES: dict[tuple[str, str], Callable[[Any, str], Any]] = {
     ("probe", "n_seqs"): count(least=2),  # rows are split into train and test
@@ -100,7 +111,7 @@ def check_options(command: Any, params: dict[str, Any]) -> dict[str, Any]:
         rule = COMMAND_RULES.get((command.name, param.name)) or OPTION_RULES.get(param.name)
         if value is None or rule is None or isinstance(value, (str, bool)):
             continue
-        flag = next((o for o in param.opts if o.startswith("--")), param.opts[0])
+        flag = flag_of(param)
         if isinstance(value, (list, tuple)):
             checked[param.name] = type(value)(
                 v if isinstance(v, (str, bool)) else rule(v, flag) for v in value
@@ -167,6 +178,9 @@ class CheckedContext(typer.Context):
             kwargs = check_options(self.command, kwargs)
             note_reads(kwargs)
             check_target(kwargs.get("target"))
+            for name, (module, rule) in TEXT_RULES.items():  # after the target: they import torch
+                if isinstance(kwargs.get(name), str):
+                    getattr(import_module(module), rule)(kwargs[name])
         return super().invoke(callback, *args, **kwargs)
 
 

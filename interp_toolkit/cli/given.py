@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -37,34 +38,7 @@ READ_NAMES = ("target", "run", "chance_run")
 def count(least: int = 1, most: int = COUNT_MAX, cost: str = "") -> Callable[[Any, str], int]:
     """The rule of a count option: a whole number from ``least`` to ``most`` (``cost``: what
     each one costs, said when a count is refused)."""
-
-    def rule(value: Any, name: str) -> int:
-        n = validate.count(value, name, least)
-        if n > most:
-            why = f" ({cost})" if cost else ""
-            raise UserError(
-                f"{name}={value!r} cannot work: use a whole number from {least} to {most:,}{why}."
-            )
-        return n
-
-    return rule
-
-
-def number(
-    least: float | None = None, below: float | None = None, why: str = ""
-) -> Callable[[Any, str], float]:
-    """The rule of a real-number option: finite, at least ``least`` and below ``below``
-    (``why``: the reason for the range, said when a value is refused)."""
-
-    def rule(value: Any, name: str) -> float:
-        try:
-            x = validate.number(value, name, least=least, below=below)
-        except UserError as exc:
-            raise UserError(f"{str(exc).rstrip('.')}{f' ({why})' if why else ''}.") from None
-        assert x is not None
-        return x
-
-    return rule
+    return partial(validate.count, least=least, most=most, cost=cost)
 
 
 def workers(value: Any, name: str) -> int:
@@ -113,7 +87,7 @@ def _is_path(param: Any) -> bool:
     return annotation is Path or param.name in PATH_NAMES
 
 
-def _flag(param: Any) -> str:
+def flag_of(param: Any) -> str:
     if not hasattr(param, "is_flag"):  # an argument
         return param.name.upper()
     return next((o for o in param.opts if o.startswith("--")), param.opts[0])
@@ -138,7 +112,7 @@ def note_arguments(command: Any, parent: Any, name: str | None, args: list[str])
         values = raw if isinstance(raw, (list, tuple)) else [raw]
         if _is_path(param) and any(isinstance(v, str) and not v.strip() for v in values):
             raise UserError(
-                f"{_flag(param)} is an empty path ('' would mean the current folder): give a "
+                f"{flag_of(param)} is an empty path ('' would mean the current folder): give a "
                 "file or folder name (. for the current folder)."
             )
 
@@ -156,11 +130,6 @@ def note_reads(params: dict[str, Any]) -> None:
     current().reads = tuple(run_folder(params[n]) for n in READ_NAMES if params.get(n) is not None)
 
 
-def reads() -> tuple[str, ...]:
-    """The run (or model) folders the running command reads."""
-    return current().reads
-
-
 def check_text(command: Any, params: dict[str, Any]) -> None:
     """Every text option (not a path) is text a codec can encode: bytes that are not UTF-8 on
     the command line are one line naming the option (:func:`~interp_toolkit.runtime.validate.
@@ -171,7 +140,7 @@ def check_text(command: Any, params: dict[str, Any]) -> None:
         if not _is_path(param):
             for v in values:
                 if isinstance(v, str):
-                    validate.unicode(v, _flag(param))
+                    validate.unicode(v, flag_of(param))
 
 
 def check_target(spec: Any) -> None:

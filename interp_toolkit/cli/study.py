@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from interp_toolkit.cli.app import app, check_device, device_option
+from interp_toolkit.cli.app import app, device_option, seed_option
 from interp_toolkit.errors import UserError
 
 
@@ -27,7 +27,7 @@ def reproduce_cmd(
         "--layers",
         help="Comma-separated layer counts from 1,2,3,8 (default: each setting's own).",
     ),
-    seed: int = typer.Option(0, "--seed", help="Seed for init, data and analysis."),
+    seed: int = seed_option("Seed for init, data and analysis."),
     seeds: int = typer.Option(
         1,
         "--seeds",
@@ -62,7 +62,6 @@ def reproduce_cmd(
     from interp_toolkit.runtime.seeds import check_study_seeds
     from interp_toolkit.study.reproduce import StudyConfig, parse_layers, reproduce, summary_lines
 
-    check_device(device)
     check_study_seeds(seed, seeds)  # the last seed a seed, before any folder
     cfg = StudyConfig(
         out=out,
@@ -98,8 +97,6 @@ def sweep_cmd(
     """Time induction-head formation across values of one setting (context length, vocabulary size, ...)."""
     from interp_toolkit.study.reproduce import INDEX
     from interp_toolkit.study.sweep import SweepConfig, sweep
-
-    check_device(device)
 
     try:
         vals = tuple(float(v) for v in values.split(",") if v.strip())

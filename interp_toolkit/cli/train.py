@@ -1,13 +1,13 @@
-"""``train`` and ``sample``: a thin shell over :mod:`interp_toolkit.training` and sampling."""
+"""``train`` and ``sample``: each parses its options and calls one function (the recipe is
+:func:`interp_toolkit.training.presets.recipe`, as the notebook API's ``train`` assembles it)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import typer
 
-from interp_toolkit.cli.app import app, check_device, device_option
+from interp_toolkit.cli.app import app, device_option, seed_option
 from interp_toolkit.errors import UserError
 
 
@@ -46,7 +46,7 @@ def train_cmd(
         help="stdlib | text file or folder | .parquet/.jsonl/save_to_disk PATH[#COLUMN] | "
         "hf:NAME[:SPLIT] (default: stdlib).",
     ),
-    seed: int | None = typer.Option(None, "--seed", help="Seed for init and data order."),
+    seed: int | None = seed_option("Seed for init and data order.", None),
     n_ctx: int | None = typer.Option(None, "--n-ctx", help="Override the context length."),
     d_model: int | None = typer.Option(
         None, "--d-model", help="Override d_model (n_heads * d_head)."
@@ -86,56 +86,34 @@ def train_cmd(
 
     On N processes or GPUs: torchrun --nproc_per_node N -m interp_toolkit train ... (the global
     batch is the preset's; see the README)."""
+    from interp_toolkit.reports.terminal import trained_lines, training_line
     from interp_toolkit.training import train_model
     from interp_toolkit.training.distributed import cluster_from_env
-    from interp_toolkit.training.presets import (
-        get_preset,
-        recorded_preset,
-        until_induction,
-        with_overrides,
-    )
-    from interp_toolkit.training.steplog import planned_steps
+    from interp_toolkit.training.presets import recipe
 
-    if steps is not None and all_steps:
-        raise UserError(
-            "--steps and --all-steps both say how long to train: give one (--all-steps: the "
-            "preset's whole budget)."
-        )
     if repeat_fraction is not None and not 0.0 <= repeat_fraction <= 1.0:
         raise UserError(
             f"--repeat-fraction {repeat_fraction} is not a share: give a number from 0 (plain "
             "text) to 1 (only repeated-span windows)."
         )
-    if resume:  # what the run was trained with: options given must match it (train_model checks)
-        p = recorded_preset(out)
-        if mlp and not p.model.mlp:
-            raise UserError(f"{out} was trained without --mlp: resume it without, or --restart.")
-        if preset is not None:
-            p = get_preset(preset, p.model.n_layers, mlp=mlp or p.model.mlp)
-    else:
-        p = get_preset(
-            "cpu" if preset is None else preset, 2 if layers is None else layers, mlp=mlp
-        )
-    changes: dict[str, object] = {
-        "n_layers": layers,
-        "steps": steps,
-        "corpus": corpus,
-        "n_ctx": n_ctx,
-        "vocab_size": vocab_size,
-        "repeat_fraction": repeat_fraction,
-        "precision": precision,
-    }
-    if seed is not None:
-        changes["seed"] = seed
-    changes["d_model"] = d_model  # d_head (and d_mlp) follow in with_overrides, as in the API
-    p = with_overrides(p, **changes)
-    if not resume and steps is None and not all_steps:
-        p = until_induction(p)
-    if not quiet and cluster_from_env().is_main and not resume:
-        typer.echo(
-            f"training: {p.model.n_layers} layer(s), {planned_steps(p.train)}, preset {p.name}",
-            err=True,
-        )
+    p = recipe(
+        preset,
+        layers,
+        mlp=mlp,
+        resumed=out if resume else None,
+        all_steps=all_steps,
+        steps=steps,
+        corpus=corpus,
+        n_ctx=n_ctx,
+        vocab_size=vocab_size,
+        repeat_fraction=repeat_fraction,
+        precision=precision,
+        seed=seed,
+        d_model=d_model,  # d_head (and d_mlp) follow in with_overrides, as in the API
+    )
+    main = cluster_from_env().is_main
+    if not quiet and main and not resume:
+        typer.echo(training_line(p), err=True)
     result = train_model(
         out,
         p.model,
@@ -147,23 +125,8 @@ def train_cmd(
         progress=not quiet,
         device=device,
     )
-    if not cluster_from_env().is_main:
-        return
-    from interp_toolkit.heads.registry import SCORE
-
-    last = result.metrics[-1] if result.metrics else {}
-    floor = SCORE["induction"].floor
-    typer.echo(
-        f"trained {out} to step {result.steps_done} in {result.elapsed_s:.0f}s: "
-        f"loss {last.get('loss', float('nan')):.3f}; first layer>=1 induction head > {floor:g} at "
-        "step "
-        f"{result.first_induction_step if result.first_induction_step is not None else 'never'}"
-    )
-    from interp_toolkit.training.presets import induction_outcome
-
-    outcome = induction_outcome(p, result.metrics, result.steps_done)
-    if outcome is not None:
-        typer.echo(f"note: {outcome}")
+    for line in trained_lines(out, p, result) if main else []:
+        typer.echo(line)
 
 
 @app.command("sample")
@@ -181,57 +144,13 @@ def sample_cmd(
     top_k: int | None = typer.Option(
         None, "--top-k", help="Sample only among the k most likely tokens."
     ),
-    seed: int = typer.Option(0, "--seed", help="Sampling seed."),
+    seed: int = seed_option("Sampling seed."),
     device: str = device_option(),
 ) -> None:
     """Generate text from a trained run, printed as it comes (a progress bar on standard error
     when standard output is not a terminal)."""
-    import sys
+    from interp_toolkit.commands.runs import sample
 
-    check_device(device)
-    from interp_toolkit.errors import Interrupted
-    from interp_toolkit.models.sampling import decode_stream, sample_ids
-    from interp_toolkit.runs.folder import load_run
-    from interp_toolkit.runtime.progress import progress_bar
-
-    r = load_run(run, device=device)
-    ids = sample_ids(
-        r.model, r.codec, prompt, n_tokens=tokens, temperature=temperature, top_k=top_k, seed=seed
+    sample(
+        run, prompt, tokens=tokens, temperature=temperature, top_k=top_k, seed=seed, device=device
     )
-    from interp_toolkit.stats.thresholds import UNKNOWN_NOTICE_SHARE
-    from interp_toolkit.text.codecs import describe_vocab, unknown_share
-
-    if prompt and (share := unknown_share(r.codec, r.codec.encode(prompt))) > UNKNOWN_NOTICE_SHARE:
-        print(
-            f"warning: {share:.0%} of the prompt's tokens are <unk> to this model (it knows "
-            f"{describe_vocab(r.codec)}): it continues from <unk>, not from those words.",
-            file=sys.stderr,
-            flush=True,
-        )
-    bar = progress_bar(
-        total=tokens,
-        unit="tok",
-        desc="sampling",
-        enabled=not sys.stdout.isatty(),
-        leave=False,
-        delay=1.0,
-    )
-
-    def counted() -> Iterator[int]:
-        for i in ids:
-            bar.update()
-            yield i
-
-    sys.stdout.write(prompt)
-    try:
-        for piece in decode_stream(r.codec, counted()):
-            sys.stdout.write(piece)
-            sys.stdout.flush()
-    except KeyboardInterrupt:
-        raise Interrupted(
-            f"stopped after {bar.n} of {tokens} tokens (the text so far is above)."
-        ) from None
-    finally:
-        bar.close()
-        sys.stdout.write("\n")
-        sys.stdout.flush()

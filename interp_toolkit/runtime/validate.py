@@ -57,9 +57,11 @@ def number(
     above: float | int | None = None,
     below: float | int | None = None,
     optional: bool = False,
+    why: str = "",
 ) -> float | None:
     """A finite real number (not a bool, a string, NaN or infinity) that is >= ``least``,
-    > ``above`` and < ``below`` (each bound when given); ``optional``: None is taken too."""
+    > ``above`` and < ``below`` (each bound when given; ``why``: the reason for the range, said
+    when a value is refused); ``optional``: None is taken too."""
     if value is None and optional:
         return None
     ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
@@ -76,7 +78,7 @@ def number(
         where = f" {' and '.join(bounds)}" if bounds else ""
         raise UserError(
             f"{name}={value!r} cannot work: use a finite number{where}"
-            f"{', or None' if optional else ''}."
+            f"{', or None' if optional else ''}{f' ({why})' if why else ''}."
         )
     return x
 
@@ -204,13 +206,27 @@ def in_vocab(ids: torch.Tensor | Iterable[int], d_vocab: int, name: str = "token
         )
 
 
-def count(value: Any, name: str, least: int = 1, *, optional: bool = False) -> Any:
-    """A whole number, ``least`` or more (a top-k, a number of sequences...); ``optional``:
-    None is taken too (and returned)."""
+def count(
+    value: Any,
+    name: str,
+    least: int = 1,
+    *,
+    optional: bool = False,
+    most: int | None = None,
+    cost: str = "",
+) -> Any:
+    """A whole number, ``least`` or more (a top-k, a number of sequences...) and at most
+    ``most`` when given (``cost``: what each one costs, said when a count is refused);
+    ``optional``: None is taken too (and returned)."""
     if value is None and optional:
         return None
     if not _is_int(value) or int(value) < least:  # the command line's line, word for word
         raise UserError(f"{name}={value!r} cannot work: use a whole number, {least} or more.")
+    if most is not None and int(value) > most:
+        why = f" ({cost})" if cost else ""
+        raise UserError(
+            f"{name}={value!r} cannot work: use a whole number from {least} to {most:,}{why}."
+        )
     return int(value)
 
 

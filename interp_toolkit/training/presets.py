@@ -291,3 +291,47 @@ def recorded_preset(run: str | Path) -> Preset:
     config = read_config(run)
     model, data, train = recorded_configs(config, RunPaths(Path(run)).config)
     return Preset(recorded_preset_name(config) or "custom", model, data, train)
+
+
+def recipe(
+    name: str | None = None,
+    layers: int | None = None,
+    *,
+    mlp: bool = False,
+    resumed: str | Path | None = None,
+    all_steps: bool = False,
+    **changes: object,
+) -> Preset:
+    """A training's recipe, assembled in this one place (``train`` and :func:`interp_toolkit.api.
+    train`): preset ``name`` (default cpu) at ``layers`` (default 2), or, for a run ``resumed``,
+    the preset its config.json records (a ``name`` given replaces it, at the run's depth);
+    ``changes`` replace fields by name (:func:`with_overrides`: ``None`` is ignored, d_head and
+    d_mlp follow d_model). Without ``steps`` (or ``all_steps``) a new 2+-layer run stops once
+    induction has formed (:func:`until_induction`). Every setting is checked before any folder
+    exists."""
+    if all_steps and changes.get("steps") is not None:
+        raise UserError(
+            "--steps and --all-steps (steps= and all_steps=True) both say how long to train: give "
+            "one (--all-steps: the preset's whole budget)."
+        )
+    if resumed is not None:  # as the run was trained: options given must match it (train_model)
+        p = recorded_preset(resumed)
+        if mlp and not p.model.mlp:
+            raise UserError(
+                f"{resumed} was trained without --mlp: resume it without, or --restart."
+            )
+        if name is not None:
+            p = get_preset(name, p.model.n_layers, mlp=mlp or p.model.mlp)
+    else:
+        p = get_preset("cpu" if name is None else name, 2 if layers is None else layers, mlp=mlp)
+    try:
+        p = with_overrides(p, **{"n_layers": layers, **changes})
+    except KeyError as exc:
+        raise UserError(
+            f"train has no setting {exc.args[0]!r}: use a field of the preset's model, data or "
+            "training settings (steps, seed, d_model, n_ctx, corpus, ...)."
+        ) from None
+    if resumed is None and changes.get("steps") is None and not all_steps:
+        p = until_induction(p)
+    p.validate()
+    return p

@@ -110,9 +110,10 @@ RANKS = {
     "views": 13,
     "reports": 14,
     "study": 15,
-    "cli": 16,
-    "api": 16,
-    "__main__": 17,
+    "commands": 16,
+    "cli": 17,
+    "api": 17,
+    "__main__": 18,
 }
 
 

@@ -184,7 +184,7 @@ def test_exam_periods_json(tmp_path, tiny_cfg, capsys):
     assert [(r["kind"], r["period"]) for r in short["periods"]] == [("random", 2), ("random", 3)]
 
 
-def test_the_heads_table_fits_the_terminal_one_line_a_head(tiny_run, tmp_path, monkeypatch):
+def test_the_heads_table_fits_the_terminal_one_line_a_head(tiny_run):
     """Issue 46 item 7: the table was ~230 columns whatever the width (four lines per head at 120
     columns). Now one line per head within 120 columns; --wide keeps every p-value; the JSON holds
     everything."""
@@ -192,21 +192,26 @@ def test_the_heads_table_fits_the_terminal_one_line_a_head(tiny_run, tmp_path, m
 
     from rich.console import Console
 
-    from interp_toolkit.cli import analysis
+    from interp_toolkit.commands.analysis import heads
+    from interp_toolkit.heads.options import DiscoveryOptions
+    from interp_toolkit.reports.terminal import heads_view
 
-    out = tmp_path / "h.json"
-    assert run_main(["heads", str(tiny_run), "--n-seqs", "8", "--json", str(out)]) == 0
-    data = json.loads(out.read_text())
-    buf = io.StringIO()
-    monkeypatch.setattr(analysis, "console", lambda: Console(width=120, file=buf))
-    analysis._print_heads(data)
-    lines = buf.getvalue().splitlines()
+    found = heads(str(tiny_run), DiscoveryOptions(n_seqs=8), "cpu")
+    data, report = found.to_dict(), found.result.report
+
+    def printed(wide: bool) -> str:
+        buf = io.StringIO()
+        out = Console(width=120, file=buf)
+        for item in heads_view(found.target, report, found.notes, wide):
+            out.print(item, soft_wrap=isinstance(item, str))
+        return buf.getvalue()
+
+    lines = printed(wide=False).splitlines()
     table = [ln for ln in lines if ln[:1] in "┏┃┡│└"]  # sentences wrap in the terminal itself
     assert table and max(map(len, table)) <= 120
     rows = [ln for ln in lines if ln.startswith("│")]
     assert len(rows) == len(data["heads"])  # one line a head
-    buf.seek(0), buf.truncate()
-    analysis._print_heads_wide(data)
-    wide = [ln for ln in buf.getvalue().splitlines() if ln.startswith("│")]
-    assert len(wide) >= 2 * len(data["heads"]) and "p " in buf.getvalue()  # p-values too
+    wide_text = printed(wide=True)
+    wide = [ln for ln in wide_text.splitlines() if ln.startswith("│")]
+    assert len(wide) >= 2 * len(data["heads"]) and "p " in wide_text  # p-values too
     assert {"p_value", "decided_by", "tau"} <= set(data["heads"][0])

@@ -304,10 +304,11 @@ def test_bad_options_are_one_line_before_any_work(
     def no_work(*a, **k):
         raise AssertionError("work started before the options were checked")
 
+    # first: patching it imports study.reproduce, whose imports would keep a patched load_run
+    monkeypatch.setattr("interp_toolkit.study.reproduce.reproduce", no_work)
     monkeypatch.setattr("interp_toolkit.runs.targets.load_target", no_work)
     monkeypatch.setattr("interp_toolkit.runs.folder.load_run", no_work)
     monkeypatch.setattr("interp_toolkit.training.train_model", no_work)
-    monkeypatch.setattr("interp_toolkit.study.reproduce.reproduce", no_work)
     before = sorted(p.name for p in tmp_path.rglob("*"))
     argv = [a.format(tmp=tmp_path, run=tiny_run) for a in args]
     run_cli(capsys, *argv).one_line_error(match)

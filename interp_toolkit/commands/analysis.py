@@ -1,0 +1,310 @@
+"""``heads``, ``exam`` (and ``exam --periods``), ``copying`` and ``circuit``: a target's heads,
+exams, one head's copying and the circuit of a task, each as a typed result."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from interp_toolkit.errors import UserError
+from interp_toolkit.exams.periods import PeriodExam
+from interp_toolkit.exams.single import ExamResult
+from interp_toolkit.exams.verdict import ExamVerdict
+from interp_toolkit.heads.options import DiscoveryOptions
+from interp_toolkit.runs import targets
+from interp_toolkit.runs.target import Target
+from interp_toolkit.runtime.progress import status
+from interp_toolkit.text.codecs import Codec
+
+TASK_NAMES = ("induction", "previous-token", "ioi", "docstring")
+
+
+@dataclass(frozen=True)
+class Read:
+    """What a command read on a target: its name, the analysis's typed result (``result``),
+    the architecture's facts and its notes on the command's scores."""
+
+    target: str
+    result: Any
+    architecture: dict[str, Any]
+    notes: list[str]
+
+    def to_dict(self, **options: Any) -> dict[str, Any]:
+        """The command's JSON: the result's fields between the target and the architecture."""
+        out = {"target": self.target, **self.result.to_dict(**options)}
+        return out | {"architecture": self.architecture, "notes": self.notes}
+
+
+def _read(tgt: Target, result: Any, command: str, **where: Any) -> Read:
+    from interp_toolkit.models.architecture import architecture_of
+
+    arch = architecture_of(tgt.model)
+    return Read(tgt.name, result, arch.describe(), arch.notes(command, **where))
+
+
+def heads(
+    target: str, options: DiscoveryOptions, device: str = "auto", dtype: str = "fp32"
+) -> Read:
+    """Every head's scores, their specificity tests and roles (``result``: a
+    :class:`~interp_toolkit.heads.discovery.Discovery`)."""
+    from interp_toolkit.heads.discovery import discover
+
+    tgt = targets.load_target(target, device, for_weights=False, dtype=dtype)
+    with status("heads", "scoring the probe") as shown:
+        found = discover(
+            tgt.model, tgt.codec, options, model_cfg=tgt.model_cfg, progress=shown.update
+        )
+    return _read(tgt, found, "heads", period=found.report.probe["period"])
+
+
+@dataclass(frozen=True)
+class Exams:
+    """The exams a target sat: each one's rank, probability and top next tokens."""
+
+    target: str
+    prepend_bos: bool
+    results: list[ExamResult]
+
+    def to_dict(self) -> dict[str, Any]:
+        exams = [r.to_dict() for r in self.results]
+        return {"target": self.target, "prepend_bos": self.prepend_bos, "exams": exams}
+
+
+def exams(
+    target: str,
+    prompt: str | None = None,
+    expected: str | None = None,
+    *,
+    top_k: int = 10,
+    prepend_bos: bool = True,
+    device: str = "auto",
+    dtype: str = "fp32",
+) -> Exams:
+    """The target's rank and probability of ``expected`` after ``prompt`` (both or neither:
+    then the built-in exams), with the ``top_k`` next tokens."""
+    from interp_toolkit.exams.single import Exam, exams_for, run_exam
+
+    if (prompt is None) != (expected is None):
+        raise UserError("give --prompt and --target together (or neither, for the built-in exams).")
+    if top_k < 1:
+        raise UserError(f"--top-k {top_k} cannot work: use 1 or more.")
+    tgt = targets.load_target(target, device, for_weights=False, dtype=dtype)
+    sat = exams_for(tgt.codec) if prompt is None else (Exam("custom", prompt, expected or ""),)
+    results = [
+        run_exam(tgt.model, tgt.codec, e.prompt, e.target, top_k, prepend_bos, name=e.name)
+        for e in sat
+    ]
+    return Exams(tgt.name, prepend_bos, results)
+
+
+def _default_token_ids(codec: Codec, d_vocab: int) -> list[int]:
+    """Source tokens to show boosts for: the first four exam letters the codec keeps as single
+    tokens (``' A'``..``' D'`` under BPE, ``'A'``..``'D'`` under bytes: letters, not control bytes)."""
+    from interp_toolkit.exams.prompts import letter_pool
+
+    ids = [i for i in letter_pool(codec).ids if i < d_vocab][:4]
+    return ids or [i for i in range(min(4, d_vocab)) if i != codec.bos_id][:3]
+
+
+def _one_token(codec: Codec, text: str, d_vocab: int) -> int:
+    """The id of ``--token TEXT``: one known token as given, else as stripped of surrounding space
+    (``' A'`` on a byte model is the letter ``'A'``); one line naming a token that works here
+    otherwise."""
+    for form in dict.fromkeys((text, text.strip())):
+        enc = codec.encode(form) if form else []
+        if len(enc) == 1 and not codec.contains_unk(enc) and enc[0] < d_vocab:
+            return int(enc[0])
+    example = codec.str_tokens(_default_token_ids(codec, d_vocab)[:1])
+    raise UserError(
+        f"--token {text!r} is not one known token of this model's vocabulary: give a single "
+        f"token, e.g. {example[0]!r}."
+        if example
+        else "--token: give a single token."
+    )
+
+
+def copying(
+    target: str,
+    head: str,
+    tokens: list[str] | None = None,
+    *,
+    top_k: int = 10,
+    device: str = "auto",
+    dtype: str = "fp32",
+) -> Read:
+    """A head's OV copying score, copy accuracy and the tokens each of ``tokens`` boosts
+    (``result``: a :class:`~interp_toolkit.weights.circuits.HeadCircuit`)."""
+    from interp_toolkit.heads.registry import HeadId
+    from interp_toolkit.weights.circuits import check_head, head_circuit, trained_token_ids
+
+    layer, index = HeadId.parse(head)
+    if top_k < 1:
+        raise UserError(f"--top-k {top_k} cannot work: use 1 or more.")
+    tgt = targets.load_target(target, device, dtype=dtype)
+    check_head(tgt.model, layer, index)
+    d_vocab = int(tgt.model.cfg.d_vocab)
+    if tokens:
+        ids = [_one_token(tgt.codec, text, d_vocab) for text in tokens]
+    else:
+        ids = _default_token_ids(tgt.codec, d_vocab)
+    trained = trained_token_ids(tgt)
+    result = head_circuit(
+        tgt.model, tgt.codec, layer, index, token_ids=ids, k=top_k, trained=trained
+    )
+    return _read(tgt, result, "copying")
+
+
+@dataclass(frozen=True)
+class Circuit:
+    """A task's circuit (``read.result``: a :class:`~interp_toolkit.causal.circuit.Circuit`)
+    and its page when one was asked for."""
+
+    read: Read
+    page: str | None
+    n_listed: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.read.to_dict(n_ranked=self.n_listed)
+
+
+def circuit(
+    target: str,
+    task: str = "induction",
+    *,
+    edges: int | None = None,
+    ig_steps: int = 5,
+    n_prompts: int = 64,
+    per_position: bool = False,
+    seed: int = 0,
+    page: bool = False,
+    device: str = "auto",
+    dtype: str = "fp32",
+) -> Circuit:
+    """Every edge ranked by attribution (EAP / EAP-IG), the faithfulness curve and the smallest
+    circuit recovering 80% of ``task``; ``page``: its drawing too."""
+    if task not in TASK_NAMES:
+        raise UserError(f"--task {task!r} is unknown: use one of {', '.join(TASK_NAMES)}.")
+    if ig_steps < 1:
+        raise UserError(f"--ig-steps {ig_steps} cannot work: use 1 (EAP) or more (EAP-IG).")
+    if edges is not None and edges < 1:
+        raise UserError(f"--edges {edges} cannot work: use 1 or more.")
+    if n_prompts < 2:
+        raise UserError(f"--n-prompts {n_prompts} cannot give an interval: use 2 or more.")
+    from interp_toolkit.causal.circuit import discover_circuit
+    from interp_toolkit.causal.tasks import make_task
+    from interp_toolkit.runtime.seeds import derive
+
+    tgt = targets.load_target(target, device, for_weights=False, dtype=dtype)
+    # the study's induction task draws its prompts with derive(seed, "study_task"): the same here
+    prompts = derive(seed, "study_task") if task == "induction" else seed
+    made = make_task(task, tgt.model, tgt.codec, n_prompts=n_prompts, seed=prompts)
+    with status("circuit", "scoring edges") as shown:
+        found = discover_circuit(
+            tgt.model,
+            made,
+            ig_steps=ig_steps,
+            per_position=per_position,
+            seed=seed,
+            fixed_k=edges,
+            progress=shown.update,
+        )
+    html = None
+    if page:
+        from interp_toolkit.reports.circuit_report import circuit_page
+
+        cfg = tgt.model.cfg
+        n_layers, n_heads = int(cfg.n_layers), int(cfg.n_heads)
+        html = circuit_page(found, target=tgt.name, n_layers=n_layers, n_heads=n_heads)
+    return Circuit(_read(tgt, found, "circuit"), html, 2000 if per_position else None)
+
+
+@dataclass(frozen=True)
+class PeriodExams:
+    """``exam --periods``: every period's exam (``rows``, each with its chance levels) and their
+    verdict (:class:`~interp_toolkit.exams.verdict.ExamVerdict`)."""
+
+    target: str
+    prepend_bos: bool
+    seed: int
+    rows: list[PeriodExam]
+    verdict: ExamVerdict
+
+    def to_dict(self) -> dict[str, Any]:
+        from interp_toolkit.exams.verdict import chance_rule, pass_rule, passes_rule
+        from interp_toolkit.stats.thresholds import THRESHOLDS as T
+
+        v = self.verdict
+        return {
+            "target": self.target,
+            "prepend_bos": self.prepend_bos,
+            "seed": self.seed,
+            "pass_rule": pass_rule(T),
+            "exam_lower_bound": T.exam_lower_bound,
+            "chance_rule": chance_rule(len(self.rows), T),
+            "n_passing": v.n_passing,
+            "n_exams": v.n_exams,
+            "above": {name: len(above) for name, above in v.above.items()},
+            "periods": [{**r.to_dict(), "passes_rule": passes_rule(r, T)} for r in self.rows],
+        }
+
+
+def parse_kinds(text: str) -> tuple[str, ...]:
+    from interp_toolkit.exams.prompts import TOKEN_KINDS
+
+    kinds = tuple(dict.fromkeys(k.strip() for k in text.split(",") if k.strip()))
+    bad = [k for k in kinds if k not in TOKEN_KINDS]
+    if bad or not kinds:
+        raise UserError(
+            f"--kinds {text!r}: use a comma-separated list of {', '.join(TOKEN_KINDS)}."
+        )
+    return kinds
+
+
+def period_exams(
+    target: str,
+    *,
+    kinds: str = "letters,random",
+    n_prompts: int = 200,
+    seed: int = 0,
+    prepend_bos: bool = True,
+    max_period: int | None = None,
+    max_offset: int = 64,
+    chance_run: str | None = None,
+    device: str = "auto",
+    dtype: str = "fp32",
+) -> PeriodExams:
+    """Two-repeat exams at every period and token kind, chance measured on an untrained twin
+    (and on ``chance_run``, which sits the same prompts), and their verdict."""
+    if n_prompts < 1:
+        raise UserError(f"--n-prompts {n_prompts} cannot work: use 1 or more.")
+    if max_offset < 0:
+        raise UserError(f"--max-offset {max_offset} cannot work: use 0 or more.")
+    if max_period is not None and max_period < 2:
+        raise UserError(f"--max-period {max_period} cannot work: use 2 or more.")
+    options: dict[str, Any] = {"kinds": parse_kinds(kinds), "n_prompts": n_prompts, "seed": seed}
+    options |= {"prepend_bos": prepend_bos, "max_offset": max_offset}
+    if max_period is not None:
+        options["max_period"] = max_period
+    from interp_toolkit.exams.periods import exam_by_period, exam_with_chance, with_chance
+    from interp_toolkit.exams.verdict import exam_verdict
+    from interp_toolkit.stats.thresholds import THRESHOLDS
+
+    tgt = targets.load_target(target, device, for_weights=False, dtype=dtype)
+    ref = (
+        targets.load_target(chance_run, device, for_weights=False, dtype=dtype)
+        if chance_run
+        else None
+    )
+    source = getattr(tgt, "source", None)
+    rows = exam_with_chance(
+        tgt.model, tgt.codec, model_cfg=getattr(source, "model_cfg", None), **options
+    )
+    if ref is not None:
+        same = int(ref.model.cfg.n_ctx) == int(tgt.model.cfg.n_ctx)
+        if not same or ref.codec.d_vocab != tgt.codec.d_vocab:
+            raise UserError(
+                f"--chance-run {chance_run} has another context or vocabulary than "
+                f"{target}: it cannot sit the same prompts; give a run of the same recipe."
+            )
+        rows = with_chance(rows, exam_by_period(ref.model, ref.codec, **options), ref.name)
+    return PeriodExams(tgt.name, prepend_bos, seed, rows, exam_verdict(rows, THRESHOLDS))

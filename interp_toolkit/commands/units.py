@@ -1,0 +1,244 @@
+"""``probe``, ``neurons`` and ``sae``: what a model's layers hold, each as the JSON its command
+writes and the page or folder it asked for."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from interp_toolkit.errors import UserError
+from interp_toolkit.runs import targets
+
+
+@dataclass(frozen=True)
+class Layered:
+    """A layer command's result: ``data``, the JSON it writes; ``page``, its HTML when asked
+    for; ``rows``, the table's rows when they are not in the JSON as shown; ``folder``, where
+    it saved what it trained."""
+
+    data: dict[str, Any]
+    page: str | None = None
+    rows: list[list[object]] = field(default_factory=list)
+    folder: Path | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.data
+
+
+def probe(
+    target: str,
+    feature: str,
+    *,
+    data: str | None = None,
+    ablate: list[str] | None = None,
+    n_seqs: int | None = None,
+    seq_len: int | None = None,
+    seed: int = 0,
+    page: bool = False,
+    device: str = "auto",
+    dtype: str = "fp32",
+) -> Layered:
+    """A linear probe of ``feature`` at every layer boundary, with its control task, selectivity
+    and an untrained twin (``data``: text or repeats; ``ablate``: heads mean-ablated)."""
+    from interp_toolkit.heads.registry import HeadId
+    from interp_toolkit.probing.data import corpus_of
+    from interp_toolkit.probing.probes import DATA_KINDS, check_feature
+    from interp_toolkit.probing.probes import probe as run_probe
+
+    check_feature(feature)
+    if data is not None and data not in DATA_KINDS:
+        raise UserError(f"--data {data!r} is unknown: use {' or '.join(DATA_KINDS)}.")
+    heads = [HeadId.parse(h) for h in ablate or []]
+    tgt = targets.load_target(target, device, for_weights=False, dtype=dtype)
+    corpus, val_fraction = corpus_of(tgt.source)
+    result = run_probe(
+        tgt.model,
+        tgt.codec,
+        feature,
+        data=data,
+        corpus=corpus,
+        val_fraction=val_fraction,
+        n_seqs=n_seqs,
+        seq_len=seq_len,
+        seed=seed,
+        ablate=heads,
+        model_cfg=tgt.model_cfg,
+    )
+    html = None
+    if page:
+        from interp_toolkit.views.page import render_report
+        from interp_toolkit.views.probes import probe_section
+
+        html = render_report([probe_section([result])], title=f"Probe: {tgt.name}")
+    return Layered({"target": tgt.name, **result.to_dict()}, html)
+
+
+def neurons(
+    target: str,
+    layer: int,
+    *,
+    top: int = 20,
+    chosen: list[int] | None = None,
+    show: int = 16,
+    n_seqs: int | None = None,
+    seed: int = 0,
+    page: bool = False,
+    device: str = "auto",
+    dtype: str = "fp32",
+) -> Layered:
+    """Every neuron of an MLP layer: top contexts, promoted tokens and concepts, each beside the
+    untrained twin's and a shuffled control's; the table shows ``chosen`` or the ``show``
+    highest-firing."""
+    if top < 1 or show < 1:
+        raise UserError("--top and --show must be 1 or more.")
+    from interp_toolkit.probing.data import corpus_of, neuron_windows
+    from interp_toolkit.reports.layer_findings import neuron_sentence
+    from interp_toolkit.reports.neurons import labels_for, neuron_page, neuron_report, shown_neurons
+    from interp_toolkit.units.neurons import analyse_neurons, check_layers, untrained_twin
+    from interp_toolkit.views.neurons import neuron_rows
+
+    tgt = targets.load_target(target, device, dtype=dtype)
+    check_layers(tgt.model, [layer])
+    d_mlp = int(tgt.model.cfg.d_mlp)
+    bad = [n for n in chosen or [] if not 0 <= n < d_mlp]
+    if bad:
+        raise UserError(f"--neuron {bad[0]} does not exist: layer {layer} has 0..{d_mlp - 1}.")
+    corpus, _ = corpus_of(tgt.source)
+    tokens = neuron_windows(tgt.codec, tgt.n_ctx, tgt.source, seed=seed, n_seqs=n_seqs)
+    seq_len = int(tokens.shape[1])
+    twin = untrained_twin(tgt.model, tgt.model_cfg)
+    (info,) = analyse_neurons(tgt.model, tokens, [layer], k=top, seed=seed, untrained=twin)
+    picks = shown_neurons(info, chosen, show)
+    data = {"target": tgt.name, "data": {"corpus": corpus, "rows": len(tokens), "seq_len": seq_len}}
+    data |= neuron_report(info, tgt.codec)
+    data["shown"] = picks
+    data["finding"] = neuron_sentence(tgt.name, info)
+    ids = info.top_tokens[picks].reshape(-1).tolist() + info.promoted[picks].reshape(-1).tolist()
+    rows = neuron_rows(info, labels_for(tgt.codec, ids), picks)
+    html = None
+    if page:
+        title = f"Neurons: {tgt.name}"
+        html = neuron_page(tgt.model, tgt.codec, tokens, info, picks, title=title, name=tgt.name)
+    return Layered(data, html, rows)
+
+
+def sae(
+    target: str,
+    hook: str,
+    *,
+    out: Path | None = None,
+    arch: str = "topk",
+    expansion: int = 8,
+    k: int = 32,
+    tokens: int = 400_000,
+    seed: int = 0,
+    resume: bool = False,
+    show: int = 24,
+    progress: bool = True,
+    device: str = "auto",
+    dtype: str = "fp32",
+) -> Layered:
+    """Train an SAE at ``hook`` into ``out`` (a run's own ``saes/`` folder by default), evaluate
+    it with SAELens's metrics and write its pages; ``folder``: where it lives."""
+    if tokens < 1 or show < 1:
+        raise UserError("--tokens and --show must be 1 or more.")
+    from interp_toolkit.reports.features import write_pages
+    from interp_toolkit.runs.hub import is_hf_spec
+    from interp_toolkit.runs.spec import split_step
+    from interp_toolkit.saes.config import check_shape, hook_layer
+    from interp_toolkit.saes.pipeline import default_folder, run_sae
+
+    hook = ".".join(["blocks", str(hook_layer(hook)), *hook.split(".")[2:]])  # blocks.01.: 1
+    if out is None and is_hf_spec(target):
+        raise UserError(
+            "an SAE of a Hugging Face model needs a folder to live in: give --out FOLDER."
+        )
+    if out is not None:
+        from interp_toolkit.files.io import check_writable_dir
+
+        if out.exists() and not out.is_dir():
+            raise UserError(f"--out {out} is a file: give a folder for the SAE.")
+        check_writable_dir(out if out.is_dir() else out.parent, "--out folder")
+    check_shape(arch, k, expansion)  # the registry's checks (saes/architectures.py)
+    tgt = targets.load_target(target, device, for_weights=False, dtype=dtype)
+    check_latents(tgt.model, hook, arch, expansion, k)
+    at = split_step(target)  # RUN@STEP: the SAE of that checkpoint gets its own folder
+    step = int(at[1]) if at is not None else None
+    folder = out or default_folder(tgt.source, hook, arch, expansion, k, step)
+    shape = {"arch": arch, "expansion": expansion, "k": k, "tokens": tokens, "seed": seed}
+    try:
+        result = run_sae(
+            tgt.model,
+            tgt.codec,
+            tgt.source,
+            hook,
+            folder,
+            model_name=tgt.name,
+            resume=resume,
+            progress=progress,
+            **shape,
+        )
+        title = f"SAE: {tgt.name} {hook}"
+        report = write_pages(result, tgt.model, tgt.codec, show=show, title=title)
+    except KeyboardInterrupt as exc:
+        raise stopped_sae(exc, Path(folder)) from None
+    trained = result.trained
+    data = {
+        "target": tgt.name,
+        "hook": hook,
+        "folder": str(result.paths.root),
+        "setting": result.source.setting,
+        "training": {
+            "tokens": trained.tokens,
+            "steps": trained.steps,
+            "seconds": round(trained.elapsed_s, 2),
+            "resumed_from": trained.resumed_from,
+        },
+        **{key: report[key] for key in ("evals", "monosemantic", "monosemantic_shuffled")},
+    }
+    return Layered(data, folder=Path(result.paths.root))
+
+
+def stopped_sae(exc: KeyboardInterrupt, folder: Path) -> KeyboardInterrupt:
+    """An interrupt of ``sae`` with what was kept in ``folder`` and how to go on (the training
+    loop names its own checkpoint)."""
+    from interp_toolkit.errors import Interrupted, signal_of
+    from interp_toolkit.saes.config import SAEPaths
+
+    if str(exc):
+        return exc
+    by, signum = signal_of(exc), getattr(exc, "signum", 2)
+    paths = SAEPaths(folder)
+    if paths.cfg.is_file():
+        return Interrupted(
+            f"stopped by {by} after training: the SAE is saved in {folder} (cfg.json, "
+            "sae_weights.safetensors); its evaluation and pages were not finished: run the same "
+            "command with --resume to write them.",
+            signum,
+        )
+    if paths.state.is_file():
+        return Interrupted(
+            f"stopped by {by}: the SAE's last checkpoint is in {paths.checkpoints}; continue "
+            "with the same command and --resume.",
+            signum,
+        )
+    return Interrupted(
+        f"stopped by {by} before the SAE's first step: nothing new was saved in {folder}; run "
+        "the same command again.",
+        signum,
+    )
+
+
+def check_latents(model: Any, hook: str, arch: str, expansion: int, k: int) -> None:
+    """``--k`` active latents of at most the SAE's ``expansion`` x the hook's width."""
+    from interp_toolkit.saes.activations import check_hook, hook_width
+    from interp_toolkit.saes.architectures import sae_architecture
+
+    check_hook(model, hook)
+    latents = expansion * hook_width(model, hook)
+    if sae_architecture(arch).uses_k and k > latents:
+        raise UserError(
+            f"--k {k} cannot work: this SAE has {latents} latents ({expansion} x {hook}'s "
+            f"width {latents // expansion}); use --k 1 to {latents}, or a larger --expansion."
+        )

@@ -1,0 +1,230 @@
+"""What the terminal shows of a circuit, a probe, a layer's neurons, an SAE and a run's stages:
+rendered from the JSON their command writes (the same fields ``--json`` holds), returned as
+rich renderables for the CLI to print (:mod:`.terminal`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from interp_toolkit.reports.terminal import Shown
+
+Data = Mapping[str, Any]
+
+#: The probe table's columns: (header, value key, interval key or None).
+PROBE_COLUMNS = (
+    ("boundary", "boundary", None),
+    ("balanced acc", "balanced", "balanced_ci"),
+    ("control", "control", "control_ci"),
+    ("selectivity", "selectivity", "selectivity_ci"),
+    ("untrained", "untrained", "untrained_ci"),
+    ("chance", "chance", None),
+    ("decodable", "decodable", None),
+    ("beyond untrained", "beyond_untrained", None),
+)
+
+
+def circuit_view(data: Data) -> Shown:
+    """The gap, the circuit's edges and faithfulness (held out too), and the top-k curve."""
+    c, gap = data["circuit"], data["gap"]
+    shown: Shown = [
+        f"{data['target']}, task {data['task']} ({data['n_prompts']} pairs): clean "
+        f"{data['clean_metric']:.3f}, corrupt {data['corrupt_metric']:.3f}, gap {gap['value']:.3f} "
+        f"[{gap['low']:.3f}, {gap['high']:.3f}]; {data['method']}, {data['total_edges']} edges",
+        *(f"note: {note}." for note in data.get("notes", [])),
+    ]
+    if not c["edges"]:
+        return [*shown, f"no circuit: {c['reason']}"]
+    table = Table(
+        title=f"circuit: {len(c['edges'])} edges recover {c['faithfulness']:.1%} of the gap "
+        f"(top {c['top_k']}{', pruned' if c['pruned'] else ''})"
+    )
+    for col in ("source", "target", "input", "score"):
+        table.add_column(col, justify="right" if col == "score" else "left")
+    for e in c["edges"]:
+        table.add_row(e["source"], e["target"], e["input"], f"{e['score']:.4g}")
+    shown.append(table)
+    held = c.get("heldout_faithfulness")
+    if held is not None:
+        shown.append(
+            f"held out: on {c['heldout_prompts']} prompts of the task drawn again (seed "
+            f"{c['heldout_seed']}) the circuit recovers {held['value']:.1%} [{held['low']:.1%}, "
+            f"{held['high']:.1%}] of the gap ({c['heldout_interval']})"
+        )
+    curve = ", ".join(f"{p['edges']}: {p['faithfulness']:.2f}" for p in data["curve"])
+    return [*shown, f"faithfulness of the top-k edges: {curve}"]
+
+
+def probe_csv(data: Data) -> str:
+    """One row per boundary, the same field names as the JSON rows (an interval ``x_ci`` as
+    ``x_lo`` and ``x_hi``)."""
+    import csv
+    import io
+
+    def flat(row: Data) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in row.items():
+            if key.endswith("_ci"):
+                lo, hi = value if value is not None else (None, None)
+                out[f"{key[:-3]}_lo"], out[f"{key[:-3]}_hi"] = lo, hi
+            else:
+                out[key] = value
+        return out
+
+    rows = [flat(r) for r in data["rows"]]
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=["feature", *rows[0]], lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({"feature": data["feature"], **row})
+    return buf.getvalue()
+
+
+def _cell(row: Data, key: str, ci_key: str | None) -> str:
+    value = row[key]
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if value is None:
+        return "-"
+    if not isinstance(value, float):
+        return str(value)
+    ci = row.get(ci_key) if ci_key else None
+    return f"{value:.3f}" + (f"\n[{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
+
+
+def probe_view(data: Data) -> Shown:
+    """Balanced accuracy, control, selectivity and the untrained model per boundary, with the
+    definitions below."""
+    info = data["data"]
+    ablated = f"; ablated {', '.join(data['ablated'])}" if data["ablated"] else ""
+    table = Table(
+        title=f"{data['target']}: {data['feature']} ({info['source']}, {info['n_rows']} rows x "
+        f"{info['seq_len']}{ablated}); balanced accuracy on held-out rows, 95% intervals"
+    )
+    for header, *_ in PROBE_COLUMNS:
+        table.add_column(header, justify="left" if header == "boundary" else "right")
+    for row in data["rows"]:
+        table.add_row(*(_cell(row, key, ci) for _, key, ci in PROBE_COLUMNS))
+    untrained = (
+        f"Untrained: {data['untrained']} (seed {info['untrained_seed']})."
+        if info.get("untrained_seed") is not None
+        else "Untrained: not measured (this model cannot be rebuilt)."
+    )
+    return [
+        table,
+        f"{data['feature']}: {data['definition']}; its input: {data['input']}. Probe: "
+        f"{data['probe']}. Control: {data['control']}. Selectivity: {data['selectivity']}. "
+        f"{untrained} Decodable: {data['decodable']}. Held-out rows: {info['test_fraction']:.0%}.",
+    ]
+
+
+def neurons_view(data: Data, rows: list[list[object]]) -> Shown:
+    """The shown neurons' table (``rows``: :func:`~.views.neurons.neuron_rows`), the layer's
+    finding and the definitions."""
+    from interp_toolkit.views.neurons import NEURON_HEADER
+
+    s, d = data["summary"], data["definition"]
+    model = s["model"]
+    table = Table(
+        title=f"{data['target']} layer {s['layer']}: {s['neurons']} neurons; "
+        f"{model['monosemantic']} monosemantic, {model['dead']} dead"
+    )
+    for col in NEURON_HEADER:
+        table.add_column(col)
+    for row in rows:
+        table.add_row(*(escape(str(c)) for c in row))
+    return [
+        table,
+        Text(data["finding"]),
+        Text(f"monosemantic: {d['monosemantic']} (k = {d['k']}). promotes: {d['promoted']}."),
+    ]
+
+
+def sae_view(data: Data) -> Shown:
+    """SAELens's metrics by family, and the monosemantic latents (and a shuffled control's)."""
+    from interp_toolkit.views.features import family_columns
+
+    t = Table(title=f"SAE {data['target']} {data['hook']} ({data['setting']})")
+    header, rows = family_columns(data["evals"])
+    for name in header:
+        t.add_column(name)
+    for row in rows:
+        t.add_row(*(str(v) for v in row))
+    blank = [""] * (len(header) - 2)
+    for label, key in (
+        ("monosemantic latents", "monosemantic"),
+        ("monosemantic, shuffled control", "monosemantic_shuffled"),
+    ):
+        mono = data.get(key)
+        if mono is not None:
+            t.add_row(label, f"{mono['monosemantic']} of {mono['units'] - mono['dead']}", *blank)
+    return [t]
+
+
+def _f(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3g}"
+
+
+def stages_view(data: Data) -> Shown:
+    """The LLC at every checkpoint (boundaries starred), the rule, each stage's description and
+    where the induction phase change falls."""
+    s = data["settings"]
+    table = Table(
+        title=f"{data['run']}: LLC at {len(data['checkpoints'])} kept checkpoints (SGLD ε "
+        f"{s['step_size']:g}, γ {s['gamma']:g}, nβ {data['checkpoints'][0]['nbeta']:.3g}, "
+        f"{s['chains']} chains x {s['draws']} draws after {s['burn_in']} burn-in)"
+    )
+    for col in ("step", "LLC", "interval", "init loss", "R-hat", "max |drift|"):
+        table.add_column(col, justify="right")
+    bounds = {b["step"] for b in data["boundaries"]}
+    for c in data["checkpoints"]:
+        lo, hi = c["interval"]
+        drift = [abs(d) for d in c["diagnostics"]["drift"] if d is not None]
+        table.add_row(
+            f"{c['step']}{' *' if c['step'] in bounds else ''}",
+            _f(c["llc"]) + (" (below 0)" if c.get("below_zero") else ""),
+            f"{_f(lo)} - {_f(hi)}",
+            _f(c["init_loss"]),
+            _f(c["diagnostics"]["r_hat"]),
+            _f(max(drift)) if drift else "-",
+        )
+    rule = data["rule"]
+    shown: Shown = [
+        table,
+        f"settings: {data.get('settings_source', 'given')}.",
+        f"batches: {data['batches']['source']}.",
+        f"rule: {rule['boundary']} (* above).",
+    ]
+    if rule.get("not_read_steps"):
+        steps = ", ".join(map(str, rule["not_read_steps"]))
+        shown.append(f"not read (below 0) at steps {steps}: {rule['not_read']}.")
+    shown += [
+        f"stage {st['stage']} (steps {st['start']}-{st['end']}): {st['summary']}"
+        for st in data["stages"]
+    ]
+    pc = data["phase_change"]
+    rise = pc.get("steepest_rise")
+    if rise:
+        shown.append(
+            f"steepest LLC rise: steps {rise['from']}-{rise['to']} ({rise['llc'][0]:.3g} -> "
+            f"{rise['llc'][1]:.3g})."
+        )
+    if pc["phase_change_step"] is None:
+        shown.append("no induction phase change logged (no scored step above the floor).")
+    elif pc["inside"] is None:
+        shown.append(
+            f"induction phase change at step {pc['phase_change_step']}; no boundary found."
+        )
+    else:
+        near = pc["nearest"]
+        where = "inside" if pc["inside"] else "outside"
+        shown.append(
+            f"induction phase change at step {pc['phase_change_step']}: {where} a boundary's "
+            f"interval (nearest boundary step {near['step']}, interval {near['interval']}); "
+            f"{'in' if pc.get('in_steepest_rise') else 'not in'} the steepest LLC rise."
+        )
+    return shown
