@@ -18,7 +18,6 @@ experiments/results/stages_seeds.json (``--out`` to change).
 from __future__ import annotations
 
 import argparse
-import math
 import statistics
 import sys
 from pathlib import Path
@@ -26,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # _common
 from _common import print_table, write_result
 
-from interp_toolkit.development.stages import read_by_rule, stage_boundaries
+from interp_toolkit.development.stages import stage_boundaries
 from interp_toolkit.reports.stage_findings import StagesOfRun, seeds_move_sentence, stage_sentence
 from interp_toolkit.runs.folder import RunPaths, read_config
 from interp_toolkit.study.seeds import read_stages, study_folders
@@ -40,11 +39,7 @@ def rule_sensitivity(found: list[StagesOfRun]) -> list[dict[str, object]]:
     the same not-read checkpoints): one row per run and seed, one column per (bandwidth, floor)."""
     out = []
     for s in found:
-        c = s.data["checkpoints"]
-        steps = [x["step"] for x in c]
-        llc = [math.nan if x["llc"] is None else x["llc"] for x in c]
-        read = read_by_rule(llc, [math.nan if x["interval"][1] is None else x["interval"][1]
-                                  for x in c])  # fmt: skip
+        steps, read = s.stages.curve.steps, s.stages.curve.read
         row: dict[str, object] = {"run": s.name, "seed": s.seed}
         for bw in BANDWIDTHS:
             for sw in SWINGS:
@@ -73,7 +68,7 @@ def main() -> None:
             if n_layers > 2:
                 continue
             s = read_stages(seed, run, n_layers)
-            data = s.data
+            data = s.stages.to_dict(traces=False)
             found.append(s)
             secs = [c["seconds"] for c in data["checkpoints"]]
             sizes = [p.stat().st_size for p in RunPaths(run).snapshots.glob("*.safetensors")]

@@ -79,10 +79,9 @@ def summarise_circuits(
         )
 
         def empty(method: str) -> Circuit:
-            return Circuit(
-                task.name, method, task.n_prompts, route.clean, route.corrupt, route.gap, [],
-                len(graph_of(model).edges), THRESHOLDS.recovers, reason=reason,
-            )  # fmt: skip
+            measured = (task.name, method, task.n_prompts, route.clean, route.corrupt, route.gap)
+            n_edges = len(graph_of(model).edges)
+            return Circuit(*measured, [], n_edges, THRESHOLDS.recovers, reason=reason)
 
         n_layers, n_heads = int(model.cfg.n_layers), int(model.cfg.n_heads)
         seconds = time.perf_counter() - t0

@@ -152,8 +152,7 @@ def measures(row: dict[str, Any] | None) -> dict[str, float | int | None]:
 
 #: A stage's measure moved when it changed by at least this much (scores are in [0, 1]; losses
 #: in nats): what :func:`describe_stages` names in its sentence.
-MOVED = {"loss": 0.05, "val_loss": 0.05, "previous_token": 0.1, "induction": 0.1,
-         "passage_drop": 0.1}  # fmt: skip
+MOVED = dict(loss=0.05, val_loss=0.05, previous_token=0.1, induction=0.1, passage_drop=0.1)
 
 
 def describe_stages(
@@ -183,8 +182,9 @@ def describe_stages(
         else:
             said = "; ".join(moved) if moved else "no logged measure moved"
         text = f"LLC {trend} {at[a]:.3g} -> {at[b]:.3g}; {said}"
-        out.append({"stage": n, "start": a, "end": b, "llc": [round(at[a], 4), round(at[b], 4)],
-                    "start_measures": start, "end_measures": end, "summary": text})  # fmt: skip
+        llc = [round(at[a], 4), round(at[b], 4)]
+        stage = dict(stage=n, start=a, end=b, llc=llc, start_measures=start, end_measures=end)
+        out.append({**stage, "summary": text})
     return out
 
 

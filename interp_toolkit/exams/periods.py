@@ -162,11 +162,6 @@ class PeriodExam(Jsonable):
         return self.passes / self.n_prompts
 
     @property
-    def control_passes(self) -> int | None:
-        """Prompts passed under the order control (None: not sat)."""
-        return sum(r == 0 for r in self.control_ranks) if self.control_ranks else None
-
-    @property
     def roomy(self) -> bool:
         """Whether the prompts start at :data:`~.prompts.MIN_OFFSETS` positions or more."""
         return self.positions >= MIN_OFFSETS

@@ -91,7 +91,7 @@ class RoleChecks(Jsonable):
                 c["of"],
                 c["passed"],
                 c.get("why", ""),
-            )  # fmt: skip
+            )
             for c in d["checks"]
         )
         drop = est(d["drop"])

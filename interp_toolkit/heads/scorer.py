@@ -25,7 +25,6 @@ from transformer_lens.hook_points import HookPoint
 
 from interp_toolkit.errors import UserError
 from interp_toolkit.heads.registry import (
-    SCORE_KINDS,
     SCORES,
     Stripe,
     rival_name,
@@ -107,9 +106,6 @@ class HeadScores:
     @property
     def n_heads(self) -> int:
         return int(next(iter(self.values.values())).shape[1])
-
-    def to_dict(self) -> dict[str, list[list[float]]]:
-        return {k: [[float(x) for x in row] for row in self.get(k).tolist()] for k in SCORE_KINDS}
 
 
 class _Stop(Exception):

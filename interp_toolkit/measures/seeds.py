@@ -12,7 +12,6 @@ import statistics
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from interp_toolkit.exams.verdict import exam_verdict
 from interp_toolkit.files.serialize import Jsonable, json_field
@@ -24,11 +23,13 @@ from interp_toolkit.stats.thresholds import THRESHOLDS, Thresholds
 
 
 @dataclass(frozen=True)
-class Spread:
+class Spread(Jsonable):
     """A ``value`` measure over seeds: ``values[i]`` in seed ``seeds[i]`` (None: not produced)."""
 
-    seeds: tuple[int, ...]
-    values: tuple[float | None, ...]
+    seeds: tuple[int, ...] = field(metadata=json_field(skip=True))
+    values: tuple[float | None, ...] = field(metadata=json_field(skip=True))
+
+    json_extra = {"median": "median", "min": "low", "max": "high", "by_seed": "by_seed"}
 
     @property
     def present(self) -> list[float]:
@@ -37,6 +38,18 @@ class Spread:
     @property
     def median(self) -> float | None:
         return statistics.median(self.present) if self.present else None
+
+    @property
+    def low(self) -> float | None:
+        return min(self.present, default=None)
+
+    @property
+    def high(self) -> float | None:
+        return max(self.present, default=None)
+
+    @property
+    def by_seed(self) -> dict[str, float | None]:
+        return dict(zip(map(str, self.seeds), self.values, strict=True))
 
     def words(self, fmt: Callable[[float], str] = lambda v: f"{v:.3g}") -> str:
         """'6,000 (4,000–22,000)', with 'in 3 of 5 seeds' when some seeds lack it."""
@@ -50,28 +63,20 @@ class Spread:
             s += f" in {len(xs)} of {len(self.values)} seeds"
         return s
 
-    def to_dict(self) -> dict[str, Any]:
-        xs = self.present
-        return {
-            "median": self.median,
-            "min": min(xs) if xs else None,
-            "max": max(xs) if xs else None,
-            "by_seed": dict(zip(map(str, self.seeds), self.values, strict=True)),
-        }
-
 
 @dataclass(frozen=True)
-class Held:
-    """A yes/no over seeds: the seeds it held in, of ``seeds`` (those that could say)."""
+class Held(Jsonable):
+    """A yes/no over seeds: the seeds it held in, of ``seeds`` (those that could say); its JSON:
+    how many it held in, of how many, and which."""
 
-    seeds: tuple[int, ...]
-    held: tuple[int, ...]
+    seeds: tuple[int, ...] = field(metadata=json_field(key="of", encode=len))
+    held: tuple[int, ...] = field(metadata=json_field(encode=len))
+
+    json_extra = {"seeds": "held"}
+    json_order = ("held", "of", "seeds")
 
     def words(self, fmt: Callable[[float], str] | None = None) -> str:
         return f"{len(self.held)} of {len(self.seeds)}" if self.seeds else "—"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"held": len(self.held), "of": len(self.seeds), "seeds": list(self.held)}
 
 
 @dataclass(frozen=True)

@@ -65,7 +65,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -74,6 +74,7 @@ from transformer_lens import TransformerBridge
 
 from interp_toolkit.causal.ablation import ablation_hooks, mean_z
 from interp_toolkit.errors import UserError
+from interp_toolkit.files.serialize import Jsonable, json_field
 from interp_toolkit.heads.registry import HeadId
 from interp_toolkit.heads.untrained import untrained_models
 from interp_toolkit.models.activations import MAX_SEQ, Hooks, run_hooks
@@ -168,7 +169,7 @@ Interval = tuple[float, float]
 
 
 @dataclass
-class ProbeRow:
+class ProbeRow(Jsonable):
     """One boundary: the probe's held-out balanced accuracy with its 95% interval (and the mean of
     its bootstrap draws), the control task's, their difference (selectivity), the untrained
     model's (None when not measured), chance, and plain accuracy and the majority baseline.
@@ -196,6 +197,16 @@ class ProbeRow:
     n_control_classes: int = 0
     boot_mean: float | None = None
 
+    json_extra = ("decodable", "beyond_untrained")
+
+    @property
+    def decodable(self) -> bool:
+        return is_decodable(self)
+
+    @property
+    def beyond_untrained(self) -> bool:
+        return beyond_untrained(self)
+
 
 def is_decodable(row: ProbeRow, threshold: float = THRESHOLDS.decodable) -> bool:
     """The balanced accuracy's lower 95% bound is at least ``chance + threshold·(1 − chance)``."""
@@ -210,42 +221,42 @@ def beyond_untrained(row: ProbeRow, threshold: float = THRESHOLDS.decodable) -> 
     return is_decodable(row, threshold) and row.balanced_ci[0] > row.untrained_ci[1]
 
 
+#: The probe's method in words, written into every result's JSON (``{input}``: its input).
+METHOD = {
+    "probe": "LDA, shared covariance with Ledoit-Wolf shrinkage, closed form (float64)",
+    "score": "balanced accuracy on held-out rows, 95% percentile interval from 1,000 bootstrap "
+    "resamples stratified by label ((row, label) cells drawn within each label: every label in "
+    "every resample); chance = 1 / the number of labels",
+    "control": "each value v of the input ({input}) gets a label g(v): every task label is given "
+    "to one occurring value, the other values a label drawn from the training labels' "
+    "distribution; position p's control label is g(its input)",
+    "selectivity": "balanced accuracy - the control's (same resamples, the same number of labels; "
+    "0 by construction for an identity feature)",
+    "untrained": "the same probe on an untrained model of the same architecture",
+    "decodable": f"lower 95% bound >= chance + {THRESHOLDS.decodable:g} x (1 - chance); beyond "
+    "untrained: and above the untrained model's upper 95% bound",
+}
+
+
 @dataclass
-class ProbeResult:
+class ProbeResult(Jsonable):
+    """A feature's probe at every boundary; its JSON says the method in words (``METHOD``)."""
+
     feature: str
     definition: str
     data: dict[str, Any]  # what the probe ran on
     rows: list[ProbeRow]
     ablated: list[str] = field(default_factory=list)  # heads ablated while reading the stream
     input: str = ""  # what the feature (and its control task) is a function of
+    method: dict[str, str] = field(init=False, repr=False, metadata=json_field(inline=True))
+
+    json_order = ("feature", "definition", "input", *METHOD, "data", "ablated", "rows")
+
+    def __post_init__(self) -> None:
+        self.method = {k: v.format(input=self.input) for k, v in METHOD.items()}
 
     def row(self, boundary: str) -> ProbeRow:
         return next(r for r in self.rows if r.boundary == boundary)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "feature": self.feature,
-            "definition": self.definition,
-            "input": self.input,
-            "probe": "LDA, shared covariance with Ledoit-Wolf shrinkage, closed form (float64)",
-            "score": "balanced accuracy on held-out rows, 95% percentile interval from 1,000 "
-            "bootstrap resamples stratified by label ((row, label) cells drawn within each "
-            "label: every label in every resample); chance = 1 / the number of labels",
-            "control": f"each value v of the input ({self.input}) gets a label g(v): every task "
-            "label is given to one occurring value, the other values a label drawn from the "
-            "training labels' distribution; position p's control label is g(its input)",
-            "selectivity": "balanced accuracy - the control's (same resamples, the same number "
-            "of labels; 0 by construction for an identity feature)",
-            "untrained": "the same probe on an untrained model of the same architecture",
-            "decodable": f"lower 95% bound >= chance + {THRESHOLDS.decodable:g} x (1 - chance); "
-            "beyond untrained: and above the untrained model's upper 95% bound",
-            "data": self.data,
-            "ablated": self.ablated,
-            "rows": [
-                {**asdict(r), "decodable": is_decodable(r), "beyond_untrained": beyond_untrained(r)}
-                for r in self.rows
-            ],
-        }
 
 
 #: The fewest held-out rows an interval is drawn from (the bootstrap resamples rows: from one

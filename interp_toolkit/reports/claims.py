@@ -64,7 +64,7 @@ TEMPLATES = {
     "phase_loss": "loss fall per 1,000 steps over steps {start}–{end}: {fall_at} (before {fall_before}, after {fall_after})",
     "phase_loss_seeds": "loss fall per 1,000 steps over the phase change: {fall_at} (before {fall_before}, after {fall_after})",
     "gpt2": "",
-}  # fmt: skip
+}
 
 
 def criteria(t: Thresholds = THRESHOLDS) -> dict[str, str]:
@@ -78,7 +78,7 @@ def criteria(t: Thresholds = THRESHOLDS) -> dict[str, str]:
         "switch": f"1→2-layer rise ≥ {e} and larger than the changes after 2 layers together",
         "phase_loss": "the loss falls faster over the phase change than just before and after it",
         "gpt2": "—",
-    }  # fmt: skip
+    }
 
 
 def ours(c: ClaimOverSeeds, template: str) -> str:

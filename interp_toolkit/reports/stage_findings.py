@@ -10,11 +10,13 @@ without ``stages.json`` are named as not measured.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from interp_toolkit.development.curve import Stages
+from interp_toolkit.development.llc import LLCEstimate
 from interp_toolkit.reports.findings import layers_phrase
 from interp_toolkit.reports.text_findings import steepest_fall
 from interp_toolkit.views.page import Section, text
@@ -23,17 +25,18 @@ from interp_toolkit.views.stages import stages_figure
 
 @dataclass(frozen=True)
 class StagesOfRun:
-    """One run's stages (``stages.json``) and its metrics rows, in one seed."""
+    """One run's stages (``stages.json``, :meth:`Stages.from_dict`) and its metrics rows, in one
+    seed."""
 
     seed: int
     name: str
     n_layers: int
-    data: dict[str, Any]
+    stages: Stages
     rows: list[dict[str, Any]]
 
     @property
     def phase_step(self) -> int | None:
-        return self.data["phase_change"].get("phase_change_step")
+        return self.stages.phase_change.get("phase_change_step")
 
     @property
     def loss_fall(self) -> tuple[float, int, int] | None:
@@ -51,21 +54,22 @@ class StagesOfRun:
 
     @property
     def rise(self) -> dict[str, Any] | None:
-        return self.data["phase_change"].get("steepest_rise")
+        return self.stages.phase_change.get("steepest_rise")
 
-    def llc_across_phase(self) -> tuple[dict[str, Any], dict[str, Any]] | None:
-        """The read checkpoints either side of the phase change: the last kept before its step,
-        and its step (kept: every scored step is); None without a phase change or either."""
-        p = self.phase_step
+    def llc_across_phase(self) -> tuple[tuple[int, LLCEstimate], tuple[int, LLCEstimate]] | None:
+        """The read checkpoints (step, estimate) either side of the phase change: the last kept
+        before its step, and its step (kept: every scored step is); None without a phase change
+        or either."""
+        p, c = self.phase_step, self.stages.curve
         read = {
-            c["step"]: c
-            for c in self.data["checkpoints"]
-            if c["llc"] is not None and not c.get("below_zero")
+            step: e
+            for step, e in zip(c.steps, c.estimates, strict=True)
+            if math.isfinite(e.llc) and not e.below_zero
         }
         before = [step for step in read if p is not None and step < p]
         if p is None or p not in read or not before:
             return None
-        return read[max(before)], read[p]
+        return (max(before), read[max(before)]), (p, read[p])
 
     def in_loss_fall(self) -> bool | None:
         f, p = self.loss_fall, self.phase_step
@@ -79,19 +83,19 @@ class StagesOfRun:
 
 
 def _bounds(s: StagesOfRun) -> str:
-    b = s.data["boundaries"]
+    b = s.stages.boundaries
     if not b:
         return "no stage boundary"
     return "boundaries at " + ", ".join(
-        f"step {x['step']:,} ({x['kind']}; {x['interval'][0]:,}-{x['interval'][1]:,})" for x in b
+        f"step {x.step:,} ({x.kind}; {x.low:,}-{x.high:,})" for x in b
     )
 
 
 def stage_sentence(s: StagesOfRun) -> str:
     """One run in one seed: its checkpoints, boundaries, and where the phase change, the loss's
     steepest fall and the LLC's steepest rise lie."""
-    n = sum(c["llc"] is not None for c in s.data["checkpoints"])
-    not_read = s.data.get("rule", {}).get("not_read_steps", [])
+    n = sum(math.isfinite(e.llc) for e in s.stages.curve.estimates)
+    not_read = s.stages.rule.get("not_read_steps", [])
     below = len(not_read)
     out = f"{s.name} (seed {s.seed}, {layers_phrase(s.n_layers)}): the LLC at {n} kept checkpoints"
     if below:
@@ -112,7 +116,7 @@ def stage_sentence(s: StagesOfRun) -> str:
     p = s.phase_step
     if p is None:
         return out + "; no head's induction score passed the floor (no phase change)."
-    pc = s.data["phase_change"]
+    pc = s.stages.phase_change
     where = [
         f"{'inside' if s.in_loss_fall() else 'outside'} the loss's steepest fall",
         f"{'inside' if pc.get('in_steepest_rise') else 'outside'} the LLC's steepest rise",
@@ -121,17 +125,15 @@ def stage_sentence(s: StagesOfRun) -> str:
     out += f"; the induction phase change (step {p:,}) falls {', '.join(where)}"
     across = s.llc_across_phase()
     if across is not None:
-        a, b = across
+        (a_step, a), (b_step, b) = across
         out += (
-            f"; across it (kept steps {a['step']:,} -> {b['step']:,}) the LLC goes "
-            f"{_llc(a)} -> {_llc(b)}"
+            f"; across it (kept steps {a_step:,} -> {b_step:,}) the LLC goes {_llc(a)} -> {_llc(b)}"
         )
     return out + "."
 
 
-def _llc(c: dict[str, Any]) -> str:
-    lo, hi = c["interval"]
-    return f"{c['llc']:.3g} [{lo:.3g}, {hi:.3g}]"
+def _llc(e: LLCEstimate) -> str:
+    return f"{e.llc:.3g} [{e.low:.3g}, {e.high:.3g}]"
 
 
 def _count(xs: Sequence[bool | None]) -> str:
@@ -145,7 +147,7 @@ def coincide_sentence(found: Sequence[StagesOfRun]) -> str:
     if not formed:
         return "No run with measured stages formed induction: the question has no phase change to place."
     seeds = sorted({s.seed for s in formed})
-    pcs = [s.data["phase_change"] for s in formed]
+    pcs = [s.stages.phase_change for s in formed]
     return (
         "Does the transition coincide with the loss drop? Over "
         f"{len(formed)} run(s) with stages measured and induction formed (seeds "
@@ -160,10 +162,10 @@ def coincide_sentence(found: Sequence[StagesOfRun]) -> str:
 
 def _across_words(formed: Sequence[StagesOfRun]) -> str:
     pairs = [(s, s.llc_across_phase()) for s in formed]
-    known = [(s, a, b) for s, ab in pairs if ab is not None for a, b in [ab]]
+    known = [(s, a, b) for s, ab in pairs if ab is not None for (_, a), (_, b) in [ab]]
     if not known:
         return ""
-    changes = ", ".join(f"{b['llc'] - a['llc']:+.3g} (seed {s.seed})" for s, a, b in known)
+    changes = ", ".join(f"{b.llc - a.llc:+.3g} (seed {s.seed})" for s, a, b in known)
     return (
         " Across the phase change (from the kept checkpoint before it) the LLC changes by "
         f"{changes}."
@@ -184,17 +186,17 @@ def seeds_move_sentence(runs: Sequence[StagesOfRun]) -> str:
     parts = []
     for kind in ("trough", "peak"):
         firsts = [
-            (s, next(b for b in s.data["boundaries"] if b["kind"] == kind))
+            (s, next(b for b in s.stages.boundaries if b.kind == kind))
             for s in runs
-            if any(b["kind"] == kind for b in s.data["boundaries"])
+            if any(b.kind == kind for b in s.stages.boundaries)
         ]
         part = f"a {kind} in {len(firsts)} of {len(runs)} seeds"
         if firsts:
-            at = [b["step"] for _, b in firsts]
+            at = [b.step for _, b in firsts]
             part += f" (the first at step{'s' if len(at) > 1 else ''} {_steps(at)}"
             if len(at) > 1:
                 part += f": it moves by up to {max(at) - min(at):,} steps"
-            offsets = [b["step"] - s.phase_step for s, b in firsts if s.phase_step is not None]
+            offsets = [b.step - s.phase_step for s, b in firsts if s.phase_step is not None]
             if offsets:
                 part += f"; {', '.join(f'{o:+,}' for o in offsets)} steps from the phase change"
             part += ")"
@@ -229,11 +231,7 @@ def stages_study_section(found: Sequence[StagesOfRun], missing: Sequence[str]) -
         (s for s in found if s.seed == deepest.seed and s.n_layers < deepest.n_layers), None
     )
     items.append(
-        stages_figure(
-            Stages.from_dict(deepest.data),
-            deepest.rows,
-            None if control is None else Stages.from_dict(control.data),
-        )
+        stages_figure(deepest.stages, deepest.rows, None if control is None else control.stages)
     )
     intro = (
         "From `interp-toolkit stages RUN` (the local learning coefficient by SGLD at every kept "

@@ -159,11 +159,6 @@ def apply_weights(model: TransformerBridge, state: dict[str, Any], path: Path) -
         ) from None
 
 
-def load_weights(model: TransformerBridge, path: Path) -> None:
-    """Load safetensors weights into ``model`` (strict); damaged files raise UserError."""
-    apply_weights(model, read_weights(path), path)
-
-
 def init_run(
     path: str | Path,
     codec: Codec,

@@ -35,6 +35,7 @@ from interp_toolkit.causal import study_task
 from interp_toolkit.causal.summary import CircuitSummary, summarise_circuits
 from interp_toolkit.errors import UserError
 from interp_toolkit.files.io import write_json, write_text
+from interp_toolkit.files.serialize import Jsonable, json_field
 from interp_toolkit.measures.depth import DepthMeasurement, measure_depth, one_layer_chance
 from interp_toolkit.measures.layers import NeuronMeasurement, ProbeMeasurement
 from interp_toolkit.measures.run import RunAnalysis, RunSummary, analyse_run
@@ -310,15 +311,14 @@ def measure_job(
 
 
 @dataclass
-class SettingBlock:
-    """One setting's part of the study: its page sections, its measurements and study.json
-    block."""
+class SettingBlock(Jsonable):
+    """One setting's part of the study: its page sections and its measurements (its JSON, the
+    setting's block of study.json: the runs, depths, MLP depths, probes and neurons)."""
 
-    preset: str
-    sections: list[Section]
-    summaries: list[RunSummary]
-    json: dict[str, Any]
-    circuits: list[CircuitSummary]
+    preset: str = field(metadata=json_field(skip=True))
+    sections: list[Section] = field(metadata=json_field(skip=True))
+    summaries: list[RunSummary] = field(metadata=json_field(key="runs"))
+    circuits: list[CircuitSummary] = field(metadata=json_field(skip=True))
     depths: list[DepthMeasurement]
     mlp_depths: list[DepthMeasurement]
     probes: list[ProbeMeasurement]
@@ -356,17 +356,8 @@ def _setting_block(
     sections.append(route_section([(d.name, d.route) for d in depths.values()]))
     if circuits:
         sections.append(circuit_section(circuits))
-    data = {
-        "runs": [s.to_dict() for s in summaries],
-        "depths": [d.to_dict() for d in attn],
-        "mlp_depths": [m.to_dict() for m, _ in pairs],
-        "probes": [p.to_dict() for p in probes],
-        "neurons": [n.to_dict() for n in neurons],
-    }
-    return SettingBlock(
-        runs[0].preset, sections, summaries, data, circuits, attn, [m for m, _ in pairs],
-        probes, neurons,
-    )  # fmt: skip
+    mlps = [m for m, _ in pairs]
+    return SettingBlock(runs[0].preset, sections, summaries, circuits, attn, mlps, probes, neurons)
 
 
 def setting_title(preset: str) -> str:
@@ -411,7 +402,7 @@ def _reproduce(
     )
     findings = [line for p in pages for line in claim_lines(p.title, p.claims)]
     parts = [
-        {"preset": b.preset, "claims": claims_json(o.claims), **b.json}
+        {"preset": b.preset, "claims": claims_json(o.claims), **b.to_dict()}
         for b, o in zip(blocks, seeds, strict=True)
     ]
     body: dict[str, Any] = {"machine": machine.to_dict()}

@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Protocol
 
+from interp_toolkit.development.curve import Stages
 from interp_toolkit.measures.depth import DepthMeasurement
 from interp_toolkit.measures.layers import ProbeMeasurement
 from interp_toolkit.measures.run import RunSummary
@@ -39,7 +40,8 @@ def study_folders(out: str | Path, first: int, n: int) -> list[tuple[int, Path]]
 
 def read_stages(seed: int, run: Path, n_layers: int) -> StagesOfRun:
     """The stages ``interp-toolkit stages RUN`` kept in ``run`` (one seed's), with its metrics."""
-    return StagesOfRun(seed, run.name, n_layers, run_files.read_stages(run), read_metrics(run))
+    stages = Stages.from_dict(run_files.read_stages(run))
+    return StagesOfRun(seed, run.name, n_layers, stages, read_metrics(run))
 
 
 def seed_configs(cfg: StudyConfig) -> list[StudyConfig]:

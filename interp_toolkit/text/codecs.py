@@ -182,13 +182,6 @@ class CompactVocab:
         keep = [int(i) for i in order[: size - 1] if counts[i] > 0]
         return cls(keep)
 
-    @classmethod
-    def from_token_arrays(cls, arrays: Iterable[np.ndarray], size: int) -> CompactVocab:
-        counts = np.zeros(GPT2_VOCAB_SIZE, dtype=np.int64)
-        for arr in arrays:
-            counts += np.bincount(np.asarray(arr, dtype=np.int64), minlength=GPT2_VOCAB_SIZE)
-        return cls.from_counts(counts, size)
-
     def from_gpt2(self, gpt2_ids: np.ndarray) -> np.ndarray:
         return self._lookup[np.asarray(gpt2_ids, dtype=np.int64)]
 

@@ -32,43 +32,43 @@ def stages_figure(
     the strongest previous-token and induction heads. Boundaries as dashed lines, their
     intervals shaded. ``control``: another run's stages (the 1-layer control), its LLC drawn
     beside in the first panel."""
-    fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.06,
-                        subplot_titles=("LLC (mean ± 2 s.e. over chains)", "loss",
-                                        "strongest head score"))  # fmt: skip
+    fig = make_subplots(
+        rows=3,
+        cols=1,
+        shared_xaxes=True,
+        vertical_spacing=0.06,
+        subplot_titles=("LLC (mean ± 2 s.e. over chains)", "loss", "strongest head score"),
+    )
+
+    def add(row: int, x: list[Any], y: list[Any], name: str, **style: Any) -> None:
+        fig.add_trace(go.Scatter(x=x, y=y, name=name, **style), row=row, col=1)
+
+    def llc(pts: list[tuple[int, LLCEstimate]]) -> tuple[list[Any], list[Any]]:
+        return [s for s, _ in pts], [e.llc for _, e in pts]
+
     pts = _measured(stages)
-    steps = [s for s, _ in pts]
-    fig.add_trace(go.Scatter(x=steps + steps[::-1],
-                             y=[e.high for _, e in pts] + [e.low for _, e in pts][::-1],
-                             fill="toself", line={"width": 0}, opacity=0.25, name="LLC interval",
-                             hoverinfo="skip"), row=1, col=1)  # fmt: skip
-    read = [(s, e) for s, e in pts if not e.below_zero]
-    fig.add_trace(go.Scatter(x=[s for s, _ in read], y=[e.llc for _, e in read],
-                             mode="lines+markers", name="LLC"), row=1, col=1)  # fmt: skip
+    steps, band = [s for s, _ in pts], [e.high for _, e in pts] + [e.low for _, e in pts][::-1]
+    shade = {"fill": "toself", "line": {"width": 0}, "opacity": 0.25, "hoverinfo": "skip"}
+    add(1, steps + steps[::-1], band, "LLC interval", **shade)
+    add(1, *llc([(s, e) for s, e in pts if not e.below_zero]), "LLC", mode="lines+markers")
     below = [(s, e) for s, e in pts if e.below_zero]
     if below:  # not at a local minimum: shown, not read by the stage rule
-        fig.add_trace(go.Scatter(x=[s for s, _ in below], y=[e.llc for _, e in below],
-                                 mode="markers", marker={"symbol": "circle-open"},
-                                 name="LLC below 0 (not read by the rule)"), row=1, col=1)  # fmt: skip
+        circle, name = {"symbol": "circle-open"}, "LLC below 0 (not read by the rule)"
+        add(1, *llc(below), name, mode="markers", marker=circle)
     if control is not None:
-        ctl = _measured(control)
-        fig.add_trace(go.Scatter(x=[s for s, _ in ctl], y=[e.llc for _, e in ctl],
-                                 mode="lines+markers", line={"dash": "dot"},
-                                 name=f"LLC of {control.curve.run} (control)"), row=1, col=1)  # fmt: skip
+        name, dot = f"LLC of {control.curve.run} (control)", {"dash": "dot"}
+        add(1, *llc(_measured(control)), name, mode="lines+markers", line=dot)
     logged = [r for r in rows if isinstance(r.get("loss"), (int, float)) and r.get("step", 0) > 0]
-    fig.add_trace(go.Scatter(x=[r["step"] for r in logged], y=[r["loss"] for r in logged],
-                             name="training loss"), row=2, col=1)  # fmt: skip
+    add(2, [r["step"] for r in logged], [r["loss"] for r in logged], "training loss")
     scored = [r for r in rows if logged_induction_key(r) is not None and r.get("step", 0) > 0]
+    at = [r["step"] for r in scored]
     val = [r for r in scored if isinstance(r.get("val_loss"), (int, float))]
     if val:
-        fig.add_trace(go.Scatter(x=[r["step"] for r in val], y=[r["val_loss"] for r in val],
-                                 name="held-out loss"), row=2, col=1)  # fmt: skip
+        add(2, [r["step"] for r in val], [r["val_loss"] for r in val], "held-out loss")
     prev = SCORE["previous_token"].logged_as
-    fig.add_trace(go.Scatter(x=[r["step"] for r in scored],
-                             y=[max(max(g) for g in r[prev]) for r in scored],
-                             name="previous-token (best head)"), row=3, col=1)  # fmt: skip
-    fig.add_trace(go.Scatter(x=[r["step"] for r in scored],
-                             y=[best_induction_score(r[logged_induction_key(r)]) for r in scored],
-                             name="induction (best head, layer >= 1)"), row=3, col=1)  # fmt: skip
+    add(3, at, [max(max(g) for g in r[prev]) for r in scored], "previous-token (best head)")
+    best = [best_induction_score(r[logged_induction_key(r)]) for r in scored]
+    add(3, at, best, "induction (best head, layer >= 1)")
     for b in stages.boundaries:
         fig.add_vrect(x0=b.low, x1=b.high, fillcolor="grey", opacity=0.12, line_width=0)
         fig.add_vline(x=b.step, line_dash="dash", line_color="black")
@@ -80,8 +80,9 @@ def stages_figure(
 
 def stages_section(stages: Stages, rows: list[dict[str, Any]], title: str = "Stages") -> Section:
     """The figure and the stages' sentences (a run report's section, or a page alone)."""
-    lines = [f"stage {s['stage']} (steps {s['start']}-{s['end']}): {s['summary']}"
-             for s in stages.stages]  # fmt: skip
+    lines = [
+        f"stage {s['stage']} (steps {s['start']}-{s['end']}): {s['summary']}" for s in stages.stages
+    ]
     items: list[Any] = [stages_figure(stages, rows), *(text(line) for line in lines)]
     rule, curve = stages.rule, stages.curve
     intro = f"Rule: {rule['boundary']}. Batches: {curve.batches['source']}."

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from interp_toolkit.development.curve import Stages
 from interp_toolkit.measures.seeds import Held, Spread
 from interp_toolkit.reports.stage_findings import (
     StagesOfRun,
@@ -21,21 +22,28 @@ def test_a_spread_is_median_and_range_and_says_which_seeds_lack_it():
     assert Spread((0,), (None,)).words() == "—"
     assert Spread((0, 1), (0.5, 0.5)).words() == "0.5 (0.5–0.5)"
     assert Held((0, 1, 2), (0, 2)).words() == "2 of 3"
+    # study.json's keys: a spread's median, range and seeds; a yes/no's count, of how many, which
+    by_seed = {"0": 6000.0, "1": 22000.0, "2": None, "3": 5000.0, "4": 4000.0}
+    assert s.to_dict() == {"median": 5500.0, "min": 4000.0, "max": 22000.0, "by_seed": by_seed}
+    assert Held((0, 1, 2), (0, 2)).to_dict() == {"held": 2, "of": 3, "seeds": [0, 2]}
     assert Held((), ()).words() == "—"  # no seed had a role to check
 
 
-def _checkpoint(step: int) -> dict:
+def _checkpoint(step: int, llc: float = 1.0, low: float = 0.5, high: float = 1.5) -> dict:
     """A checkpoint of stages.json as written (LLC 1.0 [0.5, 1.5]), without traces."""
     import torch
 
     from interp_toolkit.development.llc import LLCEstimate, SGLDSettings
 
-    e = LLCEstimate(1.0, 0.25, 0.5, 1.5, [1.0, 1.0], 4.0, 50.0, torch.empty(0, 0),
+    e = LLCEstimate(llc, 0.25, low, high, [1.0, 1.0], 4.0, 50.0, torch.empty(0, 0),
                     SGLDSettings(), [0.0, 0.0], 1.0, True, 0.1, 2, 4)  # fmt: skip
     return {"step": step, **e.to_dict(traces=False)}
 
 
-def _stages(phase: int | None, rise: tuple[int, int], fall_at: int, inside: bool) -> StagesOfRun:
+def _stages(
+    phase: int | None, rise: tuple[int, int], fall_at: int, inside: bool, **changes
+) -> StagesOfRun:
+    """A run's stages as read from its stages.json (``changes``: keys of that file replaced)."""
     # the training loss drops by 1.5 at ``fall_at``; the held-out loss falls steadily (read by
     # nothing here: the drop the seed asks about is the training loss's)
     rows = [
@@ -59,8 +67,9 @@ def _stages(phase: int | None, rise: tuple[int, int], fall_at: int, inside: bool
             "in_steepest_rise": None if phase is None else rise[0] < phase <= rise[1],
             "steepest_rise": {"from": rise[0], "to": rise[1], "llc": [10.5, 27.3], "rise": 16.8},
         },
+        **changes,
     }
-    return StagesOfRun(0, "cpu-2l", 2, data, rows)
+    return StagesOfRun(0, data["run"], int(data["run"][-2]), Stages.from_dict(data), rows)
 
 
 def test_a_phase_change_in_the_loss_fall_and_the_llc_rise_is_placed_in_both():
@@ -90,12 +99,12 @@ def test_the_answer_counts_each_placement_over_runs():
 
 def test_how_far_boundaries_move_with_the_seed_is_counted_in_steps():
     def seed(n, phase, rise_to, bounds):
-        s = _stages(phase, (rise_to - 50, rise_to), 350, inside=False)
-        s.data["boundaries"] = [
+        bounds = [
             {"step": st, "interval": [st - 10, st + 10], "kind": k, "llc_smoothed": 1.0}
             for st, k in bounds
         ]
-        return StagesOfRun(n, "text-2l", 2, s.data, s.rows)
+        s = _stages(phase, (rise_to - 50, rise_to), 350, inside=False, boundaries=bounds)
+        return StagesOfRun(n, "text-2l", 2, s.stages, s.rows)
 
     runs = [
         seed(2, 19_000, 19_000, [(500, "trough"), (20_000, "peak")]),
@@ -126,8 +135,7 @@ def test_the_figure_draws_the_one_layer_controls_llc_beside():
     import plotly.graph_objects as go
 
     two = _stages(350, (300, 350), 350, inside=False)
-    one = _stages(None, (300, 350), 350, inside=False)
-    one = StagesOfRun(0, "cpu-1l", 1, {**one.data, "run": "cpu-1l"}, one.rows)
+    one = _stages(None, (300, 350), 350, inside=False, run="cpu-1l")
     for found, drawn in (([two, one], True), ([two], False)):
         section = stages_study_section(found, [])
         (fig,) = [i for i in section.items if isinstance(i, go.Figure)]
@@ -136,18 +144,18 @@ def test_the_figure_draws_the_one_layer_controls_llc_beside():
 
 
 def test_the_llc_across_the_phase_change_reads_the_checkpoints_either_side():
-    s = _stages(350, (300, 350), 350, inside=False)
     values = {100: 6.0, 300: 10.5, 350: 27.3, 500: 30.0}
-    for c in s.data["checkpoints"]:
-        c["llc"], c["interval"] = values[c["step"]], [values[c["step"]] - 1, values[c["step"]] + 1]
+    checkpoints = [_checkpoint(step, v, v - 1, v + 1) for step, v in values.items()]
+    s = _stages(350, (300, 350), 350, inside=False, checkpoints=checkpoints)
     said = stage_sentence(s)
     assert (
         "across it (kept steps 300 -> 350) the LLC goes 10.5 [9.5, 11.5] -> 27.3 [26.3, 28.3]"
         in said
     )
     assert "the LLC changes by +16.8 (seed 0)." in coincide_sentence([s])
-    # a checkpoint not read (below 0) is skipped: the one before it is used
-    s.data["checkpoints"][1]["below_zero"] = True
+    # a checkpoint not read (its interval below 0) is skipped: the one before it is used
+    checkpoints[1] = _checkpoint(300, -2.0, -3.0, -1.0)
+    s = _stages(350, (300, 350), 350, inside=False, checkpoints=checkpoints)
     assert "(kept steps 100 -> 350) the LLC goes 6 [5, 7] -> 27.3" in stage_sentence(s)
     # no phase change, or the phase change's step not kept: nothing to read
     assert _stages(None, (300, 350), 350, inside=False).llc_across_phase() is None
