@@ -6,7 +6,10 @@ Heavy imports (torch, TransformerLens) happen inside commands so that ``--help``
 
 from __future__ import annotations
 
+import inspect
 import sys
+import typing
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +69,51 @@ def target_argument() -> Any:
         help="A run folder (RUN@STEP: its weights at STEP), or a Hugging Face causal LM: a hub id "
         "(EleutherAI/pythia-70m, gpt2, ...) from the local cache, or a save_pretrained folder.",
     )
+
+
+def takes(cls: type) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A command's ``options: cls`` parameter becomes one option per field that declares flags
+    (:func:`interp_toolkit.runtime.options.option`), in field order, at its place; the command
+    is handed ``cls(...)`` built of them (after the boundary checked each by its name)."""
+    from interp_toolkit.runtime.options import FLAGS, flagged
+
+    fields, types = flagged(cls), typing.get_type_hints(cls)
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    spliced = [
+        inspect.Parameter(
+            f.name,
+            keyword,
+            default=typer.Option(
+                ... if f.default is f.default_factory else f.default,  # both MISSING: required
+                *f.metadata[FLAGS],
+                help=f.metadata["help"],
+            ),
+            annotation=types[f.name],
+        )
+        for f in fields
+    ]
+
+    def wrap(command: Callable[..., Any]) -> Callable[..., Any]:
+        own, hints = inspect.signature(command).parameters, typing.get_type_hints(command)
+        params = [
+            q
+            for p in own.values()
+            for q in (
+                spliced
+                if p.name == "options"
+                else [p.replace(kind=keyword, annotation=hints[p.name])]
+            )
+        ]
+
+        def run(**given: Any) -> Any:
+            built = cls(**{f.name: given.pop(f.name) for f in fields})
+            return command(options=built, **given)
+
+        run.__name__, run.__doc__ = command.__name__, command.__doc__
+        run.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+        return run
+
+    return wrap
 
 
 JSON_HELP = "Write the results as JSON here (- for standard output)."

@@ -1,0 +1,25 @@
+"""An options object's fields declare their command-line flags, once.
+
+An analysis's settings are one frozen dataclass owned beside the analysis (``heads/options.py``,
+...); a field the command line sets is declared with :func:`option`: its default, its flags and
+its help. :func:`interp_toolkit.cli.app.takes` turns those fields into the command's options (in
+field order), and the command, the API and the analysis take the built object. A new option is
+one field. This module imports nothing heavy: ``--help`` reads it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+FLAGS = "flags"
+
+
+def option(default: Any = dataclasses.MISSING, *flags: str, help: str) -> Any:
+    """A dataclass field set by ``flags`` (``default`` left out: the option is required)."""
+    return dataclasses.field(default=default, metadata={FLAGS: flags, "help": help})
+
+
+def flagged(cls: type) -> list[dataclasses.Field[Any]]:
+    """The fields of ``cls`` the command line sets, in their order."""
+    return [f for f in dataclasses.fields(cls) if FLAGS in f.metadata]
