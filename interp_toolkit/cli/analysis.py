@@ -23,6 +23,7 @@ from interp_toolkit.cli.app import (
     target_argument,
 )
 from interp_toolkit.errors import UserError
+from interp_toolkit.exams.options import PeriodExamOptions
 from interp_toolkit.heads.options import DiscoveryOptions
 
 
@@ -63,7 +64,9 @@ def heads(
 
 
 @app.command("exam")
+@takes(PeriodExamOptions)
 def exam(
+    *,
     target: str = target_argument(),
     prompt: str | None = typer.Option(
         None, "--prompt", "-p", help="Prompt (default: built-in exams)."
@@ -80,25 +83,7 @@ def exam(
         "random offsets: pass rate with its Wilson 95% interval, the pass rule, median rank, and "
         "chance measured on an untrained model of the same architecture.",
     ),
-    n_prompts: int = typer.Option(  # exams/prompts.py N_PROMPTS: its module imports torch
-        200, "--n-prompts", help="Prompts per period and token kind (--periods)."
-    ),
-    seed: int = seed_option("Seed of the period prompts (--periods)."),
-    kinds: str = typer.Option(
-        "letters,random", "--kinds", help="Token kinds (--periods): letters, random or both."
-    ),
-    max_period: int | None = typer.Option(
-        None, "--max-period", help="Longest period (--periods; default: the longest that fits)."
-    ),
-    max_offset: int = typer.Option(  # exams/prompts.py MAX_OFFSET: its module imports torch
-        64, "--max-offset", help="Longest random prefix before the pattern (--periods)."
-    ),
-    chance_run: str | None = typer.Option(
-        None,
-        "--chance-run",
-        help="Another model (e.g. the 1-layer run) to sit the same prompts as a chance level "
-        "(--periods).",
-    ),
+    options: PeriodExamOptions,
     json_out: Path | None = json_option(),
     device: str = device_option(),
     dtype: str = dtype_option(),
@@ -113,16 +98,7 @@ def exam(
 
     if periods:
         found = analysis.period_exams(
-            target,
-            kinds=kinds,
-            n_prompts=n_prompts,
-            seed=seed,
-            prepend_bos=not no_bos,
-            max_period=max_period,
-            max_offset=max_offset,
-            chance_run=chance_run,
-            device=device,
-            dtype=dtype,
+            target, options, prepend_bos=not no_bos, device=device, dtype=dtype
         )
         emit(found.to_dict(), period_exams_view(found.target, found.rows, found.verdict), json_out)
         return

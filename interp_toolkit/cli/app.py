@@ -73,36 +73,31 @@ def target_argument() -> Any:
 
 def takes(cls: type) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """A command's ``options: cls`` parameter becomes one option per field that declares flags
-    (:func:`interp_toolkit.runtime.options.option`), in field order, at its place; the command
-    is handed ``cls(...)`` built of them (after the boundary checked each by its name)."""
+    (:func:`interp_toolkit.runtime.options.option`), in field order, at its place (or after the
+    parameter a field names); the command is handed ``cls(...)`` built of them, after the
+    boundary checked each by its name."""
     from interp_toolkit.runtime.options import FLAGS, flagged
 
     fields, types = flagged(cls), typing.get_type_hints(cls)
-    keyword = inspect.Parameter.KEYWORD_ONLY
-    spliced = [
-        inspect.Parameter(
-            f.name,
-            keyword,
-            default=typer.Option(
-                ... if f.default is f.default_factory else f.default,  # both MISSING: required
-                *f.metadata[FLAGS],
-                help=f.metadata["help"],
-            ),
-            annotation=types[f.name],
+    keyword, anchor = inspect.Parameter.KEYWORD_ONLY, "options"
+    blocks: dict[str, list[inspect.Parameter]] = {}
+    for f in fields:
+        anchor = f.metadata.get("after", anchor)
+        required = f.default is f.default_factory  # both MISSING
+        default = typer.Option(
+            ... if required else f.default, *f.metadata[FLAGS], help=f.metadata["help"]
         )
-        for f in fields
-    ]
+        blocks.setdefault(anchor, []).append(
+            inspect.Parameter(f.name, keyword, default=default, annotation=types[f.name])
+        )
 
     def wrap(command: Callable[..., Any]) -> Callable[..., Any]:
         own, hints = inspect.signature(command).parameters, typing.get_type_hints(command)
         params = [
             q
             for p in own.values()
-            for q in (
-                spliced
-                if p.name == "options"
-                else [p.replace(kind=keyword, annotation=hints[p.name])]
-            )
+            for q in [p.replace(kind=keyword, annotation=hints[p.name])] * (p.name != "options")
+            + blocks.get(p.name, [])
         ]
 
         def run(**given: Any) -> Any:

@@ -13,11 +13,15 @@ import dataclasses
 from typing import Any
 
 FLAGS = "flags"
+REQUIRED: Any = dataclasses.MISSING  # the default of an option that must be given
 
 
-def option(default: Any = dataclasses.MISSING, *flags: str, help: str) -> Any:
-    """A dataclass field set by ``flags`` (``default`` left out: the option is required)."""
-    return dataclasses.field(default=default, metadata={FLAGS: flags, "help": help})
+def option(default: Any, *flags: str, help: str, after: str | None = None) -> Any:
+    """A dataclass field set by ``flags`` (``default`` :data:`REQUIRED`: it must be given);
+    ``after``: this field and the next ones follow the command's own parameter of that name
+    (in ``--help``), not its ``options``."""
+    metadata = {FLAGS: flags, "help": help} | ({} if after is None else {"after": after})
+    return dataclasses.field(default=default, metadata=metadata)
 
 
 def flagged(cls: type) -> list[dataclasses.Field[Any]]:
