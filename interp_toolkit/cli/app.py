@@ -134,11 +134,6 @@ def seed_option(help: str, default: int | None = 0) -> Any:
     return typer.Option(default, "--seed", help=help)
 
 
-def n_seqs_option(help: str, default: int | None = None) -> Any:
-    """``--n-seqs N``: how many rows the command reads."""
-    return typer.Option(default, "--n-seqs", help=help)
-
-
 def check_out_file(
     path: Path | None, flag: str, example: str = "out.json", owns: tuple[Path, ...] = ()
 ) -> None:
