@@ -12,9 +12,7 @@ from interp_toolkit.runtime.options import option
 
 @dataclass(frozen=True)
 class PeriodExamOptions:
-    """``n_prompts`` per period and token kind (``kinds``, comma-separated), drawn from ``seed``
-    at offsets up to ``max_offset``, periods up to ``max_period`` (None: the longest that fits);
-    ``chance_run``: another model that sits the same prompts as a chance level."""
+    """The exams ``exam --periods`` sets (each field's help says what it is)."""
 
     n_prompts: int = option(  # exams/prompts.py N_PROMPTS: its module imports torch
         200, "--n-prompts", help="Prompts per period and token kind (--periods)."

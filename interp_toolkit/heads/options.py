@@ -30,17 +30,10 @@ N_SEQS = 64
 @dataclass(frozen=True)
 class DiscoveryOptions:
     """How discovery is run (every field has today's default; the fields with flags are the
-    ``heads`` command's options, in this order).
-
-    The batch: ``n_seqs`` rows of ``[BOS] prefix seg x n_repeats filler`` (``period`` and
-    ``prefix_max``: None fits the model's context; ``token_range``: ``(low, high)`` ids, None:
-    the codec's default range), drawn from ``seed``. The test: ``alpha`` (``fdr``:
-    Benjamini-Hochberg over heads x scores at ``alpha`` instead of ``p <= alpha``), ``n_draws``
-    sign-flip draws (None: enough that BH can reject a lone effect), τ at ``quantile`` of the
-    null. ``induction_score``: ``"vw"`` (value-weighted) or ``"plain"`` decides the induction
-    role. ``n_untrained``: also test against that many untrained models, on the batch's first
-    ``untrained_rows`` rows (None: off; it decides nothing). ``batch_size``: rows per forward
-    pass (None: the default chunking).
+    ``heads`` command's options, in this order, their help saying what each is). The others:
+    the batch's rows are ``[BOS] prefix seg x n_repeats filler`` (``prefix_max``: None fits the
+    context; ``token_range``: ``(low, high)`` ids, None: the codec's range); τ is at
+    ``quantile`` of the null; ``batch_size``: rows per forward pass (None: default chunking).
     """
 
     alpha: float = option(

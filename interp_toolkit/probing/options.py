@@ -11,8 +11,7 @@ from interp_toolkit.runtime.options import REQUIRED, option
 
 @dataclass(frozen=True)
 class ProbeOptions:
-    """What is probed (``feature``), on which rows (``data``, ``n_seqs``, ``seq_len``, ``seed``)
-    and with which heads mean-ablated (``ablate``, as ``L.H``)."""
+    """What ``probe`` reads (each field's help says what it is)."""
 
     feature: str = option(
         REQUIRED, "--feature", help="token | prev_token | prev2_token | position | in_repeat"

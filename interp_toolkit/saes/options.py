@@ -12,9 +12,7 @@ from interp_toolkit.saes.config import ARCH_NAMES
 
 @dataclass(frozen=True)
 class SAEOptions:
-    """Where the SAE reads (``hook``), its shape (``arch``, ``expansion``, ``k``), what it trains
-    on (``tokens``, ``seed``), whether it continues (``resume``), the latents its page draws
-    (``show``) and whether progress bars show (``quiet``)."""
+    """The SAE ``sae`` trains (each field's help says what it is)."""
 
     hook: str = option(
         REQUIRED,

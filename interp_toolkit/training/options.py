@@ -15,8 +15,7 @@ CHANGES = ("steps", "corpus", "seed", "n_ctx", "d_model", "vocab_size", "repeat_
 
 @dataclass(frozen=True)
 class TrainOptions:
-    """The preset and depth, what replaces the preset's settings (None: the preset's), and how
-    the run folder is treated (``resume``, ``restart``) and shown (``quiet``)."""
+    """The run ``train`` makes: the recipe's changes (None: the preset's), and the folder's fate."""
 
     layers: int | None = option(
         None,

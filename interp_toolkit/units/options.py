@@ -11,8 +11,7 @@ from interp_toolkit.runtime.options import REQUIRED, option
 
 @dataclass(frozen=True)
 class NeuronOptions:
-    """The MLP ``layer`` read, the ``top`` positions kept per neuron, the neurons shown
-    (``neuron``, or the ``show`` highest-firing) and the held-out rows (``n_seqs``, ``seed``)."""
+    """What ``neurons`` reads (each field's help says what it is)."""
 
     layer: int = option(REQUIRED, "--layer", "-l", help="The MLP layer to read.")
     top: int = option(20, "--top", help="Top-activating positions kept per neuron.")
