@@ -15,62 +15,28 @@ from interp_toolkit.cli.app import (
     dtype_option,
     emit,
     json_option,
-    n_seqs_option,
     out_option,
     outputs,
     save,
     seed_option,
+    takes,
     target_argument,
 )
 from interp_toolkit.errors import UserError
+from interp_toolkit.exams.options import PeriodExamOptions
 from interp_toolkit.heads.options import DiscoveryOptions
 
 
 @app.command("heads")
+@takes(DiscoveryOptions)  # built once: bad values are one-line errors before any work
 def heads(
+    *,
     target: str = target_argument(),
     json_out: Path | None = json_option(
         "Write the report as JSON here (per head: scores, tau, p_value; - for standard output)."
     ),
     csv_out: Path | None = csv_option("Write one row per head as CSV here."),
-    alpha: float = typer.Option(
-        DiscoveryOptions.alpha,
-        "--alpha",
-        help="A score is significant when p <= alpha (or BH at FDR alpha).",
-    ),
-    fdr: bool = typer.Option(
-        DiscoveryOptions.fdr,
-        "--fdr",
-        help="Benjamini-Hochberg over heads x scores (false-discovery rate alpha).",
-    ),
-    induction_score: str = typer.Option(
-        DiscoveryOptions.induction_score,
-        "--induction-score",
-        help="Which score decides the induction role: vw (the post's value-weighted) or plain.",
-    ),
-    n_draws: int | None = typer.Option(
-        DiscoveryOptions.n_draws,
-        "--n-draws",
-        help="Sign-flip draws per test (default: enough that BH over every test can reject one).",
-    ),
-    n_untrained: int | None = typer.Option(
-        DiscoveryOptions.n_untrained,
-        "--n-untrained",
-        help="Also test each score against K untrained models of the same architecture (a "
-        "second test, vs_untrained, that decides no role; off by default).",
-    ),
-    untrained_rows: int | None = typer.Option(
-        DiscoveryOptions.untrained_rows,
-        "--untrained-rows",
-        help="Probe rows the untrained models run on (default all; GPT-2 16).",
-    ),
-    n_seqs: int = n_seqs_option("Repeated-token sequences to score on.", DiscoveryOptions.n_seqs),
-    period: int | None = typer.Option(
-        DiscoveryOptions.period,
-        "--period",
-        help="Repeat period (default: fits the context, at most 50).",
-    ),
-    seed: int = seed_option("Seed of the random tokens.", DiscoveryOptions.seed),
+    options: DiscoveryOptions,
     wide: bool = typer.Option(
         False,
         "--wide",
@@ -83,17 +49,6 @@ def heads(
     """Score every head (previous-token, duplicate-token, induction...) and test each score's
     specificity against the head itself (its attention at nearby keys, a no-repeat control);
     roles need a significant test and the effect-size floor."""
-    options = DiscoveryOptions(  # built once, here: bad values are one-line errors before any work
-        n_seqs=n_seqs,
-        period=period,
-        seed=seed,
-        alpha=alpha,
-        fdr=fdr,
-        induction_score=induction_score,
-        n_draws=n_draws,
-        n_untrained=n_untrained,
-        untrained_rows=untrained_rows,
-    )
     outputs((json_out, "--json", "out.json"), (csv_out, "--csv", "out.json"))
     from interp_toolkit.cli.boundary import stdout_claimed
     from interp_toolkit.commands.analysis import heads as read_heads
@@ -109,7 +64,9 @@ def heads(
 
 
 @app.command("exam")
+@takes(PeriodExamOptions)
 def exam(
+    *,
     target: str = target_argument(),
     prompt: str | None = typer.Option(
         None, "--prompt", "-p", help="Prompt (default: built-in exams)."
@@ -126,25 +83,7 @@ def exam(
         "random offsets: pass rate with its Wilson 95% interval, the pass rule, median rank, and "
         "chance measured on an untrained model of the same architecture.",
     ),
-    n_prompts: int = typer.Option(  # exams/prompts.py N_PROMPTS: its module imports torch
-        200, "--n-prompts", help="Prompts per period and token kind (--periods)."
-    ),
-    seed: int = seed_option("Seed of the period prompts (--periods)."),
-    kinds: str = typer.Option(
-        "letters,random", "--kinds", help="Token kinds (--periods): letters, random or both."
-    ),
-    max_period: int | None = typer.Option(
-        None, "--max-period", help="Longest period (--periods; default: the longest that fits)."
-    ),
-    max_offset: int = typer.Option(  # exams/prompts.py MAX_OFFSET: its module imports torch
-        64, "--max-offset", help="Longest random prefix before the pattern (--periods)."
-    ),
-    chance_run: str | None = typer.Option(
-        None,
-        "--chance-run",
-        help="Another model (e.g. the 1-layer run) to sit the same prompts as a chance level "
-        "(--periods).",
-    ),
+    options: PeriodExamOptions,
     json_out: Path | None = json_option(),
     device: str = device_option(),
     dtype: str = dtype_option(),
@@ -159,16 +98,7 @@ def exam(
 
     if periods:
         found = analysis.period_exams(
-            target,
-            kinds=kinds,
-            n_prompts=n_prompts,
-            seed=seed,
-            prepend_bos=not no_bos,
-            max_period=max_period,
-            max_offset=max_offset,
-            chance_run=chance_run,
-            device=device,
-            dtype=dtype,
+            target, options, prepend_bos=not no_bos, device=device, dtype=dtype
         )
         emit(found.to_dict(), period_exams_view(found.target, found.rows, found.verdict), json_out)
         return

@@ -6,7 +6,10 @@ Heavy imports (torch, TransformerLens) happen inside commands so that ``--help``
 
 from __future__ import annotations
 
+import inspect
 import sys
+import typing
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +71,46 @@ def target_argument() -> Any:
     )
 
 
+def takes(cls: type) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A command's ``options: cls`` parameter becomes one option per field that declares flags
+    (:func:`interp_toolkit.runtime.options.option`), in field order, at its place (or after the
+    parameter a field names); the command is handed ``cls(...)`` built of them, after the
+    boundary checked each by its name."""
+    from interp_toolkit.runtime.options import FLAGS, flagged
+
+    fields, types = flagged(cls), typing.get_type_hints(cls)
+    keyword, anchor = inspect.Parameter.KEYWORD_ONLY, "options"
+    blocks: dict[str, list[inspect.Parameter]] = {}
+    for f in fields:
+        anchor = f.metadata.get("after", anchor)
+        required = f.default is f.default_factory  # both MISSING
+        default = typer.Option(
+            ... if required else f.default, *f.metadata[FLAGS], help=f.metadata["help"]
+        )
+        blocks.setdefault(anchor, []).append(
+            inspect.Parameter(f.name, keyword, default=default, annotation=types[f.name])
+        )
+
+    def wrap(command: Callable[..., Any]) -> Callable[..., Any]:
+        own, hints = inspect.signature(command).parameters, typing.get_type_hints(command)
+        params = [
+            q
+            for p in own.values()
+            for q in [p.replace(kind=keyword, annotation=hints[p.name])] * (p.name != "options")
+            + blocks.get(p.name, [])
+        ]
+
+        def run(**given: Any) -> Any:
+            built = cls(**{f.name: given.pop(f.name) for f in fields})
+            return command(options=built, **given)
+
+        run.__name__, run.__doc__ = command.__name__, command.__doc__
+        run.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+        return run
+
+    return wrap
+
+
 JSON_HELP = "Write the results as JSON here (- for standard output)."
 
 
@@ -89,11 +132,6 @@ def out_option(help: str, default: Any = None) -> Any:
 def seed_option(help: str, default: int | None = 0) -> Any:
     """``--seed N``: the seed of what the command draws."""
     return typer.Option(default, "--seed", help=help)
-
-
-def n_seqs_option(help: str, default: int | None = None) -> Any:
-    """``--n-seqs N``: how many rows the command reads."""
-    return typer.Option(default, "--n-seqs", help=help)
 
 
 def check_out_file(

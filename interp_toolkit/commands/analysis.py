@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from interp_toolkit.errors import UserError
+from interp_toolkit.exams.options import PeriodExamOptions
 from interp_toolkit.exams.periods import PeriodExam
 from interp_toolkit.exams.single import ExamResult
 from interp_toolkit.exams.verdict import ExamVerdict
@@ -248,43 +249,17 @@ class PeriodExams:
         }
 
 
-def parse_kinds(text: str) -> tuple[str, ...]:
-    from interp_toolkit.exams.prompts import TOKEN_KINDS
-
-    kinds = tuple(dict.fromkeys(k.strip() for k in text.split(",") if k.strip()))
-    bad = [k for k in kinds if k not in TOKEN_KINDS]
-    if bad or not kinds:
-        raise UserError(
-            f"--kinds {text!r}: use a comma-separated list of {', '.join(TOKEN_KINDS)}."
-        )
-    return kinds
-
-
 def period_exams(
     target: str,
+    options: PeriodExamOptions,
     *,
-    kinds: str = "letters,random",
-    n_prompts: int = 200,
-    seed: int = 0,
     prepend_bos: bool = True,
-    max_period: int | None = None,
-    max_offset: int = 64,
-    chance_run: str | None = None,
     device: str = "auto",
     dtype: str = "fp32",
 ) -> PeriodExams:
     """Two-repeat exams at every period and token kind, chance measured on an untrained twin
-    (and on ``chance_run``, which sits the same prompts), and their verdict."""
-    if n_prompts < 1:
-        raise UserError(f"--n-prompts {n_prompts} cannot work: use 1 or more.")
-    if max_offset < 0:
-        raise UserError(f"--max-offset {max_offset} cannot work: use 0 or more.")
-    if max_period is not None and max_period < 2:
-        raise UserError(f"--max-period {max_period} cannot work: use 2 or more.")
-    options: dict[str, Any] = {"kinds": parse_kinds(kinds), "n_prompts": n_prompts, "seed": seed}
-    options |= {"prepend_bos": prepend_bos, "max_offset": max_offset}
-    if max_period is not None:
-        options["max_period"] = max_period
+    (and on ``options.chance_run``, which sits the same prompts), and their verdict."""
+    chance_run, exam = options.chance_run, options.exam(prepend_bos)
     from interp_toolkit.exams.periods import exam_by_period, exam_with_chance, with_chance
     from interp_toolkit.exams.verdict import exam_verdict
     from interp_toolkit.stats.thresholds import THRESHOLDS
@@ -297,7 +272,7 @@ def period_exams(
     )
     source = getattr(tgt, "source", None)
     rows = exam_with_chance(
-        tgt.model, tgt.codec, model_cfg=getattr(source, "model_cfg", None), **options
+        tgt.model, tgt.codec, model_cfg=getattr(source, "model_cfg", None), **exam
     )
     if ref is not None:
         same = int(ref.model.cfg.n_ctx) == int(tgt.model.cfg.n_ctx)
@@ -306,5 +281,5 @@ def period_exams(
                 f"--chance-run {chance_run} has another context or vocabulary than "
                 f"{target}: it cannot sit the same prompts; give a run of the same recipe."
             )
-        rows = with_chance(rows, exam_by_period(ref.model, ref.codec, **options), ref.name)
-    return PeriodExams(tgt.name, prepend_bos, seed, rows, exam_verdict(rows, THRESHOLDS))
+        rows = with_chance(rows, exam_by_period(ref.model, ref.codec, **exam), ref.name)
+    return PeriodExams(tgt.name, prepend_bos, options.seed, rows, exam_verdict(rows, THRESHOLDS))

@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TextIO
 
+from interp_toolkit.development.options import StagesOptions
 from interp_toolkit.errors import UserError
 
 
@@ -86,44 +87,18 @@ class Staged:
 
 
 def stages(
-    run: Path,
-    sgld: dict[str, Any],
-    *,
-    n_batches: int = 4,
-    rows: int = 16,
-    max_step: int | None = None,
-    seed: int = 0,
-    reuse: bool = False,
-    bandwidth: float = 0.25,
-    min_swing: float = 0.1,
-    page: bool = False,
-    device: str = "auto",
+    run: Path, options: StagesOptions, *, page: bool = False, device: str = "auto"
 ) -> Staged:
-    """The LLC at every kept checkpoint (``sgld``: the SGLD settings given, the rest calibrated
-    for the run's preset) and the stages it marks, kept in RUN/stages.json; ``reuse``: the rule
-    again on the LLC kept there."""
-    from interp_toolkit.development.llc import SGLDSettings, calibrated_settings
+    """The LLC at every kept checkpoint (the SGLD settings given, the rest calibrated for the
+    run's preset) and the stages it marks, kept in RUN/stages.json; ``reuse``: the rule again
+    on the LLC kept there."""
+    from interp_toolkit.development.llc import calibrated_settings
     from interp_toolkit.runs.spec import split_step
 
     if (at := split_step(run)) is not None:
         raise UserError(
             f"stages reads every kept checkpoint of a run: give the run folder {at[0]}, not "
             f"{run} (--max-step {at[1]} for the checkpoints up to step {at[1]})."
-        )
-    given = {k: v for k, v in sgld.items() if v is not None}
-    replace(SGLDSettings(), **given, seed=seed).validate()  # one line before any work
-    for name, value in (("--batches", n_batches), ("--rows", rows)):
-        if value < 1:
-            raise UserError(f"{name}={value} cannot work: use a whole number, 1 or more.")
-    if not bandwidth > 0 or not 0 <= min_swing < 1:
-        raise UserError(
-            f"--bandwidth {bandwidth} --min-swing {min_swing} cannot work: use a bandwidth "
-            "above 0 and a floor from 0 to below 1."
-        )
-    if reuse and (given or max_step is not None):
-        raise UserError(
-            "--reuse reads the estimates RUN/stages.json keeps: drop the SGLD and --max-step "
-            "flags, or run without --reuse to estimate again."
         )
     from interp_toolkit.development.curve import LLCCurve
     from interp_toolkit.development.curve import stages as find_stages
@@ -133,16 +108,16 @@ def stages(
     from interp_toolkit.training.settings import recorded_preset_name
 
     preset = recorded_preset_name(read_config(run))  # not a run folder: its one line
-    rule = {"bandwidth": bandwidth, "min_swing": min_swing}
+    rule, max_step = options.rule, options.max_step
     # the run is held while its stages are read and kept (a training that would rewrite
     # the run, `train --restart`, is refused meanwhile, and the reverse)
     with folder_lock(run, "run folder"):
-        if reuse:
+        if options.reuse:
             curve = LLCCurve.from_dict(read_stages(run))
             with status("stages", "the rule on the kept LLC"):
                 found = find_stages(run, curve=curve, device=device, **rule)
         else:
-            settings, source = calibrated_settings(preset, given)
+            settings, source = calibrated_settings(preset, options.sgld)
             kept = RunPaths(run).snapshot_steps()
             steps = [s for s in kept if max_step is None or s <= max_step]
             if max_step is not None and len(kept) >= 3 > len(steps):
@@ -154,10 +129,10 @@ def stages(
             with status("stages", "estimating the LLC") as shown:
                 found = find_stages(
                     run,
-                    replace(settings, seed=seed),
+                    replace(settings, seed=options.seed),
                     settings_source=source,
-                    n_batches=n_batches,
-                    rows=rows,
+                    n_batches=options.n_batches,
+                    rows=options.rows,
                     steps=steps,
                     device=device,
                     progress=lambda i, n, step: shown.update(

@@ -8,7 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from interp_toolkit.errors import UserError
+from interp_toolkit.probing.options import ProbeOptions
 from interp_toolkit.runs import targets
+from interp_toolkit.saes.options import SAEOptions
+from interp_toolkit.units.options import NeuronOptions
 
 
 @dataclass(frozen=True)
@@ -28,40 +31,32 @@ class Layered:
 
 def probe(
     target: str,
-    feature: str,
+    options: ProbeOptions,
     *,
-    data: str | None = None,
-    ablate: list[str] | None = None,
-    n_seqs: int | None = None,
-    seq_len: int | None = None,
-    seed: int = 0,
     page: bool = False,
     device: str = "auto",
     dtype: str = "fp32",
 ) -> Layered:
-    """A linear probe of ``feature`` at every layer boundary, with its control task, selectivity
-    and an untrained twin (``data``: text or repeats; ``ablate``: heads mean-ablated)."""
+    """A linear probe of ``options.feature`` at every layer boundary, with its control task,
+    selectivity and an untrained twin (``data``: text or repeats; ``ablate``: heads
+    mean-ablated)."""
     from interp_toolkit.heads.registry import HeadId
     from interp_toolkit.probing.data import corpus_of
-    from interp_toolkit.probing.probes import DATA_KINDS, check_feature
     from interp_toolkit.probing.probes import probe as run_probe
 
-    check_feature(feature)
-    if data is not None and data not in DATA_KINDS:
-        raise UserError(f"--data {data!r} is unknown: use {' or '.join(DATA_KINDS)}.")
-    heads = [HeadId.parse(h) for h in ablate or []]
+    heads = [HeadId.parse(h) for h in options.ablate or []]
     tgt = targets.load_target(target, device, for_weights=False, dtype=dtype)
     corpus, val_fraction = corpus_of(tgt.source)
     result = run_probe(
         tgt.model,
         tgt.codec,
-        feature,
-        data=data,
+        options.feature,
+        data=options.data,
         corpus=corpus,
         val_fraction=val_fraction,
-        n_seqs=n_seqs,
-        seq_len=seq_len,
-        seed=seed,
+        n_seqs=options.n_seqs,
+        seq_len=options.seq_len,
+        seed=options.seed,
         ablate=heads,
         model_cfg=tgt.model_cfg,
     )
@@ -76,28 +71,22 @@ def probe(
 
 def neurons(
     target: str,
-    layer: int,
+    options: NeuronOptions,
     *,
-    top: int = 20,
-    chosen: list[int] | None = None,
-    show: int = 16,
-    n_seqs: int | None = None,
-    seed: int = 0,
     page: bool = False,
     device: str = "auto",
     dtype: str = "fp32",
 ) -> Layered:
     """Every neuron of an MLP layer: top contexts, promoted tokens and concepts, each beside the
-    untrained twin's and a shuffled control's; the table shows ``chosen`` or the ``show``
-    highest-firing."""
-    if top < 1 or show < 1:
-        raise UserError("--top and --show must be 1 or more.")
+    untrained twin's and a shuffled control's; the table shows the neurons chosen or the
+    ``show`` highest-firing."""
     from interp_toolkit.probing.data import corpus_of, neuron_windows
     from interp_toolkit.reports.layer_findings import neuron_sentence
     from interp_toolkit.reports.neurons import labels_for, neuron_page, neuron_report, shown_neurons
     from interp_toolkit.units.neurons import analyse_neurons, check_layers, untrained_twin
     from interp_toolkit.views.neurons import neuron_rows
 
+    layer, seed, chosen = options.layer, options.seed, options.neuron
     tgt = targets.load_target(target, device, dtype=dtype)
     check_layers(tgt.model, [layer])
     d_mlp = int(tgt.model.cfg.d_mlp)
@@ -105,11 +94,11 @@ def neurons(
     if bad:
         raise UserError(f"--neuron {bad[0]} does not exist: layer {layer} has 0..{d_mlp - 1}.")
     corpus, _ = corpus_of(tgt.source)
-    tokens = neuron_windows(tgt.codec, tgt.n_ctx, tgt.source, seed=seed, n_seqs=n_seqs)
+    tokens = neuron_windows(tgt.codec, tgt.n_ctx, tgt.source, seed=seed, n_seqs=options.n_seqs)
     seq_len = int(tokens.shape[1])
     twin = untrained_twin(tgt.model, tgt.model_cfg)
-    (info,) = analyse_neurons(tgt.model, tokens, [layer], k=top, seed=seed, untrained=twin)
-    picks = shown_neurons(info, chosen, show)
+    (info,) = analyse_neurons(tgt.model, tokens, [layer], k=options.top, seed=seed, untrained=twin)
+    picks = shown_neurons(info, chosen, options.show)
     data = {"target": tgt.name, "data": {"corpus": corpus, "rows": len(tokens), "seq_len": seq_len}}
     data |= neuron_report(info, tgt.codec)
     data["shown"] = picks
@@ -125,30 +114,21 @@ def neurons(
 
 def sae(
     target: str,
-    hook: str,
+    options: SAEOptions,
     *,
     out: Path | None = None,
-    arch: str = "topk",
-    expansion: int = 8,
-    k: int = 32,
-    tokens: int = 400_000,
-    seed: int = 0,
-    resume: bool = False,
-    show: int = 24,
-    progress: bool = True,
     device: str = "auto",
     dtype: str = "fp32",
 ) -> Layered:
-    """Train an SAE at ``hook`` into ``out`` (a run's own ``saes/`` folder by default), evaluate
-    it with SAELens's metrics and write its pages; ``folder``: where it lives."""
-    if tokens < 1 or show < 1:
-        raise UserError("--tokens and --show must be 1 or more.")
+    """Train an SAE at ``options.hook`` into ``out`` (a run's own ``saes/`` folder by default),
+    evaluate it with SAELens's metrics and write its pages; ``folder``: where it lives."""
     from interp_toolkit.reports.features import write_pages
     from interp_toolkit.runs.hub import is_hf_spec
     from interp_toolkit.runs.spec import split_step
     from interp_toolkit.saes.config import check_shape, hook_layer
     from interp_toolkit.saes.pipeline import default_folder, run_sae
 
+    arch, expansion, k, hook = options.arch, options.expansion, options.k, options.hook
     hook = ".".join(["blocks", str(hook_layer(hook)), *hook.split(".")[2:]])  # blocks.01.: 1
     if out is None and is_hf_spec(target):
         raise UserError(
@@ -166,7 +146,8 @@ def sae(
     at = split_step(target)  # RUN@STEP: the SAE of that checkpoint gets its own folder
     step = int(at[1]) if at is not None else None
     folder = out or default_folder(tgt.source, hook, arch, expansion, k, step)
-    shape = {"arch": arch, "expansion": expansion, "k": k, "tokens": tokens, "seed": seed}
+    shape = {"arch": arch, "expansion": expansion, "k": k}
+    shape |= {"tokens": options.tokens, "seed": options.seed}
     try:
         result = run_sae(
             tgt.model,
@@ -175,12 +156,12 @@ def sae(
             hook,
             folder,
             model_name=tgt.name,
-            resume=resume,
-            progress=progress,
+            resume=options.resume,
+            progress=not options.quiet,
             **shape,
         )
         title = f"SAE: {tgt.name} {hook}"
-        report = write_pages(result, tgt.model, tgt.codec, show=show, title=title)
+        report = write_pages(result, tgt.model, tgt.codec, show=options.show, title=title)
     except KeyboardInterrupt as exc:
         raise stopped_sae(exc, Path(folder)) from None
     trained = result.trained

@@ -20,6 +20,7 @@ from typing import Any
 
 from interp_toolkit.errors import UserError
 from interp_toolkit.runtime import validate
+from interp_toolkit.runtime.options import option
 from interp_toolkit.stats import thresholds
 
 #: Repeated-token rows the discovery batch scores by default (``heads --n-seqs``).
@@ -28,28 +29,49 @@ N_SEQS = 64
 
 @dataclass(frozen=True)
 class DiscoveryOptions:
-    """How discovery is run (every field has today's default; ``heads --help`` shows them).
-
-    The batch: ``n_seqs`` rows of ``[BOS] prefix seg x n_repeats filler`` (``period`` and
-    ``prefix_max``: None fits the model's context; ``token_range``: ``(low, high)`` ids, None:
-    the codec's default range), drawn from ``seed``. The test: ``alpha`` (``fdr``:
-    Benjamini-Hochberg over heads x scores at ``alpha`` instead of ``p <= alpha``), ``n_draws``
-    sign-flip draws (None: enough that BH can reject a lone effect), τ at ``quantile`` of the
-    null. ``induction_score``: ``"vw"`` (value-weighted) or ``"plain"`` decides the induction
-    role. ``n_untrained``: also test against that many untrained models, on the batch's first
-    ``untrained_rows`` rows (None: off; it decides nothing). ``batch_size``: rows per forward
-    pass (None: the default chunking).
+    """How discovery is run (every field has today's default; the fields with flags are the
+    ``heads`` command's options, in this order, their help saying what each is). The others:
+    the batch's rows are ``[BOS] prefix seg x n_repeats filler`` (``prefix_max``: None fits the
+    context; ``token_range``: ``(low, high)`` ids, None: the codec's range); τ is at
+    ``quantile`` of the null; ``batch_size``: rows per forward pass (None: default chunking).
     """
 
-    n_seqs: int = N_SEQS
-    period: int | None = None
-    seed: int = 0
-    alpha: float = thresholds.ALPHA
-    fdr: bool = False
-    induction_score: str = "vw"
-    n_draws: int | None = None
-    n_untrained: int | None = None
-    untrained_rows: int | None = None
+    alpha: float = option(
+        thresholds.ALPHA,
+        "--alpha",
+        help="A score is significant when p <= alpha (or BH at FDR alpha).",
+    )
+    fdr: bool = option(
+        False,
+        "--fdr",
+        help="Benjamini-Hochberg over heads x scores (false-discovery rate alpha).",
+    )
+    induction_score: str = option(
+        "vw",
+        "--induction-score",
+        help="Which score decides the induction role: vw (the post's value-weighted) or plain.",
+    )
+    n_draws: int | None = option(
+        None,
+        "--n-draws",
+        help="Sign-flip draws per test (default: enough that BH over every test can reject one).",
+    )
+    n_untrained: int | None = option(
+        None,
+        "--n-untrained",
+        help="Also test each score against K untrained models of the same architecture (a "
+        "second test, vs_untrained, that decides no role; off by default).",
+    )
+    untrained_rows: int | None = option(
+        None,
+        "--untrained-rows",
+        help="Probe rows the untrained models run on (default all; GPT-2 16).",
+    )
+    n_seqs: int = option(N_SEQS, "--n-seqs", help="Repeated-token sequences to score on.")
+    period: int | None = option(
+        None, "--period", help="Repeat period (default: fits the context, at most 50)."
+    )
+    seed: int = option(0, "--seed", help="Seed of the random tokens.")
     quantile: float = thresholds.QUANTILE
     n_repeats: int = 2
     prefix_max: int | None = None

@@ -6,11 +6,25 @@
 - :mod:`.checkpoints` resumable state in ``RUN/checkpoints/``
 - :mod:`.metrics`     metrics.jsonl and "the first step with an induction head"
 - :mod:`.settings`    ``TrainSettings`` (what config.json records)
+- :mod:`.options`     ``TrainOptions`` (the ``train`` command's options; no torch)
+
+The names below are imported when first used, so ``--help`` reads :mod:`.options` without torch.
 """
 
-from interp_toolkit.training.metrics import first_induction_step
-from interp_toolkit.training.settings import TrainSettings
-from interp_toolkit.training.steplog import StepInfo
-from interp_toolkit.training.trainer import TrainResult, train_model
+from importlib import import_module
+from typing import Any
 
-__all__ = ["StepInfo", "TrainResult", "TrainSettings", "first_induction_step", "train_model"]
+_OWNERS = {
+    "StepInfo": "steplog",
+    "TrainResult": "trainer",
+    "TrainSettings": "settings",
+    "first_induction_step": "metrics",
+    "train_model": "trainer",
+}
+__all__ = sorted(_OWNERS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _OWNERS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(f"interp_toolkit.training.{_OWNERS[name]}"), name)
