@@ -147,7 +147,7 @@ def stages(
         from interp_toolkit.runs.folder import read_metrics
         from interp_toolkit.views.stages import stages_html
 
-        html = stages_html(found.to_dict(traces=False), read_metrics(run))
+        html = stages_html(found, read_metrics(run))
     return Staged(found, data, html, metrics_damage(run))
 
 

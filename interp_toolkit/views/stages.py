@@ -93,11 +93,7 @@ def stages_section(stages: Stages, rows: list[dict[str, Any]], title: str = "Sta
     return Section(title, items, intro=intro)
 
 
-def stages_html(stages: Stages | dict[str, Any], rows: list[dict[str, Any]]) -> str:
-    """One offline page: the figure and the stages' sentences. ``stages``: the stages, or the
-    dict of ``stages --json`` (read back with :meth:`Stages.from_dict`)."""
-    if isinstance(stages, dict):
-        from interp_toolkit.development.curve import Stages
-
-        stages = Stages.from_dict(stages)
+def stages_html(stages: Stages, rows: list[dict[str, Any]]) -> str:
+    """One offline page: the figure and the stages' sentences (a ``stages --json`` file is read
+    back with :meth:`Stages.from_dict`)."""
     return render_report([stages_section(stages, rows)], title=f"{stages.curve.run}: stages")

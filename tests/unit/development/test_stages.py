@@ -375,7 +375,7 @@ def test_the_stages_view_reads_a_stages_json_written_before():
     llc = next(t for t in fig.data if t.name == "LLC")
     assert list(llc.x) == [1, 2, 3, 4] and list(llc.y) == [c["llc"] for c in old["checkpoints"]]
     assert {(s.x0, s.x1) for s in fig.layout.shapes if s.type == "rect"} == {(1, 3)}
-    page = stages_html(old, [])  # the dict of `stages --json` (what the CLI passes) is read too
+    page = stages_html(stages, [])
     s = old["stages"][-1]
     assert f"stage {s['stage']} (steps {s['start']}-{s['end']})" in page and "plotly" in page
 
