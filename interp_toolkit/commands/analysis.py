@@ -3,7 +3,7 @@ exams, one head's copying and the circuit of a task, each as a typed result."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from interp_toolkit.errors import UserError
@@ -11,6 +11,7 @@ from interp_toolkit.exams.options import PeriodExamOptions
 from interp_toolkit.exams.periods import PeriodExam
 from interp_toolkit.exams.single import ExamResult
 from interp_toolkit.exams.verdict import ExamVerdict
+from interp_toolkit.files.serialize import Jsonable, json_field
 from interp_toolkit.heads.options import DiscoveryOptions
 from interp_toolkit.runs import targets
 from interp_toolkit.runs.target import Target
@@ -59,16 +60,12 @@ def heads(
 
 
 @dataclass(frozen=True)
-class Exams:
+class Exams(Jsonable):
     """The exams a target sat: each one's rank, probability and top next tokens."""
 
     target: str
     prepend_bos: bool
-    results: list[ExamResult]
-
-    def to_dict(self) -> dict[str, Any]:
-        exams = [r.to_dict() for r in self.results]
-        return {"target": self.target, "prepend_bos": self.prepend_bos, "exams": exams}
+    results: list[ExamResult] = field(metadata=json_field(key="exams"))
 
 
 def exams(

@@ -154,8 +154,19 @@ class PeriodExam(Jsonable):
     )
 
     json_extra = {"pass_rate": "pass_rate", "wilson95": "wilson95", "offsets": "offset_record"}
-    json_order = ("period", "kind", "n_prompts", "passes", "pass_rate", "wilson95", "median_rank",
-                  "offsets", "chance", "mean_prob", "order_control")  # fmt: skip
+    json_order = (
+        "period",
+        "kind",
+        "n_prompts",
+        "passes",
+        "pass_rate",
+        "wilson95",
+        "median_rank",
+        "offsets",
+        "chance",
+        "mean_prob",
+        "order_control",
+    )
 
     @property
     def pass_rate(self) -> float:
@@ -179,8 +190,13 @@ class PeriodExam(Jsonable):
     def offset_record(self) -> dict[str, Any]:
         """The prefixes used, as exam JSON records them."""
         low, high = self.offsets
-        return {"min": low, "max": high, "positions": self.positions, "at_least": MIN_OFFSETS,
-                "roomy": self.roomy}  # fmt: skip
+        return {
+            "min": low,
+            "max": high,
+            "positions": self.positions,
+            "at_least": MIN_OFFSETS,
+            "roomy": self.roomy,
+        }
 
     @property
     def key(self) -> tuple[str, int]:

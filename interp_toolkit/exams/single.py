@@ -83,8 +83,18 @@ class ExamResult(Jsonable):
     n_tokens: int = 0
 
     json_extra = {"passed": "passed", "top": "top_tokens"}
-    json_order = ("name", "prompt", "target", "target_id", "rank", "prob", "logprob", "passed",
-                  "n_tokens", "top")  # fmt: skip
+    json_order = (
+        "name",
+        "prompt",
+        "target",
+        "target_id",
+        "rank",
+        "prob",
+        "logprob",
+        "passed",
+        "n_tokens",
+        "top",
+    )
 
     @property
     def passed(self) -> bool:

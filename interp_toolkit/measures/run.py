@@ -117,8 +117,19 @@ class RunSummary(Jsonable):
     loss_curve: list[list[int | float]] = field(metadata=_NOT_SAVED)  # [tokens (or step), loss]
     role_checks: RoleChecks | None = None  # None: not measured
 
-    json_order = ("name", "n_layers", "final_loss", "prompt_exams", "heads", "feeder", "route",
-                  "top_induction", "decides", "test", "role_checks")  # fmt: skip
+    json_order = (
+        "name",
+        "n_layers",
+        "final_loss",
+        "prompt_exams",
+        "heads",
+        "feeder",
+        "route",
+        "top_induction",
+        "decides",
+        "test",
+        "role_checks",
+    )
 
 
 @dataclass

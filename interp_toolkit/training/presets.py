@@ -217,8 +217,11 @@ def induction_outcome(preset: Preset, rows: list[dict], steps_done: int) -> str 
 
     if preset.model.n_layers < 2 or not preset.stops_on_induction or not rows:
         return None
-    scored = [(best_induction_score(r[k]), int(r["step"])) for r in rows
-              if (k := logged_induction_key(r)) is not None]  # fmt: skip
+    scored = [
+        (best_induction_score(r[k]), int(r["step"]))
+        for r in rows
+        if (k := logged_induction_key(r)) is not None
+    ]
     if not scored or max(scored)[0] > THRESHOLDS.induction:
         return None
     best, step = max(scored)

@@ -120,8 +120,17 @@ class Concept(Jsonable):
     holds: bool = False
 
     json_extra = {"lift": "capped_lift"}
-    json_order = ("concept", "value", "share", "base", "p_value", "lift", "holds", "monosemantic",
-                  "dead")  # fmt: skip
+    json_order = (
+        "concept",
+        "value",
+        "share",
+        "base",
+        "p_value",
+        "lift",
+        "holds",
+        "monosemantic",
+        "dead",
+    )
 
     @property
     def lift(self) -> float:

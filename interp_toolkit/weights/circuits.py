@@ -311,9 +311,21 @@ class HeadCircuit(Jsonable):
     trained_ids: str | None = None  # which ids those are, in words
 
     json_extra = ("accuracy_over",)
-    json_order = ("head", "copying_score", "copying_note", "top1_accuracy", "top5_accuracy",
-                  "accuracy_over", "trained_top1_accuracy", "trained_top5_accuracy", "trained_rows",
-                  "trained_ids", "pos_prev_token", "n_rows", "boosted")  # fmt: skip
+    json_order = (
+        "head",
+        "copying_score",
+        "copying_note",
+        "top1_accuracy",
+        "top5_accuracy",
+        "accuracy_over",
+        "trained_top1_accuracy",
+        "trained_top5_accuracy",
+        "trained_rows",
+        "trained_ids",
+        "pos_prev_token",
+        "n_rows",
+        "boosted",
+    )
 
     @property
     def accuracy_over(self) -> str:
