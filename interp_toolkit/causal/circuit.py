@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor
@@ -73,65 +73,72 @@ class CircuitEdge(Jsonable):
     position: int | None = field(default=None, metadata=json_field(omit_none=True))
 
 
+#: A field the JSON writes through ``json_extra`` (after the fields: the listed edges, the curve
+#: and the ``circuit`` group).
+_EXTRA = json_field(skip=True)
+#: What the held-out interval is (the JSON's note; the terminal says it too).
+HELDOUT_INTERVAL = "95% percentile bootstrap over the held-out prompts"
+
+
 @dataclass
-class Circuit:
+class Circuit(Jsonable):
     """What :func:`discover_circuit` found: every edge ranked, the curve, and the circuit (empty
-    with ``reason`` when there is none)."""
+    with ``reason`` when there is none); the JSON holds the circuit in a group (:meth:`chosen`)."""
 
     task: str
     method: str
     n_prompts: int
-    clean: float
-    corrupt: float
+    clean: float = field(metadata=json_field(key="clean_metric", digits=4))
+    corrupt: float = field(metadata=json_field(key="corrupt_metric", digits=4))
     gap: Estimate
-    ranked: list[CircuitEdge]
+    ranked: list[CircuitEdge] = field(metadata=_EXTRA)
     total_edges: int
-    target: float
-    curve: list[tuple[int, float]] = field(default_factory=list)
-    top_k: int | None = None
-    edges: list[CircuitEdge] = field(default_factory=list)
-    faithfulness: float | None = None
-    pruned: bool = False
-    reason: str = ""
+    target: float = field(metadata=json_field(key="threshold"))
+    curve: list[tuple[int, float]] = field(default_factory=list, metadata=_EXTRA)
+    top_k: int | None = field(default=None, metadata=_EXTRA)
+    edges: list[CircuitEdge] = field(default_factory=list, metadata=_EXTRA)
+    faithfulness: float | None = field(default=None, metadata=_EXTRA)
+    pruned: bool = field(default=False, metadata=_EXTRA)
+    reason: str = field(default="", metadata=_EXTRA)
     #: Off-grid k evaluated by the scan; single-edge removal rounds of the fixed point.
-    scanned: int = 0
-    prune_rounds: int = 0
+    scanned: int = field(default=0, metadata=_EXTRA)
+    prune_rounds: int = field(default=0, metadata=_EXTRA)
     #: The circuit on held-out prompts (another seed): its share of their gap, with a 95%
     #: percentile bootstrap interval over them, their gap and how many there are.
-    heldout: Estimate | None = None
-    heldout_gap: Estimate | None = None
-    heldout_prompts: int = 0
-    heldout_seed: int | None = None
+    heldout: Estimate | None = field(default=None, metadata=_EXTRA)
+    heldout_gap: Estimate | None = field(default=None, metadata=_EXTRA)
+    heldout_prompts: int = field(default=0, metadata=_EXTRA)
+    heldout_seed: int | None = field(default=None, metadata=_EXTRA)
+    #: How many of the highest-ranked edges the JSON lists (None: all).
+    n_ranked: int | None = field(default=None, metadata=_EXTRA)
 
-    def to_dict(self, n_ranked: int | None = None) -> dict[str, Any]:
-        ranked = self.ranked if n_ranked is None else self.ranked[:n_ranked]
+    json_extra: ClassVar = {"edges": "listed", "curve": "points", "circuit": "chosen"}
+
+    @property
+    def listed(self) -> list[CircuitEdge]:
+        return self.ranked[: self.n_ranked]
+
+    @property
+    def points(self) -> list[dict[str, Any]]:
+        return [{"edges": k, "faithfulness": round(f, 4)} for k, f in self.curve]
+
+    def chosen(self) -> dict[str, Any]:
+        """The ``circuit`` group: the circuit, its faithfulness and how they were found."""
         return {
-            "task": self.task,
-            "method": self.method,
-            "n_prompts": self.n_prompts,
-            "clean_metric": round(self.clean, 4),
-            "corrupt_metric": round(self.corrupt, 4),
-            "gap": vars(self.gap),
-            "total_edges": self.total_edges,
-            "threshold": self.target,
-            "edges": [e.to_dict() for e in ranked],
-            "curve": [{"edges": k, "faithfulness": round(f, 4)} for k, f in self.curve],
-            "circuit": {
-                "edges": [e.to_dict() for e in self.edges],
-                "faithfulness": None if self.faithfulness is None else round(self.faithfulness, 4),
-                "top_k": self.top_k,
-                "pruned": self.pruned,
-                "reason": self.reason,
-                "faithfulness_on": "selection prompts (the ones that ranked and chose the edges)",
-                "heldout_faithfulness": None if self.heldout is None else vars(self.heldout),
-                "heldout_gap": None if self.heldout_gap is None else vars(self.heldout_gap),
-                "heldout_prompts": self.heldout_prompts,
-                "heldout_seed": self.heldout_seed,
-                "heldout_interval": "95% percentile bootstrap over the held-out prompts",
-                "search": "scan in k order (smallest passing k), no bisection",
-                "scanned": self.scanned,
-                "prune_rounds": self.prune_rounds,
-            },
+            "edges": self.edges,
+            "faithfulness": None if self.faithfulness is None else round(self.faithfulness, 4),
+            "top_k": self.top_k,
+            "pruned": self.pruned,
+            "reason": self.reason,
+            "faithfulness_on": "selection prompts (the ones that ranked and chose the edges)",
+            "heldout_faithfulness": self.heldout,
+            "heldout_gap": self.heldout_gap,
+            "heldout_prompts": self.heldout_prompts,
+            "heldout_seed": self.heldout_seed,
+            "heldout_interval": HELDOUT_INTERVAL,
+            "search": "scan in k order (smallest passing k), no bisection",
+            "scanned": self.scanned,
+            "prune_rounds": self.prune_rounds,
         }
 
 
@@ -152,14 +159,16 @@ def _ranked(scores: EdgeScores, per_position: bool) -> list[CircuitEdge]:
     return [CircuitEdge(e, s) for e, s in scores.ranked()]
 
 
-def _keep(model: TransformerBridge, edges: list[CircuitEdge], n_pos: int) -> Tensor:
+def _drop(model: TransformerBridge, edges: list[CircuitEdge], n_pos: int) -> Tensor:
+    """The edges fed their corrupt-run value when only ``edges`` are kept (per position when
+    they name positions)."""
     graph = graph_of(model)
     if not edges or edges[0].position is None:
-        return graph.mask([e.edge for e in edges])
+        return graph.allowed & ~graph.mask([e.edge for e in edges])
     keep = torch.zeros(*graph.allowed.shape, n_pos, dtype=torch.bool)
     for e in edges:
         keep[(*graph.index(e.edge), e.position)] = True
-    return keep
+    return graph.allowed[..., None] & ~keep
 
 
 def discover_circuit(
@@ -213,8 +222,8 @@ def discover_circuit(
     cache: dict[int, float] = {}
 
     def recovered_all(sets: list[list[CircuitEdge]]) -> list[float]:
-        keeps = [_keep(model, edges, n_pos) for edges in sets]
-        return _recovered(model, task, keeps, runs, batch_size)
+        drops = [_drop(model, edges, n_pos) for edges in sets]
+        return _recovered(model, task, drops, runs, batch_size)
 
     def recovered_ks(ks: list[int]) -> list[float]:
         values = recovered_all([ranked[:k] for k in ks])
@@ -341,10 +350,8 @@ def _score_heldout(
     if found.edges[0].position is not None and heldout.clean.shape[1] != n_pos:
         return  # a per-position circuit names positions of prompts this long
     runs = task_runs(model, heldout, batch_size=batch_size)
-    graph = graph_of(model)
-    keep = _keep(model, found.edges, heldout.clean.shape[1])
-    drop = (graph.allowed if keep.ndim == 2 else graph.allowed[..., None].expand_as(keep)) & ~keep
-    patched = ablated_metrics(model, heldout, [drop], runs, batch_size=batch_size, graph=graph)
+    drop = _drop(model, found.edges, heldout.clean.shape[1])
+    patched = ablated_metrics(model, heldout, [drop], runs, batch_size=batch_size)
     idx = resamples(heldout.n_prompts, seed=derive(seed, "heldout_resamples"))
     removed = removed_share(runs.clean, runs.corrupt, patched, idx)[0]
     found.heldout = Estimate(
@@ -356,14 +363,10 @@ def _score_heldout(
 
 
 def _recovered(
-    model: TransformerBridge, task: Task, keeps: list[Tensor], runs: TaskRuns, batch_size: int
+    model: TransformerBridge, task: Task, drops: list[Tensor], runs: TaskRuns, batch_size: int
 ) -> list[float]:
-    """The faithfulness of each circuit ``keeps[i]``, side by side (one forward for many)."""
-    graph = graph_of(model)
-    drops = [
-        (graph.allowed if k.ndim == 2 else graph.allowed[..., None].expand_as(k)) & ~k
-        for k in keeps
-    ]
-    values = ablated_metrics(model, task, drops, runs, batch_size=batch_size, graph=graph)
+    """The faithfulness of each circuit (``drops[i]``: the edges it leaves out), side by side
+    (one forward for many)."""
+    values = ablated_metrics(model, task, drops, runs, batch_size=batch_size)
     clean, corrupt = float(runs.clean.mean()), float(runs.corrupt.mean())
     return [(float(v.mean()) - corrupt) / (clean - corrupt) for v in values]

@@ -4,7 +4,7 @@ they disagree, and whether the route by path's edges are in the circuit."""
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from transformer_lens import TransformerBridge
@@ -22,8 +22,8 @@ from interp_toolkit.stats.thresholds import THRESHOLDS
 IG_STEPS = 5
 
 
-def _top_ranked(circuit: Circuit) -> dict[str, Any]:
-    return circuit.to_dict(n_ranked=50)  # the JSON keeps the 50 highest-ranked edges
+def _top_ranked(circuit: Circuit) -> Circuit:
+    return replace(circuit, n_ranked=50)  # the JSON keeps the 50 highest-ranked edges
 
 
 def _route_edges(edges: tuple[tuple[str, bool, bool], ...]) -> list[dict[str, Any]]:

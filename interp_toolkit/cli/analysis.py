@@ -191,6 +191,5 @@ def circuit(
         device=device,
         dtype=dtype,
     )
-    data = found.to_dict()
-    emit(data, circuit_view(data), json_out)
+    emit(found.to_dict(), circuit_view(found.target, found.result, found.notes), json_out)
     save(out, found.page)

@@ -3,7 +3,7 @@ exams, one head's copying and the circuit of a task, each as a typed result."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from interp_toolkit.errors import UserError
@@ -24,24 +24,26 @@ TASK_NAMES = ("induction", "previous-token", "ioi", "docstring")
 @dataclass(frozen=True)
 class Read:
     """What a command read on a target: its name, the analysis's typed result (``result``),
-    the architecture's facts and its notes on the command's scores."""
+    the architecture's facts, its notes on the command's scores and the page when one was asked
+    for (``circuit --out``)."""
 
     target: str
     result: Any
     architecture: dict[str, Any]
     notes: list[str]
+    page: str | None = None
 
-    def to_dict(self, **options: Any) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         """The command's JSON: the result's fields between the target and the architecture."""
-        out = {"target": self.target, **self.result.to_dict(**options)}
+        out = {"target": self.target, **self.result.to_dict()}
         return out | {"architecture": self.architecture, "notes": self.notes}
 
 
-def _read(tgt: Target, result: Any, command: str, **where: Any) -> Read:
+def _read(tgt: Target, result: Any, command: str, page: str | None = None, **where: Any) -> Read:
     from interp_toolkit.models.architecture import architecture_of
 
     arch = architecture_of(tgt.model)
-    return Read(tgt.name, result, arch.describe(), arch.notes(command, **where))
+    return Read(tgt.name, result, arch.describe(), arch.notes(command, **where), page)
 
 
 def heads(
@@ -152,19 +154,6 @@ def copying(
     return _read(tgt, result, "copying")
 
 
-@dataclass(frozen=True)
-class Circuit:
-    """A task's circuit (``read.result``: a :class:`~interp_toolkit.causal.circuit.Circuit`)
-    and its page when one was asked for."""
-
-    read: Read
-    page: str | None
-    n_listed: int | None
-
-    def to_dict(self) -> dict[str, Any]:
-        return self.read.to_dict(n_ranked=self.n_listed)
-
-
 def circuit(
     target: str,
     task: str = "induction",
@@ -177,9 +166,10 @@ def circuit(
     page: bool = False,
     device: str = "auto",
     dtype: str = "fp32",
-) -> Circuit:
+) -> Read:
     """Every edge ranked by attribution (EAP / EAP-IG), the faithfulness curve and the smallest
-    circuit recovering 80% of ``task``; ``page``: its drawing too."""
+    circuit recovering 80% of ``task`` (``result``: a
+    :class:`~interp_toolkit.causal.circuit.Circuit`); ``page``: its drawing too."""
     if task not in TASK_NAMES:
         raise UserError(f"--task {task!r} is unknown: use one of {', '.join(TASK_NAMES)}.")
     if ig_steps < 1:
@@ -213,7 +203,8 @@ def circuit(
         cfg = tgt.model.cfg
         n_layers, n_heads = int(cfg.n_layers), int(cfg.n_heads)
         html = circuit_page(found, target=tgt.name, n_layers=n_layers, n_heads=n_heads)
-    return Circuit(_read(tgt, found, "circuit"), html, 2000 if per_position else None)
+    listed = replace(found, n_ranked=2000 if per_position else None)
+    return _read(tgt, listed, "circuit", html)
 
 
 @dataclass(frozen=True)

@@ -5,13 +5,16 @@ rich renderables for the CLI to print (:mod:`.terminal`)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
 from interp_toolkit.reports.terminal import Shown
+
+if TYPE_CHECKING:  # torch, which it imports, is not needed to draw a table
+    from interp_toolkit.causal.circuit import Circuit
 
 Data = Mapping[str, Any]
 
@@ -28,34 +31,37 @@ PROBE_COLUMNS = (
 )
 
 
-def circuit_view(data: Data) -> Shown:
-    """The gap, the circuit's edges and faithfulness (held out too), and the top-k curve."""
-    c, gap = data["circuit"], data["gap"]
+def circuit_view(target: str, found: Circuit, notes: list[str]) -> Shown:
+    """The gap, the circuit's edges and faithfulness (held out too), and the top-k curve (the
+    numbers as the JSON rounds them)."""
+    from interp_toolkit.causal.circuit import HELDOUT_INTERVAL
+
+    gap = found.gap
     shown: Shown = [
-        f"{data['target']}, task {data['task']} ({data['n_prompts']} pairs): clean "
-        f"{data['clean_metric']:.3f}, corrupt {data['corrupt_metric']:.3f}, gap {gap['value']:.3f} "
-        f"[{gap['low']:.3f}, {gap['high']:.3f}]; {data['method']}, {data['total_edges']} edges",
-        *(f"note: {note}." for note in data.get("notes", [])),
+        f"{target}, task {found.task} ({found.n_prompts} pairs): clean "
+        f"{round(found.clean, 4):.3f}, corrupt {round(found.corrupt, 4):.3f}, gap "
+        f"{gap.value:.3f} [{gap.low:.3f}, {gap.high:.3f}]; {found.method}, {found.total_edges} edges",
+        *(f"note: {note}." for note in notes),
     ]
-    if not c["edges"]:
-        return [*shown, f"no circuit: {c['reason']}"]
+    if not found.edges or found.faithfulness is None:
+        return [*shown, f"no circuit: {found.reason}"]
     table = Table(
-        title=f"circuit: {len(c['edges'])} edges recover {c['faithfulness']:.1%} of the gap "
-        f"(top {c['top_k']}{', pruned' if c['pruned'] else ''})"
+        title=f"circuit: {len(found.edges)} edges recover {round(found.faithfulness, 4):.1%} of "
+        f"the gap (top {found.top_k}{', pruned' if found.pruned else ''})"
     )
     for col in ("source", "target", "input", "score"):
         table.add_column(col, justify="right" if col == "score" else "left")
-    for e in c["edges"]:
-        table.add_row(e["source"], e["target"], e["input"], f"{e['score']:.4g}")
+    for e in found.edges:
+        table.add_row(*e.edge.key(), f"{round(e.score, 6):.4g}")
     shown.append(table)
-    held = c.get("heldout_faithfulness")
+    held = found.heldout
     if held is not None:
         shown.append(
-            f"held out: on {c['heldout_prompts']} prompts of the task drawn again (seed "
-            f"{c['heldout_seed']}) the circuit recovers {held['value']:.1%} [{held['low']:.1%}, "
-            f"{held['high']:.1%}] of the gap ({c['heldout_interval']})"
+            f"held out: on {found.heldout_prompts} prompts of the task drawn again (seed "
+            f"{found.heldout_seed}) the circuit recovers {held.value:.1%} [{held.low:.1%}, "
+            f"{held.high:.1%}] of the gap ({HELDOUT_INTERVAL})"
         )
-    curve = ", ".join(f"{p['edges']}: {p['faithfulness']:.2f}" for p in data["curve"])
+    curve = ", ".join(f"{k}: {round(f, 4):.2f}" for k, f in found.curve)
     return [*shown, f"faithfulness of the top-k edges: {curve}"]
 
 
