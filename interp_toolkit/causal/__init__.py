@@ -14,16 +14,17 @@
 
 from __future__ import annotations
 
-from transformer_lens import TransformerBridge
+from typing import TYPE_CHECKING
 
-from interp_toolkit.causal.paths import route_by_path
-from interp_toolkit.causal.routes import ModelRoute
-from interp_toolkit.causal.tasks import Task, induction_task
 from interp_toolkit.errors import UserError
-from interp_toolkit.heads.discovery import HeadReport
-from interp_toolkit.heads.induction import induction_heads, strongest_induction_head
-from interp_toolkit.runtime.seeds import derive
 from interp_toolkit.text.codecs import Codec
+
+if TYPE_CHECKING:  # imported where used: causal.options (--help) imports no torch
+    from transformer_lens import TransformerBridge
+
+    from interp_toolkit.causal.routes import ModelRoute
+    from interp_toolkit.causal.tasks import Task
+    from interp_toolkit.heads.discovery import HeadReport
 
 #: Prompts of the induction task the route and the study's circuits are measured on.
 ROUTE_PROMPTS = 64
@@ -32,6 +33,9 @@ ROUTE_PROMPTS = 64
 def study_task(model: TransformerBridge, codec: Codec, *, seed: int = 0) -> Task:
     """The induction task every study measurement reads (seed ``seed + 11``, as the causal
     probes have always used)."""
+    from interp_toolkit.causal.tasks import induction_task
+    from interp_toolkit.runtime.seeds import derive
+
     return induction_task(
         codec, int(model.cfg.n_ctx), n_prompts=ROUTE_PROMPTS, seed=derive(seed, "study_task")
     )
@@ -42,6 +46,10 @@ def induction_route(
 ) -> ModelRoute:
     """The route by path of the model's induction heads (:func:`~.induction.induction_heads`;
     the strongest candidate when no head has the role) on :func:`study_task`."""
+    from interp_toolkit.causal.paths import route_by_path
+    from interp_toolkit.causal.routes import ModelRoute
+    from interp_toolkit.heads.induction import induction_heads, strongest_induction_head
+
     heads = induction_heads(report) or [
         strongest_induction_head(report.scores.get(report.decides["induction"]))
     ]

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import typer
 
+from interp_toolkit.causal.options import CircuitOptions
 from interp_toolkit.cli.app import (
     app,
     csv_option,
@@ -18,7 +19,6 @@ from interp_toolkit.cli.app import (
     out_option,
     outputs,
     save,
-    seed_option,
     takes,
     target_argument,
 )
@@ -137,35 +137,12 @@ def copying(
 app.command("circuits", hidden=True)(copying)
 
 
-TASK_NAMES = ("induction", "previous-token", "ioi", "docstring")  # commands.analysis.TASK_NAMES
-
-
 @app.command("circuit")
+@takes(CircuitOptions)
 def circuit(
+    *,
     target: str = target_argument(),
-    task: str = typer.Option(
-        "induction", "--task", help=f"The behaviour to explain: {', '.join(TASK_NAMES)}."
-    ),
-    edges: int | None = typer.Option(
-        None,
-        "--edges",
-        help="Take the top K edges as the circuit (default: the smallest set recovering 80%, pruned).",
-    ),
-    ig_steps: int = typer.Option(
-        5, "--ig-steps", help="Integrated-gradient steps (EAP-IG); 1 is plain EAP."
-    ),
-    n_prompts: int = typer.Option(
-        64,  # causal.ROUTE_PROMPTS (a literal: --help imports no torch; tests/unit/test_owners.py)
-        "--n-prompts",
-        help="Clean/corrupt prompt pairs (64: the study's circuit).",
-    ),
-    per_position: bool = typer.Option(
-        False, "--per-position", help="Rank (edge, position) pairs instead of edges."
-    ),
-    seed: int = seed_option(
-        "Seed of the prompts and intervals: the study's seed S gives its circuit (the "
-        "induction task's prompts are drawn as the study draws them)."
-    ),
+    options: CircuitOptions,
     json_out: Path | None = json_option(
         "Write ranked edges, the curve and the circuit as JSON (- for stdout)."
     ),
@@ -179,17 +156,6 @@ def circuit(
     from interp_toolkit.commands.analysis import circuit as find_circuit
     from interp_toolkit.reports.terminal_units import circuit_view
 
-    found = find_circuit(
-        target,
-        task,
-        edges=edges,
-        ig_steps=ig_steps,
-        n_prompts=n_prompts,
-        per_position=per_position,
-        seed=seed,
-        page=out is not None,
-        device=device,
-        dtype=dtype,
-    )
+    found = find_circuit(target, options, page=out is not None, device=device, dtype=dtype)
     emit(found.to_dict(), circuit_view(found.target, found.result, found.notes), json_out)
     save(out, found.page)

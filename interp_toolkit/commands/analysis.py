@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from interp_toolkit.causal.options import CircuitOptions
 from interp_toolkit.errors import UserError
 from interp_toolkit.exams.options import PeriodExamOptions
 from interp_toolkit.exams.periods import PeriodExam
@@ -17,8 +18,6 @@ from interp_toolkit.runs import targets
 from interp_toolkit.runs.target import Target
 from interp_toolkit.runtime.progress import status
 from interp_toolkit.text.codecs import Codec
-
-TASK_NAMES = ("induction", "previous-token", "ioi", "docstring")
 
 
 @dataclass(frozen=True)
@@ -156,44 +155,32 @@ def copying(
 
 def circuit(
     target: str,
-    task: str = "induction",
+    options: CircuitOptions,
     *,
-    edges: int | None = None,
-    ig_steps: int = 5,
-    n_prompts: int = 64,
-    per_position: bool = False,
-    seed: int = 0,
     page: bool = False,
     device: str = "auto",
     dtype: str = "fp32",
 ) -> Read:
     """Every edge ranked by attribution (EAP / EAP-IG), the faithfulness curve and the smallest
-    circuit recovering 80% of ``task`` (``result``: a
+    circuit recovering 80% of ``options.task`` (``result``: a
     :class:`~interp_toolkit.causal.circuit.Circuit`); ``page``: its drawing too."""
-    if task not in TASK_NAMES:
-        raise UserError(f"--task {task!r} is unknown: use one of {', '.join(TASK_NAMES)}.")
-    if ig_steps < 1:
-        raise UserError(f"--ig-steps {ig_steps} cannot work: use 1 (EAP) or more (EAP-IG).")
-    if edges is not None and edges < 1:
-        raise UserError(f"--edges {edges} cannot work: use 1 or more.")
-    if n_prompts < 2:
-        raise UserError(f"--n-prompts {n_prompts} cannot give an interval: use 2 or more.")
     from interp_toolkit.causal.circuit import discover_circuit
     from interp_toolkit.causal.tasks import make_task
     from interp_toolkit.runtime.seeds import derive
 
     tgt = targets.load_target(target, device, for_weights=False, dtype=dtype)
     # the study's induction task draws its prompts with derive(seed, "study_task"): the same here
-    prompts = derive(seed, "study_task") if task == "induction" else seed
-    made = make_task(task, tgt.model, tgt.codec, n_prompts=n_prompts, seed=prompts)
+    o = options
+    prompts = derive(o.seed, "study_task") if o.task == "induction" else o.seed
+    made = make_task(o.task, tgt.model, tgt.codec, n_prompts=o.n_prompts, seed=prompts)
     with status("circuit", "scoring edges") as shown:
         found = discover_circuit(
             tgt.model,
             made,
-            ig_steps=ig_steps,
-            per_position=per_position,
-            seed=seed,
-            fixed_k=edges,
+            ig_steps=o.ig_steps,
+            per_position=o.per_position,
+            seed=o.seed,
+            fixed_k=o.edges,
             progress=shown.update,
         )
     html = None
@@ -203,7 +190,7 @@ def circuit(
         cfg = tgt.model.cfg
         n_layers, n_heads = int(cfg.n_layers), int(cfg.n_heads)
         html = circuit_page(found, target=tgt.name, n_layers=n_layers, n_heads=n_heads)
-    listed = replace(found, n_ranked=2000 if per_position else None)
+    listed = replace(found, n_ranked=2000 if o.per_position else None)
     return _read(tgt, listed, "circuit", html)
 
 

@@ -8,11 +8,15 @@ import dataclasses
 import io
 import json
 
+import pytest
 from rich.console import Console
 
 from interp_toolkit.causal.circuit import Circuit, CircuitEdge
 from interp_toolkit.causal.graph import Edge, Node
+from interp_toolkit.causal.options import TASK_NAMES, CircuitOptions
 from interp_toolkit.causal.routes import Estimate
+from interp_toolkit.causal.tasks import TASKS
+from interp_toolkit.errors import UserError
 from interp_toolkit.reports.terminal_units import circuit_view
 
 KEY = CircuitEdge(Edge(Node("head", 0, 0), Node("k", 1, 0)), 0.123456789)
@@ -100,3 +104,10 @@ def test_the_terminal_reads_the_circuit_with_the_jsons_rounding():
 def test_no_circuit_is_said_with_its_reason_and_no_table():
     shown = circuit_view("run", found(edges=[], faithfulness=None, reason="gap too small"), [])
     assert _lines(shown)[1:] == ["no circuit: gap too small"]
+
+
+def test_the_options_name_every_task_and_refuse_bad_values():
+    """``--task``'s names (a torch-free copy, for ``--help``) are the tasks' registry."""
+    assert TASK_NAMES == tuple(TASKS)
+    with pytest.raises(UserError, match="--n-prompts 1 cannot give an interval"):
+        CircuitOptions(n_prompts=1)
