@@ -68,7 +68,8 @@ def neuron_page(
 ) -> str:
     """An offline page: the table of ``neurons`` and a circuitsvis view of each one's top
     ``contexts`` contexts, coloured by every shown neuron's activation."""
-    picks = sorted({(int(r), int(p)) for n in neurons for r, p in _tops(info, n, contexts)})
+    top = info.top.rows[:, :contexts].tolist(), info.top.positions[:, :contexts].tolist()
+    picks = sorted({(r, p) for n in neurons for r, p in zip(top[0][n], top[1][n], strict=True)})
     rows = sorted({r for r, _ in picks})
     acts = neuron_activations(model, tokens[rows], info.layer, neurons)
     ctx_tokens, ctx_acts = context_windows(codec, tokens, picks, rows, acts)
@@ -94,12 +95,4 @@ def neuron_page(
             ),
         ],
         title=title,
-    )
-
-
-def _tops(info: LayerNeurons, neuron: int, n: int) -> list[tuple[int, int]]:
-    return list(
-        zip(
-            info.top.rows[neuron, :n].tolist(), info.top.positions[neuron, :n].tolist(), strict=True
-        )
     )

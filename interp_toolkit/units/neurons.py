@@ -311,43 +311,28 @@ class LayerNeurons:
                     float(self.top.values[n, 0]),
                     c,
                     label[c.value] if c.kind in ("token", "previous") and c.value >= 0 else c.value,
-                    [TopContext(r, p, v, label[t]) for r, p, v, t in top],
-                    [Promotion(label[int(t)], v) for t, v in promoted],
+                    [
+                        {"row": r, "pos": p, "activation": v, "token": label[t]}
+                        for r, p, v, t in top
+                    ],
+                    [{"token": label[t], "logit": v} for t, v in promoted],
                 )
             )
         return out
 
 
 @dataclass(frozen=True)
-class TopContext(Jsonable):
-    """One of a neuron's top activations: where (row, position), how strong, on which token."""
-
-    row: int
-    pos: int
-    activation: float = field(metadata=json_field(digits=4))
-    token: str
-
-
-@dataclass(frozen=True)
-class Promotion(Jsonable):
-    """A token a neuron promotes, and its logit per unit activation."""
-
-    token: str
-    logit: float = field(metadata=json_field(digits=4))
-
-
-@dataclass(frozen=True)
 class NeuronRecord(Jsonable):
     """One neuron as ``neurons`` writes it: its top activation, its concept (``value``: a token
-    concept's token label, written over the concept's id in its place), top contexts and
-    promoted tokens."""
+    concept's token label, written over the concept's id in its place), its top contexts (row,
+    position, activation, token) and promoted tokens (token, logit per unit activation)."""
 
     neuron: int
     max_activation: float = field(metadata=json_field(digits=4))
     concept: Concept = field(metadata=json_field(inline=True))
     value: str | int
-    top: list[TopContext]
-    promoted: list[Promotion]
+    top: list[dict[str, object]] = field(metadata=json_field(digits=4))
+    promoted: list[dict[str, object]] = field(metadata=json_field(digits=4))
 
 
 def analyse_neurons(
