@@ -18,8 +18,6 @@ from interp_toolkit.development.llc import (
     estimate_llc,
 )
 from interp_toolkit.development.stages import (
-    BANDWIDTH,
-    MIN_SWING,
     NOT_READ,
     Boundary,
     describe_stages,
@@ -39,6 +37,7 @@ from interp_toolkit.runs.folder import (
     read_metrics,
     read_weights,
 )
+from interp_toolkit.stats.thresholds import BANDWIDTH, MIN_SWING
 from interp_toolkit.training.settings import recorded_preset_name
 
 
