@@ -141,5 +141,5 @@ def stages(
     found = find_stages(run, options, page=html_out is not None, device=device)
     if found.damage:  # the stages' descriptions read it
         typer.echo(f"warning: {found.damage}", err=True)
-    emit(found.data, stages_view(found.data), json_out)
+    emit(found.stages.to_dict(), stages_view(found.stages), json_out)
     save(html_out, found.page)

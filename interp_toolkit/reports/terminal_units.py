@@ -14,6 +14,7 @@ from rich.text import Text
 from interp_toolkit.reports.terminal import Shown
 
 if TYPE_CHECKING:  # torch, which these modules import, is not needed to draw a table
+    from interp_toolkit.development.curve import Stages
     from interp_toolkit.probing.probes import ProbeResult, ProbeRow
     from interp_toolkit.saes.evaluate import SAEMetrics
     from interp_toolkit.units.neurons import LayerNeurons
@@ -181,38 +182,38 @@ def sae_view(
     return [t]
 
 
-def _f(x: float | None) -> str:
-    return "-" if x is None else f"{x:.3g}"
-
-
-def stages_view(data: Data) -> Shown:
+def stages_view(found: Stages) -> Shown:
     """The LLC at every checkpoint (boundaries starred), the rule, each stage's description and
     where the induction phase change falls."""
-    s = data["settings"]
+    from interp_toolkit.development.llc import rounded
+
+    def _f(x: float) -> str:  # as stages.json holds it
+        return "-" if (v := rounded(x)) is None else f"{v:.3g}"
+
+    c, s = found.curve, found.curve.settings
     table = Table(
-        title=f"{data['run']}: LLC at {len(data['checkpoints'])} kept checkpoints (SGLD ε "
-        f"{s['step_size']:g}, γ {s['gamma']:g}, nβ {data['checkpoints'][0]['nbeta']:.3g}, "
-        f"{s['chains']} chains x {s['draws']} draws after {s['burn_in']} burn-in)"
+        title=f"{c.run}: LLC at {len(c.steps)} kept checkpoints (SGLD ε {s.step_size:g}, γ "
+        f"{s.gamma:g}, nβ {c.estimates[0].nbeta:.3g}, {s.chains} chains x {s.draws} draws after "
+        f"{s.burn_in} burn-in)"
     )
     for col in ("step", "LLC", "interval", "init loss", "R-hat", "max |drift|"):
         table.add_column(col, justify="right")
-    bounds = {b["step"] for b in data["boundaries"]}
-    for c in data["checkpoints"]:
-        lo, hi = c["interval"]
-        drift = [abs(d) for d in c["diagnostics"]["drift"] if d is not None]
+    bounds = {b.step for b in found.boundaries}
+    for step, e in zip(c.steps, c.estimates, strict=True):
+        drift = [abs(d) for d in rounded(e.drift) if d is not None]
         table.add_row(
-            f"{c['step']}{' *' if c['step'] in bounds else ''}",
-            _f(c["llc"]) + (" (below 0)" if c.get("below_zero") else ""),
-            f"{_f(lo)} - {_f(hi)}",
-            _f(c["init_loss"]),
-            _f(c["diagnostics"]["r_hat"]),
+            f"{step}{' *' if step in bounds else ''}",
+            _f(e.llc) + (" (below 0)" if e.below_zero else ""),
+            f"{_f(e.low)} - {_f(e.high)}",
+            _f(e.init_loss),
+            _f(e.r_hat),
             _f(max(drift)) if drift else "-",
         )
-    rule = data["rule"]
+    rule = found.rule
     shown: Shown = [
         table,
-        f"settings: {data.get('settings_source', 'given')}.",
-        f"batches: {data['batches']['source']}.",
+        f"settings: {c.settings_source}.",
+        f"batches: {c.batches['source']}.",
         f"rule: {rule['boundary']} (* above).",
     ]
     if rule.get("not_read_steps"):
@@ -220,9 +221,9 @@ def stages_view(data: Data) -> Shown:
         shown.append(f"not read (below 0) at steps {steps}: {rule['not_read']}.")
     shown += [
         f"stage {st['stage']} (steps {st['start']}-{st['end']}): {st['summary']}"
-        for st in data["stages"]
+        for st in found.stages
     ]
-    pc = data["phase_change"]
+    pc = found.phase_change
     rise = pc.get("steepest_rise")
     if rise:
         shown.append(
