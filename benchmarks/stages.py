@@ -63,7 +63,9 @@ def main() -> None:
                           progress=tick, settings_source=source)  # fmt: skip
         times = [e.seconds for e in curve.estimates]
         found = stages(run, curve=curve)
-        data = found.to_dict(traces=False)
+        data = found.to_dict()
+        for c in data["checkpoints"]:
+            del c["traces"]  # the estimates, not their chains
         n_layers = cfg["model"]["n_layers"]
         result = {
             "run": str(run),

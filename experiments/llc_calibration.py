@@ -61,7 +61,7 @@ def main() -> None:
             draw_means = [float(t[args.burn_in :].mean()) for t in e.traces]
             row = {
                 "step": step, "eps": eps, "gamma": gamma, "nbeta": nbeta,
-                "llc": e.to_dict(traces=False)["llc"], "interval": [e.low, e.high],
+                "llc": e.to_dict()["llc"], "interval": [e.low, e.high],
                 "init_loss": e.init_loss, "draw_loss_above_init": [
                     m - e.init_loss for m in draw_means],
                 "drift": e.drift, "r_hat": e.r_hat, "finite": e.finite,

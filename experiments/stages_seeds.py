@@ -68,7 +68,7 @@ def main() -> None:
             if n_layers > 2:
                 continue
             s = read_stages(seed, run, n_layers)
-            data = s.stages.to_dict(traces=False)
+            data = s.stages.to_dict()
             found.append(s)
             secs = [c["seconds"] for c in data["checkpoints"]]
             sizes = [p.stat().st_size for p in RunPaths(run).snapshots.glob("*.safetensors")]

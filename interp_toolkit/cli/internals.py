@@ -49,7 +49,8 @@ def neurons_cmd(
     from interp_toolkit.reports.terminal_units import neurons_view
 
     found = neurons(target, options, page=out is not None, device=device, dtype=dtype)
-    emit(found.data, neurons_view(found.data, found.rows), json_out)
+    shown = neurons_view(found.target, found.layer, found.labels, found.shown, found.finding)
+    emit(found.to_dict(), shown, json_out)
     save(out, found.page)
 
 
@@ -77,8 +78,8 @@ def probe_cmd(
     from interp_toolkit.reports.terminal_units import probe_csv, probe_view
 
     found = probe(target, options, page=out is not None, device=device, dtype=dtype)
-    emit(found.data, probe_view(found.data), json_out)
-    save(csv_out, probe_csv(found.data))
+    emit(found.to_dict(), probe_view(found.target, found.result), json_out)
+    save(csv_out, probe_csv(found.result))
     save(out, found.page)
 
 
@@ -106,7 +107,9 @@ def sae_cmd(
     from interp_toolkit.reports.terminal_units import sae_view
 
     found = sae(target, options, out=out, device=device, dtype=dtype)
-    emit(found.data, sae_view(found.data), json_out)
+    rules = found.monosemantic, found.monosemantic_shuffled
+    shown = sae_view(found.target, found.hook, found.setting, found.evals, *rules)
+    emit(found.to_dict(), shown, json_out)
     typer.echo(
         f"wrote {found.folder} (cfg.json, sae_weights.safetensors, index.html)",
         err=stdout_claimed(),
@@ -138,5 +141,5 @@ def stages(
     found = find_stages(run, options, page=html_out is not None, device=device)
     if found.damage:  # the stages' descriptions read it
         typer.echo(f"warning: {found.damage}", err=True)
-    emit(found.data, stages_view(found.data), json_out)
+    emit(found.stages.to_dict(), stages_view(found.stages), json_out)
     save(html_out, found.page)

@@ -7,10 +7,13 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from interp_toolkit.development.options import StagesOptions
 from interp_toolkit.errors import UserError
+
+if TYPE_CHECKING:
+    from interp_toolkit.development.curve import Stages
 
 
 def sample(
@@ -73,17 +76,12 @@ def sample(
 
 @dataclass(frozen=True)
 class Staged:
-    """A run's stages (``found``: :class:`~interp_toolkit.development.curve.Stages`), the JSON
-    kept in RUN/stages.json (``data``), its figure when asked for, and what was wrong with the
-    run's metrics.jsonl (``damage``, None when whole)."""
+    """A run's stages (kept in RUN/stages.json), its figure when asked for, and what was wrong
+    with the run's metrics.jsonl (``damage``, None when whole)."""
 
-    found: Any
-    data: dict[str, Any]
+    stages: Stages
     page: str | None
     damage: str | None
-
-    def to_dict(self) -> dict[str, Any]:
-        return self.data
 
 
 def stages(
@@ -140,15 +138,15 @@ def stages(
                     ),
                     **rule,
                 )
-        data = found.to_dict(traces=True)
-        write_json(RunPaths(run).stages, {**data, **stamp(run)})  # kept (its report draws them)
+        # kept (its report draws them)
+        write_json(RunPaths(run).stages, {**found.to_dict(), **stamp(run)})
     html = None
     if page:
         from interp_toolkit.runs.folder import read_metrics
         from interp_toolkit.views.stages import stages_html
 
         html = stages_html(found, read_metrics(run))
-    return Staged(found, data, html, metrics_damage(run))
+    return Staged(found, html, metrics_damage(run))
 
 
 def attention(

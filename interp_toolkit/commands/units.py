@@ -8,25 +8,68 @@ from pathlib import Path
 from typing import Any
 
 from interp_toolkit.errors import UserError
+from interp_toolkit.files.serialize import Jsonable, json_field
 from interp_toolkit.probing.options import ProbeOptions
+from interp_toolkit.probing.probes import ProbeResult
 from interp_toolkit.runs import targets
+from interp_toolkit.saes.evaluate import SAEMetrics
 from interp_toolkit.saes.options import SAEOptions
+from interp_toolkit.saes.train import TrainedSAE
+from interp_toolkit.units.neurons import DEFINITION, LayerNeurons, NeuronRecord
 from interp_toolkit.units.options import NeuronOptions
+from interp_toolkit.units.reading import RuleCount
 
 
 @dataclass(frozen=True)
-class Layered:
-    """A layer command's result: ``data``, the JSON it writes; ``page``, its HTML when asked
-    for; ``rows``, the table's rows when they are not in the JSON as shown; ``folder``, where
-    it saved what it trained."""
+class Probed(Jsonable):
+    """``probe``'s result: the probe at every boundary (its JSON written into the record) and
+    its page when asked for."""
 
-    data: dict[str, Any]
-    page: str | None = None
-    rows: list[list[object]] = field(default_factory=list)
-    folder: Path | None = None
+    target: str
+    result: ProbeResult = field(metadata=json_field(inline=True))
+    page: str | None = field(default=None, metadata=json_field(skip=True))
 
-    def to_dict(self) -> dict[str, Any]:
-        return self.data
+
+@dataclass(frozen=True)
+class Windows(Jsonable):
+    """The rows a layer's neurons were read on: text windows of ``corpus``."""
+
+    corpus: str
+    rows: int
+    seq_len: int
+
+
+@dataclass(frozen=True)
+class Neurons(Jsonable):
+    """``neurons``' result: the layer's statistics three ways, the definitions, every neuron's
+    record, the ones the table shows and the layer's finding in words; ``layer`` and ``labels``
+    (its token ids' labels) for the table; the page when asked for."""
+
+    target: str
+    data: Windows
+    summary: dict[str, object]
+    definition: dict[str, object]
+    neurons: list[NeuronRecord]
+    shown: list[int]
+    finding: str
+    layer: LayerNeurons = field(metadata=json_field(skip=True))
+    labels: dict[int, str] = field(metadata=json_field(skip=True))
+    page: str | None = field(default=None, metadata=json_field(skip=True))
+
+
+@dataclass(frozen=True)
+class SAEFolder(Jsonable):
+    """``sae``'s result: the SAE trained at ``hook``, where it lives, how training went, its
+    metrics and its latents' rule counts (and the shuffled control's)."""
+
+    target: str
+    hook: str
+    folder: Path
+    setting: str
+    training: TrainedSAE
+    evals: SAEMetrics
+    monosemantic: RuleCount
+    monosemantic_shuffled: RuleCount
 
 
 def probe(
@@ -36,7 +79,7 @@ def probe(
     page: bool = False,
     device: str = "auto",
     dtype: str = "fp32",
-) -> Layered:
+) -> Probed:
     """A linear probe of ``options.feature`` at every layer boundary, with its control task,
     selectivity and an untrained twin (``data``: text or repeats; ``ablate``: heads
     mean-ablated)."""
@@ -66,7 +109,7 @@ def probe(
         from interp_toolkit.views.probes import probe_section
 
         html = render_report([probe_section([result])], title=f"Probe: {tgt.name}")
-    return Layered({"target": tgt.name, **result.to_dict()}, html)
+    return Probed(tgt.name, result, html)
 
 
 def neurons(
@@ -76,15 +119,14 @@ def neurons(
     page: bool = False,
     device: str = "auto",
     dtype: str = "fp32",
-) -> Layered:
+) -> Neurons:
     """Every neuron of an MLP layer: top contexts, promoted tokens and concepts, each beside the
     untrained twin's and a shuffled control's; the table shows the neurons chosen or the
     ``show`` highest-firing."""
     from interp_toolkit.probing.data import corpus_of, neuron_windows
     from interp_toolkit.reports.layer_findings import neuron_sentence
-    from interp_toolkit.reports.neurons import labels_for, neuron_page, neuron_report, shown_neurons
+    from interp_toolkit.reports.neurons import neuron_labels, neuron_page, shown_neurons
     from interp_toolkit.units.neurons import analyse_neurons, check_layers, untrained_twin
-    from interp_toolkit.views.neurons import neuron_rows
 
     layer, seed, chosen = options.layer, options.seed, options.neuron
     tgt = targets.load_target(target, device, dtype=dtype)
@@ -95,21 +137,19 @@ def neurons(
         raise UserError(f"--neuron {bad[0]} does not exist: layer {layer} has 0..{d_mlp - 1}.")
     corpus, _ = corpus_of(tgt.source)
     tokens = neuron_windows(tgt.codec, tgt.n_ctx, tgt.source, seed=seed, n_seqs=options.n_seqs)
-    seq_len = int(tokens.shape[1])
     twin = untrained_twin(tgt.model, tgt.model_cfg)
     (info,) = analyse_neurons(tgt.model, tokens, [layer], k=options.top, seed=seed, untrained=twin)
     picks = shown_neurons(info, chosen, options.show)
-    data = {"target": tgt.name, "data": {"corpus": corpus, "rows": len(tokens), "seq_len": seq_len}}
-    data |= neuron_report(info, tgt.codec)
-    data["shown"] = picks
-    data["finding"] = neuron_sentence(tgt.name, info)
-    ids = info.top_tokens[picks].reshape(-1).tolist() + info.promoted[picks].reshape(-1).tolist()
-    rows = neuron_rows(info, labels_for(tgt.codec, ids), picks)
+    labels = neuron_labels(tgt.codec, info)
     html = None
     if page:
         title = f"Neurons: {tgt.name}"
         html = neuron_page(tgt.model, tgt.codec, tokens, info, picks, title=title, name=tgt.name)
-    return Layered(data, html, rows)
+    windows, definition = Windows(corpus, *tokens.shape), {**DEFINITION, "k": info.k}
+    finding, records = neuron_sentence(tgt.name, info), info.records(labels)
+    return Neurons(
+        tgt.name, windows, info.summary(), definition, records, picks, finding, info, labels, html
+    )
 
 
 def sae(
@@ -119,7 +159,7 @@ def sae(
     out: Path | None = None,
     device: str = "auto",
     dtype: str = "fp32",
-) -> Layered:
+) -> SAEFolder:
     """Train an SAE at ``options.hook`` into ``out`` (a run's own ``saes/`` folder by default),
     evaluate it with SAELens's metrics and write its pages; ``folder``: where it lives."""
     from interp_toolkit.reports.features import write_pages
@@ -161,24 +201,20 @@ def sae(
             **shape,
         )
         title = f"SAE: {tgt.name} {hook}"
-        report = write_pages(result, tgt.model, tgt.codec, show=options.show, title=title)
+        write_pages(result, tgt.model, tgt.codec, show=options.show, title=title)
     except KeyboardInterrupt as exc:
         raise stopped_sae(exc, Path(folder)) from None
-    trained = result.trained
-    data = {
-        "target": tgt.name,
-        "hook": hook,
-        "folder": str(result.paths.root),
-        "setting": result.source.setting,
-        "training": {
-            "tokens": trained.tokens,
-            "steps": trained.steps,
-            "seconds": round(trained.elapsed_s, 2),
-            "resumed_from": trained.resumed_from,
-        },
-        **{key: report[key] for key in ("evals", "monosemantic", "monosemantic_shuffled")},
-    }
-    return Layered(data, folder=Path(result.paths.root))
+    feats = result.features
+    return SAEFolder(
+        tgt.name,
+        hook,
+        Path(result.paths.root),
+        result.source.setting,
+        result.trained,
+        result.metrics,
+        RuleCount.of(feats.concepts),
+        RuleCount.of(feats.shuffled),
+    )
 
 
 def stopped_sae(exc: KeyboardInterrupt, folder: Path) -> KeyboardInterrupt:

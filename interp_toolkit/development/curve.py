@@ -18,8 +18,6 @@ from interp_toolkit.development.llc import (
     estimate_llc,
 )
 from interp_toolkit.development.stages import (
-    BANDWIDTH,
-    MIN_SWING,
     NOT_READ,
     Boundary,
     describe_stages,
@@ -29,6 +27,7 @@ from interp_toolkit.development.stages import (
     steepest_rise,
 )
 from interp_toolkit.errors import UserError
+from interp_toolkit.files.serialize import Jsonable, json_field
 from interp_toolkit.heads.induction import first_induction_step
 from interp_toolkit.runs.folder import (
     RunPaths,
@@ -38,20 +37,32 @@ from interp_toolkit.runs.folder import (
     read_metrics,
     read_weights,
 )
+from interp_toolkit.stats.thresholds import BANDWIDTH, MIN_SWING
 from interp_toolkit.training.settings import recorded_preset_name
 
 
 @dataclass
-class LLCCurve:
+class LLCCurve(Jsonable):
     """The LLC at each checkpoint ``steps[i]`` (``estimates[i]``), on ``batches``, with the
-    settings ``settings_source`` names."""
+    settings ``settings_source`` names; its JSON is the curve's part of a ``stages.json``."""
 
     run: str
-    steps: list[int]
-    estimates: list[LLCEstimate]
+    steps: list[int] = field(metadata=json_field(skip=True))
+    estimates: list[LLCEstimate] = field(metadata=json_field(skip=True))
     batches: dict[str, Any]
-    seconds: float
+    seconds: float = field(metadata=json_field(digits=2))
     settings_source: str = "given"
+
+    json_extra = ("checkpoints", "settings")
+    json_order = ("run", "checkpoints", "batches", "settings", "settings_source", "seconds")
+
+    def checkpoints(self) -> list[dict[str, Any]]:
+        return [{"step": s, **e.to_dict()} for s, e in zip(self.steps, self.estimates, strict=True)]
+
+    @property
+    def settings(self) -> SGLDSettings | None:
+        """The estimates' settings (one for all: :func:`llc_curve`)."""
+        return self.estimates[0].settings if self.estimates else None
 
     @property
     def llc(self) -> list[float]:
@@ -78,32 +89,27 @@ class LLCCurve:
 
 
 @dataclass
-class Stages:
+class Stages(Jsonable):
     """An LLC curve, its stage boundaries (the rule of :mod:`.stages`) and the stages."""
 
-    curve: LLCCurve
+    curve: LLCCurve = field(metadata=json_field(inline=True))
     boundaries: list[Boundary]
     stages: list[dict[str, Any]]
     phase_change: dict[str, Any]
     rule: dict[str, Any] = field(default_factory=dict)
 
-    def to_dict(self, traces: bool = True) -> dict[str, Any]:
-        c = self.curve
-        return {
-            "run": c.run,
-            "checkpoints": [
-                {"step": s, **e.to_dict(traces=traces)}
-                for s, e in zip(c.steps, c.estimates, strict=True)
-            ],
-            "batches": c.batches,
-            "settings": c.estimates[0].settings.to_dict() if c.estimates else None,
-            "settings_source": c.settings_source,
-            "rule": self.rule,
-            "boundaries": [b.to_dict() for b in self.boundaries],
-            "stages": self.stages,
-            "phase_change": self.phase_change,
-            "seconds": round(c.seconds, 2),
-        }
+    json_order = (
+        "run",
+        "checkpoints",
+        "batches",
+        "settings",
+        "settings_source",
+        "rule",
+        "boundaries",
+        "stages",
+        "phase_change",
+        "seconds",
+    )
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Stages:

@@ -22,10 +22,10 @@ import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, fields, replace
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 from unittest import mock
 
 import numpy as np
@@ -33,7 +33,7 @@ import torch
 from jaxtyping import Float, Int
 
 from interp_toolkit.errors import UserError
-from interp_toolkit.files.serialize import Jsonable
+from interp_toolkit.files.serialize import Jsonable, json_field
 from interp_toolkit.runtime import validate
 from interp_toolkit.runtime.seeds import derive
 
@@ -103,26 +103,59 @@ def calibrated_settings(
     return replace(base, **given), f"{source}; given: {flags}"
 
 
-@dataclass
-class LLCEstimate:
-    """An LLC estimate with its chains. ``traces``: [chain, burn_in + draws] losses (the first
-    ``burn_in`` of each are burn-in); ``init_loss``: L(w*) over every batch."""
+def rounded(x: Any) -> Any:
+    """An estimate's number as its JSON holds it: 6 decimals, None where not finite (a stopped
+    chain's NaN); a list's element by element."""
+    if isinstance(x, list):
+        return [rounded(v) for v in x]
+    return round(float(x), 6) if math.isfinite(x) else None
 
-    llc: float
-    std: float
-    low: float
-    high: float
-    per_chain: list[float]
-    init_loss: float
+
+_NUM, _GROUPED = json_field(encode=rounded), json_field(skip=True)
+
+
+@dataclass
+class LLCEstimate(Jsonable):
+    """An LLC estimate with its chains. ``traces``: [chain, burn_in + draws] losses (the first
+    ``burn_in`` of each are burn-in; None: written without them); ``init_loss``: L(w*) over every
+    batch. Its JSON: numbers :func:`rounded`, the interval and the diagnostics grouped."""
+
+    llc: float = field(metadata=_NUM)
+    std: float = field(metadata=_NUM)
+    low: float = field(metadata=_GROUPED)
+    high: float = field(metadata=_GROUPED)
+    per_chain: list[float] = field(metadata=_NUM)
+    init_loss: float = field(metadata=_NUM)
     nbeta: float
-    traces: Float[torch.Tensor, "chain step"]
+    traces: Float[torch.Tensor, "chain step"] | None = field(
+        metadata=json_field(digits=6, omit_none=True)
+    )
     settings: SGLDSettings
-    drift: list[float]
-    r_hat: float
-    finite: bool
-    seconds: float
+    drift: list[float] = field(metadata=_GROUPED)
+    r_hat: float = field(metadata=_GROUPED)
+    finite: bool = field(metadata=_GROUPED)
+    seconds: float = field(metadata=json_field(digits=3))
     n_batches: int
     rows_per_batch: int
+
+    interval_rule: ClassVar[str] = "mean ± 2 standard errors over chains"
+    json_extra = ("below_zero", "interval", "interval_rule", "diagnostics")
+    json_order = (
+        "llc",
+        "below_zero",
+        "std",
+        "interval",
+        "interval_rule",
+        "per_chain",
+        "init_loss",
+        "nbeta",
+        "settings",
+        "diagnostics",
+        "seconds",
+        "n_batches",
+        "rows_per_batch",
+        "traces",
+    )
 
     @property
     def below_zero(self) -> bool:
@@ -130,64 +163,31 @@ class LLCEstimate:
         they are not at a local minimum (where the LLC is defined)."""
         return math.isfinite(self.high) and self.high < 0
 
-    def to_dict(self, traces: bool = True) -> dict[str, Any]:
-        """JSON-safe fields (NaN as None); ``traces``: with the per-chain loss traces."""
-        out: dict[str, Any] = {
-            "llc": _num(self.llc),
-            "below_zero": self.below_zero,
-            "std": _num(self.std),
-            "interval": [_num(self.low), _num(self.high)],
-            "interval_rule": "mean ± 2 standard errors over chains",
-            "per_chain": [_num(v) for v in self.per_chain],
-            "init_loss": _num(self.init_loss),
-            "nbeta": self.nbeta,
-            "settings": self.settings.to_dict(),
-            "diagnostics": {
-                "drift": [_num(v) for v in self.drift],
-                "drift_rule": "nβ × (mean of a chain's second half of draws − its first half)",
-                "r_hat": _num(self.r_hat),
-                "finite": self.finite,
-            },
-            "seconds": round(self.seconds, 3),
-            "n_batches": self.n_batches,
-            "rows_per_batch": self.rows_per_batch,
+    @property
+    def interval(self) -> list[float | None]:
+        return rounded([self.low, self.high])
+
+    @property
+    def diagnostics(self) -> dict[str, Any]:
+        return {
+            "drift": rounded(self.drift),
+            "drift_rule": "nβ × (mean of a chain's second half of draws − its first half)",
+            "r_hat": rounded(self.r_hat),
+            "finite": self.finite,
         }
-        if traces:
-            out["traces"] = [[round(float(v), 6) for v in row] for row in self.traces]
-        return out
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> LLCEstimate:
-        """An estimate back from :meth:`to_dict` (None as NaN; no traces: an empty [0, 0] tensor)."""
-        nan = float("nan")
-
-        def num(x: float | None) -> float:
-            return nan if x is None else float(x)
-
-        diag = d["diagnostics"]
-        return cls(
-            llc=num(d["llc"]),
-            std=num(d["std"]),
-            low=num(d["interval"][0]),
-            high=num(d["interval"][1]),
-            per_chain=[num(v) for v in d["per_chain"]],
-            init_loss=num(d["init_loss"]),
-            nbeta=float(d["nbeta"]),
-            traces=torch.tensor(d["traces"], dtype=torch.float32)
-            if d.get("traces")
-            else torch.empty(0, 0),
-            settings=SGLDSettings(**d["settings"]),
-            drift=[num(v) for v in diag["drift"]],
-            r_hat=num(diag["r_hat"]),
-            finite=bool(diag["finite"]),
-            seconds=float(d["seconds"]),
-            n_batches=int(d["n_batches"]),
-            rows_per_batch=int(d["rows_per_batch"]),
-        )
+        """An estimate back from its JSON (None as NaN; no traces: an empty [0, 0] tensor)."""
+        flat = {**d, **d["diagnostics"], "low": d["interval"][0], "high": d["interval"][1]}
+        flat["settings"] = SGLDSettings(**d["settings"])
+        flat["traces"] = torch.tensor(d["traces"]).float() if d.get("traces") else torch.empty(0, 0)
+        return cls(**{f.name: _nan(flat[f.name]) for f in fields(cls)})
 
 
-def _num(x: float) -> float | None:
-    return None if not math.isfinite(x) else round(float(x), 6)
+def _nan(x: Any) -> Any:
+    """:func:`rounded` read back: None as NaN, a list's element by element."""
+    return [_nan(v) for v in x] if isinstance(x, list) else float("nan") if x is None else x
 
 
 def estimate_llc(

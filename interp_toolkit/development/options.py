@@ -8,6 +8,7 @@ from typing import Any
 
 from interp_toolkit.errors import UserError
 from interp_toolkit.runtime.options import option
+from interp_toolkit.stats.thresholds import BANDWIDTH, MIN_SWING
 
 _CAL = "Default: the one calibrated for the run's preset (docs/stages.md, 'Settings')."
 SGLD = ("step_size", "gamma", "nbeta", "chains", "draws", "burn_in")
@@ -17,7 +18,7 @@ SGLD = ("step_size", "gamma", "nbeta", "chains", "draws", "burn_in")
 class StagesOptions:
     """The SGLD settings given (None: the run's preset's calibrated one), the batches the LLC
     reads, the checkpoints, the seed, ``reuse`` (the rule again on the kept LLC) and the rule's
-    settings (``bandwidth``, ``min_swing``: ``development/stages.py`` BANDWIDTH, MIN_SWING)."""
+    settings (``bandwidth``, ``min_swing``: ``stats/thresholds.py`` BANDWIDTH, MIN_SWING)."""
 
     step_size: float | None = option(None, "--step-size", help=f"SGLD step size ε. {_CAL}")
     gamma: float | None = option(None, "--gamma", help=f"Localisation strength γ. {_CAL}")
@@ -42,10 +43,12 @@ class StagesOptions:
         "(no SGLD: the stages, routes and rule settings are redone).",
     )
     bandwidth: float = option(
-        0.25, "--bandwidth", help="The rule's smoothing width, in natural-log steps."
+        BANDWIDTH, "--bandwidth", help="The rule's smoothing width, in natural-log steps."
     )
     min_swing: float = option(
-        0.1, "--min-swing", help="The rule's floor: a boundary's swings, as a share of the range."
+        MIN_SWING,
+        "--min-swing",
+        help="The rule's floor: a boundary's swings, as a share of the range.",
     )
 
     def __post_init__(self) -> None:

@@ -30,9 +30,8 @@ from typing import Any
 from interp_toolkit.files.serialize import Jsonable, json_field
 from interp_toolkit.heads.induction import best_induction_score, logged_induction_key
 from interp_toolkit.heads.registry import SCORE
+from interp_toolkit.stats.thresholds import BANDWIDTH, MIN_SWING, MOVED
 
-BANDWIDTH = 0.25
-MIN_SWING = 0.1
 #: Which estimates the rule leaves out, in words (recorded with every result).
 NOT_READ = (
     "a checkpoint whose LLC interval lies wholly below 0 (the chains found lower loss near its "
@@ -148,11 +147,6 @@ def measures(row: dict[str, Any] | None) -> dict[str, float | int | None]:
         "passage_drop": row.get("passage_drop"),
     }
     return out
-
-
-#: A stage's measure moved when it changed by at least this much (scores are in [0, 1]; losses
-#: in nats): what :func:`describe_stages` names in its sentence.
-MOVED = dict(loss=0.05, val_loss=0.05, previous_token=0.1, induction=0.1, passage_drop=0.1)
 
 
 def describe_stages(

@@ -67,25 +67,7 @@ def fit_probe(x: Float[torch.Tensor, "m d"], y: Int[torch.Tensor, " m"]) -> Line
     return LinearProbe(classes, weight, bias, center, alpha)
 
 
-def accuracy(
-    probe: LinearProbe, x: Float[torch.Tensor, "m d"], y: Int[torch.Tensor, " m"]
-) -> float:
-    """Fraction of rows of ``x`` the probe labels ``y`` (NaN for no rows)."""
-    return float((probe.predict(x) == y).double().mean()) if len(y) else float("nan")
-
-
 # --------------------------------------------------------------------------- scoring
-
-
-def resample_weights(n_rows: int, n_boot: int, seed: int) -> Float[torch.Tensor, "boot row"]:
-    """How often each of ``n_rows`` held-out rows is drawn in each of ``n_boot`` bootstrap
-    resamples (rows drawn with replacement; seeded). Row 0 of the result is the sample itself."""
-    gen = rng(seed, "probe_bootstrap")
-    picks = torch.randint(0, n_rows, (n_boot, n_rows), generator=gen)
-    weights = torch.zeros(n_boot + 1, n_rows, dtype=torch.float64)
-    weights[0] = 1.0
-    weights[1:].scatter_add_(1, picks, torch.ones_like(picks, dtype=torch.float64))
-    return weights
 
 
 def stratified_weights(
@@ -133,8 +115,8 @@ def balanced_accuracy(
 ) -> Float[torch.Tensor, " boot"]:
     """Balanced accuracy (the mean over the labels present of the share of that label's
     positions predicted right) on the sample (entry 0) and on each bootstrap resample of its
-    units (``weights``: :func:`stratified_weights` over :func:`class_units`, or
-    :func:`resample_weights` over rows; ``row_of``: each position's unit). A predictor that
+    units (``weights``: :func:`stratified_weights` over :func:`class_units`, or any resample
+    of rows; ``row_of``: each position's unit). A predictor that
     ignores its input scores ``1 / n_labels`` on average (chance)."""
     classes, yi = torch.unique(y, return_inverse=True)
     n_classes = len(classes)

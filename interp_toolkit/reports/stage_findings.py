@@ -62,9 +62,7 @@ class StagesOfRun:
         or either."""
         p, c = self.phase_step, self.stages.curve
         read = {
-            step: e
-            for step, e in zip(c.steps, c.estimates, strict=True)
-            if math.isfinite(e.llc) and not e.below_zero
+            s: e for s, e, v in zip(c.steps, c.estimates, c.read, strict=True) if math.isfinite(v)
         }
         before = [step for step in read if p is not None and step < p]
         if p is None or p not in read or not before:

@@ -1,10 +1,10 @@
 """What the terminal shows of a circuit, a probe, a layer's neurons, an SAE and a run's stages:
-rendered from the JSON their command writes (the same fields ``--json`` holds), returned as
-rich renderables for the CLI to print (:mod:`.terminal`)."""
+rendered from their typed results (what ``--json`` writes of them), returned as rich
+renderables for the CLI to print (:mod:`.terminal`)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
@@ -13,12 +13,15 @@ from rich.text import Text
 
 from interp_toolkit.reports.terminal import Shown
 
-if TYPE_CHECKING:  # torch, which it imports, is not needed to draw a table
+if TYPE_CHECKING:  # torch, which these modules import, is not needed to draw a table
     from interp_toolkit.causal.circuit import Circuit
+    from interp_toolkit.development.curve import Stages
+    from interp_toolkit.probing.probes import ProbeResult, ProbeRow
+    from interp_toolkit.saes.evaluate import SAEMetrics
+    from interp_toolkit.units.neurons import LayerNeurons
+    from interp_toolkit.units.reading import RuleCount
 
-Data = Mapping[str, Any]
-
-#: The probe table's columns: (header, value key, interval key or None).
+#: The probe table's columns: (header, :class:`~.probing.probes.ProbeRow` field, its interval's).
 PROBE_COLUMNS = (
     ("boundary", "boundary", None),
     ("balanced acc", "balanced", "balanced_ci"),
@@ -65,15 +68,15 @@ def circuit_view(target: str, found: Circuit, notes: list[str]) -> Shown:
     return [*shown, f"faithfulness of the top-k edges: {curve}"]
 
 
-def probe_csv(data: Data) -> str:
+def probe_csv(result: ProbeResult) -> str:
     """One row per boundary, the same field names as the JSON rows (an interval ``x_ci`` as
     ``x_lo`` and ``x_hi``)."""
     import csv
     import io
 
-    def flat(row: Data) -> dict[str, Any]:
+    def flat(row: ProbeRow) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        for key, value in row.items():
+        for key, value in row.to_dict().items():
             if key.endswith("_ci"):
                 lo, hi = value if value is not None else (None, None)
                 out[f"{key[:-3]}_lo"], out[f"{key[:-3]}_hi"] = lo, hi
@@ -81,128 +84,138 @@ def probe_csv(data: Data) -> str:
                 out[key] = value
         return out
 
-    rows = [flat(r) for r in data["rows"]]
+    rows = [flat(r) for r in result.rows]
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=["feature", *rows[0]], lineterminator="\n")
     writer.writeheader()
     for row in rows:
-        writer.writerow({"feature": data["feature"], **row})
+        writer.writerow({"feature": result.feature, **row})
     return buf.getvalue()
 
 
-def _cell(row: Data, key: str, ci_key: str | None) -> str:
-    value = row[key]
+def _cell(row: ProbeRow, key: str, ci_key: str | None) -> str:
+    value = getattr(row, key)
     if isinstance(value, bool):
         return "yes" if value else "no"
     if value is None:
         return "-"
     if not isinstance(value, float):
         return str(value)
-    ci = row.get(ci_key) if ci_key else None
+    ci = getattr(row, ci_key) if ci_key else None
     return f"{value:.3f}" + (f"\n[{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
 
 
-def probe_view(data: Data) -> Shown:
+def probe_view(target: str, res: ProbeResult) -> Shown:
     """Balanced accuracy, control, selectivity and the untrained model per boundary, with the
     definitions below."""
-    info = data["data"]
-    ablated = f"; ablated {', '.join(data['ablated'])}" if data["ablated"] else ""
+    info, method = res.data, res.method
+    ablated = f"; ablated {', '.join(res.ablated)}" if res.ablated else ""
     table = Table(
-        title=f"{data['target']}: {data['feature']} ({info['source']}, {info['n_rows']} rows x "
+        title=f"{target}: {res.feature} ({info['source']}, {info['n_rows']} rows x "
         f"{info['seq_len']}{ablated}); balanced accuracy on held-out rows, 95% intervals"
     )
     for header, *_ in PROBE_COLUMNS:
         table.add_column(header, justify="left" if header == "boundary" else "right")
-    for row in data["rows"]:
+    for row in res.rows:
         table.add_row(*(_cell(row, key, ci) for _, key, ci in PROBE_COLUMNS))
     untrained = (
-        f"Untrained: {data['untrained']} (seed {info['untrained_seed']})."
+        f"Untrained: {method['untrained']} (seed {info['untrained_seed']})."
         if info.get("untrained_seed") is not None
         else "Untrained: not measured (this model cannot be rebuilt)."
     )
     return [
         table,
-        f"{data['feature']}: {data['definition']}; its input: {data['input']}. Probe: "
-        f"{data['probe']}. Control: {data['control']}. Selectivity: {data['selectivity']}. "
-        f"{untrained} Decodable: {data['decodable']}. Held-out rows: {info['test_fraction']:.0%}.",
+        f"{res.feature}: {res.definition}; its input: {res.input}. Probe: {method['probe']}. "
+        f"Control: {method['control']}. Selectivity: {method['selectivity']}. {untrained} "
+        f"Decodable: {method['decodable']}. Held-out rows: {info['test_fraction']:.0%}.",
     ]
 
 
-def neurons_view(data: Data, rows: list[list[object]]) -> Shown:
-    """The shown neurons' table (``rows``: :func:`~.views.neurons.neuron_rows`), the layer's
-    finding and the definitions."""
-    from interp_toolkit.views.neurons import NEURON_HEADER
+def neurons_view(
+    target: str,
+    info: LayerNeurons,
+    labels: Mapping[int, str],
+    shown: Sequence[int],
+    finding: str,
+) -> Shown:
+    """The ``shown`` neurons' table (:func:`~.views.neurons.neuron_rows`, tokens as ``labels``
+    names them), the layer's ``finding`` and the definitions."""
+    from interp_toolkit.units.neurons import DEFINITION
+    from interp_toolkit.views.neurons import NEURON_HEADER, neuron_rows
 
-    s, d = data["summary"], data["definition"]
-    model = s["model"]
+    rule = info.model.rule
     table = Table(
-        title=f"{data['target']} layer {s['layer']}: {s['neurons']} neurons; "
-        f"{model['monosemantic']} monosemantic, {model['dead']} dead"
+        title=f"{target} layer {info.layer}: {info.n_neurons} neurons; "
+        f"{rule.monosemantic} monosemantic, {rule.dead} dead"
     )
     for col in NEURON_HEADER:
         table.add_column(col)
-    for row in rows:
+    for row in neuron_rows(info, labels, shown):
         table.add_row(*(escape(str(c)) for c in row))
     return [
         table,
-        Text(data["finding"]),
-        Text(f"monosemantic: {d['monosemantic']} (k = {d['k']}). promotes: {d['promoted']}."),
+        Text(finding),
+        Text(
+            f"monosemantic: {DEFINITION['monosemantic']} (k = {info.k}). promotes: "
+            f"{DEFINITION['promoted']}."
+        ),
     ]
 
 
-def sae_view(data: Data) -> Shown:
-    """SAELens's metrics by family, and the monosemantic latents (and a shuffled control's)."""
+def sae_view(
+    target: str, hook: str, setting: str, evals: SAEMetrics, rule: RuleCount, shuffled: RuleCount
+) -> Shown:
+    """SAELens's metrics by family, and the monosemantic latents (``rule``; ``shuffled``: under
+    the shuffled-activation control)."""
     from interp_toolkit.views.features import family_columns
 
-    t = Table(title=f"SAE {data['target']} {data['hook']} ({data['setting']})")
-    header, rows = family_columns(data["evals"])
+    t = Table(title=f"SAE {target} {hook} ({setting})")
+    header, rows = family_columns(evals.to_dict())
     for name in header:
         t.add_column(name)
     for row in rows:
         t.add_row(*(str(v) for v in row))
     blank = [""] * (len(header) - 2)
-    for label, key in (
-        ("monosemantic latents", "monosemantic"),
-        ("monosemantic, shuffled control", "monosemantic_shuffled"),
+    for label, mono in (
+        ("monosemantic latents", rule),
+        ("monosemantic, shuffled control", shuffled),
     ):
-        mono = data.get(key)
-        if mono is not None:
-            t.add_row(label, f"{mono['monosemantic']} of {mono['units'] - mono['dead']}", *blank)
+        t.add_row(label, f"{mono.monosemantic} of {mono.live}", *blank)
     return [t]
 
 
-def _f(x: float | None) -> str:
-    return "-" if x is None else f"{x:.3g}"
-
-
-def stages_view(data: Data) -> Shown:
+def stages_view(found: Stages) -> Shown:
     """The LLC at every checkpoint (boundaries starred), the rule, each stage's description and
     where the induction phase change falls."""
-    s = data["settings"]
+    from interp_toolkit.development.llc import rounded
+
+    def _f(x: float) -> str:  # as stages.json holds it
+        return "-" if (v := rounded(x)) is None else f"{v:.3g}"
+
+    c, s = found.curve, found.curve.settings
     table = Table(
-        title=f"{data['run']}: LLC at {len(data['checkpoints'])} kept checkpoints (SGLD ε "
-        f"{s['step_size']:g}, γ {s['gamma']:g}, nβ {data['checkpoints'][0]['nbeta']:.3g}, "
-        f"{s['chains']} chains x {s['draws']} draws after {s['burn_in']} burn-in)"
+        title=f"{c.run}: LLC at {len(c.steps)} kept checkpoints (SGLD ε {s.step_size:g}, γ "
+        f"{s.gamma:g}, nβ {c.estimates[0].nbeta:.3g}, {s.chains} chains x {s.draws} draws after "
+        f"{s.burn_in} burn-in)"
     )
     for col in ("step", "LLC", "interval", "init loss", "R-hat", "max |drift|"):
         table.add_column(col, justify="right")
-    bounds = {b["step"] for b in data["boundaries"]}
-    for c in data["checkpoints"]:
-        lo, hi = c["interval"]
-        drift = [abs(d) for d in c["diagnostics"]["drift"] if d is not None]
+    bounds = {b.step for b in found.boundaries}
+    for step, e in zip(c.steps, c.estimates, strict=True):
+        drift = [abs(d) for d in rounded(e.drift) if d is not None]
         table.add_row(
-            f"{c['step']}{' *' if c['step'] in bounds else ''}",
-            _f(c["llc"]) + (" (below 0)" if c.get("below_zero") else ""),
-            f"{_f(lo)} - {_f(hi)}",
-            _f(c["init_loss"]),
-            _f(c["diagnostics"]["r_hat"]),
+            f"{step}{' *' if step in bounds else ''}",
+            _f(e.llc) + (" (below 0)" if e.below_zero else ""),
+            f"{_f(e.low)} - {_f(e.high)}",
+            _f(e.init_loss),
+            _f(e.r_hat),
             _f(max(drift)) if drift else "-",
         )
-    rule = data["rule"]
+    rule = found.rule
     shown: Shown = [
         table,
-        f"settings: {data.get('settings_source', 'given')}.",
-        f"batches: {data['batches']['source']}.",
+        f"settings: {c.settings_source}.",
+        f"batches: {c.batches['source']}.",
         f"rule: {rule['boundary']} (* above).",
     ]
     if rule.get("not_read_steps"):
@@ -210,9 +223,9 @@ def stages_view(data: Data) -> Shown:
         shown.append(f"not read (below 0) at steps {steps}: {rule['not_read']}.")
     shown += [
         f"stage {st['stage']} (steps {st['start']}-{st['end']}): {st['summary']}"
-        for st in data["stages"]
+        for st in found.stages
     ]
-    pc = data["phase_change"]
+    pc = found.phase_change
     rise = pc.get("steepest_rise")
     if rise:
         shown.append(

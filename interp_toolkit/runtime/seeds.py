@@ -77,7 +77,7 @@ STREAMS: dict[str, Stream] = {
     "probe_windows": Stream(0),
     # probing/data.py control_labels: the control task's map from input values to labels
     "control_task": Stream(104_729),
-    # probing/lda.py resample_weights and stratified_weights: the probes' bootstrap resamples
+    # probing/lda.py stratified_weights: the probes' bootstrap resamples
     "probe_bootstrap": Stream(31_337),
     # units/neurons.py similarity_threshold: the random token pairs
     "similar_pairs": Stream(0),

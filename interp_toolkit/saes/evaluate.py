@@ -119,46 +119,44 @@ class SAEMetrics:
         return labels, counts
 
     def to_dict(self) -> dict[str, Any]:
-        """SAELens's metric names and groups, plus our latent counts and the histogram."""
+        """SAELens's metric names and groups (:data:`GROUPS`), plus our latent counts and the
+        histogram."""
         labels, counts = self.histogram()
-        r = lambda v: round(float(v), 6)  # noqa: E731
-        return {
-            "model_behavior_preservation": {
-                "kl_div_score": r(self.kl_div_score),
-                "kl_div_with_ablation": r(self.kl_div_with_ablation),
-                "kl_div_with_sae": r(self.kl_div_with_sae),
-            },
-            "model_performance_preservation": {
-                "ce_loss_score": r(self.ce_loss_score),
-                "ce_loss_with_ablation": r(self.ce_loss_with_ablation),
-                "ce_loss_with_sae": r(self.ce_loss_with_sae),
-                "ce_loss_without_sae": r(self.ce_loss_without_sae),
-            },
-            "reconstruction_quality": {
-                "explained_variance": r(self.explained_variance),
-                "mse": r(self.mse),
-            },
-            "sparsity": {"l0": r(self.l0)},
-            "latents": {
-                "d_sae": int(self.feature_density.numel()),
-                "dead": self.dead,
-                "dense": self.dense,
-                "dense_threshold": DENSE,
-                "density_histogram": {"log10_density": labels, "latents": counts},
-            },
-            "token_stats": {"total_tokens_eval": self.n_tokens},
-            **(
-                {"by_family": {k: v.family_dict() for k, v in self.by_family.items()}}
-                if self.by_family
-                else {}
-            ),
+        out: dict[str, Any] = {
+            group: {k: round(float(getattr(self, k)), 6) for k in keys}
+            for group, keys in GROUPS.items()
         }
+        out["latents"] = {
+            "d_sae": int(self.feature_density.numel()),
+            "dead": self.dead,
+            "dense": self.dense,
+            "dense_threshold": DENSE,
+            "density_histogram": {"log10_density": labels, "latents": counts},
+        }
+        out["token_stats"] = {"total_tokens_eval": self.n_tokens}
+        if self.by_family:
+            out["by_family"] = {k: v.family_dict() for k, v in self.by_family.items()}
+        return out
 
     def family_dict(self) -> dict[str, Any]:
         """The groups of :meth:`to_dict` without the histogram (one row family's metrics)."""
         d = self.to_dict()
         d["latents"].pop("density_histogram")
         return d
+
+
+#: SAELens's groups of the metrics (``sae_lens/evals.py``), each key in its order there.
+GROUPS = {
+    "model_behavior_preservation": ("kl_div_score", "kl_div_with_ablation", "kl_div_with_sae"),
+    "model_performance_preservation": (
+        "ce_loss_score",
+        "ce_loss_with_ablation",
+        "ce_loss_with_sae",
+        "ce_loss_without_sae",
+    ),
+    "reconstruction_quality": ("explained_variance", "mse"),
+    "sparsity": ("l0",),
+}
 
 
 def evaluate_sae(

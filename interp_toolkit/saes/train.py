@@ -31,7 +31,7 @@ import io
 import signal
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,7 @@ from transformer_lens import TransformerBridge
 
 from interp_toolkit.errors import Interrupted, UserError, signal_of
 from interp_toolkit.files.io import folder_lock, read_json, tidy_folders, write_bytes, write_json
+from interp_toolkit.files.serialize import Jsonable, json_field
 from interp_toolkit.runtime.progress import progress_bar
 from interp_toolkit.runtime.seeds import rng, seed_global
 from interp_toolkit.runtime.signals import deferred, stop_signals
@@ -67,19 +68,25 @@ def sae_loss(
     return loss, parts, f
 
 
-@dataclass
-class TrainedSAE:
-    """A trained SAE, where it was saved, and how training went."""
+_SKIP = json_field(skip=True)
 
-    sae: SparseAutoencoder
-    paths: SAEPaths | None
+
+@dataclass
+class TrainedSAE(Jsonable):
+    """A trained SAE, where it was saved, and how training went (its JSON: how it went)."""
+
+    sae: SparseAutoencoder = field(metadata=_SKIP)
+    paths: SAEPaths | None = field(metadata=_SKIP)
     steps: int
     tokens: int
-    elapsed_s: float
-    scale: float
-    dead_in_training: int  # latents that did not fire in the last dead_window() activations
+    elapsed_s: float = field(metadata=json_field(key="seconds", digits=2))
+    scale: float = field(metadata=_SKIP)
+    # latents that did not fire in the last dead_window() activations
+    dead_in_training: int = field(metadata=_SKIP)
     resumed_from: int | None
-    last: dict[str, float]
+    last: dict[str, float] = field(metadata=_SKIP)
+
+    json_order = ("tokens", "steps", "seconds", "resumed_from")
 
 
 def _lr(step: int, steps: int, lr: float) -> float:

@@ -5,8 +5,7 @@ circuits, exams, probes, the stop rule).
 
 Other modules read these names; ``tests/unit/test_owners.py`` reads this module and fails when any
 of its names is defined again elsewhere, or when another module binds a float constant at its top
-level without saying there why it is not a threshold. (The LLC stages' ``BANDWIDTH``,
-``MIN_SWING`` and ``MOVED`` still live in ``development/stages.py``, listed as not yet moved.)
+level without saying there why it is not a threshold.
 """
 
 from __future__ import annotations
@@ -131,3 +130,13 @@ class Thresholds:
 
 
 THRESHOLDS = Thresholds()
+
+# -- the LLC's stages (development/stages.py; docs/stages.md, "The rule") --
+
+#: The rule's smoothing width (natural-log steps) and its floor: a boundary's swings, as a share
+#: of the smoothed curve's range.
+BANDWIDTH = 0.25
+MIN_SWING = 0.1
+#: A stage's measure moved when it changed by at least this much (scores are in [0, 1]; losses in
+#: nats): what a stage's description names.
+MOVED = dict(loss=0.05, val_loss=0.05, previous_token=0.1, induction=0.1, passage_drop=0.1)

@@ -26,14 +26,15 @@ For the neurons of layer ``L`` (activation ``blocks.L.mlp.hook_post``, after the
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 import torch
 from jaxtyping import Float, Int
 from transformer_lens import TransformerBridge
 
 from interp_toolkit.errors import UserError
+from interp_toolkit.files.serialize import Jsonable, json_field
 from interp_toolkit.models.activations import run_hooks
 from interp_toolkit.models.build import ModelConfig, build_model
 from interp_toolkit.runtime.seeds import derive, rng
@@ -45,6 +46,7 @@ from interp_toolkit.units.reading import (
     StreamingTopK,
     TopActivations,
     random_top,
+    rule_text,
     unit_concepts,
 )
 from interp_toolkit.weights.circuits import circuit_model
@@ -52,6 +54,17 @@ from interp_toolkit.weights.circuits import circuit_model
 CHUNK_BYTES = 128 * 2**20
 #: The three readings of every statistic.
 BASELINES = ("model", "untrained", "shuffled")
+#: The words a neuron report carries beside its numbers (``neurons``' JSON ``definition``).
+DEFINITION = {
+    "monosemantic": rule_text("unit"),
+    "readings": "model: the model; untrained: its untrained twin (same config and seed, before "
+    "training) on the same rows; shuffled: each neuron's activations permuted over the positions "
+    "(its top values on random positions)",
+    "token_groups": "withdrawn polysemanticity count: unrelated token groups among the top-k "
+    "tokens (related: centred-embedding cosine >= sim_threshold, the 99th percentile over random "
+    "pairs); the untrained twin scores higher than trained models",
+    "promoted": "top entries of W_out[n] @ W_U, LayerNorm folded (final LN scale ignored)",
+}
 
 
 def hook_post(layer: int) -> str:
@@ -272,11 +285,54 @@ class LayerNeurons:
     def n_neurons(self) -> int:
         return len(self.model.concepts)
 
+    @property
+    def k(self) -> int:
+        return int(self.top.values.shape[1])
+
     def summary(self) -> dict[str, object]:
         """Each statistic three ways (model, untrained twin, shuffled control)."""
         return {"layer": self.layer, "neurons": self.n_neurons} | {
             name: s.summary() for name, s in self.stats.items()
         }
+
+    def records(self, label: Mapping[int, str]) -> list[NeuronRecord]:
+        """Every neuron's record, its tokens as ``label`` names them."""
+        out = []
+        for n, c in enumerate(self.model.concepts):
+            top = zip(
+                *(t[n].tolist() for t in (self.top.rows, self.top.positions, self.top.values)),
+                self.top_tokens[n].tolist(),
+                strict=True,
+            )
+            promoted = zip(self.promoted[n].tolist(), self.promoted_logits[n].tolist(), strict=True)
+            out.append(
+                NeuronRecord(
+                    n,
+                    float(self.top.values[n, 0]),
+                    c,
+                    label[c.value] if c.kind in ("token", "previous") and c.value >= 0 else c.value,
+                    [
+                        {"row": r, "pos": p, "activation": v, "token": label[t]}
+                        for r, p, v, t in top
+                    ],
+                    [{"token": label[t], "logit": v} for t, v in promoted],
+                )
+            )
+        return out
+
+
+@dataclass(frozen=True)
+class NeuronRecord(Jsonable):
+    """One neuron as ``neurons`` writes it: its top activation, its concept (``value``: a token
+    concept's token label, written over the concept's id in its place), its top contexts (row,
+    position, activation, token) and promoted tokens (token, logit per unit activation)."""
+
+    neuron: int
+    max_activation: float = field(metadata=json_field(digits=4))
+    concept: Concept = field(metadata=json_field(inline=True))
+    value: str | int
+    top: list[dict[str, object]] = field(metadata=json_field(digits=4))
+    promoted: list[dict[str, object]] = field(metadata=json_field(digits=4))
 
 
 def analyse_neurons(

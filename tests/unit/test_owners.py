@@ -70,9 +70,6 @@ NOT_THRESHOLDS: dict[str, str] = {
     "training/settings.py: LR_MAX": "the largest learning rate the input check accepts",
     "saes/train.py: DECAY_FRACTION": "the share of SAE training the learning rate decays over",
     "study/jobs.py: STOP_WAIT_S": "seconds a stopped study waits for its workers",
-    # the lead is rewriting development/stages.py (issue 45, findings from data); moved there
-    "development/stages.py: BANDWIDTH": "the stage rule's smoothing, not yet moved",
-    "development/stages.py: MIN_SWING": "the stage rule's least swing, not yet moved",
 }
 
 

@@ -168,3 +168,37 @@ def test_gelman_rubin_separates_agreeing_from_disagreeing_chains():
     apart = same + torch.arange(4.0)[:, None] * 3
     assert abs(gelman_rubin(same) - 1) < 0.02
     assert gelman_rubin(apart) > 2
+
+
+def test_an_estimate_is_written_as_its_json_groups_it_and_read_back():
+    """Its JSON: numbers to 6 decimals, a stopped chain's NaN as None, the interval and the
+    diagnostics grouped with their rules, the traces last (left out when None); read back, the
+    same estimate (None as NaN again)."""
+    from dataclasses import replace
+
+    from interp_toolkit.development.llc import LLCEstimate
+
+    nan = float("nan")
+    e = LLCEstimate(llc=1.23456789, std=nan, low=0.1234564, high=2.5, per_chain=[1.0, nan],
+                    init_loss=4.0, nbeta=50.0, traces=torch.tensor([[1.0, 0.1234567]]),
+                    settings=SGLDSettings(), drift=[0.5, -0.25], r_hat=1.01, finite=False,
+                    seconds=1.23456, n_batches=2, rows_per_batch=4)  # fmt: skip
+    d = e.to_dict()
+    assert list(d) == ["llc", "below_zero", "std", "interval", "interval_rule", "per_chain",
+                       "init_loss", "nbeta", "settings", "diagnostics", "seconds", "n_batches",
+                       "rows_per_batch", "traces"]  # fmt: skip
+    assert [d[k] for k in ("llc", "std", "interval", "per_chain", "seconds", "traces")] == [
+        1.234568, None, [0.123456, 2.5], [1.0, None], 1.235, [[1.0, 0.123457]]
+    ]  # fmt: skip
+    assert d["interval_rule"] == "mean ± 2 standard errors over chains" and not d["below_zero"]
+    drift_rule = "nβ × (mean of a chain's second half of draws − its first half)"
+    assert d["diagnostics"] == dict(
+        drift=[0.5, -0.25], drift_rule=drift_rule, r_hat=1.01, finite=False
+    )
+    assert d["settings"] == SGLDSettings().to_dict()
+    back = LLCEstimate.from_dict(d)
+    assert math.isnan(back.std) and math.isnan(back.per_chain[1]) and back.low == 0.123456
+    assert back.traces.dtype == torch.float32 and back.to_dict() == d
+    bare = replace(e, traces=None).to_dict()
+    assert "traces" not in bare and LLCEstimate.from_dict(bare).traces.shape == (0, 0)
+    assert LLCEstimate.from_dict(bare).to_dict()["traces"] == []  # as an earlier file reads

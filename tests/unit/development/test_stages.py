@@ -380,6 +380,53 @@ def test_the_stages_view_reads_a_stages_json_written_before():
     assert f"stage {s['stage']} (steps {s['start']}-{s['end']})" in page and "plotly" in page
 
 
+def test_the_terminal_shows_the_stages_as_their_json_holds_them():
+    """The printer reads the typed stages; a result shows as it does read back from its JSON (a
+    number as stages.json rounds it: an LLC of 1.2e-7 is 0; a stopped chain's NaN a dash)."""
+    import io
+
+    from rich.console import Console
+
+    from interp_toolkit.development.curve import LLCCurve, Stages
+    from interp_toolkit.development.llc import LLCEstimate, SGLDSettings
+    from interp_toolkit.development.stages import Boundary, phase_change_in_boundary
+    from interp_toolkit.reports.terminal_units import stages_view
+
+    def est(llc: float, low: float, high: float, drift: float = 0.6) -> LLCEstimate:
+        return LLCEstimate(llc, 0.1, low, high, [llc, llc], 4.0, 50.0, None, SGLDSettings(),
+                           [drift / 2, -drift], drift + 0.42, True, 0.1, 2, 4)  # fmt: skip
+
+    nan = float("nan")
+    ests = [est(1.2e-7, -0.5, 0.5), est(-2.0, -3.0, -1.0), est(nan, nan, nan, nan)]
+    curve = LLCCurve("run", [1, 2, 4], ests, {"source": "hand batches"}, 1.0, "given")
+    bounds = [Boundary(2, 1, 4, "trough", 0.5)]
+    stages = Stages(curve, bounds, [{"stage": 1, "start": 1, "end": 2, "summary": "it falls"}],
+                    phase_change_in_boundary(bounds, 2),
+                    {"boundary": "the rule", "not_read": "its words", "not_read_steps": [2]})  # fmt: skip
+
+    def shown(s: Stages) -> str:
+        console = Console(file=io.StringIO(), width=200)
+        for item in stages_view(s):
+            console.print(item)
+        return console.file.getvalue()
+
+    now = shown(stages)
+    assert now == shown(Stages.from_dict(stages.to_dict()))
+    rows = [[c.strip() for c in line.split("│")[1:-1]] for line in now.splitlines() if "│" in line]
+    assert rows == [
+        ["1", "0", "-0.5 - 0.5", "4", "1.02", "0.6"],
+        ["2 *", "-2 (below 0)", "-3 - -1", "4", "1.02", "0.6"],
+        ["4", "-", "- - -", "4", "-", "-"],
+    ]
+    for line in (
+        "run: LLC at 3 kept checkpoints (SGLD ε 0.0001, γ 1000, nβ 50, 2 chains",
+        "not read (below 0) at steps 2: its words.",
+        "stage 1 (steps 1-2): it falls",
+        "at step 2: inside a boundary's interval (nearest boundary step 2, interval [1, 4])",
+    ):
+        assert line in now
+
+
 @pytest.mark.slow  # trains a tiny model for 12 steps
 def test_training_keeps_the_default_schedule(tmp_path):
     from interp_toolkit.models.build import ModelConfig

@@ -23,9 +23,20 @@ from interp_toolkit.probing.lda import (
     class_units,
     fit_probe,
     interval,
-    resample_weights,
     stratified_weights,
 )
+from interp_toolkit.runtime.seeds import rng
+
+
+def resample_weights(n_rows: int, n_boot: int, seed: int) -> torch.Tensor:
+    """The old bootstrap, compared against here: how often each of ``n_rows`` held-out rows is
+    drawn in each of ``n_boot`` resamples (rows with replacement); row 0 is the sample."""
+    picks = torch.randint(0, n_rows, (n_boot, n_rows), generator=rng(seed, "probe_bootstrap"))
+    weights = torch.zeros(n_boot + 1, n_rows, dtype=torch.float64)
+    weights[0] = 1.0
+    weights[1:].scatter_add_(1, picks, torch.ones_like(picks, dtype=torch.float64))
+    return weights
+
 
 #: How far the mean of the bootstrap draws may sit from the point estimate.
 MEAN_TOLERANCE = 0.005

@@ -13,14 +13,7 @@ from cli_helpers import run_main
 from interp_toolkit.models.build import ModelConfig, build_model
 from interp_toolkit.probing import probes
 from interp_toolkit.probing.data import feature_inputs, varied_repeats
-from interp_toolkit.probing.lda import (
-    accuracy,
-    balanced_accuracy,
-    fit_probe,
-    interval,
-    ledoit_wolf,
-    resample_weights,
-)
+from interp_toolkit.probing.lda import balanced_accuracy, fit_probe, interval, ledoit_wolf
 
 
 def _mlp_cfg(**kw):
@@ -85,9 +78,10 @@ def test_lda_separates_separable_classes_and_not_noise():
     y = torch.arange(500) % 5
     x = means[y] + torch.randn(500, 8, generator=gen)
     probe = fit_probe(x[:400], y[:400])
-    assert accuracy(probe, x[400:], y[400:]) == 1.0
+    assert bool((probe.predict(x[400:]) == y[400:]).all())
     noise = fit_probe(torch.randn(400, 8, generator=gen), y[:400])
-    assert accuracy(noise, torch.randn(100, 8, generator=gen), y[400:]) < 0.4
+    right = noise.predict(torch.randn(100, 8, generator=gen)) == y[400:]
+    assert float(right.double().mean()) < 0.4
 
 
 def test_ledoit_wolf_matches_its_definition():
@@ -122,15 +116,11 @@ def test_balanced_accuracy_by_hand():
     # labels 0 (3 positions, 2 right) and 1 (1 position, right): (2/3 + 1) / 2
     y, pred = torch.tensor([0, 0, 0, 1]), torch.tensor([0, 0, 1, 1])
     rows = torch.tensor([0, 0, 1, 1])
-    weights = resample_weights(2, 200, seed=0)
+    # the sample, then resamples: row 0 twice (label 0 2/2 right, label 1 absent -> 1.0), row 1
+    # twice (0/1 and 1/1 -> 0.5), each row once (the sample again)
+    weights = torch.tensor([[1, 1], [2, 0], [0, 2], [1, 1]], dtype=torch.float64)
     got = balanced_accuracy(pred, y, rows, weights)
-    assert float(got[0]) == pytest.approx((2 / 3 + 1) / 2)
-    assert weights[0].tolist() == [1.0, 1.0] and (weights[1:].sum(1) == 2).all()
-    # a resample of row 0 twice: label 0 2/2 right, label 1 absent -> 1.0; row 1 twice: 0/1
-    # and 1/1 -> 0.5
-    only0 = (weights[:, 0] == 2).nonzero()[:, 0]
-    only1 = (weights[:, 1] == 2).nonzero()[:, 0]
-    assert (got[only0] == 1.0).all() and (got[only1] == 0.5).all()
+    assert got.tolist() == pytest.approx([(2 / 3 + 1) / 2, 1.0, 0.5, (2 / 3 + 1) / 2])
     lo, hi = interval(got)
     assert lo <= float(got[0]) <= hi
 

@@ -31,13 +31,11 @@ def test_a_spread_is_median_and_range_and_says_which_seeds_lack_it():
 
 def _checkpoint(step: int, llc: float = 1.0, low: float = 0.5, high: float = 1.5) -> dict:
     """A checkpoint of stages.json as written (LLC 1.0 [0.5, 1.5]), without traces."""
-    import torch
-
     from interp_toolkit.development.llc import LLCEstimate, SGLDSettings
 
-    e = LLCEstimate(llc, 0.25, low, high, [1.0, 1.0], 4.0, 50.0, torch.empty(0, 0),
+    e = LLCEstimate(llc, 0.25, low, high, [1.0, 1.0], 4.0, 50.0, None,
                     SGLDSettings(), [0.0, 0.0], 1.0, True, 0.1, 2, 4)  # fmt: skip
-    return {"step": step, **e.to_dict(traces=False)}
+    return {"step": step, **e.to_dict()}
 
 
 def _stages(

@@ -293,3 +293,28 @@ def test_an_sae_past_this_machines_memory_is_refused_leaving_no_folder(
     argv.remove("--expansion")
     err = run_cli(capsys, *argv).one_line_error("GiB (its encoder and decoder")
     assert "use a smaller --expansion" in err and not out.exists()
+
+
+def test_metrics_and_training_write_saelens_groups_and_how_training_went():
+    from interp_toolkit.saes.evaluate import SAEMetrics
+    from interp_toolkit.saes.train import TrainedSAE
+
+    metrics = SAEMetrics(10, 2.0, 0.5, 0.1, 1.0, 1.5, 3.0, 0.2, 1.0, torch.tensor([0, 0.5, 1.0]))
+    d = metrics.to_dict()
+    assert d["model_behavior_preservation"] == {
+        "kl_div_score": 0.8,
+        "kl_div_with_ablation": 1.0,
+        "kl_div_with_sae": 0.2,
+    }
+    assert list(d["model_performance_preservation"].items()) == [
+        ("ce_loss_score", 0.75),  # (3 - 1.5) / (3 - 1)
+        ("ce_loss_with_ablation", 3.0),
+        ("ce_loss_with_sae", 1.5),
+        ("ce_loss_without_sae", 1.0),
+    ]
+    assert list(d["reconstruction_quality"].items()) == [("explained_variance", 0.5), ("mse", 0.1)]
+    assert list(d)[3:] == ["sparsity", "latents", "token_stats"]  # no by_family: not split
+    assert (d["latents"]["dead"], d["latents"]["dense"]) == (1, 2)
+    sae = SparseAutoencoder(SAEConfig(d_in=4, d_sae=8, arch="relu", k=0, hook_name="h"))
+    trained = TrainedSAE(sae, None, 3, 96, 1.23456, 2.0, 7, None, {"loss": 1.0})
+    assert trained.to_dict() == {"tokens": 96, "steps": 3, "seconds": 1.23, "resumed_from": None}

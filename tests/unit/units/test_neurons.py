@@ -147,3 +147,59 @@ def test_neurons_command_writes_json_and_an_offline_page(mlp_text_run, tmp_path,
     assert "monosemantic" in capsys.readouterr().out
     assert run_main([*argv, "--neuron", "99"]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def _hand_layer() -> neurons.LayerNeurons:
+    """Two neurons, k = 2: neuron 0 fires on token 5 (a token concept), neuron 1 is read as
+    ``seen`` (value 0: not a token, so never relabelled though token 0 has a label)."""
+    from interp_toolkit.units.reading import Concept, TopActivations
+
+    top = TopActivations(
+        torch.tensor([[0.123456, 0.1], [0.5, 0.25]]),
+        torch.tensor([[0, 1], [2, 3]]),
+        torch.tensor([[4, 5], [6, 7]]),
+    )
+    concepts = [
+        Concept("token", 5, 1.0, 0.1, 0.001, True, holds=True),
+        Concept("seen", 0, 0.9, 0.5, 0.2, False),
+    ]
+    stats = neurons.NeuronStats(
+        top,
+        torch.tensor([[5, 5], [0, 9]]),
+        concepts,
+        torch.ones(2, dtype=torch.long),
+        torch.zeros(2),
+        0.3,
+    )
+    promoted, logits = torch.tensor([[9], [0]]), torch.tensor([[2.000049], [-1.0]])
+    return neurons.LayerNeurons(1, {"model": stats}, promoted, logits)
+
+
+def test_a_neuron_record_writes_its_concept_in_place_and_labels_only_token_concepts():
+    labels = {0: "A", 5: "·b", 9: "c"}
+    first, second = (r.to_dict() for r in _hand_layer().records(labels))
+    assert list(first) == [
+        *("neuron", "max_activation", "concept", "value", "share", "base", "p_value", "lift"),
+        *("holds", "monosemantic", "dead", "top", "promoted"),
+    ]
+    assert (first["max_activation"], first["value"], first["concept"]) == (0.1235, "·b", "token")
+    assert first["top"][0] == {"row": 0, "pos": 4, "activation": 0.1235, "token": "·b"}
+    assert first["promoted"] == [{"token": "c", "logit": 2.0}]
+    assert second["value"] == 0 and second["concept"] == "seen"  # not token 0's label "A"
+    assert second["promoted"] == [{"token": "A", "logit": -1.0}]
+
+
+def test_the_neurons_table_reads_the_layer_it_was_given():
+    from rich.console import Console
+
+    from interp_toolkit.reports.terminal_units import neurons_view
+
+    layer = _hand_layer()
+    shown = neurons_view("toy", layer, {0: "A", 5: "·b", 9: "c"}, [1, 0], "a finding")
+    console = Console(width=200, record=True)
+    for item in shown:
+        console.print(item)
+    text = console.export_text()
+    assert "toy layer 1: 2 neurons; 1 monosemantic, 0 dead" in text
+    assert "fires on ·b" in text and text.index("1.1") < text.index("1.0")  # shown order
+    assert "a finding" in text and "(k = 2)" in text
