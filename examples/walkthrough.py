@@ -48,7 +48,7 @@ if TINY:
 runs = {}
 for n_layers in (1, 2):
     run = train(
-        work / f"cpu-{n_layers}l", layers=n_layers, exist_ok="load", progress=not TINY, **recipe
+        work / f"cpu-{n_layers}l", layers=n_layers, exist_ok="load", quiet=TINY, **recipe
     )
     runs[n_layers] = run
     last = run.metrics()[-1]

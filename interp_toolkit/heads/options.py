@@ -14,13 +14,12 @@ the checks that live beside torch (α, the induction score) are imported when on
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
 from interp_toolkit.errors import UserError
 from interp_toolkit.runtime import validate
-from interp_toolkit.runtime.options import option
+from interp_toolkit.runtime.options import option, replaced
 from interp_toolkit.stats import thresholds
 
 #: Repeated-token rows the discovery batch scores by default (``heads --n-seqs``).
@@ -100,21 +99,10 @@ class DiscoveryOptions:
         object.__setattr__(self, name, value)  # the checked value (an int, not a numpy int)
 
     @classmethod
-    def names(cls) -> tuple[str, ...]:
-        return tuple(f.name for f in dataclasses.fields(cls))
-
-    @classmethod
     def of(cls, options: DiscoveryOptions | None = None, /, **changes: Any) -> DiscoveryOptions:
         """``options`` (default: the defaults) with ``changes``, checked; an unknown keyword is
-        one line naming the valid ones."""
-        base = cls() if options is None else checked(options)
-        unknown = sorted(set(changes) - set(cls.names()))
-        if unknown:
-            raise UserError(
-                f"unknown discovery option{'s' if len(unknown) > 1 else ''} "
-                f"{', '.join(unknown)}: the options are {', '.join(cls.names())}."
-            )
-        return dataclasses.replace(base, **changes) if changes else base
+        one line naming the valid ones (:func:`~interp_toolkit.runtime.options.replaced`)."""
+        return replaced(cls, None if options is None else checked(options), "discovery", **changes)
 
 
 def checked(options: Any) -> DiscoveryOptions:
