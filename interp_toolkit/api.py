@@ -262,7 +262,7 @@ def discover(
     :func:`interp_toolkit.heads.discovery.discover`."""
     from interp_toolkit.heads.discovery import discover as discover_
 
-    opts = DiscoveryOptions.of(options, **changes)
+    opts = replaced(DiscoveryOptions, options, "discovery", **changes)
     bridge, codec = _parts(model)
     return discover_(bridge, codec, opts, model_cfg=model_cfg, progress=progress)
 

@@ -34,7 +34,7 @@ from transformer_lens import TransformerBridge
 from interp_toolkit.errors import UserError
 from interp_toolkit.files.serialize import Jsonable, json_field
 from interp_toolkit.heads import nulls
-from interp_toolkit.heads.options import N_SEQS, DiscoveryOptions, checked
+from interp_toolkit.heads.options import N_SEQS, DiscoveryOptions
 from interp_toolkit.heads.registry import (
     DEFAULT_DECIDERS,
     DEFAULT_FLOORS,
@@ -65,6 +65,7 @@ from interp_toolkit.heads.specificity import (
 from interp_toolkit.heads.untrained import untrained_models
 from interp_toolkit.models.architecture import WINDOW_MARGIN, architecture_of
 from interp_toolkit.models.build import ModelConfig
+from interp_toolkit.runtime.options import replaced
 from interp_toolkit.stats import significance, thresholds
 from interp_toolkit.text.codecs import Codec
 
@@ -179,7 +180,6 @@ class HeadReport(Jsonable):
         def each(values: Mapping[str, Tensor]) -> dict[str, Any]:
             return {k: values[k][at].tolist() for k in values}
 
-        effects = {k: e for k in kinds if (e := t.repeat_effect(k)) is not None}
         out: dict[str, Any] = {
             "head": str(HeadId(layer, head)),
             "layer": layer,
@@ -190,7 +190,7 @@ class HeadReport(Jsonable):
             "p_value": each({k: t.p_value[k] for k in kinds}),
             "decided_by": {k: t.decided_by[k][layer][head] for k in kinds},
             "comparisons": {k: each(t.comparisons[k]) for k in kinds},
-            "repeat_effect": each(effects),
+            "repeat_effect": each({k: e for k in kinds if (e := t.repeat_effect(k)) is not None}),
             "significant": each({k: self.significant[k] for k in kinds}),
             "passes": each({k: self.passes(k) for k in kinds}),
             "role": self.roles[layer][head],
@@ -353,7 +353,7 @@ def discover_heads(
     (:func:`~.untrained.untrained_models`; ``model_cfg``: a toy run's config); off by default,
     and it decides nothing. The report keeps the batch (``report.batch``).
     """
-    o = checked(options)
+    o = replaced(DiscoveryOptions, options, "discovery")  # one line for another type
     decides = deciders(o.induction_score)
     say = progress or (lambda _msg: None)
     batch = discovery_batch(model, codec, o)

@@ -1,7 +1,7 @@
 """Every option of head discovery in one frozen value, checked once when it is built.
 
 :class:`DiscoveryOptions` travels whole: the ``heads`` command builds one at the boundary,
-:func:`interp_toolkit.api.discover` builds one from its keywords (:meth:`DiscoveryOptions.of`),
+:func:`interp_toolkit.api.discover` builds one from its keywords (:func:`~.runtime.options.replaced`),
 and :func:`~interp_toolkit.heads.discovery.discover` hands it unchanged to
 :func:`~interp_toolkit.heads.discovery.discover_heads`. A bad value is one
 :class:`~interp_toolkit.errors.UserError` line when the value is built (the rules and lines of
@@ -19,7 +19,7 @@ from typing import Any
 
 from interp_toolkit.errors import UserError
 from interp_toolkit.runtime import validate
-from interp_toolkit.runtime.options import option, replaced
+from interp_toolkit.runtime.options import option
 from interp_toolkit.stats import thresholds
 
 #: Repeated-token rows the discovery batch scores by default (``heads --n-seqs``).
@@ -97,22 +97,6 @@ class DiscoveryOptions:
 
     def _set(self, name: str, value: Any) -> None:
         object.__setattr__(self, name, value)  # the checked value (an int, not a numpy int)
-
-    @classmethod
-    def of(cls, options: DiscoveryOptions | None = None, /, **changes: Any) -> DiscoveryOptions:
-        """``options`` (default: the defaults) with ``changes``, checked; an unknown keyword is
-        one line naming the valid ones (:func:`~interp_toolkit.runtime.options.replaced`)."""
-        return replaced(cls, None if options is None else checked(options), "discovery", **changes)
-
-
-def checked(options: Any) -> DiscoveryOptions:
-    """``options`` itself when it is a :class:`DiscoveryOptions` (checked when it was built)."""
-    if not isinstance(options, DiscoveryOptions):
-        raise UserError(
-            f"options must be a DiscoveryOptions, got {type(options).__name__}: e.g. "
-            "DiscoveryOptions(n_seqs=32) (interp_toolkit.heads.options), or the options as keywords."
-        )
-    return options
 
 
 def _token_range(value: Any) -> tuple[int, int] | None:

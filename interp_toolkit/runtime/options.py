@@ -3,9 +3,8 @@
 An analysis's settings are one frozen dataclass owned beside the analysis (``heads/options.py``,
 ...); a field the command line sets is declared with :func:`option`: its default, its flags and
 its help. :func:`interp_toolkit.cli.app.takes` turns those fields into the command's options (in
-field order), and the command, the API and the analysis take the built object (the API's keywords
-replace its fields: :func:`replaced`). A new option is one field. This module imports nothing
-heavy: ``--help`` reads it.
+field order), and the command, the API (its keywords: :func:`replaced`) and the analysis take the
+built object. A new option is one field. This module imports nothing heavy: ``--help`` reads it.
 """
 
 from __future__ import annotations
