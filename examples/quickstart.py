@@ -32,7 +32,7 @@ work = Path(tempfile.mkdtemp(prefix="interp-quickstart-"))
 RUN = os.environ.get("INTERP_TOOLKIT_RUN")
 if RUN is None:
     RUN = work / "tiny-2l"
-    train(RUN, layers=2, exist_ok="load", steps=30, d_model=32, d_head=8, progress=False)
+    train(RUN, layers=2, exist_ok="load", steps=30, d_model=32, d_head=8, quiet=True)
 run = load(RUN)
 model = run.model
 print(run.name, model.cfg.n_layers, "layers x", model.cfg.n_heads, "heads")

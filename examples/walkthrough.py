@@ -47,9 +47,7 @@ if TINY:
     recipe = dict(steps=20, d_model=32, d_head=8, score_every=10, log_every=5)
 runs = {}
 for n_layers in (1, 2):
-    run = train(
-        work / f"cpu-{n_layers}l", layers=n_layers, exist_ok="load", progress=not TINY, **recipe
-    )
+    run = train(work / f"cpu-{n_layers}l", layers=n_layers, exist_ok="load", quiet=TINY, **recipe)
     runs[n_layers] = run
     last = run.metrics()[-1]
     print(f"{n_layers} layer(s): {last['step']} steps, final loss {last['loss']:.3f}")

@@ -38,10 +38,13 @@ from interp_toolkit.heads.text_scorer import text_head_scores
 from interp_toolkit.runs.folder import Run, RunPaths, load_run, read_config
 from interp_toolkit.runs.targets import Target, load_target
 from interp_toolkit.runtime import validate
+from interp_toolkit.runtime.options import replaced
 from interp_toolkit.runtime.validate import path_arg, token_ids
+from interp_toolkit.saes.options import SAEOptions
 from interp_toolkit.stats.thresholds import UNKNOWN_NOTICE_SHARE
 from interp_toolkit.text.codecs import Codec, unknown_notice
 from interp_toolkit.text.tl_tokenizer import CodecTokenizer
+from interp_toolkit.training.options import TrainOptions
 
 if TYPE_CHECKING:  # circuitsvis (~0.5 s to import) only when a view is drawn
     from interp_toolkit.views.attention import LayerViews
@@ -52,9 +55,11 @@ __all__ = ["discover", "exam", "load", "sae", "scores_on", "train", "view"]
 ModelLike = TransformerBridge | Target | Run
 #: A prompt: text, or token ids as a list, a numpy array or a tensor (``[pos]`` or ``[batch, pos]``).
 Prompt = str | Sequence[int] | Sequence[Sequence[int]] | np.ndarray | torch.Tensor
+#: A folder (or a file): its path as text or a path.
+PathLike = str | os.PathLike[str]
 
 
-def load(target: str | os.PathLike[str], device: str = "auto", dtype: str = "fp32") -> Target:
+def load(target: PathLike, device: str = "auto", dtype: str = "fp32") -> Target:
     """Load a run folder, or a Hugging Face causal LM of any architecture TransformerLens boots:
     a hub id (``"EleutherAI/pythia-70m"``, ``"gpt2"``; read from the local cache) or a
     ``save_pretrained`` folder. The result has ``.model`` (a ``TransformerBridge`` with its
@@ -69,42 +74,36 @@ def load(target: str | os.PathLike[str], device: str = "auto", dtype: str = "fp3
 
 
 def train(
-    out: str | os.PathLike[str],
+    out: PathLike,
+    options: TrainOptions | None = None,
     *,
-    layers: int = 2,
-    preset: str = "cpu",
     exist_ok: str = "error",
-    progress: bool = True,
     device: str = "auto",
-    all_steps: bool = False,
-    **overrides: Any,
+    **changes: Any,
 ) -> Run:
-    """Train an attention-only model into the run folder ``out``; returns the trained run.
-
-    ``layers`` (any whole number, 1 or more) and ``preset`` pick the recipe
-    (:mod:`interp_toolkit.training.presets`); ``overrides``
-    change any of its fields (``steps=``, ``seed=``, ``d_model=``, ``n_ctx=``, ``corpus=`` ...).
-    Without ``steps=`` (and ``all_steps``) a 2+-layer model stops as a study's does, once its
-    induction score has stayed above the floor for the preset's ``after_induction`` steps;
-    ``steps=N`` trains exactly N, ``all_steps=True`` the preset's whole budget.
+    """Train a model into the run folder ``out``; returns the trained run. ``options``: the
+    ``train`` command's (:class:`~interp_toolkit.training.options.TrainOptions`), or its fields
+    as keywords (``layers=``, ``preset=``, ``steps=``, ``seed=``, ``quiet=``...; replacing those
+    of ``options``); any other keyword sets that field of the recipe's model, data or training
+    settings (``d_head=``, ``batch_size=``, ``threads=``...). Without ``steps=`` (or
+    ``all_steps``) a 2+-layer model stops as a study's does, once its induction score has stayed
+    above the floor for the preset's ``after_induction`` steps.
     When ``out`` already holds a run, ``exist_ok`` says what to do: ``"load"`` returns its
     trained model (training on from its checkpoint if it was interrupted), so re-running a
     notebook cell loads instead of failing; ``"resume"`` continues it to ``steps``; ``"error"``
     refuses. Both refuse a run whose recorded settings differ from the ones asked for (but
     ``"resume"`` may change ``steps``). ``device`` as the CLI's ``--device`` (default ``auto``).
     """
-    from interp_toolkit.training import train_model
-    from interp_toolkit.training.presets import check_layers, recipe
+    from interp_toolkit.training.presets import induction_outcome
     from interp_toolkit.training.settings import config_differences, recorded_configs
 
     out = path_arg(out, "out")
-    check_layers(layers)  # layers="2" is a type error, said as one
     if exist_ok not in ("load", "resume", "error"):
         raise UserError(f"exist_ok={exist_ok!r} is not one of 'load', 'resume', 'error'.")
-    if isinstance(overrides.get("corpus"), os.PathLike):
-        overrides["corpus"] = os.fspath(overrides["corpus"])  # recorded in config.json as text
-    p = recipe(preset, layers, all_steps=all_steps, **overrides)  # as `train` assembles it
+    named = {k: changes.pop(k) for k in changes.keys() & TrainOptions.__dataclass_fields__}
+    o = replaced(TrainOptions, options, "train", **named)
     paths = RunPaths(Path(out))
+    p = o.recipe(paths.root, **changes)  # as `train` assembles it
     held = exist_ok != "error" and paths.config.is_file()
     if held and exist_ok == "load" and paths.weights.is_file():
         recorded = recorded_configs(read_config(paths.root), paths.config)
@@ -116,18 +115,7 @@ def train(
                 "choose another folder."
             )
         return load_run(paths.root, device=device)
-    result = train_model(
-        paths.root,
-        p.model,
-        p.data,
-        p.train,
-        resume=held,
-        preset=p.name,
-        progress=progress,
-        device=device,
-    )
-    from interp_toolkit.training.presets import induction_outcome
-
+    result = o.train(paths.root, p, device, resume=held)
     outcome = induction_outcome(p, result.metrics, result.steps_done)
     if outcome is not None:
         warnings.warn(outcome, UserWarning, stacklevel=2)
@@ -158,11 +146,8 @@ def _bridge_and_codec(model: ModelLike) -> tuple[TransformerBridge, Codec]:
         from interp_toolkit.runs.hf import codec_of
 
         return model, codec_of(model)
-    what = (
-        "this model has"
-        if isinstance(model, TransformerBridge)
-        else (f"a {type(model).__name__} is not a model and has")
-    )
+    bare = isinstance(model, TransformerBridge)
+    what = "this model has" if bare else f"a {type(model).__name__} is not a model and has"
     raise UserError(
         f"{what} no interp-toolkit vocabulary: pass a model from load(...) or train(...)."
     )
@@ -277,7 +262,7 @@ def discover(
     :func:`interp_toolkit.heads.discovery.discover`."""
     from interp_toolkit.heads.discovery import discover as discover_
 
-    opts = DiscoveryOptions.of(options, **changes)
+    opts = replaced(DiscoveryOptions, options, "discovery", **changes)
     bridge, codec = _parts(model)
     return discover_(bridge, codec, opts, model_cfg=model_cfg, progress=progress)
 
@@ -307,25 +292,29 @@ def exam(
     return [run_exam(bridge, codec, p, t, top_k, True, name=n) for p, t, n in exams]
 
 
-def sae(model: ModelLike, hook: str, out: str | os.PathLike[str], **options: Any) -> Any:
+def sae(
+    model: ModelLike, hook: str, out: PathLike, options: SAEOptions | None = None, **changes: Any
+) -> Any:
     """Train a sparse autoencoder at ``hook`` (``"blocks.1.attn.hook_z"``, ``hook_resid_pre`` /
     ``_post``, ``mlp.hook_post``) into the folder ``out`` (SAELens's cfg.json and
     sae_weights.safetensors), evaluate it (``.metrics``: L0, explained variance, CE loss
     recovered, KL, dead latents) and read its latents (``.features``); writes index.html and
-    features.html there. ``options``: those of
-    :func:`interp_toolkit.saes.pipeline.run_sae` (``arch``, ``expansion``, ``k``,
-    ``tokens``, ``seed``, ``resume``, ``progress``). See docs/dictionaries.md."""
+    features.html there. ``options``: the ``sae`` command's (:class:`~.saes.options.SAEOptions`),
+    or its fields as keywords (``arch=``, ``k=``, ``tokens=``...; replacing those of
+    ``options``). See docs/dictionaries.md."""
     from interp_toolkit.reports.features import write_pages
     from interp_toolkit.saes.pipeline import run_sae
 
     bridge, codec = _parts(model)
     out = path_arg(out, "out", "sae/l1-z")
     validate.text(hook, "hook", '"blocks.1.attn.hook_z"')
+    o = replaced(SAEOptions, options, "sae", hook=hook, **changes)
     source = model.source if isinstance(model, Target) else model
     if isinstance(source, Run):  # as `sae RUN --out`: never into the run's own files
         from interp_toolkit.files.paths import inside_inputs
 
         inside_inputs(Path(out), "out", (str(source.path),), (source.paths.saes,), "sae/l1-z")
-    result = run_sae(bridge, codec, source, hook, out, **options)
-    write_pages(result, bridge, codec, title=f"SAE: {hook}")
+    shape = {k: getattr(o, k) for k in ("arch", "expansion", "k", "tokens", "seed", "resume")}
+    result = run_sae(bridge, codec, source, hook, out, progress=not o.quiet, **shape)
+    write_pages(result, bridge, codec, show=o.show, title=f"SAE: {hook}")
     return result

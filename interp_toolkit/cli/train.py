@@ -26,24 +26,13 @@ def train_cmd(
     On N processes or GPUs: torchrun --nproc_per_node N -m interp_toolkit train ... (the global
     batch is the preset's; see the README)."""
     from interp_toolkit.reports.terminal import trained_lines, training_line
-    from interp_toolkit.training import train_model
     from interp_toolkit.training.distributed import cluster_from_env
 
     p = options.recipe(out)
     main = cluster_from_env().is_main
     if not options.quiet and main and not options.resume:
         typer.echo(training_line(p), err=True)
-    result = train_model(
-        out,
-        p.model,
-        p.data,
-        p.train,
-        resume=options.resume,
-        restart=options.restart,
-        preset=p.name,
-        progress=not options.quiet,
-        device=device,
-    )
+    result = options.train(out, p, device)
     for line in trained_lines(out, p, result) if main else []:
         typer.echo(line)
 

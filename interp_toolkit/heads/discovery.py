@@ -32,8 +32,9 @@ from torch import Tensor
 from transformer_lens import TransformerBridge
 
 from interp_toolkit.errors import UserError
+from interp_toolkit.files.serialize import Jsonable, json_field
 from interp_toolkit.heads import nulls
-from interp_toolkit.heads.options import N_SEQS, DiscoveryOptions, checked
+from interp_toolkit.heads.options import N_SEQS, DiscoveryOptions
 from interp_toolkit.heads.registry import (
     DEFAULT_DECIDERS,
     DEFAULT_FLOORS,
@@ -64,6 +65,7 @@ from interp_toolkit.heads.specificity import (
 from interp_toolkit.heads.untrained import untrained_models
 from interp_toolkit.models.architecture import WINDOW_MARGIN, architecture_of
 from interp_toolkit.models.build import ModelConfig
+from interp_toolkit.runtime.options import replaced
 from interp_toolkit.stats import significance, thresholds
 from interp_toolkit.text.codecs import Codec
 
@@ -84,30 +86,40 @@ __all__ = [
 VIEW_ROLES = ("previous-token", "induction")
 
 
+_SKIP = json_field(skip=True)  # not in the JSON
+
+
 @dataclass
-class HeadReport:
+class HeadReport(Jsonable):
     """Every head's scores (with 95% intervals), and per (head, score) its specificity test's
     p-value, τ and deciding comparison, whether it is significant, and the role decided from them.
 
     ``decides``: role -> deciding score. ``floors``: the registry's effect-size floors.
     ``test``: how the tests were run (:func:`describe_tests`). ``vs_untrained``: the optional
     second test against untrained models (None when not run); it decides nothing. ``batch``: the
-    repeated-token batch it was scored on (not in the JSON; ``probe`` describes it).
+    repeated-token batch it was scored on (not in the JSON; ``probe`` describes it). Its JSON
+    (heads.json): ``probe``, ``test``, the floors, ``decides``, the rule, every head's entry
+    (:meth:`head_dict`) and the heads of each role.
     """
 
-    scores: HeadScores
-    tests: SpecificityTests
-    significant: dict[str, Bool[Tensor, "layer head"]]
-    roles: list[list[str]]
-    intervals: dict[str, Tensor] = field(default_factory=dict)
+    scores: HeadScores = field(metadata=_SKIP)
+    tests: SpecificityTests = field(metadata=_SKIP)
+    significant: dict[str, Bool[Tensor, "layer head"]] = field(metadata=_SKIP)
+    roles: list[list[str]] = field(metadata=_SKIP)
+    intervals: dict[str, Tensor] = field(default_factory=dict, metadata=_SKIP)
     decides: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_DECIDERS))
-    floors: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_FLOORS))
-    alpha: float = thresholds.ALPHA
-    fdr: bool = False
+    floors: dict[str, float] = field(
+        default_factory=lambda: dict(DEFAULT_FLOORS), metadata=json_field(key="effect_size_floor")
+    )
+    alpha: float = field(default=thresholds.ALPHA, metadata=_SKIP)
+    fdr: bool = field(default=False, metadata=_SKIP)
     probe: dict[str, Any] = field(default_factory=dict)
     test: dict[str, Any] = field(default_factory=dict)
-    vs_untrained: nulls.NullTests | None = None
-    batch: RepeatedTokens | None = field(default=None, repr=False)
+    vs_untrained: nulls.NullTests | None = field(default=None, metadata=_SKIP)
+    batch: RepeatedTokens | None = field(default=None, repr=False, metadata=_SKIP)
+
+    json_extra = {"rule": "rule", "heads": "head_dicts", "roles": "role_heads"}
+    json_order = ("probe", "test", "effect_size_floor", "decides", "rule", "heads", "roles")
 
     def heads_with_role(self, role: str) -> list[HeadId]:
         if role not in ROLES:
@@ -118,6 +130,10 @@ class HeadReport:
             for head, r in enumerate(row)
             if r == role
         ]
+
+    def role_heads(self) -> dict[str, list[HeadId]]:
+        """Role -> the heads with it (every role but ``none``)."""
+        return {role: self.heads_with_role(role) for role in ROLES[:-1]}
 
     def has_role(self, head: tuple[int, int], role: str) -> bool:
         return self.roles[head[0]][head[1]] == role
@@ -145,10 +161,11 @@ class HeadReport:
         if role == NO_ROLE:
             return None
         kind = self.decides[role]
+        effect = self.tests.repeat_effect(kind)
         return {
             "score": kind,
             "value": float(self.scores.get(kind)[head]),
-            "repeat_effect": _at(self.tests.repeat_effect(kind), head),
+            "repeat_effect": None if effect is None else float(effect[head]),
             "floor": float(self.floors[kind]),
             "test": "specificity",
             "p_value": float(self.tests.p_value[kind][head]),
@@ -157,53 +174,37 @@ class HeadReport:
         }
 
     def head_dict(self, layer: int, head: int) -> dict[str, Any]:
-        """One head's entry of heads.json."""
-        at, t = (layer, head), self.tests
+        """One head's entry of heads.json: per score, its value at the head of each tensor."""
+        at, t, kinds = (layer, head), self.tests, SCORE_KINDS
+
+        def each(values: Mapping[str, Tensor]) -> dict[str, Any]:
+            return {k: values[k][at].tolist() for k in values}
+
         out: dict[str, Any] = {
             "head": str(HeadId(layer, head)),
             "layer": layer,
             "index": head,
-            "scores": {k: float(self.scores.get(k)[at]) for k in SCORE_KINDS},
-            "interval": {k: [float(x) for x in self.intervals[k][at]] for k in self.intervals},
-            "tau": {k: float(t.tau[k][at]) for k in SCORE_KINDS},
-            "p_value": {k: float(t.p_value[k][at]) for k in SCORE_KINDS},
-            "decided_by": {k: t.decided_by[k][layer][head] for k in SCORE_KINDS},
-            "comparisons": {
-                k: {name: float(p[at]) for name, p in t.comparisons[k].items()} for k in SCORE_KINDS
-            },
-            "repeat_effect": {
-                k: _at(t.repeat_effect(k), at)
-                for k in SCORE_KINDS
-                if t.repeat_effect(k) is not None
-            },
-            "significant": {k: bool(self.significant[k][at]) for k in SCORE_KINDS},
-            "passes": {k: bool(self.passes(k)[at]) for k in SCORE_KINDS},
+            "scores": each({k: self.scores.get(k) for k in kinds}),
+            "interval": each(self.intervals),
+            "tau": each({k: t.tau[k] for k in kinds}),
+            "p_value": each({k: t.p_value[k] for k in kinds}),
+            "decided_by": {k: t.decided_by[k][layer][head] for k in kinds},
+            "comparisons": {k: each(t.comparisons[k]) for k in kinds},
+            "repeat_effect": each({k: e for k in kinds if (e := t.repeat_effect(k)) is not None}),
+            "significant": each({k: self.significant[k] for k in kinds}),
+            "passes": each({k: self.passes(k) for k in kinds}),
             "role": self.roles[layer][head],
             "role_reason": self.role_reason(at),
         }
         if self.vs_untrained is not None:
             u = self.vs_untrained
-            out["vs_untrained"] = {
-                "p_value": {k: float(u.p_value[k][at]) for k in u.p_value},
-                "tau": {k: float(u.tau[k][at]) for k in u.tau},
-            }
+            out["vs_untrained"] = {"p_value": each(u.p_value), "tau": each(u.tau)}
         return out
 
-    def to_dict(self) -> dict[str, Any]:
+    def head_dicts(self) -> list[dict[str, Any]]:
+        """Every head's entry (:meth:`head_dict`), layer by layer."""
         n_layers, n_heads = self.scores.n_layers, self.scores.n_heads
-        return {
-            "probe": self.probe,
-            "test": self.test,
-            "effect_size_floor": {k: float(v) for k, v in self.floors.items()},
-            "decides": dict(self.decides),
-            "rule": self.rule(),
-            "heads": [self.head_dict(ly, h) for ly in range(n_layers) for h in range(n_heads)],
-            "roles": {role: [str(h) for h in self.heads_with_role(role)] for role in ROLES[:-1]},
-        }
-
-
-def _at(values: Tensor | None, head: tuple[int, int]) -> float | None:
-    return None if values is None else float(values[head])
+        return [self.head_dict(ly, h) for ly in range(n_layers) for h in range(n_heads)]
 
 
 def describe_tests(
@@ -352,7 +353,7 @@ def discover_heads(
     (:func:`~.untrained.untrained_models`; ``model_cfg``: a toy run's config); off by default,
     and it decides nothing. The report keeps the batch (``report.batch``).
     """
-    o = checked(options)
+    o = replaced(DiscoveryOptions, options, "discovery")  # one line for another type
     decides = deciders(o.induction_score)
     say = progress or (lambda _msg: None)
     batch = discovery_batch(model, codec, o)
@@ -394,39 +395,31 @@ def discover_heads(
 
 
 @dataclass
-class Discovery:
+class Discovery(Jsonable):
     """``report``: scores, per-head τ and p-values, roles. ``labelled[role]``: the strongest head
     with that role, or None when discovery labelled none; ``top[role]``: the highest-scoring head
     of the role's deciding score whatever its label (for a view even when nothing passed).
     ``tokens``: the first row ``[BOS] prefix seg seg filler`` of the batch discovery scored;
-    ``str_tokens``: its text."""
+    ``str_tokens``: its text. Its JSON: the report's, and the :meth:`view`."""
 
-    report: HeadReport
-    labelled: dict[str, HeadId | None]
-    top: dict[str, HeadId]
-    tokens: Int[Tensor, " pos"]
-    str_tokens: list[str] = field(default_factory=list)
+    report: HeadReport = field(metadata=json_field(inline=True))
+    labelled: dict[str, HeadId | None] = field(metadata=_SKIP)
+    top: dict[str, HeadId] = field(metadata=_SKIP)
+    tokens: Int[Tensor, " pos"] = field(metadata=_SKIP)
+    str_tokens: list[str] = field(default_factory=list, metadata=_SKIP)
+
+    json_extra = ("view",)
 
     def view_heads(self) -> dict[str, HeadId]:
         """Heads to draw: the labelled ones, else the top-scoring ones."""
         return {role: self.labelled[role] or self.top[role] for role in VIEW_ROLES}
 
-    def to_dict(self) -> dict[str, Any]:
-        d = dict(self.report.to_dict())
-        d["view"] = {
-            **{f"{_key(role)}_head": _name(self.labelled[role]) for role in VIEW_ROLES},
-            **{f"top_{_key(role)}": _name(self.top[role]) for role in VIEW_ROLES},
-            "tokens": [int(t) for t in self.tokens.tolist()],
-        }
-        return d
-
-
-def _key(role: str) -> str:
-    return role.replace("-", "_")
-
-
-def _name(head: HeadId | None) -> str | None:
-    return None if head is None else str(head)
+    def view(self) -> dict[str, Any]:
+        """What a view draws: the labelled heads (``previous_token_head``...), the top-scoring
+        ones (``top_previous_token``...) and the row's tokens."""
+        key = {role: role.replace("-", "_") for role in VIEW_ROLES}
+        heads = {f"{key[r]}_head": self.labelled[r] for r in VIEW_ROLES}
+        return heads | {f"top_{key[r]}": self.top[r] for r in VIEW_ROLES} | {"tokens": self.tokens}
 
 
 def discover(

@@ -1,7 +1,7 @@
 """Every option of head discovery in one frozen value, checked once when it is built.
 
 :class:`DiscoveryOptions` travels whole: the ``heads`` command builds one at the boundary,
-:func:`interp_toolkit.api.discover` builds one from its keywords (:meth:`DiscoveryOptions.of`),
+:func:`interp_toolkit.api.discover` builds one from its keywords (:func:`~.runtime.options.replaced`),
 and :func:`~interp_toolkit.heads.discovery.discover` hands it unchanged to
 :func:`~interp_toolkit.heads.discovery.discover_heads`. A bad value is one
 :class:`~interp_toolkit.errors.UserError` line when the value is built (the rules and lines of
@@ -14,7 +14,6 @@ the checks that live beside torch (α, the induction score) are imported when on
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -98,33 +97,6 @@ class DiscoveryOptions:
 
     def _set(self, name: str, value: Any) -> None:
         object.__setattr__(self, name, value)  # the checked value (an int, not a numpy int)
-
-    @classmethod
-    def names(cls) -> tuple[str, ...]:
-        return tuple(f.name for f in dataclasses.fields(cls))
-
-    @classmethod
-    def of(cls, options: DiscoveryOptions | None = None, /, **changes: Any) -> DiscoveryOptions:
-        """``options`` (default: the defaults) with ``changes``, checked; an unknown keyword is
-        one line naming the valid ones."""
-        base = cls() if options is None else checked(options)
-        unknown = sorted(set(changes) - set(cls.names()))
-        if unknown:
-            raise UserError(
-                f"unknown discovery option{'s' if len(unknown) > 1 else ''} "
-                f"{', '.join(unknown)}: the options are {', '.join(cls.names())}."
-            )
-        return dataclasses.replace(base, **changes) if changes else base
-
-
-def checked(options: Any) -> DiscoveryOptions:
-    """``options`` itself when it is a :class:`DiscoveryOptions` (checked when it was built)."""
-    if not isinstance(options, DiscoveryOptions):
-        raise UserError(
-            f"options must be a DiscoveryOptions, got {type(options).__name__}: e.g. "
-            "DiscoveryOptions(n_seqs=32) (interp_toolkit.heads.options), or the options as keywords."
-        )
-    return options
 
 
 def _token_range(value: Any) -> tuple[int, int] | None:

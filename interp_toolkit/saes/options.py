@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from interp_toolkit.errors import UserError
+from interp_toolkit.runtime import validate
 from interp_toolkit.runtime.options import REQUIRED, option
 from interp_toolkit.saes.config import ARCH_NAMES
 
@@ -32,5 +33,8 @@ class SAEOptions:
     quiet: bool = option(False, "--quiet", help="No progress bars.")
 
     def __post_init__(self) -> None:
+        for name in ("expansion", "k", "tokens", "show"):  # the API's: whole numbers, one line
+            if not validate.is_whole(getattr(self, name)):
+                validate.count(getattr(self, name), name)
         if self.tokens < 1 or self.show < 1:
             raise UserError("--tokens and --show must be 1 or more.")

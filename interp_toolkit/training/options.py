@@ -3,6 +3,7 @@ are its options, in this order). Imports no torch: ``--help`` reads it."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -82,6 +83,8 @@ class TrainOptions:
     )
 
     def __post_init__(self) -> None:
+        if isinstance(self.corpus, os.PathLike):  # the API's: recorded in config.json as text
+            object.__setattr__(self, "corpus", os.fspath(self.corpus))
         share = self.repeat_fraction
         if share is not None and not 0.0 <= share <= 1.0:
             raise UserError(
@@ -89,12 +92,13 @@ class TrainOptions:
                 "text) to 1 (only repeated-span windows)."
             )
 
-    def recipe(self, out: Path) -> Any:
-        """The preset these options make (:func:`~interp_toolkit.training.presets.recipe`, as
-        the API assembles it; d_head and d_mlp follow d_model) for the run folder ``out``."""
+    def recipe(self, out: Path, **fields: Any) -> Any:
+        """The preset these options make (:func:`~interp_toolkit.training.presets.recipe`: d_head
+        and d_mlp follow d_model) for the run folder ``out``; ``fields``: other fields of the
+        recipe's model, data or training settings (the API's keywords: ``batch_size=``...)."""
         from interp_toolkit.training.presets import recipe
 
-        changes: dict[str, Any] = {k: getattr(self, k) for k in CHANGES}
+        changes: dict[str, Any] = {k: getattr(self, k) for k in CHANGES} | fields
         return recipe(
             self.preset,
             self.layers,
@@ -103,4 +107,21 @@ class TrainOptions:
             all_steps=self.all_steps,
             precision=self.precision,
             **changes,
+        )
+
+    def train(self, out: Path, p: Any, device: str = "auto", resume: bool = False) -> Any:
+        """Train the recipe ``p`` (:meth:`recipe`'s) into ``out`` as these options say
+        (:func:`~interp_toolkit.training.train_model`; ``resume``: the API's run found there)."""
+        from interp_toolkit.training import train_model
+
+        return train_model(
+            out,
+            p.model,
+            p.data,
+            p.train,
+            resume=resume or self.resume,
+            restart=self.restart,
+            preset=p.name,
+            progress=not self.quiet,
+            device=device,
         )

@@ -65,7 +65,7 @@ def test_train_exist_ok_load_returns_the_trained_run(trained_2l):
         seed=trained_2l.model_cfg.seed,
         steps=recipe["steps"],
         score_every=recipe["score_every"],
-        progress=False,
+        quiet=True,
     )
     a, b = trained_2l.model.state_dict(), again.model.state_dict()
     assert all(torch.equal(a[k], b[k]) for k in a)

@@ -121,7 +121,7 @@ def _text_corpus(tmp_path: Path) -> str:
 def test_train_exist_ok_load_loads_the_same_run(tmp_path):
     settings = dict(
         steps=3, d_model=32, d_head=8, n_ctx=16, vocab_size=32, batch_size=4,
-        corpus=_text_corpus(tmp_path), progress=False,
+        corpus=_text_corpus(tmp_path), quiet=True,
     )  # fmt: skip
     out = tmp_path / "run"
     first = train(out, layers=1, exist_ok="load", **settings)
@@ -147,12 +147,12 @@ def test_train_derives_the_head_width_from_d_model_as_the_cli_does(tmp_path):
     n_heads``), as ``train --d-model`` does; a width the heads do not divide is one line."""
     run = train(
         tmp_path / "run", layers=1, steps=1, d_model=64, n_ctx=16, vocab_size=32, batch_size=2,
-        corpus=_text_corpus(tmp_path), progress=False,
+        corpus=_text_corpus(tmp_path), quiet=True,
     )  # fmt: skip
     cfg = run.model.cfg
     assert (cfg.d_model, cfg.n_heads * cfg.d_head) == (64, 64)
     with pytest.raises(UserError, match="cannot work with"):
-        train(tmp_path / "odd", layers=1, steps=1, d_model=66, progress=False)
+        train(tmp_path / "odd", layers=1, steps=1, d_model=66, quiet=True)
 
 
 def test_version_and_exports_are_single_sourced_and_light():
@@ -171,3 +171,31 @@ def test_version_and_exports_are_single_sourced_and_light():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert out.stdout.strip() == "False"  # the API loads torch on first use only
     assert (ROOT / "interp_toolkit" / "py.typed").is_file()
+
+
+def test_sae_takes_the_commands_options_object_or_its_fields_as_keywords(tmp_path, monkeypatch):
+    """``sae(m, hook, out, SAEOptions(...), k=...)``: the object's fields reach the trainer, a
+    keyword replaces one, ``quiet`` is no progress; an unknown keyword is one line, before
+    anything is written (a non-whole count: ``test_no_silent_answers.py``, a plain interpreter)."""
+    import interp_toolkit.saes.pipeline as pipeline
+    from interp_toolkit import sae
+    from interp_toolkit.saes.options import SAEOptions
+
+    got = {}
+
+    def fake(model, codec, source, hook, out, **kw):
+        got.update(kw, hook=hook)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(pipeline, "run_sae", fake)
+    run = load(make_tiny_run(tmp_path / "run"))
+    opts = SAEOptions(hook="blocks.0.hook_resid_pre", arch="relu", k=4, tokens=1000, quiet=True)
+    with pytest.raises(SystemExit):
+        sae(run, "blocks.1.attn.hook_z", tmp_path / "s", opts, k=8)
+    assert got == {
+        "hook": "blocks.1.attn.hook_z", "arch": "relu", "expansion": 8, "k": 8, "tokens": 1000,
+        "seed": 0, "resume": False, "progress": False,
+    }  # fmt: skip
+    with pytest.raises(UserError, match="unknown sae option colour: the options are hook, arch"):
+        sae(run, "blocks.1.attn.hook_z", tmp_path / "t", colour="red")
+    assert not (tmp_path / "t").exists()

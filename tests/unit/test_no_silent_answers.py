@@ -141,7 +141,7 @@ def _corpus(tmp_path: Path) -> str:
 def _tiny(tmp_path: Path, **changes) -> dict:
     return dict(
         layers=1, steps=8, d_model=32, d_head=8, n_ctx=16, vocab_size=32, batch_size=4,
-        corpus=_corpus(tmp_path), progress=False,
+        corpus=_corpus(tmp_path), quiet=True,
     ) | changes  # fmt: skip
 
 
@@ -153,7 +153,7 @@ def _tiny(tmp_path: Path, **changes) -> dict:
         ({"max_grad_norm": math.nan}, "max_grad_norm=nan cannot work"),  # all-NaN weights
         ({"weight_decay": math.inf}, "weight_decay=inf cannot work"),
         ({"betas": (0.9, 1.0)}, "betas[1]=1.0 cannot work"),
-        ({"repeat_fraction": math.nan}, "repeat_fraction=nan cannot work"),
+        ({"repeat_fraction": math.nan}, "repeat-fraction nan is not a share"),  # TrainOptions
         ({"val_fraction": math.inf}, "val_fraction=inf cannot work"),
         ({"stop_score": math.nan}, "stop_score=nan cannot work"),
     ],
@@ -297,7 +297,7 @@ def damaged(field, value):
     (run / "config.json").write_text(json.dumps(cfg))
     return lambda: load(run)
 def tr(**kw):
-    return lambda: train(tmp / "out", layers=1, corpus=str(corpus), progress=False, **kw)
+    return lambda: train(tmp / "out", layers=1, corpus=str(corpus), quiet=True, **kw)
 out = {}
 for name, call in [
     ("train(steps='5')", tr(steps="5")),

@@ -395,7 +395,7 @@ def test_training_records_the_runs_digests_and_machine(tmp_path):
     corpus.write_text(" the cat sat on the mat.\n" * 200)
     out = tmp_path / "r"
     train(out, layers=1, steps=2, d_model=32, d_head=8, n_ctx=16, vocab_size=32, batch_size=4,
-          corpus=str(corpus), progress=False)  # fmt: skip
+          corpus=str(corpus), quiet=True)  # fmt: skip
     config = json.loads((out / "config.json").read_text())
     digests, machine = config["digests"], config["machine"]
     assert digests["vocab"] == file_digest(out / "vocab.json")

@@ -25,7 +25,7 @@ def _train(folder: Path, text: str, seed: int) -> Path:
     corpus.write_text(text * 200)
     out = folder / f"run-{seed}"
     train(out, layers=1, steps=8, d_model=32, d_head=8, n_ctx=16, vocab_size=32, batch_size=4,
-          corpus=str(corpus), progress=False, seed=seed, log_every=1, score_every=4)  # fmt: skip
+          corpus=str(corpus), quiet=True, seed=seed, log_every=1, score_every=4)  # fmt: skip
     return out
 
 

@@ -27,7 +27,7 @@ def test_the_api_refuses_a_depth_of_zero_before_any_folder(tmp_path):
     from interp_toolkit import train
 
     with pytest.raises(UserError, match="--layers 0 cannot work"):
-        train(tmp_path / "r", layers=0, steps=1, progress=False)
+        train(tmp_path / "r", layers=0, steps=1, quiet=True)
     assert not (tmp_path / "r").exists()
 
 
@@ -37,7 +37,7 @@ def test_any_depth_trains_and_is_analysed(tmp_path, capsys):
     from interp_toolkit import discover, train
 
     with pytest.warns(UserWarning, match="induction did not form"):
-        run = train(tmp_path / "four", layers=4, steps=3, d_model=32, n_ctx=16, progress=False)
+        run = train(tmp_path / "four", layers=4, steps=3, d_model=32, n_ctx=16, quiet=True)
     assert run.model_cfg.n_layers == 4
     report = discover(run, n_seqs=4).report
     assert report.scores.get("induction").shape == (4, 4)

@@ -35,7 +35,7 @@ def test_the_cli_and_the_api_train_the_same_recipe(monkeypatch, tmp_path):
     with pytest.raises(SystemExit):
         main([*argv, "--seed", "7", "--preset", "text"])
     with pytest.raises(SystemExit):
-        api.train(tmp_path / "b", layers=3, preset="text", d_model=96, seed=7, progress=False)
+        api.train(tmp_path / "b", layers=3, preset="text", d_model=96, seed=7, quiet=True)
     cli, notebook = seen
     assert cli == notebook
     model, data, train, name = cli
@@ -61,3 +61,38 @@ def test_the_recipe_stops_on_induction_unless_told_how_long():
 def test_the_recipe_refuses_in_one_line(changes, says):
     with pytest.raises(UserError, match=says):
         recipe("cpu", 2, **changes)
+
+
+def test_the_api_takes_the_commands_options_object_or_its_fields_as_keywords(monkeypatch, tmp_path):
+    """``api.train(out, TrainOptions(...))`` trains what the same fields as keywords train; a
+    keyword replaces the object's value (seed 8 over 7); any other keyword sets the recipe's
+    field (``batch_size``); ``quiet`` reaches the training; options of another type are one line."""
+    import interp_toolkit.training as training
+    from interp_toolkit import api
+    from interp_toolkit.runtime.options import replaced
+    from interp_toolkit.training.options import TrainOptions
+
+    seen, progress = [], []
+
+    def fake_train_model(out, model_cfg, data_cfg, train_cfg, **kwargs):
+        seen.append((model_cfg, data_cfg, train_cfg))
+        progress.append(kwargs["progress"])
+        raise SystemExit(0)
+
+    monkeypatch.setattr(training, "train_model", fake_train_model)
+    opts = TrainOptions(layers=3, preset="text", d_model=96, seed=7, quiet=True)
+    for call in (
+        lambda: api.train(tmp_path / "a", opts),
+        lambda: api.train(tmp_path / "b", layers=3, preset="text", d_model=96, seed=7, quiet=True),
+        lambda: api.train(tmp_path / "c", opts, seed=8, batch_size=2),
+    ):
+        with pytest.raises(SystemExit):
+            call()
+    (m_obj, d_obj, t_obj), (m_kw, d_kw, t_kw), (m_8, _, t_8) = seen
+    assert (m_obj, d_obj, t_obj) == (m_kw, d_kw, t_kw) and m_obj.seed == 7
+    assert (m_8.seed, t_8.seed, t_8.batch_size) == (8, 8, 2) and progress == [False] * 3
+    with pytest.raises(UserError, match="options must be a TrainOptions, got int"):
+        replaced(TrainOptions, 3, "train")  # (api.train's annotation stops it first in the tests)
+    with pytest.raises(UserError, match="repeat-fraction 2"):
+        api.train(tmp_path / "e", repeat_fraction=2.0)  # TrainOptions' own check
+    assert not (tmp_path / "e").exists()
