@@ -1,11 +1,11 @@
 """What the terminal shows of a result: the command line's tables, lines and CSVs, rendered from
-the typed result (the analysis's dataclass) or the command's JSON, never printed here.
+the typed result (the analysis's dataclass), never printed here.
 
 A renderer returns a list of rich renderables (a ``Table``, a ``str`` with rich markup, or a
 ``Text`` shown as it is); the CLI prints each, a line unwrapped (``soft_wrap``), in order. The
 heads, the exams and a head's copying read their dataclasses (:class:`~.heads.discovery.
-HeadReport`, :class:`~.exams.single.ExamResult`, :class:`~.weights.circuits.HeadCircuit`); the
-others read the JSON their command writes (:mod:`.terminal_units`).
+HeadReport`, :class:`~.exams.single.ExamResult`, :class:`~.weights.circuits.HeadCircuit`); a
+circuit, a probe, neurons, an SAE and stages are :mod:`.terminal_units`'.
 """
 
 from __future__ import annotations
