@@ -10,7 +10,6 @@ own; the post's numbers (:data:`POST`) are shown beside ours, never used as a ba
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
@@ -228,13 +227,8 @@ CLAIMS: tuple[Claim, ...] = (
 def verdicts(ms: Sequence[DepthMeasurement], t: Thresholds = THRESHOLDS) -> tuple[Verdict, ...]:
     """Every claim with a rule, on one seed's depths of one setting ("reliably" needs seeds:
     :func:`over_seeds`)."""
-    out = []
-    for c in CLAIMS:
-        if c.rule is None:
-            out.append(Verdict(c.key, None, why="one seed: `reproduce --seeds 5` measures it"))
-        else:
-            out.append(c.rule(ms, t))
-    return tuple(out)
+    why = "one seed: `reproduce --seeds 5` measures it"
+    return tuple(Verdict(c.key, None, why=why) if c.rule is None else c.rule(ms, t) for c in CLAIMS)
 
 
 @dataclass(frozen=True)
@@ -269,15 +263,6 @@ class ClaimOverSeeds:
     def why(self) -> str:
         return next((v.why for v in self.verdicts if v.why), "")
 
-    def values(self, name: str) -> list[float]:
-        """Number ``name`` in every seed that has it."""
-        found = (v.number(name) for v in self.verdicts)
-        return [n.value for n in found if n is not None and n.value is not None]
-
-    def median(self, name: str) -> float | None:
-        xs = self.values(name)
-        return statistics.median(xs) if xs else None
-
 
 def reliably(
     seeds: Sequence[int], per_seed: Sequence[Sequence[Verdict]], t: Thresholds = THRESHOLDS
@@ -301,15 +286,11 @@ def over_seeds(
     """Every claim over the seeds (``per_seed[i]``: :func:`verdicts` of seed ``seeds[i]``);
     "reliably" is one verdict over all of them, repeated per seed for the table."""
     seeds = tuple(seeds)
-    out = []
-    for c in CLAIMS:
-        if c.key == "reliably":
-            r = reliably(seeds, per_seed, t)
-            out.append(ClaimOverSeeds(c.key, seeds, tuple(r for _ in seeds)))
-        else:
-            out.append(
-                ClaimOverSeeds(
-                    c.key, seeds, tuple(next(v for v in vs if v.key == c.key) for vs in per_seed)
-                )
-            )
-    return tuple(out)
+    both = (reliably(seeds, per_seed, t),) * len(seeds)
+    by_key = [{v.key: v for v in vs} for vs in per_seed]
+    return tuple(
+        ClaimOverSeeds(
+            c.key, seeds, both if c.key == "reliably" else tuple(k[c.key] for k in by_key)
+        )
+        for c in CLAIMS
+    )

@@ -92,12 +92,17 @@ class Tally(Jsonable):
 Over = Spread | Held | Tally
 
 
+def held_in(seeds: Sequence[int], said: Sequence[object]) -> Held:
+    """The seeds ``said[i]`` (of seed ``seeds[i]``; None: it cannot say) held in."""
+    known = [(s, v) for s, v in zip(seeds, said, strict=True) if v is not None]
+    return Held(tuple(s for s, _ in known), tuple(s for s, v in known if v))
+
+
 def over(measure: Measure, seeds: Sequence[int], depths: Sequence[DepthMeasurement]) -> Over:
     """``measure`` read in every seed's depth (``depths[i]`` of seed ``seeds[i]``)."""
     values = [measure.read(m) for m in depths]
     if measure.kind == "held":
-        said = [(s, v) for s, v in zip(seeds, values, strict=True) if v is not None]
-        return Held(tuple(s for s, _ in said), tuple(s for s, v in said if v))
+        return held_in(seeds, values)
     if measure.kind == "tally":
         return Tally(dict(Counter(str(v) for v in values if v is not None)))
     return Spread(tuple(seeds), tuple(None if v is None else float(v) for v in values))
@@ -170,11 +175,7 @@ def over_seeds(
                     )
                 )
         mine = [one_layer_chance([m for m in s.depths if m.name in names]) for s in measured]
-        copier = [reliable_copier(ms, t) for ms in mine]
-        held = Held(
-            tuple(s for s, c in zip(seeds, copier, strict=True) if c is not None),
-            tuple(s for s, c in zip(seeds, copier, strict=True) if c),
-        )
+        held = held_in(seeds, [reliable_copier(ms, t) for ms in mine])
         claims = claims_over_seeds(seeds, [verdicts(ms, t) for ms in mine], t)
         out.append(SettingOverSeeds(preset, seeds, held, tuple(runs), claims))
     return out

@@ -51,22 +51,18 @@ HEATMAP_ROLES = ("previous-token", "induction")
 
 
 def exam_section(analysis: RunAnalysis) -> Section:
-    rows, figs, caps = [], [], []
-    for e in analysis.exams:
-        ex = e.exam
-        if e.result is None:
-            rows.append([ex.name, ex.prompt, ex.target, None, None, verdict(False, e.error)])
-            continue
-        rows.append(
-            [ex.name, ex.prompt, ex.target, e.result.rank, e.result.prob, verdict(e.passed)]
-        )
-        figs.append(plots.exam_topk(e.result))
-        caps.append(ex.name)
+    ran = [(e.exam, e.result) for e in analysis.exams if e.result is not None]
+    rows = [
+        [e.exam.name, e.exam.prompt, e.exam.target]
+        + ([None, None] if e.result is None else [e.result.rank, e.result.prob])
+        + [verdict(e.passed, e.error)]
+        for e in analysis.exams
+    ]
     items: list[Item] = [
         table(["exam", "prompt", "target", "rank (0 = top)", "p(target)", "result"], rows, raw=(5,))
     ]
-    if figs:
-        items.append(Row(figs, caps))
+    if ran:
+        items.append(Row([plots.exam_topk(r) for _, r in ran], [ex.name for ex, _ in ran]))
     return Section(
         "Exam",
         items,

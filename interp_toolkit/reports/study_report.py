@@ -50,10 +50,9 @@ def describe_run(summary: RunSummary) -> str:
     return s + "."
 
 
-#: The two kinds of exam, one name each on the page (table rows, sentences; study.json keys
-#: ``runs[].prompt_exams`` and ``depths[].period_exams``).
+#: The single-prompt exams' name on the page (table rows, sentences; study.json's
+#: ``runs[].prompt_exams``; the period exams are ``depths[].period_exams``).
 PROMPT_EXAMS = "single-prompt exams"
-PERIOD_EXAMS = "period exams"
 
 
 def prompt_verdict(r: RunSummary) -> str:

@@ -59,19 +59,16 @@ def _head_cells(report: HeadReport) -> list[tuple[str, str, dict[str, Any] | Non
     from interp_toolkit.heads.registry import HeadId
 
     passing = {k: report.passes(k) for k in SCORE_KINDS}
-    rows = []
-    for ly in range(report.scores.n_layers):
-        for h in range(report.scores.n_heads):
-            at = (ly, h)
-            rows.append(
-                (
-                    str(HeadId(ly, h)),
-                    report.roles[ly][h],
-                    report.role_reason(at),
-                    [k for k in SCORE_KINDS if bool(passing[k][at])],
-                )
-            )
-    return rows
+    return [
+        (
+            str(HeadId(ly, h)),
+            report.roles[ly][h],
+            report.role_reason((ly, h)),
+            [k for k in SCORE_KINDS if bool(passing[k][ly, h])],
+        )
+        for ly in range(report.scores.n_layers)
+        for h in range(report.scores.n_heads)
+    ]
 
 
 def _score(report: HeadReport, kind: str, at: tuple[int, int], wide: bool) -> str:

@@ -34,9 +34,8 @@ class StudyConfig:
     # steps a 2+-layer model trains once induction has formed (None: its preset's after_induction)
     after_induction: int | None = None
     threads: int = 1  # torch threads per training run (2 threads on 2 shared cores are slower)
-    workers: int = (
-        2  # runs trained at once on the CPU, in separate processes (a GPU: one at a time)
-    )
+    # runs trained at once on the CPU, in separate processes (a GPU: one at a time)
+    workers: int = 2
     corpus: str | None = None
     sample_tokens: int = 40
     device: str = "auto"

@@ -67,8 +67,7 @@ def other_seeds(
     measured = []
     for i, extra in enumerate(seed_configs(cfg), start=2):
         say(f"seed {extra.seed} ({i} of {cfg.seeds}): the whole study in {extra.out}")
-        r = reproduce(extra)
-        measured.append(SeedMeasurements(extra.seed, r.depths))
+        measured.append(SeedMeasurements(extra.seed, reproduce(extra).depths))
     return measured
 
 

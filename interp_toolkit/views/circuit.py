@@ -89,7 +89,7 @@ def circuit_figure(
                 y=[None],
                 mode="lines",
                 line={"color": color, "width": 4},
-                name=f"into {kind}" if kind != "logits" else "into logits",
+                name=f"into {kind}",
             )
         )
     ticks = ["embed", *[f"layer {i}" for i in range(n_layers)], "logits"]

@@ -102,15 +102,10 @@ def _flatten(d: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
         key = f"{prefix}{k}"
         if isinstance(v, dict) and v:
             out.extend(_flatten(v, key + "."))
+        elif isinstance(v, (dict, list)) and len(json.dumps(v)) >= 200:
+            out.append((key, json.dumps(v)[:200] + "…"))
         else:
-            out.append(
-                (
-                    key,
-                    v
-                    if not isinstance(v, (dict, list)) or len(json.dumps(v)) < 200
-                    else json.dumps(v)[:200] + "…",
-                )
-            )
+            out.append((key, v))
     return out
 
 

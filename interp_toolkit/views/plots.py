@@ -139,15 +139,15 @@ def head_score_heatmap(
         ]
         for i, row in enumerate(s.tolist())
     ]
+    grids = [(name, grid) for name, grid in (("τ", tau), ("p", p_value)) if grid is not None]
     hover = [
-        [f"head {HeadId(i, j)} scores {s[i, j]:.3f}" for j in range(n_heads)]
+        [
+            f"head {HeadId(i, j)} scores {s[i, j]:.3f}"
+            + "".join(f", {name} {float(grid[i, j]):.3g}" for name, grid in grids)
+            for j in range(n_heads)
+        ]
         for i in range(n_layers)
     ]
-    for name, grid in (("τ", tau), ("p", p_value)):
-        if grid is not None:
-            for i in range(n_layers):
-                for j in range(n_heads):
-                    hover[i][j] += f", {name} {float(grid[i, j]):.3g}"
     zmin, zmax = min(0.0, float(s.min())), max(1.0, float(s.max()))
     ticks: dict[float, str] = {}
     if floor is not None:
