@@ -148,12 +148,11 @@ def write_with(path: str | os.PathLike[str], writer: Callable[[Path], None]) -> 
     if target.kind == "file":
         with atomic_path(target.path) as tmp:
             writer(tmp)
-        WRITTEN.append(Path(path))
-        return Path(path)
-    with tempfile.TemporaryDirectory(prefix="interp-toolkit-") as folder:
-        tmp = Path(folder) / "out"
-        writer(tmp)
-        write_stream(target, tmp.read_bytes())
+    else:
+        with tempfile.TemporaryDirectory(prefix="interp-toolkit-") as folder:
+            tmp = Path(folder) / "out"
+            writer(tmp)
+            write_stream(target, tmp.read_bytes())
     WRITTEN.append(Path(path))
     return Path(path)
 
