@@ -209,11 +209,9 @@ def recorded_digests(paths: RunPaths) -> dict[str, str]:
     except (OSError, ValueError):
         return {}
     digests = data.get("digests") if isinstance(data, dict) else None
-    return (
-        {k: v for k, v in digests.items() if isinstance(v, str)}
-        if isinstance(digests, dict)
-        else {}
-    )
+    if not isinstance(digests, dict):
+        return {}
+    return {k: v for k, v in digests.items() if isinstance(v, str)}
 
 
 def record_weights(paths: RunPaths) -> None:
@@ -265,7 +263,7 @@ def read_config(path: str | Path) -> dict[str, Any]:
     fix = f"restore it, or train the run again with `interp-toolkit train --restart --out {path}`."
     data = read_json(paths.config, "run config", fix)
     version = data.get("format_version") if isinstance(data, dict) else None
-    if isinstance(version, str) or isinstance(version, bool):
+    if isinstance(version, (str, bool)):
         raise UserError(
             f'run config {paths.config} is damaged ("format_version" is {version!r}, not the '
             f"number {FORMAT_VERSION}): {fix}"

@@ -36,7 +36,7 @@ from interp_toolkit.runs.hf_checks import (
     meta_model,
     quiet,
 )
-from interp_toolkit.runs.hub import Source, resolve
+from interp_toolkit.runs.hub import Source, hub_cache_dir, resolve
 from interp_toolkit.runs.target import Target
 from interp_toolkit.runtime import validate
 from interp_toolkit.text.codecs import GPT2_VOCAB_SIZE, Codec, GPT2Codec, TokenizerCodec
@@ -171,8 +171,6 @@ def load(
 def _download(src: Source) -> Path:
     """The hub snapshot of ``src`` (online only: :func:`.hub.resolve` refused it offline)."""
     from huggingface_hub import snapshot_download
-
-    from interp_toolkit.runs.hub import hub_cache_dir
 
     assert src.hub_id is not None
     try:
