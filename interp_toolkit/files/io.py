@@ -211,8 +211,7 @@ def check_writable_dir(path: str | os.PathLike[str], what: str = "output folder"
         )
     try:
         path.mkdir(parents=True, exist_ok=True)
-        probe = tempfile.NamedTemporaryFile(dir=path, prefix=".probe.", delete=True)
-        probe.close()
+        tempfile.NamedTemporaryFile(dir=path, prefix=".probe.").close()
     except OSError as exc:
         raise UserError(
             f"{what} {path} is not writable ({exc.strerror}): choose a folder you can write to."

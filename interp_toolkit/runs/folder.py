@@ -305,13 +305,7 @@ def load_run(
     if weights is None:
         check_digest(paths, "weights", weights_path, fix)  # whole, but the run's own?
     apply_weights(model, state, weights_path)
-    return Run(
-        path=paths.root,
-        model=model.eval(),
-        codec=codec,
-        model_cfg=model_cfg,
-        settings=data.get("settings", {}),
-    )
+    return Run(paths.root, model.eval(), codec, model_cfg, data.get("settings", {}))
 
 
 def model_config(data: dict[str, Any], where: Path) -> ModelConfig:

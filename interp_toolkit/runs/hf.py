@@ -230,10 +230,5 @@ def load_hf_target(
     """
     src = resolve(spec)
     model = _load(src, device=device, dtype=dtype_named(dtype), compat=compat)
-    return Target(
-        name=src.label,
-        kind="hf",
-        model=model,
-        codec=codec_of(model),
-        source=src.folder or src.hub_id,
-    )
+    source = src.folder or src.hub_id
+    return Target(name=src.label, kind="hf", model=model, codec=codec_of(model), source=source)
