@@ -148,12 +148,11 @@ def write_with(path: str | os.PathLike[str], writer: Callable[[Path], None]) -> 
     if target.kind == "file":
         with atomic_path(target.path) as tmp:
             writer(tmp)
-        WRITTEN.append(Path(path))
-        return Path(path)
-    with tempfile.TemporaryDirectory(prefix="interp-toolkit-") as folder:
-        tmp = Path(folder) / "out"
-        writer(tmp)
-        write_stream(target, tmp.read_bytes())
+    else:
+        with tempfile.TemporaryDirectory(prefix="interp-toolkit-") as folder:
+            tmp = Path(folder) / "out"
+            writer(tmp)
+            write_stream(target, tmp.read_bytes())
     WRITTEN.append(Path(path))
     return Path(path)
 
@@ -212,8 +211,7 @@ def check_writable_dir(path: str | os.PathLike[str], what: str = "output folder"
         )
     try:
         path.mkdir(parents=True, exist_ok=True)
-        probe = tempfile.NamedTemporaryFile(dir=path, prefix=".probe.", delete=True)
-        probe.close()
+        tempfile.NamedTemporaryFile(dir=path, prefix=".probe.").close()
     except OSError as exc:
         raise UserError(
             f"{what} {path} is not writable ({exc.strerror}): choose a folder you can write to."

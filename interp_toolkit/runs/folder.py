@@ -209,11 +209,9 @@ def recorded_digests(paths: RunPaths) -> dict[str, str]:
     except (OSError, ValueError):
         return {}
     digests = data.get("digests") if isinstance(data, dict) else None
-    return (
-        {k: v for k, v in digests.items() if isinstance(v, str)}
-        if isinstance(digests, dict)
-        else {}
-    )
+    if not isinstance(digests, dict):
+        return {}
+    return {k: v for k, v in digests.items() if isinstance(v, str)}
 
 
 def record_weights(paths: RunPaths) -> None:
@@ -265,7 +263,7 @@ def read_config(path: str | Path) -> dict[str, Any]:
     fix = f"restore it, or train the run again with `interp-toolkit train --restart --out {path}`."
     data = read_json(paths.config, "run config", fix)
     version = data.get("format_version") if isinstance(data, dict) else None
-    if isinstance(version, str) or isinstance(version, bool):
+    if isinstance(version, (str, bool)):
         raise UserError(
             f'run config {paths.config} is damaged ("format_version" is {version!r}, not the '
             f"number {FORMAT_VERSION}): {fix}"
@@ -307,13 +305,7 @@ def load_run(
     if weights is None:
         check_digest(paths, "weights", weights_path, fix)  # whole, but the run's own?
     apply_weights(model, state, weights_path)
-    return Run(
-        path=paths.root,
-        model=model.eval(),
-        codec=codec,
-        model_cfg=model_cfg,
-        settings=data.get("settings", {}),
-    )
+    return Run(paths.root, model.eval(), codec, model_cfg, data.get("settings", {}))
 
 
 def model_config(data: dict[str, Any], where: Path) -> ModelConfig:

@@ -35,9 +35,8 @@ from interp_toolkit.runs.hf_checks import (
     hf_config,
     meta_model,
     quiet,
-    weights_file_bytes,
 )
-from interp_toolkit.runs.hub import Source, resolve
+from interp_toolkit.runs.hub import Source, hub_cache_dir, resolve
 from interp_toolkit.runs.target import Target
 from interp_toolkit.runtime import validate
 from interp_toolkit.text.codecs import GPT2_VOCAB_SIZE, Codec, GPT2Codec, TokenizerCodec
@@ -45,10 +44,6 @@ from interp_toolkit.text.codecs import gpt2_bpe_files as _bpe_files
 
 HELLO_WORLD_IDS = [15496, 995]  # GPT-2 BPE of "Hello world"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json")
-
-
-def _has_tokenizer_files(folder: Path) -> bool:
-    return any((folder / f).is_file() for f in TOKENIZER_FILES)
 
 
 # --------------------------------------------------------------------------- tokenizer
@@ -177,8 +172,6 @@ def _download(src: Source) -> Path:
     """The hub snapshot of ``src`` (online only: :func:`.hub.resolve` refused it offline)."""
     from huggingface_hub import snapshot_download
 
-    from interp_toolkit.runs.hub import hub_cache_dir
-
     assert src.hub_id is not None
     try:
         return Path(snapshot_download(src.hub_id, cache_dir=hub_cache_dir()))
@@ -197,16 +190,9 @@ def _load(src: Source, device: str, dtype: torch.dtype, compat: bool) -> Transfo
     check_weights(folder, shapes)  # no tensor drawn at random: refused first
     n_params = sum(p.numel() for p in shapes.parameters())
     del shapes
-    check_memory(
-        n_params,
-        dtype,
-        torch.device(device),
-        str(folder),
-        compat=compat,
-        file_bytes=weights_file_bytes(folder),
-    )
+    check_memory(n_params, dtype, torch.device(device), folder, compat=compat)
     where = str(folder)
-    if _has_tokenizer_files(folder):
+    if any((folder / f).is_file() for f in TOKENIZER_FILES):
         model = _boot(where, device, dtype, None)
     elif cfg.get("model_type") == "gpt2" and cfg.get("vocab_size") == GPT2_VOCAB_SIZE:
         with offline_gpt2_tokenizer() as tok:
@@ -244,10 +230,5 @@ def load_hf_target(
     """
     src = resolve(spec)
     model = _load(src, device=device, dtype=dtype_named(dtype), compat=compat)
-    return Target(
-        name=src.label,
-        kind="hf",
-        model=model,
-        codec=codec_of(model),
-        source=src.folder or src.hub_id,
-    )
+    source = src.folder or src.hub_id
+    return Target(name=src.label, kind="hf", model=model, codec=codec_of(model), source=source)

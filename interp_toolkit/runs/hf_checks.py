@@ -157,7 +157,7 @@ def hf_config(folder: Path, cfg: dict[str, Any]) -> Any:
 # meta device (no memory). A file that cannot be read is left to the loader, which names it.
 
 #: Buffers checkpoints saved that are not weights (causal masks; rotary tables end in inv_freq).
-_MASKS = re.compile(r"(attn|attention|crossattention|self_attn)\.(bias|masked_bias)$")
+_MASKS = re.compile(r"(attn|attention|crossattention|self_attn)\.(bias|masked_bias)$|inv_freq$")
 
 
 def meta_model(config: Any, folder: Path) -> torch.nn.Module:
@@ -180,9 +180,9 @@ def check_weights(folder: Path, model: torch.nn.Module) -> None:
     if found is None:
         return  # unreadable or absent: the loader says so
     expected = {n: tuple(p.shape) for n, p in model.named_parameters()}  # tied: once
-    known = {n for n, _ in model.named_parameters(remove_duplicate=False)}
-    known |= {n for n, _ in model.named_buffers(remove_duplicate=False)}
     found, converted = _as_loaded(model, found)
+    known = converted | {n for n, _ in model.named_parameters(remove_duplicate=False)}
+    known |= {n for n, _ in model.named_buffers(remove_duplicate=False)}
     expected = {k: v for k, v in expected.items() if k not in converted}
     missing = [k for k in expected if k not in found]
     wrong = [
@@ -190,14 +190,7 @@ def check_weights(folder: Path, model: torch.nn.Module) -> None:
         for k, v in expected.items()
         if k in found and tuple(found[k]) != v
     ]
-    extra = [
-        k
-        for k in found
-        if k not in known
-        and k not in converted
-        and not _MASKS.search(k)
-        and not k.endswith("inv_freq")
-    ]
+    extra = [k for k in found if k not in known and not _MASKS.search(k)]
     if not (missing or wrong or extra):
         return
     fix = (
@@ -233,27 +226,20 @@ def _as_loaded(
         )
 
         transforms = get_model_conversion_mapping(model)
+        renamings = [t for t in transforms if isinstance(t, WeightRenaming)]
+        converters = [t for t in transforms if isinstance(t, WeightConverter)]
     except Exception:  # another transformers: names as saved, with the prefix rule
-        transforms = []
-        WeightConverter = WeightRenaming = rename_source_key = None  # noqa: N806
-    prefix = f"{model.base_model_prefix}."
-    meta = model.state_dict()
+        rename_source_key = None
+    base, meta = model.base_model_prefix, model.state_dict()
     out: dict[str, tuple[int, ...]] = {}
     converted: set[str] = set()
     for key, shape in found.items():
         if rename_source_key is None:
-            name = key if key in meta or f"{prefix}{key}" not in meta else f"{prefix}{key}"
-            out[name] = shape
-            continue
-        name, pattern = rename_source_key(
-            key,
-            [t for t in transforms if isinstance(t, WeightRenaming)],
-            [t for t in transforms if isinstance(t, WeightConverter)],
-            model.base_model_prefix,
-            meta,
-        )
-        if pattern is not None:
-            converted.add(name)
+            name = key if key in meta or f"{base}.{key}" not in meta else f"{base}.{key}"
+        else:
+            name, pattern = rename_source_key(key, renamings, converters, base, meta)
+            if pattern is not None:
+                converted.add(name)
         out[name] = shape
     return out, converted
 
@@ -321,31 +307,21 @@ def memory_estimate(
 
 
 def check_memory(
-    n_params: int,
-    dtype: torch.dtype,
-    device: torch.device,
-    where: str,
-    *,
-    compat: bool,
-    file_bytes: int | None = None,
-) -> int:
-    """Refuse (one line naming both) a load whose :func:`memory_estimate` exceeds the memory
-    ``device`` has available; return the estimate."""
-    need = memory_estimate(n_params, dtype, compat=compat, file_bytes=file_bytes)
+    n_params: int, dtype: torch.dtype, device: torch.device, folder: Path, *, compat: bool
+) -> None:
+    """Refuse (one line naming both) a load of ``folder`` whose :func:`memory_estimate` exceeds
+    the memory ``device`` has available."""
+    need = memory_estimate(n_params, dtype, compat=compat, file_bytes=weights_file_bytes(folder))
     have = available_memory(device)
     if have is not None and need > have:
         gib = 2**30
         half = " or --dtype bf16" if dtype == torch.float32 else ""
+        name = next(k for k, v in DTYPES.items() if v == dtype)
         raise UserError(
-            f"loading {where} ({n_params / 1e6:,.0f}M parameters in {_dtype_name(dtype)}) needs "
+            f"loading {folder} ({n_params / 1e6:,.0f}M parameters in {name}) needs "
             f"about {need / gib:.1f} GiB but {device} has {have / gib:.1f} GiB available: free "
             f"memory, use a machine with more{half}."
         )
-    return need
-
-
-def _dtype_name(dtype: torch.dtype) -> str:
-    return next(k for k, v in DTYPES.items() if v == dtype)
 
 
 def dtype_named(name: str) -> torch.dtype:

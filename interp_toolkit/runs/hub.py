@@ -31,10 +31,7 @@ from interp_toolkit.files.io import hub_offline
 
 #: GPT-2's short names and the repository ids they may be cached under (new id first).
 HUB_NAMES: dict[str, tuple[str, ...]] = {
-    "gpt2": ("openai-community/gpt2", "gpt2"),
-    "gpt2-medium": ("openai-community/gpt2-medium", "gpt2-medium"),
-    "gpt2-large": ("openai-community/gpt2-large", "gpt2-large"),
-    "gpt2-xl": ("openai-community/gpt2-xl", "gpt2-xl"),
+    **{n: (f"openai-community/{n}", n) for n in ("gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl")},
     "distilgpt2": ("distilbert/distilgpt2", "distilgpt2"),
 }
 _REPO_TO_NAME = {repo.lower(): name for name, repos in HUB_NAMES.items() for repo in repos}
@@ -93,16 +90,6 @@ def is_hf_folder(path: Path) -> bool:
     return "format_version" not in data
 
 
-def _looks_like_gpt2_name(spec: str) -> bool:
-    s = spec.lower()
-    return s in HUB_NAMES or s in _REPO_TO_NAME or s.startswith(("gpt", "distilgpt"))
-
-
-def _is_hub_id(spec: str) -> bool:
-    """``owner/name`` that is no path here, and whose ``owner`` is no folder here either."""
-    return bool(_REPO_ID.match(spec)) and not Path(spec).parent.exists()
-
-
 def is_hf_spec(spec: str | os.PathLike[str]) -> bool:
     """True for a Hugging Face model folder, a hub id ``owner/name`` or a GPT-2 short name.
 
@@ -114,7 +101,9 @@ def is_hf_spec(spec: str | os.PathLike[str]) -> bool:
     if path.exists():
         return is_hf_folder(path)
     s = os.fspath(spec)
-    return _looks_like_gpt2_name(s) or _is_hub_id(s)
+    if s.lower() in _REPO_TO_NAME or s.lower().startswith(("gpt", "distilgpt")):
+        return True  # GPT-2's names (and the repositories they are cached under)
+    return bool(_REPO_ID.match(s)) and not Path(s).parent.exists()  # a hub id, no folder here
 
 
 # --------------------------------------------------------------------------- hub cache
@@ -153,8 +142,8 @@ def resolve(spec: str | os.PathLike[str]) -> Source:
         return Source(label=path.resolve().name, folder=path)
     s = os.fspath(spec)
     name = s.lower()
-    if name in HUB_NAMES or name in _REPO_TO_NAME:
-        name = _REPO_TO_NAME.get(name, name)
+    if name in _REPO_TO_NAME:  # a GPT-2 name, or a repository it is cached under
+        name = _REPO_TO_NAME[name]
         repos = HUB_NAMES[name]
     elif _REPO_ID.match(s):
         name, repos = s, (s,)

@@ -93,13 +93,11 @@ def fields(required: dict[str, Check], optional: dict[str, Check] | None = None)
         if not isinstance(v, dict):
             raise Damage(f"{where or 'the file'} is {type(v).__name__}, not a JSON object")
         out = dict(v)
-        for name, c in required.items():
-            if name not in v:
-                raise Damage(f"{where or 'the file'} has no {name!r}")
-            out[name] = c(v[name], f"{where}.{name}" if where else name)
-        for name, c in (optional or {}).items():
+        for name, c in [*required.items(), *(optional or {}).items()]:
             if name in v:
                 out[name] = c(v[name], f"{where}.{name}" if where else name)
+            elif name in required:
+                raise Damage(f"{where or 'the file'} has no {name!r}")
         return out
 
     return check
@@ -285,12 +283,11 @@ def llc_checkpoint(v: Any, where: str) -> dict[str, Any]:
 
 
 def stages_schema() -> Check:
-    checkpoint = llc_checkpoint
     boundary = fields({"step": whole(1), "interval": items(whole(1), least=2), "kind": kind(str)})
     return fields(
         {
             "run": kind(str),
-            "checkpoints": items(checkpoint, least=3, rising=lambda c: c["step"]),
+            "checkpoints": items(llc_checkpoint, least=3, rising=lambda c: c["step"]),
             "batches": fields({"source": kind(str)}),
             "rule": kind(dict),
             "boundaries": items(boundary),

@@ -60,16 +60,13 @@ def _load_snapshot(spec: Spec, device: str, for_weights: bool, dtype: str) -> Ta
     read_config(run_path)  # not a run folder: the run folder's own error
     paths = RunPaths(run_path)
     kept = paths.snapshot_steps()
-    listed = _steps_list(kept)
     digits = step_text.isascii() and step_text.isdigit()  # '²' is a digit to str.isdigit
-    if not digits or int(step_text) not in kept:
-        what = (
-            f"step {step_text!r} is not a whole number"
-            if not digits
-            else (f"{run_path} kept no weights at step {int(step_text)}")
-        )
-        raise UserError(f"{what}: give RUN@STEP with a kept step ({listed}).")
-    step = int(step_text)
+    step = int(step_text) if digits else None
+    if step not in kept:
+        what = f"step {step_text!r} is not a whole number"
+        if step is not None:
+            what = f"{run_path} kept no weights at step {step}"
+        raise UserError(f"{what}: give RUN@STEP with a kept step ({_steps_list(kept)}).")
     run = load_run(run_path, device=device, weights=paths.snapshot(step))
     name = f"{run.name}@{step}"
     return Target(name=name, kind="toy", model=run.model, codec=run.codec, source=run)
@@ -78,16 +75,10 @@ def _load_snapshot(spec: Spec, device: str, for_weights: bool, dtype: str) -> Ta
 def _steps_list(kept: list[int]) -> str:
     if not kept:
         return "this run kept none: train it with snapshots, e.g. the default snapshot_log"
-    shown = (
-        ", ".join(map(str, kept))
-        if len(kept) <= 80
-        else (
-            ", ".join(map(str, kept[:40]))
-            + f", ... ({len(kept) - 60} more) ..., "
-            + ", ".join(map(str, kept[-20:]))
-        )
-    )
-    return f"kept: {shown}"
+    if len(kept) <= 80:
+        return f"kept: {', '.join(map(str, kept))}"
+    head, tail = ", ".join(map(str, kept[:40])), ", ".join(map(str, kept[-20:]))
+    return f"kept: {head}, ... ({len(kept) - 60} more) ..., {tail}"
 
 
 TARGET_KINDS: tuple[TargetKind, ...] = (

@@ -52,14 +52,10 @@ def gpt2_bpe_files() -> tuple[Path, Path]:
     return Path(str(data / "encoder.json")), Path(str(data / "vocab.bpe"))
 
 
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def verify_bpe_files(encoder_json: Path, vocab_bpe: Path) -> None:
     """Raise ``RuntimeError`` unless both files carry tiktoken's pinned hashes."""
     for path, want in ((encoder_json, ENCODER_JSON_SHA256), (vocab_bpe, VOCAB_BPE_SHA256)):
-        got = _sha256(path)
+        got = hashlib.sha256(path.read_bytes()).hexdigest()
         if got != want:
             raise RuntimeError(
                 f"GPT-2 BPE file {path} has sha256 {got}, expected tiktoken's {want}: "
@@ -114,17 +110,30 @@ class Codec(Protocol):
     def to_dict(self) -> dict[str, Any]: ...
 
 
-class GPT2Codec:
+class _Shared:
+    """What the codecs share unless they say otherwise: no ``<unk>`` (``unk_id`` None), a store
+    of GPT-2 ids, and nothing to save but the kind."""
+
+    kind: str
+    unk_id: int | None = None
+
+    def from_store(self, ids: np.ndarray) -> np.ndarray:
+        return self.from_gpt2(ids)  # type: ignore[attr-defined]
+
+    def contains_unk(self, ids: Iterable[int]) -> bool:
+        return self.unk_id is not None and any(int(i) == self.unk_id for i in ids)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind}
+
+
+class GPT2Codec(_Shared):
     """The full GPT-2 vocabulary: model ids are GPT-2 ids."""
 
     kind = "gpt2"
     store = "gpt2"
     d_vocab = GPT2_VOCAB_SIZE
     bos_id = EOT_ID
-    unk_id = None
-
-    def from_store(self, ids: np.ndarray) -> np.ndarray:
-        return self.from_gpt2(ids)
 
     def encode(self, text: str) -> list[int]:
         return gpt2_encoding().encode_ordinary(text)
@@ -139,14 +148,8 @@ class GPT2Codec:
     def from_gpt2(self, gpt2_ids: np.ndarray) -> np.ndarray:
         return np.asarray(gpt2_ids, dtype=np.int64)
 
-    def contains_unk(self, ids: Iterable[int]) -> bool:
-        return False
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind}
-
-
-class CompactVocab:
+class CompactVocab(_Shared):
     """The K-1 most frequent GPT-2 ids of a corpus plus ``<unk>`` (model id K-1).
 
     ``<|endoftext|>`` is always kept (it separates documents and serves as BOS). Text whose GPT-2
@@ -185,9 +188,6 @@ class CompactVocab:
     def from_gpt2(self, gpt2_ids: np.ndarray) -> np.ndarray:
         return self._lookup[np.asarray(gpt2_ids, dtype=np.int64)]
 
-    def from_store(self, ids: np.ndarray) -> np.ndarray:
-        return self.from_gpt2(ids)
-
     def to_gpt2(self, ids: Iterable[int]) -> list[int]:
         """GPT-2 ids of model ids; ``<unk>`` has none and becomes -1."""
         return [int(self.gpt2_ids[i]) if i != self.unk_id else -1 for i in map(int, ids)]
@@ -212,9 +212,6 @@ class CompactVocab:
             pieces.append(UNK)
         return "".join(pieces[:-1])
 
-    def contains_unk(self, ids: Iterable[int]) -> bool:
-        return any(int(i) == self.unk_id for i in ids)
-
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "unk_id": self.unk_id, "gpt2_ids": self.gpt2_ids.tolist()}
 
@@ -227,7 +224,7 @@ class CompactVocab:
 PRINTABLE = (32, 127)
 
 
-class ByteCodec:
+class ByteCodec(_Shared):
     """Text as its UTF-8 bytes: model id = byte value, ``d_vocab = 256``, lossless, no ``<unk>``.
 
     Byte 0 (NUL) is BOS and separates documents in the token store; text has no NUL, and one
@@ -240,7 +237,6 @@ class ByteCodec:
     store = "bytes"
     d_vocab = 256
     bos_id = 0
-    unk_id = None
 
     def encode(self, text: str) -> list[int]:
         return list(text.encode("utf-8"))
@@ -261,12 +257,6 @@ class ByteCodec:
             dtype=np.int64,
         )
 
-    def contains_unk(self, ids: Iterable[int]) -> bool:
-        return False
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind}
-
 
 def byte_label(byte: int) -> str:
     """A byte's token label: BOS for 0, the character for printable ASCII and whitespace,
@@ -284,7 +274,7 @@ def byte_label(byte: int) -> str:
 RETOKENIZE_BYTES = 2 * 2**20
 
 
-class TokenizerCodec:
+class TokenizerCodec(_Shared):
     """A Hugging Face model's own tokenizer (any model TransformerLens boots): model ids are the
     tokenizer's ids, ``d_vocab`` the model's (it may pad past the tokenizer's length).
 
@@ -345,9 +335,6 @@ class TokenizerCodec:
     def from_gpt2(self, gpt2_ids: np.ndarray) -> np.ndarray:
         return self.from_store(ByteCodec().from_gpt2(gpt2_ids))
 
-    def contains_unk(self, ids: Iterable[int]) -> bool:
-        return self.unk_id is not None and any(int(i) == self.unk_id for i in ids)
-
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "tokenizer": self.name, "d_vocab": self.d_vocab}
 
@@ -393,10 +380,8 @@ def unknown_notice(codec: Codec, ids: Iterable[int], above: float) -> str | None
 
 def codec_from_dict(d: dict[str, Any]) -> AnyCodec:
     kind = d.get("kind")
-    if kind == "gpt2":
-        return GPT2Codec()
-    if kind == "bytes":
-        return ByteCodec()
+    if kind in ("gpt2", "bytes"):
+        return GPT2Codec() if kind == "gpt2" else ByteCodec()
     if kind == "compact":
         return CompactVocab(d["gpt2_ids"])
     raise ValueError(f"unknown vocabulary kind {kind!r}")

@@ -259,10 +259,8 @@ class TokenWindows:
         for ids without a codec (no separator known)."""
         count = len(self)
         idx = np.unique(np.linspace(0, max(0, count - 1), min(n, count)).round().astype(np.int64))
-        rows = (
-            np.concatenate([self.ids[i * self.n_ctx : (i + 1) * self.n_ctx] for i in idx])
-            if len(idx)
-            else self.ids[:0]
+        rows = np.concatenate(
+            [self.ids[:0], *(self.ids[i * self.n_ctx : (i + 1) * self.n_ctx] for i in idx)]
         )
         windows = torch.from_numpy(self._model_ids(rows).reshape(-1, self.n_ctx))
         if self.codec is None:

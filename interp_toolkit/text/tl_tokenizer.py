@@ -44,10 +44,7 @@ def gpt2_token_strings() -> tuple[str, ...]:
     """GPT-2's byte-level token strings, indexed by GPT-2 id (``encoder.json`` inverted)."""
     encoder_json, _ = gpt2_bpe_files()
     encoder: dict[str, int] = json.loads(encoder_json.read_text(encoding="utf-8"))
-    strings = [""] * len(encoder)
-    for text, gpt2_id in encoder.items():
-        strings[gpt2_id] = text
-    return tuple(strings)
+    return tuple(sorted(encoder, key=encoder.__getitem__))  # its ids are 0..50256, once each
 
 
 @lru_cache(maxsize=1)
@@ -133,11 +130,6 @@ class CodecTokenizer(PreTrainedTokenizer):
         return data.decode("utf-8", errors="replace")
 
 
-def make_tokenizer(codec: Codec) -> CodecTokenizer:
-    """The TransformerLens-ready tokenizer of ``codec`` (offline; ids equal ``codec.encode``)."""
-    return CodecTokenizer(codec)
-
-
 def attach_tokenizer(model: TransformerBridge, codec: Codec) -> TransformerBridge:
     """Give ``model`` the tokenizer of ``codec``; returns ``model`` (its forward is unchanged).
 
@@ -153,7 +145,7 @@ def attach_tokenizer(model: TransformerBridge, codec: Codec) -> TransformerBridg
             f"the model has d_vocab={d_vocab} but the codec has {codec.d_vocab} tokens: "
             "attach the codec the model was trained with"
         )
-    model.tokenizer = make_tokenizer(codec)
+    model.tokenizer = CodecTokenizer(codec)
     model.cfg.tokenizer_prepends_bos = True
     model.cfg.tokenizer_appends_eos = False
     model.cfg.default_prepend_bos = True

@@ -14,7 +14,7 @@ from interp_toolkit.heads.repeats import RepeatedTokens
 from interp_toolkit.models.build import ModelConfig, build_model
 from interp_toolkit.runs.folder import load_run, save_run
 from interp_toolkit.text.codecs import ENDOFTEXT, EOT_ID, UNK, CompactVocab, GPT2Codec
-from interp_toolkit.text.tl_tokenizer import attach_tokenizer, make_tokenizer
+from interp_toolkit.text.tl_tokenizer import CodecTokenizer, attach_tokenizer
 
 PROSE = (
     "It's a truth universally acknowledged; they're sure we've said I'd won't can't.\n"
@@ -77,7 +77,7 @@ def codec(codec_case):
 
 def test_ids_equal_the_codec_on_varied_text(codec_case):
     codec, has_unk = codec_case
-    tok = make_tokenizer(codec)
+    tok = CodecTokenizer(codec)
     ids = codec.encode(TEXT)
     assert len(TEXT.encode()) > 6000 and len(ids) > 3000
     assert tok(TEXT, add_special_tokens=False)["input_ids"] == ids
@@ -96,7 +96,7 @@ def test_gpt2_ids_equal_hf_gpt2_tokenizer():
     """An independent implementation (HF ``tokenizers`` BPE) gives the same ids as ours (tiktoken)."""
     from interp_toolkit.runs.hf import offline_gpt2_tokenizer
 
-    ours = make_tokenizer(GPT2Codec())
+    ours = CodecTokenizer(GPT2Codec())
     with offline_gpt2_tokenizer() as hf:
         assert (
             ours(TEXT, add_special_tokens=False)["input_ids"]
@@ -108,7 +108,7 @@ def test_gpt2_ids_equal_hf_gpt2_tokenizer():
 
 
 def test_decode_round_trips(codec):
-    tok = make_tokenizer(codec)
+    tok = CodecTokenizer(codec)
     ids = tok(TEXT)["input_ids"]
     if not codec.contains_unk(ids):
         # bytes are joined before UTF-8 decoding: emoji split over several tokens survive
@@ -120,7 +120,7 @@ def test_decode_round_trips(codec):
 
 
 def test_special_tokens_and_vocabulary(codec):
-    tok = make_tokenizer(codec)
+    tok = CodecTokenizer(codec)
     assert len(tok) == tok.vocab_size == codec.d_vocab
     vocab = tok.get_vocab()
     assert sorted(vocab.values()) == list(range(codec.d_vocab))
