@@ -132,10 +132,6 @@ class _Queries:
         self.rows = torch.arange(b)[:, None].expand(b, self.n_q)
         self.ends = starts + n_rep * period  # one past the last repeated position, [b]
 
-    def counts(self, stripe: Stripe) -> Float[torch.Tensor, " b"]:
-        """How many queries the stripe reads in each row."""
-        return self.valid(stripe).sum(1).to(torch.float64)
-
     def valid(self, stripe: Stripe) -> torch.Tensor:
         """[b, Q] bool: the queries the stripe reads, in its query layout (``"body"``: Q = every
         position q; ``"repeats"``: Q = the repeat queries, :attr:`repeats`)."""
