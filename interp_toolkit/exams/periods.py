@@ -211,26 +211,24 @@ def sit_exams(
 ) -> list[PeriodExam]:
     """``model``'s result on each exam of ``plan`` (:func:`~.exam_prompts.exam_plan`), and on
     its order control where ``controls`` (the same plan with ``order_control``) is given."""
-    out = []
     sat = exam_ranks(model, [*plan, *controls], d_vocab)
     control = [r for r, _ in sat[len(plan) :]] or [[] for _ in plan]
-    for prompts, (ranks, probs), ctl in zip(plan, sat[: len(plan)], control, strict=True):
-        out.append(
-            PeriodExam(
-                period=prompts.period,
-                kind=prompts.kind,
-                n_prompts=len(ranks),
-                passes=sum(r == 0 for r in ranks),
-                median_rank=float(statistics.median(ranks)),
-                offsets=(int(prompts.offsets.min()), int(prompts.offsets.max())),
-                positions=prompts.positions,
-                ranks=tuple(ranks),
-                digest=prompts.digest(),
-                mean_prob=statistics.fmean(probs),
-                control_ranks=tuple(ctl),
-            )
+    return [
+        PeriodExam(
+            period=prompts.period,
+            kind=prompts.kind,
+            n_prompts=len(ranks),
+            passes=sum(r == 0 for r in ranks),
+            median_rank=float(statistics.median(ranks)),
+            offsets=(int(prompts.offsets.min()), int(prompts.offsets.max())),
+            positions=prompts.positions,
+            ranks=tuple(ranks),
+            digest=prompts.digest(),
+            mean_prob=statistics.fmean(probs),
+            control_ranks=tuple(ctl),
         )
-    return out
+        for prompts, (ranks, probs), ctl in zip(plan, sat[: len(plan)], control, strict=True)
+    ]
 
 
 def exam_by_period(model: torch.nn.Module, codec: Codec, **options: Any) -> list[PeriodExam]:
@@ -263,8 +261,7 @@ def with_chance(
 
 
 def untrained_name(model: torch.nn.Module) -> str:
-    cfg = model.cfg
-    return f"untrained {int(cfg.n_layers)}-layer model (same architecture)"
+    return f"untrained {int(model.cfg.n_layers)}-layer model (same architecture)"
 
 
 def exam_with_chance(
@@ -288,9 +285,5 @@ def exam_with_chance(
     maker = untrained_models(model, model_cfg=model_cfg, n_models=1)  # type: ignore[arg-type]
     if maker is None:
         return exams
-    twin = maker.make(maker.seeds[0])
-    try:
-        reference = sit_exams(twin, plan, int(codec.d_vocab))
-    finally:
-        del twin
+    reference = sit_exams(maker.make(maker.seeds[0]), plan, int(codec.d_vocab))
     return with_chance(exams, reference, untrained_name(model))

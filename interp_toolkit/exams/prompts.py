@@ -76,15 +76,7 @@ class LetterPool:
 def letter_pool(codec: Codec) -> LetterPool:
     """The exam letters ``codec`` encodes as one kept token: ``' A'``.. (BPE), or ``'A'``.. where
     a letter with its space is two tokens (bytes)."""
-    by_case: list[list[int | None]] = []
-    for letters in EXAM_LETTERS:
-        row: list[int | None] = []
-        for letter in letters:
-            ids = codec.encode(letter)
-            if len(ids) != 1:  # a byte codec: ' A' is two tokens, 'A' is one
-                ids = codec.encode(letter.strip())
-            row.append(int(ids[0]) if len(ids) == 1 and not codec.contains_unk(ids) else None)
-        by_case.append(row)
+    by_case = [[_letter_id(codec, letter) for letter in letters] for letters in EXAM_LETTERS]
     successor = {
         a: b
         for row in by_case
@@ -93,6 +85,13 @@ def letter_pool(codec: Codec) -> LetterPool:
     }
     upper = tuple(i for i in by_case[0] if i is not None)
     return LetterPool(upper, upper + tuple(i for i in by_case[1] if i is not None), successor)
+
+
+def _letter_id(codec: Codec, letter: str) -> int | None:
+    ids = codec.encode(letter)
+    if len(ids) != 1:  # a byte codec: ' A' is two tokens, 'A' is one
+        ids = codec.encode(letter.strip())
+    return int(ids[0]) if len(ids) == 1 and not codec.contains_unk(ids) else None
 
 
 def max_exam_period(

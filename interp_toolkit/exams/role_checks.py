@@ -163,16 +163,16 @@ def previous_token_checks(
         paths = [p for r in fed for p in r.paths if p.source == h]
         if not does_task(route.gap, t):
             why = "the model does not do the induction task, so no path has an effect to remove"
-            checks.append(RoleCheck(h, "previous-token", None, "", None, why))
         elif not paths:
             why = "no routed induction head with an effect in a later layer for it to feed"
-            checks.append(RoleCheck(h, "previous-token", None, "", None, why))
         else:
             best = max(paths, key=lambda p: p.removed.value)
             of = f"{best.target}'s effect ({best.input.upper()} path)"
             checks.append(
                 RoleCheck(h, "previous-token", best.removed, of, _passes(best.removed, t))
             )
+            continue
+        checks.append(RoleCheck(h, "previous-token", None, "", None, why))
     return checks
 
 

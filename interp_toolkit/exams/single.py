@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import groupby
 from typing import Any
 
 import torch
@@ -61,14 +62,6 @@ def _one_token_per_letter(codec: Codec, exam: Exam) -> bool:
     return len(ids) == letters and len(target) == 1 and not codec.contains_unk([*ids, *target])
 
 
-def get_exam(name: str, codec: Codec | None = None) -> Exam:
-    for exam in exams_for(codec):
-        if exam.name.lower() == name.lower():
-            return exam
-    names = ", ".join(e.name for e in exams_for(codec))
-    raise UserError(f"no built-in exam named {name!r}: choose one of {names}.")
-
-
 @dataclass
 class ExamResult(Jsonable):
     prompt: str
@@ -116,13 +109,8 @@ def _unk_pieces(codec: Codec, text: str) -> list[str]:
     enc = gpt2_encoding()
     g_ids = enc.encode_ordinary(text)
     unknown = codec.from_gpt2(np.asarray(g_ids, dtype=np.int64)) == codec.unk_id
-    runs: list[list[int]] = []
-    for i, g in enumerate(g_ids):
-        if unknown[i] and i > 0 and unknown[i - 1]:
-            runs[-1].append(g)
-        elif unknown[i]:
-            runs.append([g])
-    return list(dict.fromkeys(repr(enc.decode(run)) for run in runs))
+    runs = groupby(zip(g_ids, unknown.tolist(), strict=True), key=lambda pair: pair[1])
+    return list(dict.fromkeys(repr(enc.decode([g for g, _ in run])) for unk, run in runs if unk))
 
 
 def encode_exam(

@@ -65,10 +65,6 @@ class ExamVerdict:
         return self.n_passing == self.n_exams
 
     @property
-    def none_pass(self) -> bool:
-        return self.n_passing == 0
-
-    @property
     def kinds(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(e.kind for e in self.exams))
 

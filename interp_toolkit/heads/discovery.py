@@ -434,17 +434,11 @@ def discover(
     row of the batch it scored. Only ``hook_pattern``/``hook_v`` are hooked, the pass stops before
     the unembedding and rows go through in chunks, so GPT-2 small fits in 2 GiB."""
     report = discover_heads(model, codec, options, model_cfg=model_cfg, progress=progress)
-    assert report.batch is not None  # discover_heads keeps its batch
-    row = report.batch.tokens[0]
-    top = {}
-    for role in VIEW_ROLES:
-        best = top_head(report.scores.get(report.decides[role]))
-        assert best is not None  # every model has heads
-        top[role] = best
+    row = report.batch.tokens[0]  # type: ignore[union-attr]  # discover_heads keeps its batch
     return Discovery(
         report=report,
         labelled={role: report.strongest(role) for role in VIEW_ROLES},
-        top=top,
+        top={role: top_head(report.scores.get(report.decides[role])) for role in VIEW_ROLES},
         tokens=row,
         str_tokens=codec.str_tokens(row.tolist()),
     )

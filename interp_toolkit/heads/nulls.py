@@ -41,14 +41,8 @@ from interp_toolkit.heads.repeats import RepeatedTokens, non_repeating_like
 from interp_toolkit.heads.scorer import RowScores, row_scores
 from interp_toolkit.heads.untrained import UntrainedModels
 from interp_toolkit.runtime.seeds import derive
-from interp_toolkit.stats.significance import (
-    p_values,
-    pooled_by_layer,
-    significant_by_kind,
-    smallest_p,
-    tau,
-)
-from interp_toolkit.stats.thresholds import ALPHA, QUANTILE
+from interp_toolkit.stats.significance import p_values, pooled_by_layer, smallest_p, tau
+from interp_toolkit.stats.thresholds import QUANTILE
 
 
 @dataclass(frozen=True)
@@ -75,9 +69,6 @@ class NullContext:
     progress: Callable[[str], None] = field(default=lambda _msg: None)
     _memo: dict[str, Any] = field(default_factory=dict, repr=False)
 
-    def scores(self, batch: RepeatedTokens) -> dict[str, RowScores]:
-        return row_scores(self.model, batch, batch_size=self.batch_size)
-
     def control(self, batch: RepeatedTokens) -> RepeatedTokens:
         """The no-repeat control of ``batch``: its layout, fresh ids, no token twice in a row."""
         return non_repeating_like(batch, seed=derive(self.seed, "no_repeat_batch"))
@@ -97,7 +88,8 @@ class NullContext:
         """The model's scores on the control of :meth:`sub_batch`."""
         if "sub_control" not in self._memo:
             self.progress("no-repeat control batch")
-            self._memo["sub_control"] = self.scores(self.control(self.sub_batch()))
+            control = self.control(self.sub_batch())
+            self._memo["sub_control"] = row_scores(self.model, control, batch_size=self.batch_size)
         return self._memo["sub_control"]
 
     def fresh(self, with_control: bool) -> list[list[dict[str, RowScores]]]:
@@ -174,14 +166,6 @@ class NullTests:
     n_null: dict[str, int]
     quantile: float = QUANTILE
 
-    @property
-    def n_tests(self) -> int:
-        return sum(p.numel() for p in self.p_value.values())
-
-    def significant(self, alpha: float = ALPHA, fdr: bool = False) -> dict[str, Tensor]:
-        """:func:`significant_by_kind` of these p-values."""
-        return significant_by_kind(self.p_value, alpha, fdr)
-
 
 def run_tests(
     samples: Mapping[str, NullSample], null_of: Mapping[str, str], quantile: float = QUANTILE
@@ -210,15 +194,7 @@ def untrained_tests(
     layer in ``untrained`` models (``Score.untrained_null``); it decides no role."""
     from interp_toolkit.heads.registry import SCORES
 
-    ctx = NullContext(
-        model=model,
-        batch=batch,
-        observed=observed,
-        untrained=untrained,
-        seed=seed,
-        batch_size=batch_size,
-        progress=progress,
-    )
+    ctx = NullContext(model, batch, observed, untrained, seed, batch_size, progress)
     null_of = {s.name: s.untrained_null for s in SCORES}
     tests = run_tests(draw_nulls(ctx, null_of), null_of)
     assert untrained is not None  # draw_nulls raised otherwise

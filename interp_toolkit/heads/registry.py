@@ -99,14 +99,6 @@ class Stripe:
         """How far back the key is (``q − k``) for a relative key on a probe of this period."""
         return self.lag + self.periods * period
 
-    def key_name(self) -> str:
-        """The key in words: ``q-1``, ``q``, ``q-Δ+1``, ``key 0``."""
-        if self.column is not None:
-            return f"key {self.column}"
-        delta = "-Δ" if self.periods == 1 else (f"-{self.periods}Δ" if self.periods else "")
-        lag = f"{-self.lag:+d}" if self.lag else ""
-        return f"q{delta}{lag}"
-
 
 def rival_name(width: int | None = RIVAL_WIDTH) -> str:
     """The rival comparison's name in heads.json (``vs <name>``)."""
@@ -291,11 +283,8 @@ def top_head(
 ) -> HeadId | None:
     """The head with the highest score (the first in layer-major order on a tie), among the heads
     of ``layers`` and of ``among`` when given; None when no head is left to choose from."""
-    allowed = torch.ones(scores.shape, dtype=torch.bool)
-    if layers is not None:
-        in_layers = torch.zeros_like(allowed)
-        in_layers[list(layers)] = True
-        allowed &= in_layers
+    allowed = torch.zeros(scores.shape, dtype=torch.bool)
+    allowed[slice(None) if layers is None else list(layers)] = True
     if among is not None:
         chosen = torch.zeros_like(allowed)
         for layer, head in among:

@@ -14,7 +14,7 @@ range allows it (the segment always when ``high - low >= period``; the prefix/fi
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -94,17 +94,13 @@ def default_token_range(codec: Codec) -> tuple[int, int]:
     if codec.unk_id is not None:
         return 0, int(codec.unk_id)
     d_vocab = int(codec.d_vocab)
-    low, high = GPT2_TOKEN_RANGE
-    if d_vocab < high:  # a GPT-2-like codec with a small vocabulary
-        return 0, d_vocab
-    return low, high
+    # a GPT-2-like codec with a small vocabulary: every id
+    return (0, d_vocab) if d_vocab < GPT2_TOKEN_RANGE[1] else GPT2_TOKEN_RANGE
 
 
 def _candidates(low: int, high: int, bos_id: int | None) -> torch.Tensor:
     ids = torch.arange(low, high, dtype=torch.long)
-    if bos_id is not None:
-        ids = ids[ids != bos_id]
-    return ids
+    return ids if bos_id is None else ids[ids != bos_id]
 
 
 def _check(n_seqs: int, period: int, n_repeats: int, low: int, high: int, prefix_max: int) -> None:
@@ -171,14 +167,9 @@ def repeated_tokens(
         extra = _rows(n_seqs, prefix_max, rest, gen, distinct=True)
     has_bos = bos_id is not None
     off = int(has_bos)
-    length = off + prefix_max + n_repeats * period
-    tokens = torch.empty(n_seqs, length, dtype=torch.long)
-    if has_bos:
-        tokens[:, 0] = int(bos_id)
-    for i in range(n_seqs):
-        p = int(prefix_len[i])
-        row = torch.cat([extra[i, :p], seg[i].repeat(n_repeats), extra[i, p:]])
-        tokens[i, off:] = row
+    tokens = torch.full((n_seqs, off + prefix_max + n_repeats * period), int(bos_id or 0))
+    for i, p in enumerate(prefix_len.tolist()):
+        tokens[i, off:] = torch.cat([extra[i, :p], seg[i].repeat(n_repeats), extra[i, p:]])
     return RepeatedTokens(
         tokens=tokens,
         period=period,
@@ -204,18 +195,7 @@ def non_repeating_like(batch: RepeatedTokens, *, seed: int) -> RepeatedTokens:
     body = _rows(n_seqs, length - off, cand, gen, distinct=True)
     tokens = batch.tokens.clone()
     tokens[:, off:] = body
-    return RepeatedTokens(
-        tokens=tokens,
-        period=batch.period,
-        n_repeats=batch.n_repeats,
-        starts=batch.starts.clone(),
-        has_bos=batch.has_bos,
-        low=batch.low,
-        high=batch.high,
-        prefix_max=batch.prefix_max,
-        seed=seed,
-        repeats=False,
-    )
+    return replace(batch, tokens=tokens, starts=batch.starts.clone(), seed=seed, repeats=False)
 
 
 def default_layout(n_ctx: int, *, n_repeats: int = 2, has_bos: bool = True) -> tuple[int, int]:

@@ -132,10 +132,6 @@ class _Queries:
         self.rows = torch.arange(b)[:, None].expand(b, self.n_q)
         self.ends = starts + n_rep * period  # one past the last repeated position, [b]
 
-    def counts(self, stripe: Stripe) -> Float[torch.Tensor, " b"]:
-        """How many queries the stripe reads in each row."""
-        return self.valid(stripe).sum(1).to(torch.float64)
-
     def valid(self, stripe: Stripe) -> torch.Tensor:
         """[b, Q] bool: the queries the stripe reads, in its query layout (``"body"``: Q = every
         position q; ``"repeats"``: Q = the repeat queries, :attr:`repeats`)."""
@@ -230,16 +226,16 @@ class _Rival:
     side: str
 
 
-#: One per-row sum the pass computes: the stripe summed, over the queries where every stripe of
-#: the tuple has its key (a score: itself; one side of a pair: the score's stripe and the rival's).
-_Sum = tuple[Stripe, tuple[Stripe, ...]] | _Rival
+#: One per-row sum the pass computes: a score's stripe summed over the queries it reads, or one
+#: side of its rival pair summed over the queries that have a rival key.
+_Sum = Stripe | _Rival
 
 
 def _plan_mask(qs: _Queries, entry: _Sum) -> torch.Tensor:
     """[b, Q] bool: the queries a planned sum reads."""
     if isinstance(entry, _Rival):
         return qs.rival_valid(entry.stripe, entry.width)
-    return torch.stack([qs.valid(s) for s in entry[1]]).all(0)
+    return qs.valid(entry)
 
 
 def _reduce_chunk(
@@ -270,7 +266,7 @@ def _reduce_chunk(
             return cache["rows"]
 
         for key, entry in plan.items():
-            stripe = entry.stripe if isinstance(entry, _Rival) else entry[0]
+            stripe = entry.stripe if isinstance(entry, _Rival) else entry
             if stripe not in cache:
                 cache[stripe] = _query_values(stripe, pat, vnorm, qs, rows_q)
             values = cache[stripe]
@@ -320,7 +316,7 @@ def _reduce(
     validate.in_vocab(batch.tokens, int(cfg.d_vocab), "batch.tokens")
     first_key = int(batch.has_bos)
     for name, entry in plan.items():
-        stripe = entry.stripe if isinstance(entry, _Rival) else entry[0]
+        stripe = entry.stripe if isinstance(entry, _Rival) else entry
         d = stripe.offset(batch.period)
         if stripe.queries == "body" and stripe.column is None and not 0 <= d < seq_len - first_key:
             raise ValueError(f"{name}: key offset {d} does not fit a sequence of {seq_len}")
@@ -373,12 +369,11 @@ def row_pairs(
     relative key), both summed over the queries that have a rival key (:class:`RowPair`, named
     :func:`~.heads.rival_name`)."""
     plan_scores = {s.name: s.stripe for s in SCORES} | dict(stripes or {})
-    plan: dict[Hashable, _Sum] = {k: (st, (st,)) for k, st in plan_scores.items()}
+    plan: dict[Hashable, _Sum] = dict(plan_scores)
     if rivals:
         for s in SCORES:
-            st = plan_scores[s.name]
             for side in ("t", "r"):
-                plan[(s.name, "rival", side)] = _Rival(st, rival_width, side)
+                plan[(s.name, "rival", side)] = _Rival(plan_scores[s.name], rival_width, side)
     sums, counts = _reduce(model, batch, plan, batch_size, fwd_hooks)
     scores = {k: RowScores(sums[k], counts[k]) for k in plan_scores}
     pairs: dict[str, dict[str, RowPair]] = {}

@@ -311,8 +311,7 @@ def specificity_tests(
     weights = _resamples(n_draws, n_rows, seed)
     out = SpecificityTests({}, {}, {}, {}, {}, n_draws, quantile, {})
     for kind, named in comparisons.items():
-        names = list(named)
-        pairs = [named[n] for n in names]
+        names, pairs = list(named), list(named.values())
         ps = torch.empty(len(pairs), int(torch.tensor(shape).prod()), dtype=torch.float64)
         for test in (SIGN_FLIP, BOOTSTRAP_T):
             idx = [j for j, p in enumerate(pairs) if p.test == test]

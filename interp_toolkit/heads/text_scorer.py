@@ -91,15 +91,11 @@ MIN_DISTANCE = 3
 
 
 def stripe_keys(
-    stripe: Stripe,
-    prev: Int[torch.Tensor, "batch pos"],
-    *,
-    first_key: int,
-    min_distance: int = MIN_DISTANCE,
+    stripe: Stripe, prev: Int[torch.Tensor, "batch pos"], *, first_key: int
 ) -> Int[torch.Tensor, "batch pos"]:
     """The key each query reads for ``stripe`` (see the module docstring); -1 where the query is
     not read. Stripes that read repeats skip queries whose previous occurrence is closer than
-    ``min_distance``."""
+    :data:`MIN_DISTANCE`."""
     b, n = prev.shape
     q = torch.arange(n, device=prev.device).expand(b, n)
     if stripe.column is not None:
@@ -109,7 +105,7 @@ def stripe_keys(
     key = q - stripe.lag - stripe.periods * dist
     ok = (key >= 0) & (key <= q)
     if stripe.periods or stripe.queries == "repeats":
-        ok &= (prev >= 0) & (dist >= min_distance)
+        ok &= (prev >= 0) & (dist >= MIN_DISTANCE)
     if stripe.queries == "body":
         ok &= (q >= 1) & (key >= first_key)
     return torch.where(ok, key, -1)
@@ -130,9 +126,8 @@ def _reduce(
     vals = pat[rows, :, qs, ks]  # [n, H]
     if stripe.value_weighted:
         w = pat[rows, :, qs, :] * vnorm[rows].transpose(1, 2)  # [n, H, P]
-        vals = (w.gather(-1, ks[:, None, None].expand(-1, w.shape[1], 1))[..., 0]) / w.sum(
-            -1
-        ).clamp_min(1e-30)
+        own = w.gather(-1, ks[:, None, None].expand(-1, w.shape[1], 1))[..., 0]
+        vals = own / w.sum(-1).clamp_min(1e-30)
     return out.index_add_(0, rows, vals.to(torch.float64))
 
 

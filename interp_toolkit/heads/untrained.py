@@ -89,19 +89,15 @@ class UntrainedModels:
                 progress(f"untrained model {i + 1}/{len(self.seeds)}")
                 model = self.make(seed)
                 for k, b in missing:
-                    _remember(self._key(seed, k), row_scores(model, b, batch_size=batch_size))
+                    while len(_CACHE) >= CACHE_SIZE:
+                        _CACHE.pop(next(iter(_CACHE)))
+                    _CACHE[self._key(seed, k)] = row_scores(model, b, batch_size=batch_size)
                 del model
             out.append([_CACHE[self._key(seed, k)] for k in keys])
         return out
 
     def _key(self, seed: int, batch_key: str) -> tuple[str, int, str]:
         return (self.architecture, seed, batch_key)
-
-
-def _remember(key: tuple[str, int, str], value: Scores) -> None:
-    while len(_CACHE) >= CACHE_SIZE:
-        _CACHE.pop(next(iter(_CACHE)))
-    _CACHE[key] = value
 
 
 def untrained_models(
@@ -122,13 +118,9 @@ def untrained_models(
     device = str(next(model.parameters()).device)
     native = getattr(cfg, "architecture", None) == "TransformerLensNative"
     if model_cfg is None and native and not cfg.normalization_type and cfg.attn_only:
+        dims = ("n_layers", "d_model", "n_heads", "d_head", "n_ctx", "d_vocab")
         model_cfg = ModelConfig(
-            n_layers=int(cfg.n_layers),
-            d_model=int(cfg.d_model),
-            n_heads=int(cfg.n_heads),
-            d_head=int(cfg.d_head),
-            n_ctx=int(cfg.n_ctx),
-            d_vocab=int(cfg.d_vocab),
+            **{k: int(getattr(cfg, k)) for k in dims},
             positional=positional_kind(model),
             seed=int(cfg.seed or 0),
         )

@@ -97,24 +97,26 @@ def mcnemar_greater(a: Sequence[bool], b: Sequence[bool]) -> float:
     prompts (``a[i]``, ``b[i]``: prompt ``i`` passed). Only the discordant prompts count: with
     ``x`` prompts only ``a`` passed and ``y`` only ``b`` passed, p = P(X >= x), X ~ Bin(x + y, 1/2);
     1.0 when none is discordant."""
+    x, y = _discordant(a, b)
+    return binomial_tail(x, x + y) if x + y else 1.0
+
+
+def _discordant(a: Sequence[bool], b: Sequence[bool]) -> tuple[int, int]:
+    """How many prompts only ``a`` passed, and only ``b``."""
     if len(a) != len(b):
         raise ValueError(f"paired outcomes need the same prompts: {len(a)} vs {len(b)}")
-    x = sum(1 for u, v in zip(a, b, strict=True) if u and not v)
-    y = sum(1 for u, v in zip(a, b, strict=True) if v and not u)
-    return binomial_tail(x, x + y) if x + y else 1.0
+    pairs = list(zip(a, b, strict=True))
+    return sum(1 for u, v in pairs if u and not v), sum(1 for u, v in pairs if v and not u)
 
 
 def paired_difference(a: Sequence[bool], b: Sequence[bool], z: float = Z95) -> Interval:
     """The pass rate of ``a`` minus that of ``b`` on the same prompts, with the paired Wald 95%
     interval: with ``x`` prompts only ``a`` passed and ``y`` only ``b`` passed of ``n``, the
     difference is (x - y)/n and its standard error sqrt(x + y - (x - y)^2/n)/n."""
-    if len(a) != len(b):
-        raise ValueError(f"paired outcomes need the same prompts: {len(a)} vs {len(b)}")
+    x, y = _discordant(a, b)
     n = len(a)
     if n < 1:
         raise ValueError("paired_difference needs at least one prompt")
-    x = sum(1 for u, v in zip(a, b, strict=True) if u and not v)
-    y = sum(1 for u, v in zip(a, b, strict=True) if v and not u)
     d = (x - y) / n
     half = z * math.sqrt(max(0.0, x + y - (x - y) ** 2 / n)) / n
     return Interval(d, d - half, d + half, n, f"paired Wald 95% over {n} prompts")

@@ -353,29 +353,21 @@ def head_circuit(
     validate.count(k, "k")
     m = circuit_model(model)
     gain = float(ov_gain(m)[layer, head])
-    score: float | None = float(copying_scores(m)[layer, head])
-    note = None
-    if gain <= EMPTY_OV_GAIN:
-        score = None
-        note = f"empty OV circuit: gain {gain:.1e} <= {EMPTY_OV_GAIN:g}, no copying score"
+    score: float | None = None
+    note = f"empty OV circuit: gain {gain:.1e} <= {EMPTY_OV_GAIN:g}, no copying score"
+    if gain > EMPTY_OV_GAIN:
+        score, note = float(copying_scores(m)[layer, head]), None
     ranks = copy_ranks(m, layer, head, rows=rows)
-    pos = None
-    if getattr(m.cfg, "positional_embedding_type", "standard") == "standard":
-        pos = pos_prev_token_score(m, layer, head)
+    standard = getattr(m.cfg, "positional_embedding_type", "standard") == "standard"
+    pos = pos_prev_token_score(m, layer, head) if standard else None
     boosted = []
-    for tid in token_ids:
-        top = top_boosted_tokens(m, layer, head, int(tid), k)
+    for tid in map(int, token_ids):
+        top = top_boosted_tokens(m, layer, head, tid, k)
         strs = codec.str_tokens([t for t, _ in top])
-        boosted.append(
-            {
-                "token": codec.str_tokens([int(tid)])[0],
-                "token_id": int(tid),
-                "top": [
-                    {"token": s, "token_id": t, "logit": v}
-                    for s, (t, v) in zip(strs, top, strict=True)
-                ],
-            }
-        )
+        logits = [
+            {"token": s, "token_id": t, "logit": v} for s, (t, v) in zip(strs, top, strict=True)
+        ]
+        boosted.append({"token": codec.str_tokens([tid])[0], "token_id": tid, "top": logits})
     seen: dict[str, Any] = {}
     if trained is not None and rows is None:
         sub = ranks[torch.as_tensor(trained[0], dtype=torch.long)]

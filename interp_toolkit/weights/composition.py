@@ -79,14 +79,12 @@ def composition_baseline(model: TransformerBridge, n_samples: int = 200, seed: i
     [d_model, d_head] drawn with ``kaiming_uniform_(a=sqrt(5))``). Subtract it, or compare."""
     d_model, d_head = int(model.cfg.d_model), int(model.cfg.d_head)
     gen = rng(seed, "composition_baseline")
-    bound = 1.0 / math.sqrt(
-        d_head
-    )  # kaiming_uniform(a=sqrt(5)) on [d_model, d_head]: U(±1/sqrt(fan_in))
+    # kaiming_uniform(a=sqrt(5)) on [d_model, d_head]: U(±1/sqrt(fan_in))
+    bound = 1.0 / math.sqrt(d_head)
 
     def draw() -> torch.Tensor:
-        return (
-            torch.rand(n_samples, d_model, d_head, generator=gen, dtype=torch.float64) * 2 - 1
-        ) * bound
+        uniform = torch.rand(n_samples, d_model, d_head, generator=gen, dtype=torch.float64)
+        return (uniform * 2 - 1) * bound
 
     a1, a2, b1, b2 = draw(), draw().transpose(-1, -2), draw(), draw().transpose(-1, -2)
     scores = torch.stack(

@@ -8,7 +8,7 @@ import torch
 
 from interp_toolkit.causal.ablation import head_impact
 from interp_toolkit.errors import UserError
-from interp_toolkit.exams.single import BUILTIN_EXAMS, get_exam, run_exam
+from interp_toolkit.exams.single import BUILTIN_EXAMS, run_exam
 from interp_toolkit.heads.repeats import repeated_tokens
 from interp_toolkit.text.codecs import CompactVocab, gpt2_encoding
 
@@ -20,9 +20,6 @@ def test_builtin_exams():
     assert by_name["ABCXDEF"].target == " F"
     assert by_name["ABCD"].prompt == "A B C D A B C D A B C D A B C D A B C"
     assert by_name["ABCD"].target == " D"
-    assert get_exam("abcd") is by_name["ABCD"]
-    with pytest.raises(UserError):
-        get_exam("nope")
 
 
 def _letters_codec(extra: str = "") -> CompactVocab:

@@ -58,11 +58,10 @@ def test_expected_false_positives_smallest_p_and_alpha():
 
 def test_significance_with_and_without_fdr():
     p = {"a": torch.tensor([[0.01, 0.04]]), "b": torch.tensor([[0.03, 0.5]])}
-    tests = nulls.NullTests(tau=p, p_value=p, null={"a": "x", "b": "x"}, n_null={"a": 9, "b": 9})
-    plain = tests.significant(0.05)
+    plain = significance.significant_by_kind(p, 0.05)
     assert plain["a"].tolist() == [[True, True]] and plain["b"].tolist() == [[True, False]]
     # BH over the 4 tests: .01 <= .0125, .03 > .025, .04 > .0375 -> only the smallest passes
-    bh = tests.significant(0.05, fdr=True)
+    bh = significance.significant_by_kind(p, 0.05, fdr=True)
     assert bh["a"].tolist() == [[True, False]] and bh["b"].tolist() == [[False, False]]
 
 

@@ -105,14 +105,6 @@ def test_draws_for_reach_alpha_over_m():
     assert bh_reach(9, 10, 0.05) is None
 
 
-def test_stripe_key_names():
-    assert [Stripe("body", lag=d).key_name() for d in (0, 1, 2)] == ["q", "q-1", "q-2"]
-    ind = Stripe("repeats", periods=1, lag=-1)
-    assert ind.key_name() == "q-Δ+1"
-    assert Stripe("repeats", periods=1, lag=1).key_name() == "q-Δ-1"
-    assert Stripe("body", column=0).key_name() == "key 0"
-
-
 def test_the_rival_is_the_strongest_other_key_at_each_query():
     """The rival keys of a query: every key it can attend to but the score's own, never BOS for a
     relative key; the rival's value is the largest attention among them."""

@@ -24,7 +24,7 @@ def test_exam_verdict_is_a_test_on_the_wilson_lower_bound():
     assert abs(v.alpha - 0.05 / 30) < 1e-12
     c = exam_verdict(copier())
     # even 200 // 16 = 12 discordant prompts give p = 2^-12 = 2.4e-4 < 0.05/30 = 1.7e-3
-    assert c.none_pass and len(c.above[UNTRAINED]) == 30
+    assert c.n_passing == 0 and len(c.above[UNTRAINED]) == 30
     # the same untrained model passing as often: nothing is above it
     same = exam_verdict(tuple(exam(k, p, N // p, N // p) for k in KINDS for p in PERIODS))
     assert same.above[UNTRAINED] == ()
