@@ -23,10 +23,12 @@ different.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from transformer_lens import TransformerBridge
+
+from interp_toolkit.files.serialize import json_field, to_json
 
 #: What each command says about which architecture facts (the keys of ``Architecture.notes``).
 COMMANDS = ("heads", "copying", "circuit")
@@ -39,12 +41,12 @@ WINDOW_MARGIN = 4
 class Architecture:
     """The facts of one model's architecture that analyses must know (module docstring)."""
 
-    name: str
+    name: str = field(metadata=json_field(key="architecture"))
     n_heads: int
     n_kv_heads: int
     positional: str  # "learned", "rotary" or "none"
     normalization: str | None  # "LN", "RMS" or None
-    parallel: bool
+    parallel: bool = field(metadata=json_field(key="parallel_attn_mlp"))
     post_attention_norm: bool
     tied_embeddings: bool
     attn_soft_cap: float | None
@@ -64,19 +66,7 @@ class Architecture:
 
     def describe(self) -> dict[str, Any]:
         """JSON-safe facts (what the commands' ``--json`` carries)."""
-        return {
-            "architecture": self.name,
-            "n_heads": self.n_heads,
-            "n_kv_heads": self.n_kv_heads,
-            "positional": self.positional,
-            "normalization": self.normalization,
-            "parallel_attn_mlp": self.parallel,
-            "post_attention_norm": self.post_attention_norm,
-            "tied_embeddings": self.tied_embeddings,
-            "attn_soft_cap": self.attn_soft_cap,
-            "logit_soft_cap": self.logit_soft_cap,
-            "windows": list(self.windows),
-        }
+        return to_json(self)
 
     def notes(self, command: str, *, period: int | None = None) -> list[str]:
         """Where a score of ``command`` (one of :data:`COMMANDS`) means something different on
@@ -112,7 +102,7 @@ class Architecture:
             )
             out.append(
                 f"sliding-window attention: layer{'s' if len(windows) > 1 else ''} "
-                f"{_span(windows)} attend{'' if len(windows) > 1 else 's'} to the last {w} "
+                f"{', '.join(map(str, windows))} attend{'' if len(windows) > 1 else 's'} to the last {w} "
                 f"tokens only{hidden}"
             )
         if self.positional == "rotary" and command in ("copying", "circuit"):
@@ -154,10 +144,6 @@ class Architecture:
                 "read the logits before it (a monotone map: ranks are the same)"
             )
         return out
-
-
-def _span(layers: list[int]) -> str:
-    return ", ".join(map(str, layers))
 
 
 def architecture_of(model: TransformerBridge) -> Architecture:

@@ -162,17 +162,12 @@ def _draw_embeddings(model: TransformerBridge, cfg: ModelConfig) -> None:
     if cfg.embed_init_std is None:
         return
     gen = rng(cfg.seed, "embedding_init")
-    with torch.no_grad():
-        for param in embedding_parameters(model):
-            param.copy_(torch.randn(param.shape, generator=gen) * cfg.embed_init_std)
-
-
-def embedding_parameters(model: TransformerBridge) -> list[torch.nn.Parameter]:
-    """Token (and learned positional) embedding weights of a native model, as live parameters."""
-    params = [model.embed.original_component.weight]
+    params = [model.embed.original_component.weight]  # token and learned positional embeddings
     if hasattr(model, "pos_embed"):
         params.append(model.pos_embed.original_component.weight)
-    return params
+    with torch.no_grad():
+        for param in params:
+            param.copy_(torch.randn(param.shape, generator=gen) * cfg.embed_init_std)
 
 
 def n_params(model: TransformerBridge) -> int:

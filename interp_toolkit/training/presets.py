@@ -288,14 +288,6 @@ def until_induction(preset: Preset, after: int | None = None) -> Preset:
     )
 
 
-def recorded_preset(run: str | Path) -> Preset:
-    """The preset a run folder was trained with, as its config.json records it (what
-    ``train --resume`` starts from)."""
-    config = read_config(run)
-    model, data, train = recorded_configs(config, RunPaths(Path(run)).config)
-    return Preset(recorded_preset_name(config) or "custom", model, data, train)
-
-
 def recipe(
     name: str | None = None,
     layers: int | None = None,
@@ -318,7 +310,9 @@ def recipe(
             "one (--all-steps: the preset's whole budget)."
         )
     if resumed is not None:  # as the run was trained: options given must match it (train_model)
-        p = recorded_preset(resumed)
+        config = read_config(resumed)
+        recorded = recorded_configs(config, RunPaths(Path(resumed)).config)
+        p = Preset(recorded_preset_name(config) or "custom", *recorded)
         if mlp and not p.model.mlp:
             raise UserError(
                 f"{resumed} was trained without --mlp: resume it without, or --restart."

@@ -29,8 +29,8 @@ logits and gradients); benchmarks/train_throughput.py measures the speed.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -76,22 +76,15 @@ def _fused_forward(native: NativeAttention, bridge: torch.nn.Module) -> Callable
             or softcap_enabled(native.attn_scores_soft_cap)
         ):
             device = hidden_states.device.type
-            if read and torch.is_autocast_enabled(device):  # a read pattern is float32
-                with torch.autocast(device, enabled=False):
-                    return exact(
-                        hidden_states.float(),
-                        attention_mask=attention_mask,
-                        position_ids=position_ids,
-                        pattern_fn=pattern_fn,
-                        **kwargs,
-                    )
-            return exact(
-                hidden_states,
-                attention_mask=attention_mask,
-                position_ids=position_ids,
-                pattern_fn=pattern_fn,
-                **kwargs,
-            )
+            fp32 = read and torch.is_autocast_enabled(device)  # a read pattern is float32
+            with torch.autocast(device, enabled=False) if fp32 else contextlib.nullcontext():
+                return exact(
+                    hidden_states.float() if fp32 else hidden_states,
+                    attention_mask=attention_mask,
+                    position_ids=position_ids,
+                    pattern_fn=pattern_fn,
+                    **kwargs,
+                )
         b, s, _ = hidden_states.shape
         shape = (b, s, native.n_heads, native.d_head)
         positions = qk_positions(native.q, native.k)
@@ -137,7 +130,7 @@ def _bf16_cpu_attention(
     return pattern.to(v.dtype) @ v
 
 
-@contextmanager
+@contextlib.contextmanager
 def fused_attention(model: TransformerBridge) -> Iterator[None]:
     """Within the block, ``model``'s native attention layers use SDPA whenever no hook reads their
     pattern (see the module doc); TransformerLens's forward is restored afterwards."""
@@ -146,9 +139,8 @@ def fused_attention(model: TransformerBridge) -> Iterator[None]:
         bridge = block.attn
         native = bridge.original_component
         if isinstance(native, NativeAttention):
-            native.forward = _fused_forward(
-                native, bridge
-            )  # an instance attribute: shadows the class's
+            # an instance attribute: shadows the class's
+            native.forward = _fused_forward(native, bridge)
             patched.append(native)
     try:
         yield

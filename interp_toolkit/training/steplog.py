@@ -21,6 +21,7 @@ from interp_toolkit.runs.folder import RunPaths, read_metrics, save_weights
 from interp_toolkit.runtime.devices import STRICT_FP32
 from interp_toolkit.runtime.progress import progress_bar
 from interp_toolkit.runtime.seeds import derive
+from interp_toolkit.runtime.validate import first_three, non_finite
 from interp_toolkit.text.codecs import Codec
 from interp_toolkit.text.store import TokenWindows
 from interp_toolkit.text.stream import TrainStream
@@ -195,9 +196,8 @@ class StepLog:
             row = {
                 "step": step,
                 "tokens": self.tokens,
-                "loss": round(
-                    float(mean_over_ranks(loss, self.cluster)), 5
-                ),  # waits for the device
+                # waits for the device
+                "loss": round(float(mean_over_ranks(loss, self.cluster)), 5),
                 "mean_loss": round(
                     float(mean_over_ranks(self.loss_sum / self.loss_n, self.cluster)), 5
                 ),
@@ -226,14 +226,12 @@ class StepLog:
         # a run never ends, nor writes a checkpoint, on a loss past the divergence bound
         past = self.watch.past and not signalled
         diverged = self.watch.diverged or (past and (stop or step == end))
-        if self.cluster.active:  # every process stops at the same step
-            stop, signalled, diverged = (
-                any_rank(stop, self.cluster, self.device),
-                any_rank(signalled, self.cluster, self.device),
-                any_rank(diverged, self.cluster, self.device),
-            )
+        stop, signalled, diverged = (  # every process stops at the same step
+            any_rank(flag, self.cluster, self.device) for flag in (stop, signalled, diverged)
+        )
         if diverged:
-            self._stop_diverged(step, optimizer)
+            what = f"another process saw the loss diverge by step {step}"
+            self._raise_diverged(self.watch.what() if main else what, optimizer)
         if main and (saves or stop or signalled) and not past:
             if not saves:  # a stop between the checked steps: check before saving
                 self._refuse_non_finite(step, optimizer, weights=True, every_rank=False)
@@ -253,15 +251,6 @@ class StepLog:
             )
         if stop:
             raise StopTraining
-
-    def _stop_diverged(self, step: int, optimizer: torch.optim.Optimizer) -> None:
-        """Stop a training whose logged loss diverged (:class:`~.guard.LossWatch`)."""
-        what = (
-            self.watch.what()
-            if self.cluster.is_main
-            else f"another process saw the loss diverge by step {step}"
-        )
-        self._raise_diverged(what, optimizer)
 
     def _raise_diverged(self, what: str, optimizer: torch.optim.Optimizer) -> None:
         kept = committed_step(self.paths)
@@ -286,13 +275,9 @@ class StepLog:
         processes decide together (a collective: called at the same steps on every rank)."""
         bad_step = int(self.bad_loss_step)  # waits for the device
         bad_weights: list[str] = []
-        if weights and not bad_step:
-            named = {  # the names of the weights file (TL wraps each native module)
-                n.replace("._original_component", ""): p.detach()
-                for n, p in self.model.named_parameters()
-            }
-            finite = torch.stack([torch.isfinite(p).all() for p in named.values()]).cpu()
-            bad_weights = [n for n, ok in zip(named, finite.tolist(), strict=True) if not ok]
+        if weights and not bad_step:  # named as in the weights file (TL wraps each native module)
+            named = self.model.named_parameters()
+            bad_weights = non_finite((n.replace("._original_component", ""), p) for n, p in named)
         diverged = bool(bad_step or bad_weights)
         if every_rank and self.cluster.active:
             diverged = any_rank(diverged, self.cluster, self.device)
@@ -301,9 +286,7 @@ class StepLog:
         if bad_step:
             what = f"the loss became NaN or infinite at step {bad_step}"
         elif bad_weights:
-            more = f" and {len(bad_weights) - 3} more" if len(bad_weights) > 3 else ""
-            names = ", ".join(bad_weights[:3]) + more
-            what = f"the weights became NaN or infinite by step {step} ({names})"
+            what = f"the weights became NaN or infinite by step {step} ({first_three(bad_weights)})"
         else:
             what = f"another process's loss or weights became NaN or infinite by step {step}"
         self._raise_diverged(what, optimizer)
