@@ -91,15 +91,13 @@ class Architecture:
         if windows and command in ("heads", "circuit"):
             w = self.smallest_window
             assert w is not None
-            hidden = (
-                f"; the probe's period {period} keeps its keys inside it"
-                if period is not None and period + WINDOW_MARGIN <= w
-                else (
+            hidden = ""
+            if period is not None and period + WINDOW_MARGIN <= w:
+                hidden = f"; the probe's period {period} keeps its keys inside it"
+            elif period is not None:
+                hidden = (
                     f"; the probe's period {period} reaches past it there, so induction reads 0"
-                    if period is not None
-                    else ""
                 )
-            )
             out.append(
                 f"sliding-window attention: layer{'s' if len(windows) > 1 else ''} "
                 f"{', '.join(map(str, windows))} attend{'' if len(windows) > 1 else 's'} to the last {w} "

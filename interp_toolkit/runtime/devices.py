@@ -82,8 +82,7 @@ def resolve_device(spec: str | torch.device = "auto") -> torch.device:
 
 
 def _mps_available() -> bool:
-    mps = getattr(torch.backends, "mps", None)
-    return bool(mps is not None and mps.is_available())
+    return torch.backends.mps.is_available()
 
 
 @functools.cache

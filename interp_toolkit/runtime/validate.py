@@ -69,8 +69,7 @@ def number(
         x = float(value) if ok else math.nan
     except OverflowError:  # an int past float's range
         x = math.nan
-    ok = math.isfinite(x)
-    ok = ok and (least is None or x >= least) and (above is None or x > above)
+    ok = math.isfinite(x) and (least is None or x >= least) and (above is None or x > above)
     if not ok or (below is not None and x >= below):
         bounds = [
             f"{op} {b:g}" for op, b in ((">=", least), (">", above), ("<", below)) if b is not None

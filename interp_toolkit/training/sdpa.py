@@ -35,26 +35,11 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from torch.nn.modules import module as torch_module
 from transformer_lens import TransformerBridge
 from transformer_lens.model_bridge.sources.native.model import NativeAttention
 from transformer_lens.utilities.activation_functions import softcap_enabled
 
-from interp_toolkit.models.build import qk_positions
-
-
-def _hooked(point: torch.nn.Module) -> bool:
-    """Whether anything would see this hook point's value (its own hooks, or global module hooks)."""
-    return bool(
-        point._forward_hooks
-        or point._forward_pre_hooks
-        or point._backward_hooks
-        or point._backward_pre_hooks
-        or torch_module._global_forward_hooks
-        or torch_module._global_forward_pre_hooks
-        or torch_module._global_backward_hooks
-        or torch_module._global_backward_pre_hooks
-    )
+from interp_toolkit.models.build import hooked, qk_positions
 
 
 def _fused_forward(native: NativeAttention, bridge: torch.nn.Module) -> Callable[..., Any]:
@@ -67,7 +52,7 @@ def _fused_forward(native: NativeAttention, bridge: torch.nn.Module) -> Callable
         pattern_fn: Callable[[torch.Tensor], torch.Tensor] | None = None,
         **kwargs: Any,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        read = _hooked(bridge.hook_pattern) or _hooked(bridge.hook_attn_scores)
+        read = hooked(bridge.hook_pattern) or hooked(bridge.hook_attn_scores)
         if (
             read
             or attention_mask is not None
