@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from interp_toolkit.errors import UserError
 from interp_toolkit.models.build import ModelConfig
@@ -72,12 +73,17 @@ def _post(n_layers: int) -> Preset:
     )
 
 
+def _small(n_layers: int, n_ctx: int, d_vocab: int, **more: Any) -> ModelConfig:
+    """The CPU recipes' model: d_model 128, four heads of 32."""
+    return ModelConfig(
+        n_layers=n_layers, d_model=128, n_heads=4, d_head=32, n_ctx=n_ctx, d_vocab=d_vocab, **more
+    )
+
+
 def _cpu(n_layers: int) -> Preset:
     return Preset(
         name="cpu",
-        model=ModelConfig(
-            n_layers=n_layers, d_model=128, n_heads=4, d_head=32, n_ctx=32, d_vocab=1024
-        ),
+        model=_small(n_layers, n_ctx=32, d_vocab=1024),
         data=DataConfig(corpus="stdlib", vocab_size=1024, repeat_fraction=0.9),
         train=TrainSettings(
             steps=1500,
@@ -98,15 +104,7 @@ def _text(n_layers: int) -> Preset:
     return Preset(
         name="text",
         after_induction=TEXT_AFTER_INDUCTION,
-        model=ModelConfig(
-            n_layers=n_layers,
-            d_model=128,
-            n_heads=4,
-            d_head=32,
-            n_ctx=256,
-            d_vocab=256,
-            positional="shortformer",
-        ),
+        model=_small(n_layers, n_ctx=256, d_vocab=256, positional="shortformer"),
         data=DataConfig(corpus="stdlib", codec="bytes", vocab_size=None, repeat_fraction=0.0),
         train=TrainSettings(
             steps=TEXT_STEPS,
@@ -146,15 +144,7 @@ def _text_bpe(n_layers: int) -> Preset:
     return Preset(
         name="text-bpe",
         stops_on_induction=False,
-        model=ModelConfig(
-            n_layers=n_layers,
-            d_model=128,
-            n_heads=4,
-            d_head=32,
-            n_ctx=64,
-            d_vocab=256,
-            positional="shortformer",
-        ),
+        model=_small(n_layers, n_ctx=64, d_vocab=256, positional="shortformer"),
         data=DataConfig(corpus="stdlib", vocab_size=256, repeat_fraction=0.0),
         train=TrainSettings(
             steps=TEXT_BPE_STEPS,

@@ -177,8 +177,7 @@ class StepLog:
 
     def __call__(self, step: int, loss: torch.Tensor, optimizer: torch.optim.Optimizer) -> None:
         cfg, end, main = self.cfg, self.stream.end_step, self.cluster.is_main
-        n_ctx = int(self.model.cfg.n_ctx)
-        self.tokens += self.stream.batch_size * n_ctx
+        self.tokens += self.stream.batch_size * int(self.model.cfg.n_ctx)
         elapsed = self.elapsed()
         scored = step % cfg.score_every == 0 or step == end
         text = scored and (step % (cfg.text_every or cfg.score_every) == 0 or step == end)
