@@ -128,9 +128,7 @@ def tl_config(cfg: ModelConfig) -> TransformerBridgeConfig:
 
 
 def build_model(
-    cfg: ModelConfig,
-    device: str | torch.device = "cpu",
-    codec: Codec | None = None,
+    cfg: ModelConfig, device: str | torch.device = "cpu", codec: Codec | None = None
 ) -> TransformerBridge:
     """A freshly initialised ``TransformerBridge`` (eval mode, deterministic in ``cfg.seed``).
 

@@ -180,8 +180,7 @@ class Precision(Jsonable):
         on MPS neither."""
         if device.type == "cuda":
             return Precision(
-                bf16_autocast=self.bf16_autocast and torch.cuda.is_bf16_supported(),
-                tf32=self.tf32,
+                bf16_autocast=self.bf16_autocast and torch.cuda.is_bf16_supported(), tf32=self.tf32
             )
         if device.type == "cpu":
             return Precision(bf16_autocast=self.bf16_autocast)

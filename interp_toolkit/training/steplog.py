@@ -29,12 +29,7 @@ from interp_toolkit.training.checkpoints import Progress, committed_step, save_c
 from interp_toolkit.training.distributed import Cluster, any_rank, mean_over_ranks
 from interp_toolkit.training.guard import LossWatch, StopSignals
 from interp_toolkit.training.loop import StopTraining
-from interp_toolkit.training.metrics import (
-    TEXT_WINDOWS,
-    MetricsLog,
-    score_grids,
-    text_metrics,
-)
+from interp_toolkit.training.metrics import TEXT_WINDOWS, MetricsLog, score_grids, text_metrics
 from interp_toolkit.training.settings import TrainSettings
 
 
@@ -261,12 +256,7 @@ class StepLog:
         )
 
     def _refuse_non_finite(
-        self,
-        step: int,
-        optimizer: torch.optim.Optimizer,
-        *,
-        weights: bool,
-        every_rank: bool = True,
+        self, step: int, optimizer: torch.optim.Optimizer, *, weights: bool, every_rank: bool = True
     ) -> None:
         """Stop training (one line) when a loss since the last check (or, with ``weights``, a
         weight now) is NaN or infinite: nothing non-finite is logged, snapshotted or

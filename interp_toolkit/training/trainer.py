@@ -61,10 +61,7 @@ from interp_toolkit.training.distributed import (
 )
 from interp_toolkit.training.loop import run_tl_train
 from interp_toolkit.training.metrics import truncate_metrics
-from interp_toolkit.training.settings import (
-    TrainSettings,
-    settings_dict,
-)
+from interp_toolkit.training.settings import TrainSettings, settings_dict
 from interp_toolkit.training.steplog import StepInfo, StepLog
 
 
