@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import signal
 import time
@@ -132,7 +133,6 @@ class StepLog:
         # The first step whose loss was not finite (0: none yet), kept on the device: checking
         # it costs no host sync between the steps that read the loss anyway (see __call__).
         self.bad_loss_step = torch.zeros((), dtype=torch.long, device=self.device)
-        self._text: tuple[torch.Tensor, Any] | None = None  # text_windows(), once read
         # The losses since the last logged row, summed on the device (metrics.jsonl's mean_loss).
         self.loss_sum, self.loss_n = torch.zeros((), device=self.device), 0
         self.watch = LossWatch(math.log(int(model.cfg.d_vocab)))  # divergence (rank 0 decides)
@@ -280,16 +280,14 @@ class StepLog:
             what = f"another process's loss or weights became NaN or infinite by step {step}"
         self._raise_diverged(what, optimizer)
 
+    @functools.cached_property
     def text_windows(self) -> tuple[torch.Tensor, Any]:
         """The held-out windows every scoring reads, spread over the whole held-out set, and the
         document each comes from (read once; :meth:`~interp_toolkit.text.store.TokenWindows.spread`)."""
-        if self._text is None:
-            spread = getattr(self.val, "spread", None)
-            self._text = spread(TEXT_WINDOWS) if spread else (self.val[:TEXT_WINDOWS], None)
-        return self._text
+        return self.val.spread(TEXT_WINDOWS)
 
     def _scores_and_val_loss(
-        self, row: dict[str, Any], *, text: bool = True
+        self, row: dict[str, Any], *, text: bool
     ) -> dict[str, list[list[float]]]:
         """Score the heads on the synthetic probe, and (``text``) the held-out loss with the text
         measures on the same held-out windows (:func:`~.metrics.text_metrics`), in eval mode and
@@ -298,14 +296,10 @@ class StepLog:
         try:
             with STRICT_FP32.apply(self.device), torch.no_grad():
                 scores = score_grids(self.model, self.score_batch)
-                windows, docs = self.text_windows() if len(self.val) and text else (None, None)
-                text = (
-                    {}
-                    if windows is None
-                    else text_metrics(self.model, windows, unk_id=self.unk_id, groups=docs)
-                )
+                row.update(scores)
+                if len(self.val) and text:
+                    windows, docs = self.text_windows
+                    row.update(text_metrics(self.model, windows, unk_id=self.unk_id, groups=docs))
         finally:
             self.model.train()
-        row.update(scores)
-        row.update(text)
         return scores
