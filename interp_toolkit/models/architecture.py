@@ -75,18 +75,14 @@ class Architecture:
         out: list[str] = []
         if self.grouped:
             share = f"{self.n_heads // self.n_kv_heads} query heads share each of {self.n_kv_heads}"
-            out.append(
-                {
-                    "heads": f"grouped-query attention ({share} key/value heads): each query "
-                    "head is scored on its own pattern; the value-weighted score weighs it by "
-                    "its shared value vectors",
-                    "copying": f"grouped-query attention ({share} key/value heads): each query "
-                    "head's OV and QK circuits use its shared value and key weights",
-                    "circuit": f"grouped-query attention ({share} key/value heads): edges into "
-                    "K and V are per query head (the model is read with its K/V heads copied "
-                    "to one per query head, the same outputs)",
-                }[command]
-            )
+            read = {
+                "heads": "each query head is scored on its own pattern; the value-weighted score "
+                "weighs it by its shared value vectors",
+                "copying": "each query head's OV and QK circuits use its shared value and key weights",
+                "circuit": "edges into K and V are per query head (the model is read with its K/V "
+                "heads copied to one per query head, the same outputs)",
+            }[command]
+            out.append(f"grouped-query attention ({share} key/value heads): {read}")
         windows = self.windowed_layers()
         if windows and command in ("heads", "circuit"):
             w = self.smallest_window
@@ -124,16 +120,12 @@ class Architecture:
                 "parallel attention and MLP: a layer's MLP reads the layer input, so no edge "
                 "runs from a layer's heads to its own MLP"
             )
-        if self.attn_soft_cap and command == "heads":
-            out.append(
-                f"attention logits are soft-capped ({self.attn_soft_cap:g} tanh): patterns are "
-                "read after the cap, as the model computes them"
-            )
-        if self.attn_soft_cap and command == "copying":
-            out.append(
-                f"attention logits are soft-capped ({self.attn_soft_cap:g} tanh): the QK "
-                "circuit gives the logits before the cap"
-            )
+        if self.attn_soft_cap and command in ("heads", "copying"):
+            read = {
+                "heads": "patterns are read after the cap, as the model computes them",
+                "copying": "the QK circuit gives the logits before the cap",
+            }[command]
+            out.append(f"attention logits are soft-capped ({self.attn_soft_cap:g} tanh): {read}")
         if self.normalization == "RMS" and command == "copying":
             out.append("RMSNorm's scales are folded into the weights (RMSNorm does not centre)")
         if self.logit_soft_cap and command == "copying":
