@@ -23,10 +23,12 @@ different.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from transformer_lens import TransformerBridge
+
+from interp_toolkit.files.serialize import json_field, to_json
 
 #: What each command says about which architecture facts (the keys of ``Architecture.notes``).
 COMMANDS = ("heads", "copying", "circuit")
@@ -39,12 +41,12 @@ WINDOW_MARGIN = 4
 class Architecture:
     """The facts of one model's architecture that analyses must know (module docstring)."""
 
-    name: str
+    name: str = field(metadata=json_field(key="architecture"))
     n_heads: int
     n_kv_heads: int
     positional: str  # "learned", "rotary" or "none"
     normalization: str | None  # "LN", "RMS" or None
-    parallel: bool
+    parallel: bool = field(metadata=json_field(key="parallel_attn_mlp"))
     post_attention_norm: bool
     tied_embeddings: bool
     attn_soft_cap: float | None
@@ -64,19 +66,7 @@ class Architecture:
 
     def describe(self) -> dict[str, Any]:
         """JSON-safe facts (what the commands' ``--json`` carries)."""
-        return {
-            "architecture": self.name,
-            "n_heads": self.n_heads,
-            "n_kv_heads": self.n_kv_heads,
-            "positional": self.positional,
-            "normalization": self.normalization,
-            "parallel_attn_mlp": self.parallel,
-            "post_attention_norm": self.post_attention_norm,
-            "tied_embeddings": self.tied_embeddings,
-            "attn_soft_cap": self.attn_soft_cap,
-            "logit_soft_cap": self.logit_soft_cap,
-            "windows": list(self.windows),
-        }
+        return to_json(self)
 
     def notes(self, command: str, *, period: int | None = None) -> list[str]:
         """Where a score of ``command`` (one of :data:`COMMANDS`) means something different on
@@ -85,34 +75,28 @@ class Architecture:
         out: list[str] = []
         if self.grouped:
             share = f"{self.n_heads // self.n_kv_heads} query heads share each of {self.n_kv_heads}"
-            out.append(
-                {
-                    "heads": f"grouped-query attention ({share} key/value heads): each query "
-                    "head is scored on its own pattern; the value-weighted score weighs it by "
-                    "its shared value vectors",
-                    "copying": f"grouped-query attention ({share} key/value heads): each query "
-                    "head's OV and QK circuits use its shared value and key weights",
-                    "circuit": f"grouped-query attention ({share} key/value heads): edges into "
-                    "K and V are per query head (the model is read with its K/V heads copied "
-                    "to one per query head, the same outputs)",
-                }[command]
-            )
+            read = {
+                "heads": "each query head is scored on its own pattern; the value-weighted score "
+                "weighs it by its shared value vectors",
+                "copying": "each query head's OV and QK circuits use its shared value and key weights",
+                "circuit": "edges into K and V are per query head (the model is read with its K/V "
+                "heads copied to one per query head, the same outputs)",
+            }[command]
+            out.append(f"grouped-query attention ({share} key/value heads): {read}")
         windows = self.windowed_layers()
         if windows and command in ("heads", "circuit"):
             w = self.smallest_window
             assert w is not None
-            hidden = (
-                f"; the probe's period {period} keeps its keys inside it"
-                if period is not None and period + WINDOW_MARGIN <= w
-                else (
+            hidden = ""
+            if period is not None and period + WINDOW_MARGIN <= w:
+                hidden = f"; the probe's period {period} keeps its keys inside it"
+            elif period is not None:
+                hidden = (
                     f"; the probe's period {period} reaches past it there, so induction reads 0"
-                    if period is not None
-                    else ""
                 )
-            )
             out.append(
                 f"sliding-window attention: layer{'s' if len(windows) > 1 else ''} "
-                f"{_span(windows)} attend{'' if len(windows) > 1 else 's'} to the last {w} "
+                f"{', '.join(map(str, windows))} attend{'' if len(windows) > 1 else 's'} to the last {w} "
                 f"tokens only{hidden}"
             )
         if self.positional == "rotary" and command in ("copying", "circuit"):
@@ -136,16 +120,12 @@ class Architecture:
                 "parallel attention and MLP: a layer's MLP reads the layer input, so no edge "
                 "runs from a layer's heads to its own MLP"
             )
-        if self.attn_soft_cap and command == "heads":
-            out.append(
-                f"attention logits are soft-capped ({self.attn_soft_cap:g} tanh): patterns are "
-                "read after the cap, as the model computes them"
-            )
-        if self.attn_soft_cap and command == "copying":
-            out.append(
-                f"attention logits are soft-capped ({self.attn_soft_cap:g} tanh): the QK "
-                "circuit gives the logits before the cap"
-            )
+        if self.attn_soft_cap and command in ("heads", "copying"):
+            read = {
+                "heads": "patterns are read after the cap, as the model computes them",
+                "copying": "the QK circuit gives the logits before the cap",
+            }[command]
+            out.append(f"attention logits are soft-capped ({self.attn_soft_cap:g} tanh): {read}")
         if self.normalization == "RMS" and command == "copying":
             out.append("RMSNorm's scales are folded into the weights (RMSNorm does not centre)")
         if self.logit_soft_cap and command == "copying":
@@ -154,10 +134,6 @@ class Architecture:
                 "read the logits before it (a monotone map: ranks are the same)"
             )
         return out
-
-
-def _span(layers: list[int]) -> str:
-    return ", ".join(map(str, layers))
 
 
 def architecture_of(model: TransformerBridge) -> Architecture:

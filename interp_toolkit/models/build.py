@@ -128,9 +128,7 @@ def tl_config(cfg: ModelConfig) -> TransformerBridgeConfig:
 
 
 def build_model(
-    cfg: ModelConfig,
-    device: str | torch.device = "cpu",
-    codec: Codec | None = None,
+    cfg: ModelConfig, device: str | torch.device = "cpu", codec: Codec | None = None
 ) -> TransformerBridge:
     """A freshly initialised ``TransformerBridge`` (eval mode, deterministic in ``cfg.seed``).
 
@@ -162,17 +160,12 @@ def _draw_embeddings(model: TransformerBridge, cfg: ModelConfig) -> None:
     if cfg.embed_init_std is None:
         return
     gen = rng(cfg.seed, "embedding_init")
-    with torch.no_grad():
-        for param in embedding_parameters(model):
-            param.copy_(torch.randn(param.shape, generator=gen) * cfg.embed_init_std)
-
-
-def embedding_parameters(model: TransformerBridge) -> list[torch.nn.Parameter]:
-    """Token (and learned positional) embedding weights of a native model, as live parameters."""
-    params = [model.embed.original_component.weight]
+    params = [model.embed.original_component.weight]  # token and learned positional embeddings
     if hasattr(model, "pos_embed"):
         params.append(model.pos_embed.original_component.weight)
-    return params
+    with torch.no_grad():
+        for param in params:
+            param.copy_(torch.randn(param.shape, generator=gen) * cfg.embed_init_std)
 
 
 def n_params(model: TransformerBridge) -> int:
@@ -247,23 +240,22 @@ def qk_positions(q: torch.nn.Module, k: torch.nn.Module) -> torch.nn.Embedding |
         if not isinstance(src, _QKPositions) or inp is None:
             return None
         if list(out._forward_hooks.values()) != [_add_positions] or any(
-            (
-                out._forward_pre_hooks,
-                out._backward_hooks,
-                out._backward_pre_hooks,
-                inp._forward_hooks,
-                inp._forward_pre_hooks,
-                inp._backward_hooks,
-                inp._backward_pre_hooks,
-                linear._forward_hooks,
-                linear._forward_pre_hooks,
-                torch_module._global_forward_hooks,
-                torch_module._global_forward_pre_hooks,
-            )
+            hooked(m, besides=_add_positions) for m in (out, inp, linear)
         ):
             return None
         found.append(src.positions)
     return found[0] if found[0] is found[1] else None
+
+
+_HOOKS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
+
+
+def hooked(module: torch.nn.Module, besides: Any = None) -> bool:
+    """Whether a torch hook would see ``module``'s value: one of its own (forward or backward, pre
+    or post; ``besides`` excepted), or a global module hook."""
+    own = [getattr(module, name) for name in _HOOKS]
+    every = [getattr(torch_module, "_global" + name) for name in _HOOKS]
+    return any(hook is not besides for hooks in own + every for hook in hooks.values())
 
 
 def is_shortformer(model: TransformerBridge) -> bool:

@@ -57,8 +57,7 @@ def sample_ids(
     n_tokens = validate.count(n_tokens, "n_tokens", least=0)
     temperature = validate.temperature(temperature)
     seed = validate.seed(seed)
-    if top_k is not None:
-        top_k = validate.count(top_k, "top_k")
+    top_k = validate.count(top_k, "top_k", optional=True)
     n_ctx = int(model.cfg.n_ctx)
     ids = [codec.bos_id] + codec.encode(prompt)
     if len(ids) > n_ctx:

@@ -57,15 +57,13 @@ def resolve_device(spec: str | torch.device = "auto") -> torch.device:
         if torch.cuda.is_available():
             return torch.device("cuda", torch.cuda.current_device())
         return torch.device("mps") if _mps_available() else torch.device("cpu")
-    if kind == "cpu":
-        return torch.device("cpu")
-    if kind == "mps":
-        if not _mps_available():
-            raise UserError(
-                "--device mps: no Apple-silicon GPU (MPS) is available on this machine: "
-                "use --device cpu or auto."
-            )
-        return torch.device("mps")
+    if kind == "mps" and not _mps_available():
+        raise UserError(
+            "--device mps: no Apple-silicon GPU (MPS) is available on this machine: "
+            "use --device cpu or auto."
+        )
+    if kind in ("cpu", "mps"):
+        return torch.device(kind)
     if not torch.cuda.is_available():
         raise UserError(
             f"--device {text}: no CUDA GPU is visible on this machine: use --device cpu or auto."
@@ -82,8 +80,7 @@ def resolve_device(spec: str | torch.device = "auto") -> torch.device:
 
 
 def _mps_available() -> bool:
-    mps = getattr(torch.backends, "mps", None)
-    return bool(mps is not None and mps.is_available())
+    return torch.backends.mps.is_available()
 
 
 @functools.cache
@@ -181,8 +178,7 @@ class Precision(Jsonable):
         on MPS neither."""
         if device.type == "cuda":
             return Precision(
-                bf16_autocast=self.bf16_autocast and torch.cuda.is_bf16_supported(),
-                tf32=self.tf32,
+                bf16_autocast=self.bf16_autocast and torch.cuda.is_bf16_supported(), tf32=self.tf32
             )
         if device.type == "cpu":
             return Precision(bf16_autocast=self.bf16_autocast)

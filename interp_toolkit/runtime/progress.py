@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from io import TextIOBase
+from types import SimpleNamespace
 from typing import Any
 
 #: Seconds between redraws of a text bar whose output is not a terminal.
@@ -87,14 +88,6 @@ class StatusLines:
         return True
 
 
-class _Spinner:
-    def __init__(self, spinner: Any, label: str) -> None:
-        self.spinner, self.label = spinner, label
-
-    def update(self, stage: str) -> None:
-        self.spinner.update(f"{self.label}: {stage}")
-
-
 @contextmanager
 def status(
     label: str, stage: str, *, file: Any = None, interval: float | None = None
@@ -107,7 +100,7 @@ def status(
         from rich.console import Console
 
         with Console(file=out).status(f"{label}: {stage}") as spinner:
-            yield _Spinner(spinner, label)
+            yield SimpleNamespace(update=lambda stage: spinner.update(f"{label}: {stage}"))
         return
     lines = StatusLines(label, stage, out, STATUS_INTERVAL if interval is None else interval)
     done = threading.Event()

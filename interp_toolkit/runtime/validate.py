@@ -31,7 +31,7 @@ SEED_MAX = 2**63 - 1
 
 def seed(value: Any, name: str = "seed") -> int:
     """A seed: a whole number from 0 to 2^63-1."""
-    if not _is_int(value) or not 0 <= int(value) <= SEED_MAX:
+    if not is_whole(value) or not 0 <= int(value) <= SEED_MAX:
         raise UserError(
             f"{name}={value!r} cannot work: a seed is a whole number from 0 to {SEED_MAX}."
         )
@@ -69,8 +69,7 @@ def number(
         x = float(value) if ok else math.nan
     except OverflowError:  # an int past float's range
         x = math.nan
-    ok = math.isfinite(x)
-    ok = ok and (least is None or x >= least) and (above is None or x > above)
+    ok = math.isfinite(x) and (least is None or x >= least) and (above is None or x > above)
     if not ok or (below is not None and x >= below):
         bounds = [
             f"{op} {b:g}" for op, b in ((">=", least), (">", above), ("<", below)) if b is not None
@@ -137,18 +136,26 @@ def finite_weights(named: Iterable[tuple[str, torch.Tensor]], where: str, fix: s
     """Every floating tensor of ``named`` (name, tensor) must be finite: a NaN or an infinity
     would make every score, rank and sample of the model NaN or garbage. One line naming the
     tensors (the first three) and ``fix``."""
+    bad = non_finite(named)
+    if bad:
+        raise UserError(f"{where} holds NaN or infinite weights ({first_three(bad)}): {fix}")
+
+
+def non_finite(named: Iterable[tuple[str, torch.Tensor]]) -> list[str]:
+    """The names of the floating tensors of ``named`` (name, tensor) that hold a NaN or an
+    infinity (one device sync)."""
     import torch
 
     items = [(n, t) for n, t in named if t.is_floating_point() and t.numel()]
     if not items:
-        return
-    finite = torch.stack([torch.isfinite(t).all() for _, t in items]).cpu()  # one device sync
-    bad = [n for (n, _), ok in zip(items, finite.tolist(), strict=True) if not ok]
-    if bad:
-        more = f" and {len(bad) - 3} more" if len(bad) > 3 else ""
-        raise UserError(
-            f"{where} holds NaN or infinite weights ({', '.join(bad[:3])}{more}): {fix}"
-        )
+        return []
+    finite = torch.stack([torch.isfinite(t).all() for _, t in items]).cpu()
+    return [n for (n, _), ok in zip(items, finite.tolist(), strict=True) if not ok]
+
+
+def first_three(names: Sequence[str]) -> str:
+    """``a, b, c and N more``: the first three ``names`` and how many more there are."""
+    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
 
 
 def token_ids(
@@ -220,7 +227,7 @@ def count(
     ``optional``: None is taken too (and returned)."""
     if value is None and optional:
         return None
-    if not _is_int(value) or int(value) < least:  # the command line's line, word for word
+    if not is_whole(value) or int(value) < least:  # the command line's line, word for word
         raise UserError(f"{name}={value!r} cannot work: use a whole number, {least} or more.")
     if most is not None and int(value) > most:
         why = f" ({cost})" if cost else ""
@@ -232,14 +239,14 @@ def count(
 
 def layer(index: Any, n_layers: int) -> int:
     """A layer index of a model with ``n_layers`` layers."""
-    if not _is_int(index) or not 0 <= int(index) < n_layers:
+    if not is_whole(index) or not 0 <= int(index) < n_layers:
         raise UserError(f"layer {index!r} does not exist: the model has layers 0..{n_layers - 1}.")
     return int(index)
 
 
 def head(layer_index: Any, head_index: Any, n_layers: int, n_heads: int) -> tuple[int, int]:
     """A (layer, head) of a model with ``n_layers`` x ``n_heads`` heads."""
-    ok = _is_int(layer_index) and _is_int(head_index)
+    ok = is_whole(layer_index) and is_whole(head_index)
     if not ok or not (0 <= int(layer_index) < n_layers and 0 <= int(head_index) < n_heads):
         raise UserError(
             f"head {layer_index}.{head_index} does not exist: this model has layers "
@@ -261,9 +268,6 @@ def heads(pairs: Sequence[Any], n_layers: int, n_heads: int) -> list[tuple[int, 
 def is_whole(x: Any) -> bool:
     """An integer (numpy's too), not a bool."""
     return isinstance(x, numbers.Integral) and not isinstance(x, bool)
-
-
-_is_int = is_whole
 
 
 def _as_tensor(value: Any, name: str) -> torch.Tensor:

@@ -123,12 +123,9 @@ def barrier(cluster: Cluster) -> None:
 
 def rank0_first(cluster: Cluster, fn: Callable[[], T]) -> T:
     """``fn()`` on rank 0, then on the others (e.g. rank 0 fills a cache the others then read)."""
-    if cluster.is_main:
-        result = fn()
-        barrier(cluster)
-        return result
+    first = [fn()] if cluster.is_main else []
     barrier(cluster)
-    return fn()
+    return first[0] if first else fn()
 
 
 def mean_over_ranks(value: torch.Tensor, cluster: Cluster) -> torch.Tensor:
@@ -166,12 +163,11 @@ def prepare_on(
 ) -> Start:
     """Rank 0 checks (or, with ``restart``, empties) the folder; the others wait for it, then
     read the checkpoint it found, if resuming."""
-    if cluster.is_main:
-        begin = prepare_out(paths, resume=resume, restart=restart, note=note)
-        barrier(cluster)
-        return begin
+    begin = (
+        prepare_out(paths, resume=resume, restart=restart, note=note) if cluster.is_main else None
+    )
     barrier(cluster)
-    return Start(resumed=resume, checkpoint=read_checkpoint(paths) if resume else None)
+    return begin or Start(resumed=resume, checkpoint=read_checkpoint(paths) if resume else None)
 
 
 def data_parallel(

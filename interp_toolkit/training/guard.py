@@ -108,16 +108,13 @@ class Divergence:
         return min(max(self.ratio * best, best + self.gap), untrained + self.margin)
 
 
-DIVERGENCE = Divergence()
-
-
 @dataclass
 class LossWatch:
     """The logged losses of one training, read in order (:meth:`read`), against
     :class:`Divergence`. ``untrained``: ln(vocabulary size)."""
 
     untrained: float
-    rule: Divergence = DIVERGENCE
+    rule: Divergence = Divergence()
     best: float = math.inf  # the running minimum of the logged losses within the bound
     since: int | None = None  # the first logged step of the streak past the bound
     streak: int = 0

@@ -122,15 +122,14 @@ class StepFeed(torch.utils.data.Dataset):
     def __len__(self) -> int:
         return max(0, (self.stream.end_step - self.stream.start_step) * self.local)
 
-    def rows(self, step: int) -> torch.Tensor:
-        """This process's rows of the global batch of ``step`` (on the CPU)."""
-        return self.stream.batch(step, range(self.first_row, self.first_row + self.local))
-
     def __getitem__(self, _index: int) -> dict[str, torch.Tensor]:
         step, row = divmod(self._cursor, self.local)
         self._cursor += 1
-        if row == 0:
-            rows = self.rows(self.stream.start_step + step)
+        if row == 0:  # this process's rows of the step's global batch (on the CPU)
+            first = self.first_row
+            rows = self.stream.batch(
+                self.stream.start_step + step, range(first, first + self.local)
+            )
             if self.device.type == "cuda":
                 rows = rows.pin_memory()
             self._rows = rows.to(self.device, non_blocking=True)

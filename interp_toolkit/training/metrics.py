@@ -21,7 +21,7 @@ from transformer_lens import TransformerBridge
 
 from interp_toolkit.exams.text_measures import text_induction
 from interp_toolkit.files.io import write_text
-from interp_toolkit.heads.induction import INDUCTION_SCORE, first_induction_step
+from interp_toolkit.heads.induction import INDUCTION_SCORE
 from interp_toolkit.heads.registry import SCORE
 from interp_toolkit.heads.repeats import RepeatedTokens
 from interp_toolkit.heads.scorer import head_scores
@@ -116,14 +116,3 @@ def truncate_metrics(paths: RunPaths, step: int) -> None:
     """Drop the lines after ``step`` (a resumed run logs them again)."""
     rows = [r for r in read_metrics(paths.root) if int(r.get("step", 0)) <= step]
     write_text(paths.metrics, "".join(json.dumps(r) + "\n" for r in rows))
-
-
-__all__ = [
-    "LOGGED_SCORES",
-    "TEXT_KEYS",
-    "MetricsLog",
-    "first_induction_step",
-    "score_grids",
-    "text_metrics",
-    "truncate_metrics",
-]

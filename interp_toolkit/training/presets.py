@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from interp_toolkit.errors import UserError
 from interp_toolkit.models.build import ModelConfig
@@ -72,12 +73,17 @@ def _post(n_layers: int) -> Preset:
     )
 
 
+def _small(n_layers: int, n_ctx: int, d_vocab: int, **more: Any) -> ModelConfig:
+    """The CPU recipes' model: d_model 128, four heads of 32."""
+    return ModelConfig(
+        n_layers=n_layers, d_model=128, n_heads=4, d_head=32, n_ctx=n_ctx, d_vocab=d_vocab, **more
+    )
+
+
 def _cpu(n_layers: int) -> Preset:
     return Preset(
         name="cpu",
-        model=ModelConfig(
-            n_layers=n_layers, d_model=128, n_heads=4, d_head=32, n_ctx=32, d_vocab=1024
-        ),
+        model=_small(n_layers, n_ctx=32, d_vocab=1024),
         data=DataConfig(corpus="stdlib", vocab_size=1024, repeat_fraction=0.9),
         train=TrainSettings(
             steps=1500,
@@ -98,15 +104,7 @@ def _text(n_layers: int) -> Preset:
     return Preset(
         name="text",
         after_induction=TEXT_AFTER_INDUCTION,
-        model=ModelConfig(
-            n_layers=n_layers,
-            d_model=128,
-            n_heads=4,
-            d_head=32,
-            n_ctx=256,
-            d_vocab=256,
-            positional="shortformer",
-        ),
+        model=_small(n_layers, n_ctx=256, d_vocab=256, positional="shortformer"),
         data=DataConfig(corpus="stdlib", codec="bytes", vocab_size=None, repeat_fraction=0.0),
         train=TrainSettings(
             steps=TEXT_STEPS,
@@ -146,15 +144,7 @@ def _text_bpe(n_layers: int) -> Preset:
     return Preset(
         name="text-bpe",
         stops_on_induction=False,
-        model=ModelConfig(
-            n_layers=n_layers,
-            d_model=128,
-            n_heads=4,
-            d_head=32,
-            n_ctx=64,
-            d_vocab=256,
-            positional="shortformer",
-        ),
+        model=_small(n_layers, n_ctx=64, d_vocab=256, positional="shortformer"),
         data=DataConfig(corpus="stdlib", vocab_size=256, repeat_fraction=0.0),
         train=TrainSettings(
             steps=TEXT_BPE_STEPS,
@@ -288,14 +278,6 @@ def until_induction(preset: Preset, after: int | None = None) -> Preset:
     )
 
 
-def recorded_preset(run: str | Path) -> Preset:
-    """The preset a run folder was trained with, as its config.json records it (what
-    ``train --resume`` starts from)."""
-    config = read_config(run)
-    model, data, train = recorded_configs(config, RunPaths(Path(run)).config)
-    return Preset(recorded_preset_name(config) or "custom", model, data, train)
-
-
 def recipe(
     name: str | None = None,
     layers: int | None = None,
@@ -318,7 +300,9 @@ def recipe(
             "one (--all-steps: the preset's whole budget)."
         )
     if resumed is not None:  # as the run was trained: options given must match it (train_model)
-        p = recorded_preset(resumed)
+        config = read_config(resumed)
+        recorded = recorded_configs(config, RunPaths(Path(resumed)).config)
+        p = Preset(recorded_preset_name(config) or "custom", *recorded)
         if mlp and not p.model.mlp:
             raise UserError(
                 f"{resumed} was trained without --mlp: resume it without, or --restart."

@@ -29,32 +29,17 @@ logits and gradients); benchmarks/train_throughput.py measures the speed.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import torch
 import torch.nn.functional as F
-from torch.nn.modules import module as torch_module
 from transformer_lens import TransformerBridge
 from transformer_lens.model_bridge.sources.native.model import NativeAttention
 from transformer_lens.utilities.activation_functions import softcap_enabled
 
-from interp_toolkit.models.build import qk_positions
-
-
-def _hooked(point: torch.nn.Module) -> bool:
-    """Whether anything would see this hook point's value (its own hooks, or global module hooks)."""
-    return bool(
-        point._forward_hooks
-        or point._forward_pre_hooks
-        or point._backward_hooks
-        or point._backward_pre_hooks
-        or torch_module._global_forward_hooks
-        or torch_module._global_forward_pre_hooks
-        or torch_module._global_backward_hooks
-        or torch_module._global_backward_pre_hooks
-    )
+from interp_toolkit.models.build import hooked, qk_positions
 
 
 def _fused_forward(native: NativeAttention, bridge: torch.nn.Module) -> Callable[..., Any]:
@@ -67,7 +52,7 @@ def _fused_forward(native: NativeAttention, bridge: torch.nn.Module) -> Callable
         pattern_fn: Callable[[torch.Tensor], torch.Tensor] | None = None,
         **kwargs: Any,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        read = _hooked(bridge.hook_pattern) or _hooked(bridge.hook_attn_scores)
+        read = hooked(bridge.hook_pattern) or hooked(bridge.hook_attn_scores)
         if (
             read
             or attention_mask is not None
@@ -76,22 +61,15 @@ def _fused_forward(native: NativeAttention, bridge: torch.nn.Module) -> Callable
             or softcap_enabled(native.attn_scores_soft_cap)
         ):
             device = hidden_states.device.type
-            if read and torch.is_autocast_enabled(device):  # a read pattern is float32
-                with torch.autocast(device, enabled=False):
-                    return exact(
-                        hidden_states.float(),
-                        attention_mask=attention_mask,
-                        position_ids=position_ids,
-                        pattern_fn=pattern_fn,
-                        **kwargs,
-                    )
-            return exact(
-                hidden_states,
-                attention_mask=attention_mask,
-                position_ids=position_ids,
-                pattern_fn=pattern_fn,
-                **kwargs,
-            )
+            fp32 = read and torch.is_autocast_enabled(device)  # a read pattern is float32
+            with torch.autocast(device, enabled=False) if fp32 else contextlib.nullcontext():
+                return exact(
+                    hidden_states.float() if fp32 else hidden_states,
+                    attention_mask=attention_mask,
+                    position_ids=position_ids,
+                    pattern_fn=pattern_fn,
+                    **kwargs,
+                )
         b, s, _ = hidden_states.shape
         shape = (b, s, native.n_heads, native.d_head)
         positions = qk_positions(native.q, native.k)
@@ -137,7 +115,7 @@ def _bf16_cpu_attention(
     return pattern.to(v.dtype) @ v
 
 
-@contextmanager
+@contextlib.contextmanager
 def fused_attention(model: TransformerBridge) -> Iterator[None]:
     """Within the block, ``model``'s native attention layers use SDPA whenever no hook reads their
     pattern (see the module doc); TransformerLens's forward is restored afterwards."""
@@ -146,9 +124,8 @@ def fused_attention(model: TransformerBridge) -> Iterator[None]:
         bridge = block.attn
         native = bridge.original_component
         if isinstance(native, NativeAttention):
-            native.forward = _fused_forward(
-                native, bridge
-            )  # an instance attribute: shadows the class's
+            # an instance attribute: shadows the class's
+            native.forward = _fused_forward(native, bridge)
             patched.append(native)
     try:
         yield

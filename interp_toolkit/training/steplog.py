@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import signal
 import time
@@ -21,6 +22,7 @@ from interp_toolkit.runs.folder import RunPaths, read_metrics, save_weights
 from interp_toolkit.runtime.devices import STRICT_FP32
 from interp_toolkit.runtime.progress import progress_bar
 from interp_toolkit.runtime.seeds import derive
+from interp_toolkit.runtime.validate import first_three, non_finite
 from interp_toolkit.text.codecs import Codec
 from interp_toolkit.text.store import TokenWindows
 from interp_toolkit.text.stream import TrainStream
@@ -28,12 +30,7 @@ from interp_toolkit.training.checkpoints import Progress, committed_step, save_c
 from interp_toolkit.training.distributed import Cluster, any_rank, mean_over_ranks
 from interp_toolkit.training.guard import LossWatch, StopSignals
 from interp_toolkit.training.loop import StopTraining
-from interp_toolkit.training.metrics import (
-    TEXT_WINDOWS,
-    MetricsLog,
-    score_grids,
-    text_metrics,
-)
+from interp_toolkit.training.metrics import TEXT_WINDOWS, MetricsLog, score_grids, text_metrics
 from interp_toolkit.training.settings import TrainSettings
 
 
@@ -136,7 +133,6 @@ class StepLog:
         # The first step whose loss was not finite (0: none yet), kept on the device: checking
         # it costs no host sync between the steps that read the loss anyway (see __call__).
         self.bad_loss_step = torch.zeros((), dtype=torch.long, device=self.device)
-        self._text: tuple[torch.Tensor, Any] | None = None  # text_windows(), once read
         # The losses since the last logged row, summed on the device (metrics.jsonl's mean_loss).
         self.loss_sum, self.loss_n = torch.zeros((), device=self.device), 0
         self.watch = LossWatch(math.log(int(model.cfg.d_vocab)))  # divergence (rank 0 decides)
@@ -176,8 +172,7 @@ class StepLog:
 
     def __call__(self, step: int, loss: torch.Tensor, optimizer: torch.optim.Optimizer) -> None:
         cfg, end, main = self.cfg, self.stream.end_step, self.cluster.is_main
-        n_ctx = int(self.model.cfg.n_ctx)
-        self.tokens += self.stream.batch_size * n_ctx
+        self.tokens += self.stream.batch_size * int(self.model.cfg.n_ctx)
         elapsed = self.elapsed()
         scored = step % cfg.score_every == 0 or step == end
         text = scored and (step % (cfg.text_every or cfg.score_every) == 0 or step == end)
@@ -195,9 +190,8 @@ class StepLog:
             row = {
                 "step": step,
                 "tokens": self.tokens,
-                "loss": round(
-                    float(mean_over_ranks(loss, self.cluster)), 5
-                ),  # waits for the device
+                # waits for the device
+                "loss": round(float(mean_over_ranks(loss, self.cluster)), 5),
                 "mean_loss": round(
                     float(mean_over_ranks(self.loss_sum / self.loss_n, self.cluster)), 5
                 ),
@@ -226,14 +220,12 @@ class StepLog:
         # a run never ends, nor writes a checkpoint, on a loss past the divergence bound
         past = self.watch.past and not signalled
         diverged = self.watch.diverged or (past and (stop or step == end))
-        if self.cluster.active:  # every process stops at the same step
-            stop, signalled, diverged = (
-                any_rank(stop, self.cluster, self.device),
-                any_rank(signalled, self.cluster, self.device),
-                any_rank(diverged, self.cluster, self.device),
-            )
+        stop, signalled, diverged = (  # every process stops at the same step
+            any_rank(flag, self.cluster, self.device) for flag in (stop, signalled, diverged)
+        )
         if diverged:
-            self._stop_diverged(step, optimizer)
+            what = f"another process saw the loss diverge by step {step}"
+            self._raise_diverged(self.watch.what() if main else what, optimizer)
         if main and (saves or stop or signalled) and not past:
             if not saves:  # a stop between the checked steps: check before saving
                 self._refuse_non_finite(step, optimizer, weights=True, every_rank=False)
@@ -254,15 +246,6 @@ class StepLog:
         if stop:
             raise StopTraining
 
-    def _stop_diverged(self, step: int, optimizer: torch.optim.Optimizer) -> None:
-        """Stop a training whose logged loss diverged (:class:`~.guard.LossWatch`)."""
-        what = (
-            self.watch.what()
-            if self.cluster.is_main
-            else f"another process saw the loss diverge by step {step}"
-        )
-        self._raise_diverged(what, optimizer)
-
     def _raise_diverged(self, what: str, optimizer: torch.optim.Optimizer) -> None:
         kept = committed_step(self.paths)
         keep = f"its last checkpoint (step {kept}) is kept" if kept else "no checkpoint was written"
@@ -273,12 +256,7 @@ class StepLog:
         )
 
     def _refuse_non_finite(
-        self,
-        step: int,
-        optimizer: torch.optim.Optimizer,
-        *,
-        weights: bool,
-        every_rank: bool = True,
+        self, step: int, optimizer: torch.optim.Optimizer, *, weights: bool, every_rank: bool = True
     ) -> None:
         """Stop training (one line) when a loss since the last check (or, with ``weights``, a
         weight now) is NaN or infinite: nothing non-finite is logged, snapshotted or
@@ -286,13 +264,9 @@ class StepLog:
         processes decide together (a collective: called at the same steps on every rank)."""
         bad_step = int(self.bad_loss_step)  # waits for the device
         bad_weights: list[str] = []
-        if weights and not bad_step:
-            named = {  # the names of the weights file (TL wraps each native module)
-                n.replace("._original_component", ""): p.detach()
-                for n, p in self.model.named_parameters()
-            }
-            finite = torch.stack([torch.isfinite(p).all() for p in named.values()]).cpu()
-            bad_weights = [n for n, ok in zip(named, finite.tolist(), strict=True) if not ok]
+        if weights and not bad_step:  # named as in the weights file (TL wraps each native module)
+            named = self.model.named_parameters()
+            bad_weights = non_finite((n.replace("._original_component", ""), p) for n, p in named)
         diverged = bool(bad_step or bad_weights)
         if every_rank and self.cluster.active:
             diverged = any_rank(diverged, self.cluster, self.device)
@@ -301,23 +275,19 @@ class StepLog:
         if bad_step:
             what = f"the loss became NaN or infinite at step {bad_step}"
         elif bad_weights:
-            more = f" and {len(bad_weights) - 3} more" if len(bad_weights) > 3 else ""
-            names = ", ".join(bad_weights[:3]) + more
-            what = f"the weights became NaN or infinite by step {step} ({names})"
+            what = f"the weights became NaN or infinite by step {step} ({first_three(bad_weights)})"
         else:
             what = f"another process's loss or weights became NaN or infinite by step {step}"
         self._raise_diverged(what, optimizer)
 
+    @functools.cached_property
     def text_windows(self) -> tuple[torch.Tensor, Any]:
         """The held-out windows every scoring reads, spread over the whole held-out set, and the
         document each comes from (read once; :meth:`~interp_toolkit.text.store.TokenWindows.spread`)."""
-        if self._text is None:
-            spread = getattr(self.val, "spread", None)
-            self._text = spread(TEXT_WINDOWS) if spread else (self.val[:TEXT_WINDOWS], None)
-        return self._text
+        return self.val.spread(TEXT_WINDOWS)
 
     def _scores_and_val_loss(
-        self, row: dict[str, Any], *, text: bool = True
+        self, row: dict[str, Any], *, text: bool
     ) -> dict[str, list[list[float]]]:
         """Score the heads on the synthetic probe, and (``text``) the held-out loss with the text
         measures on the same held-out windows (:func:`~.metrics.text_metrics`), in eval mode and
@@ -326,14 +296,10 @@ class StepLog:
         try:
             with STRICT_FP32.apply(self.device), torch.no_grad():
                 scores = score_grids(self.model, self.score_batch)
-                windows, docs = self.text_windows() if len(self.val) and text else (None, None)
-                text = (
-                    {}
-                    if windows is None
-                    else text_metrics(self.model, windows, unk_id=self.unk_id, groups=docs)
-                )
+                row.update(scores)
+                if len(self.val) and text:
+                    windows, docs = self.text_windows
+                    row.update(text_metrics(self.model, windows, unk_id=self.unk_id, groups=docs))
         finally:
             self.model.train()
-        row.update(scores)
-        row.update(text)
         return scores

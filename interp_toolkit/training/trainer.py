@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from interp_toolkit.errors import Interrupted, UserError
+from interp_toolkit.heads.induction import first_induction_step
 from interp_toolkit.heads.repeats import default_token_range
 from interp_toolkit.models.build import ModelConfig, build_model
 from interp_toolkit.runs.folder import (
@@ -59,11 +60,8 @@ from interp_toolkit.training.distributed import (
     training_device,
 )
 from interp_toolkit.training.loop import run_tl_train
-from interp_toolkit.training.metrics import first_induction_step, truncate_metrics
-from interp_toolkit.training.settings import (
-    TrainSettings,
-    settings_dict,
-)
+from interp_toolkit.training.metrics import truncate_metrics
+from interp_toolkit.training.settings import TrainSettings, settings_dict
 from interp_toolkit.training.steplog import StepInfo, StepLog
 
 
@@ -177,10 +175,8 @@ def train_model(
             if begin.resumed and cluster.is_main:
                 truncate_metrics(paths, start.step)  # only now: the checkpoint has loaded
                 write_config(paths, model_cfg, settings)
-                if start.step < train_cfg.steps:
-                    paths.weights.unlink(
-                        missing_ok=True
-                    )  # "finished" no more; the checkpoint has them
+                if start.step < train_cfg.steps:  # "finished" no more; the checkpoint has them
+                    paths.weights.unlink(missing_ok=True)
             elif cluster.is_main:
                 init_run(paths.root, codec, model_cfg, settings, corpus=digest)
             say(f"{'resuming at' if begin.resumed else 'from'} step {start.step} on {dev}")
