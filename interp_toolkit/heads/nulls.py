@@ -41,8 +41,14 @@ from interp_toolkit.heads.repeats import RepeatedTokens, non_repeating_like
 from interp_toolkit.heads.scorer import RowScores, row_scores
 from interp_toolkit.heads.untrained import UntrainedModels
 from interp_toolkit.runtime.seeds import derive
-from interp_toolkit.stats.significance import p_values, pooled_by_layer, smallest_p, tau
-from interp_toolkit.stats.thresholds import QUANTILE
+from interp_toolkit.stats.significance import (
+    p_values,
+    pooled_by_layer,
+    significant_by_kind,
+    smallest_p,
+    tau,
+)
+from interp_toolkit.stats.thresholds import ALPHA, QUANTILE
 
 
 @dataclass(frozen=True)
@@ -165,6 +171,11 @@ class NullTests:
     null: dict[str, str]
     n_null: dict[str, int]
     quantile: float = QUANTILE
+
+    def significant(self, alpha: float = ALPHA, fdr: bool = False) -> dict[str, Tensor]:
+        """:func:`~interp_toolkit.stats.significance.significant_by_kind` of these p-values
+        (the experiments and benchmarks read it)."""
+        return significant_by_kind(self.p_value, alpha, fdr)
 
 
 def run_tests(

@@ -59,7 +59,9 @@ p = with_overrides(
     steps=40, score_every=4, stop_score=-1.0, stop_after=8,
 )
 res = train_model(sys.argv[1], p.model, p.data, p.train, progress=False)
-print("done", res.steps_done, res.stopped_early)
+# one write of a whole line: the two ranks share the pipe (print writes each piece apart)
+sys.stdout.write(f"done {res.steps_done} {res.stopped_early}\\n")
+sys.stdout.flush()
 """
 
 
