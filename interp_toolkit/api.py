@@ -100,6 +100,8 @@ def train(
     out = path_arg(out, "out")
     if exist_ok not in ("load", "resume", "error"):
         raise UserError(f"exist_ok={exist_ok!r} is not one of 'load', 'resume', 'error'.")
+    if "progress" in changes:  # the API's own keyword before it took TrainOptions
+        raise UserError("train has no setting 'progress': it is quiet=True (for progress=False).")
     named = {k: changes.pop(k) for k in changes.keys() & TrainOptions.__dataclass_fields__}
     o = replaced(TrainOptions, options, "train", **named)
     paths = RunPaths(Path(out))

@@ -199,3 +199,9 @@ def test_sae_takes_the_commands_options_object_or_its_fields_as_keywords(tmp_pat
     with pytest.raises(UserError, match="unknown sae option colour: the options are hook, arch"):
         sae(run, "blocks.1.attn.hook_z", tmp_path / "t", colour="red")
     assert not (tmp_path / "t").exists()
+
+
+def test_train_says_that_progress_is_now_quiet(tmp_path):
+    with pytest.raises(UserError, match=r"quiet=True \(for progress=False\)"):
+        train(tmp_path / "run", progress=False, steps=1)
+    assert not (tmp_path / "run").exists()
