@@ -144,7 +144,9 @@ def neurons(
     html = None
     if page:
         title = f"Neurons: {tgt.name}"
-        html = neuron_page(tgt.model, tgt.codec, tokens, info, picks, title=title, name=tgt.name)
+        html = neuron_page(
+            tgt.model, tgt.codec, tokens, info, picks, labels, title=title, name=tgt.name
+        )
     windows, definition = Windows(corpus, *tokens.shape), {**DEFINITION, "k": info.k}
     finding, records = neuron_sentence(tgt.name, info), info.records(labels)
     return Neurons(

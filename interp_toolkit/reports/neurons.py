@@ -4,7 +4,7 @@ a shuffled-activation control's): which are shown (:func:`shown_neurons`) and th
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import torch
 from jaxtyping import Int
@@ -61,13 +61,15 @@ def neuron_page(
     tokens: Int[torch.Tensor, "n pos"],
     info: LayerNeurons,
     neurons: Sequence[int],
+    labels: Mapping[int, str],
     *,
     title: str,
     name: str = "",
     contexts: int = 4,
 ) -> str:
-    """An offline page: the table of ``neurons`` and a circuitsvis view of each one's top
-    ``contexts`` contexts, coloured by every shown neuron's activation."""
+    """An offline page: the table of ``neurons`` (token ids shown as ``labels``,
+    :func:`neuron_labels`) and a circuitsvis view of each one's top ``contexts`` contexts,
+    coloured by every shown neuron's activation."""
     top = info.top.rows[:, :contexts].tolist(), info.top.positions[:, :contexts].tolist()
     picks = sorted({(r, p) for n in neurons for r, p in zip(top[0][n], top[1][n], strict=True)})
     rows = sorted({r for r, _ in picks})
@@ -86,7 +88,7 @@ def neuron_page(
                     text(f"Monosemantic: {RULE_TEXT}.", "p", "note"),
                 ],
             ),
-            Section("Neurons", [neuron_table(info, neuron_labels(codec, info), neurons)]),
+            Section("Neurons", [neuron_table(info, labels, neurons)]),
             Section(
                 "Top contexts",
                 [view],
