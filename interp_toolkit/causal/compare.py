@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
 
 import torch
 
 from interp_toolkit.causal.graph import Edge
+from interp_toolkit.files.serialize import Jsonable, json_field
+
+Only = tuple[tuple[str, int], ...]
 
 
 def spearman(a: list[float], b: list[float]) -> float:
@@ -30,25 +32,23 @@ def spearman(a: list[float], b: list[float]) -> float:
 
 
 @dataclass(frozen=True)
-class Disagreement:
-    """Two rankings of the same edges: rank correlation of |score|, and the edges in one's top
-    ``k`` but not the other's (with their rank in the other, 1-based)."""
+class Disagreement(Jsonable):
+    """Two rankings of the same edges (``methods``): rank correlation of |score|, and the edges
+    in one's top ``k`` but not the other's, with their rank in the other, 1-based (``only``, under
+    the JSON's keys: ``top_{k}_only_{method}``)."""
 
-    first: str
-    second: str
+    methods: tuple[str, str]
     k: int
-    spearman: float
-    only_first: tuple[tuple[str, int], ...]
-    only_second: tuple[tuple[str, int], ...]
+    spearman: float = field(metadata=json_field(key="spearman_abs_scores", digits=4))
+    only: dict[str, Only] = field(metadata=json_field(inline=True))
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "methods": [self.first, self.second],
-            "k": self.k,
-            "spearman_abs_scores": round(self.spearman, 4),
-            f"top_{self.k}_only_{self.first}": [list(x) for x in self.only_first],
-            f"top_{self.k}_only_{self.second}": [list(x) for x in self.only_second],
-        }
+    @property
+    def only_first(self) -> Only:
+        return self.only[f"top_{self.k}_only_{self.methods[0]}"]
+
+    @property
+    def only_second(self) -> Only:
+        return self.only[f"top_{self.k}_only_{self.methods[1]}"]
 
 
 def disagreement(
@@ -67,4 +67,5 @@ def disagreement(
     top_a, top_b = {e for e, _ in first[:k]}, {e for e, _ in second[:k]}
     only_a = tuple((str(e), rank_b[e] + 1) for e, _ in first[:k] if e not in top_b)
     only_b = tuple((str(e), rank_a[e] + 1) for e, _ in second[:k] if e not in top_a)
-    return Disagreement(names[0], names[1], k, rho, only_a, only_b)
+    only = {f"top_{k}_only_{names[0]}": only_a, f"top_{k}_only_{names[1]}": only_b}
+    return Disagreement(names, k, rho, only)

@@ -62,7 +62,7 @@ def to_json(obj: Any) -> Any:
     for cls in type(obj).__mro__:
         if cls in ENCODERS:
             return ENCODERS[cls](obj)
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+    if isinstance(obj, Jsonable) or (dataclasses.is_dataclass(obj) and not isinstance(obj, type)):
         return _record(obj)
     if isinstance(obj, Mapping):
         return {k if type(k) in _PLAIN else to_json(k): to_json(v) for k, v in obj.items()}
@@ -91,7 +91,7 @@ def _record(obj: Any) -> Any:
     if own is not None and own is not Jsonable.to_dict:
         return obj.to_dict()  # a result that still writes its own JSON
     out: dict[str, Any] = {}
-    for f in dataclasses.fields(obj):
+    for f in dataclasses.fields(obj) if dataclasses.is_dataclass(obj) else ():
         spec = f.metadata.get("json", _DEFAULT)
         value = getattr(obj, f.name)
         if spec.encode is not None and value is not None:
@@ -119,7 +119,8 @@ def _record(obj: Any) -> Any:
 
 class Jsonable:
     """A result's ``to_dict()``: :func:`to_json` of it (declared by its fields' metadata,
-    ``json_extra`` and ``json_order``; module docstring)."""
+    ``json_extra`` and ``json_order``; module docstring). A class that is not a dataclass (a
+    codec) writes its ``json_extra`` alone."""
 
     json_extra: ClassVar[tuple[str, ...] | Mapping[str, str]] = ()
     json_order: ClassVar[tuple[str, ...]] = ()

@@ -29,6 +29,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from interp_toolkit.errors import UserError
+from interp_toolkit.files.serialize import Jsonable, to_json
 
 # Pinned by tiktoken (tiktoken_ext/openai_public.py, ``gpt2()``); the files must match exactly.
 VOCAB_BPE_SHA256 = "1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5"
@@ -107,24 +108,21 @@ class Codec(Protocol):
     def str_tokens(self, ids: Iterable[int]) -> list[str]: ...
     def from_gpt2(self, gpt2_ids: np.ndarray) -> np.ndarray: ...
     def contains_unk(self, ids: Iterable[int]) -> bool: ...
-    def to_dict(self) -> dict[str, Any]: ...
 
 
-class _Shared:
+class _Shared(Jsonable):
     """What the codecs share unless they say otherwise: no ``<unk>`` (``unk_id`` None), a store
-    of GPT-2 ids, and nothing to save but the kind."""
+    of GPT-2 ids, and nothing to save but the kind (``json_extra``: a codec's saved form)."""
 
     kind: str
     unk_id: int | None = None
+    json_extra = ("kind",)
 
     def from_store(self, ids: np.ndarray) -> np.ndarray:
         return self.from_gpt2(ids)  # type: ignore[attr-defined]
 
     def contains_unk(self, ids: Iterable[int]) -> bool:
         return self.unk_id is not None and any(int(i) == self.unk_id for i in ids)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind}
 
 
 class GPT2Codec(_Shared):
@@ -158,6 +156,7 @@ class CompactVocab(_Shared):
 
     kind = "compact"
     store = "gpt2"
+    json_extra = ("kind", "unk_id", "gpt2_ids")
 
     def __init__(self, gpt2_ids: Sequence[int]) -> None:
         ids = [int(i) for i in gpt2_ids]
@@ -211,9 +210,6 @@ class CompactVocab(_Shared):
             run = []
             pieces.append(UNK)
         return "".join(pieces[:-1])
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "unk_id": self.unk_id, "gpt2_ids": self.gpt2_ids.tolist()}
 
     def __len__(self) -> int:
         return self.d_vocab
@@ -287,6 +283,7 @@ class TokenizerCodec(_Shared):
     kind = "hf"
     store = "bytes"
     retokenizes = True
+    json_extra = {"kind": "kind", "tokenizer": "name", "d_vocab": "d_vocab"}
 
     def __init__(self, tokenizer: Any, d_vocab: int) -> None:
         self.tokenizer = tokenizer
@@ -334,9 +331,6 @@ class TokenizerCodec(_Shared):
 
     def from_gpt2(self, gpt2_ids: np.ndarray) -> np.ndarray:
         return self.from_store(ByteCodec().from_gpt2(gpt2_ids))
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "tokenizer": self.name, "d_vocab": self.d_vocab}
 
 
 AnyCodec = GPT2Codec | CompactVocab | ByteCodec | TokenizerCodec
@@ -390,7 +384,7 @@ def codec_from_dict(d: dict[str, Any]) -> AnyCodec:
 def save_codec(codec: Codec, path: Path) -> None:
     from interp_toolkit.files.io import write_text
 
-    write_text(path, json.dumps(codec.to_dict()))
+    write_text(path, json.dumps(to_json(codec)))
 
 
 def load_codec(path: Path, fix: str = "restore it, or retrain the run.") -> AnyCodec:

@@ -12,6 +12,7 @@ import pytest
 from rich.console import Console
 
 from interp_toolkit.causal.circuit import Circuit, CircuitEdge
+from interp_toolkit.causal.compare import disagreement
 from interp_toolkit.causal.graph import Edge, Node
 from interp_toolkit.causal.options import TASK_NAMES, CircuitOptions
 from interp_toolkit.causal.routes import Estimate
@@ -76,6 +77,22 @@ def _lines(shown) -> list[str]:
     for item in shown:
         Console(width=300, file=buf).print(item, soft_wrap=isinstance(item, str))
     return buf.getvalue().splitlines()
+
+
+def test_a_disagreement_writes_its_keys_named_by_k_and_methods_in_order_with_4_digits():
+    """Two rankings of six edges, the first two swapped and the last two: rank correlation
+    1 - 4/35 = 0.885714..., written 0.8857; each one's top-1 edge is the other's second."""
+    edges = [Edge(Node("head", 0, h), Node("k", 1, h)) for h in range(6)]
+    a, b, c, d, e, f = edges
+    eap = [(x, -6.0 + i) for i, x in enumerate(edges)]  # |score| descending
+    ig = [(x, 10.0 - i) for i, x in enumerate([b, a, c, d, f, e])]
+    found = disagreement(eap, ig, 1, ("EAP", "EAP-IG (5 steps)"))
+    assert json.dumps(found.to_dict()) == (
+        '{"methods": ["EAP", "EAP-IG (5 steps)"], "k": 1, "spearman_abs_scores": 0.8857, '
+        '"top_1_only_EAP": [["0.0 -> 1.0 (k)", 2]], "top_1_only_EAP-IG (5 steps)": '
+        '[["0.1 -> 1.1 (k)", 2]]}'
+    )
+    assert found.only_first == (("0.0 -> 1.0 (k)", 2),) and found.only_second[0][1] == 2
 
 
 def test_the_terminal_reads_the_circuit_with_the_jsons_rounding():

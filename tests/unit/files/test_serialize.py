@@ -113,6 +113,24 @@ def test_a_class_that_still_writes_its_own_json_is_asked_for_it():
     assert to_json({"k": [Own(1)]}) == {"k": [{"own": 1}]}
 
 
+def test_a_jsonable_that_is_not_a_dataclass_writes_its_extras_alone():
+    """A codec (which holds arrays and a tokenizer, not fields) declares its saved form:
+    attributes, properties and renamed keys, in ``json_extra``'s order."""
+
+    class Saved(Jsonable):
+        kind = "compact"
+        json_extra = {"kind": "kind", "ids": "ids", "size": "n"}
+
+        def __init__(self) -> None:
+            self.ids, self._cache = np.array([3, 1]), object()
+
+        @property
+        def n(self) -> int:
+            return len(self.ids)
+
+    assert json.dumps(to_json([Saved()])) == '[{"kind": "compact", "ids": [3, 1], "size": 2}]'
+
+
 def test_an_unknown_value_is_refused():
     with pytest.raises(TypeError, match="no JSON encoding for object"):
         to_json(object())

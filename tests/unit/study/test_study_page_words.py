@@ -264,7 +264,9 @@ def circuit(n: int, n_route: int, n_only: int) -> CircuitSummary:
     )  # fmt: skip
     eap = dataclasses.replace(ig, method="EAP", pruned=False)
     only = tuple((str(e.edge), 100 + i) for i, e in enumerate(kept[:n_only]))
-    diff = Disagreement("EAP", ig.method, n, 0.7, only, only)
+    diff = Disagreement(
+        ("EAP", ig.method), n, 0.7, {f"top_{n}_only_{m}": only for m in ("EAP", ig.method)}
+    )
     route = tuple((str(e.edge), True, True) for e in kept[:n_route])
     return CircuitSummary("cpu-8l", 8, 8, ig, eap, diff, route, 1.0)
 

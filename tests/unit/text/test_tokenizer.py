@@ -56,6 +56,40 @@ def test_codec_round_trip(tmp_path):
     assert isinstance(tk.load_codec(tmp_path / "g.json"), tk.GPT2Codec)
 
 
+class _Tokenizer:
+    """What TokenizerCodec reads of a Hugging Face tokenizer."""
+
+    all_special_ids, bos_token_id, eos_token_id, unk_token_id = [0], None, 0, 1
+    name_or_path = "tiny/tok"
+
+    def __len__(self) -> int:
+        return 10
+
+
+@pytest.mark.parametrize(
+    ("codec", "saved"),
+    [
+        (tk.GPT2Codec(), '{"kind": "gpt2"}'),
+        (tk.ByteCodec(), '{"kind": "bytes"}'),
+        (
+            tk.CompactVocab([995, tk.EOT_ID]),
+            '{"kind": "compact", "unk_id": 2, "gpt2_ids": [995, 50256]}',
+        ),
+        (
+            tk.TokenizerCodec(_Tokenizer(), 12),
+            '{"kind": "hf", "tokenizer": "tiny/tok", "d_vocab": 12}',
+        ),
+    ],
+)
+def test_each_codec_saves_exactly_its_kind_and_what_rebuilds_it(codec, saved, tmp_path):
+    """vocab.json's bytes, key for key and in order: what runs on disk hold and are read back."""
+    tk.save_codec(codec, tmp_path / "vocab.json")
+    assert (tmp_path / "vocab.json").read_text() == saved
+    if codec.kind != "hf":  # a model's own tokenizer is not saved in a run folder
+        tk.save_codec(tk.load_codec(tmp_path / "vocab.json"), tmp_path / "again.json")
+        assert (tmp_path / "again.json").read_text() == saved
+
+
 def test_too_small_vocab_is_user_error():
     with pytest.raises(UserError, match="too small"):
         tk.CompactVocab.from_counts(np.ones(50257), 2)
