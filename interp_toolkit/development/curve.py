@@ -231,21 +231,24 @@ def stages(
     bandwidth: float = BANDWIDTH,
     min_swing: float = MIN_SWING,
     curve: LLCCurve | None = None,
+    routes: bool = True,
     **kwargs: Any,
 ) -> Stages:
     """The stages of a run: its LLC curve (``curve``, or :func:`llc_curve` with ``kwargs``),
-    the boundaries, each stage described from metrics.jsonl and by the route by path at its
-    end (:func:`route_at`), and whether the logged induction phase change falls inside a
-    boundary's interval."""
+    the boundaries, each stage described from metrics.jsonl and (``routes``) by the route by
+    path at its end (:func:`route_at`), and whether the logged induction phase change falls
+    inside a boundary's interval."""
     curve = curve or llc_curve(run_path, settings, **kwargs)
     read = curve.read
     bounds = stage_boundaries(curve.steps, read, bandwidth=bandwidth, min_swing=min_swing)
     rows = read_metrics(run_path)
-    described = [
-        replace(st, summary=f"{st.summary}; {route_words(r)}", route_at_end=r)
-        for st in describe_stages(curve.steps, read, bounds, rows)
-        for r in [route_at(run_path, st.end, device=kwargs.get("device", "cpu"))]
-    ]
+    described = describe_stages(curve.steps, read, bounds, rows)
+    if routes:
+        described = [
+            replace(st, summary=f"{st.summary}; {route_words(r)}", route_at_end=r)
+            for st in described
+            for r in [route_at(run_path, st.end, device=kwargs.get("device", "cpu"))]
+        ]
     return Stages(
         curve=curve,
         boundaries=bounds,

@@ -496,6 +496,10 @@ def test_stages_command_on_a_tiny_run(tmp_path, tiny_cfg, tiny_model, capsys):
     assert json.loads(capsys.readouterr().out)["stages"] == data["stages"]
     assert run_main(["stages", str(root), "--chains", "1"]) == 2  # one line, before any work
     assert "chains=1 cannot work" in capsys.readouterr().err
+    from interp_toolkit.development.curve import LLCCurve, stages
+
+    bare = stages(root, curve=LLCCurve.from_dict(data), routes=False).to_dict()["stages"]
+    assert bare and all("route_at_end" not in st and "route" not in st["summary"] for st in bare)
 
 
 def test_a_stages_json_written_before_devinterp_is_read_back():
