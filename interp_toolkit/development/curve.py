@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,9 @@ from interp_toolkit.development.llc import (
 from interp_toolkit.development.stages import (
     NOT_READ,
     Boundary,
+    PhaseChange,
+    Stage,
+    StageRule,
     describe_stages,
     phase_change_in_boundary,
     read_by_rule,
@@ -94,16 +97,12 @@ class Stages(Jsonable):
 
     curve: LLCCurve = field(metadata=json_field(inline=True))
     boundaries: list[Boundary]
-    stages: list[dict[str, Any]]
-    phase_change: dict[str, Any]
-    rule: dict[str, Any] = field(default_factory=dict)
+    stages: list[Stage]
+    phase_change: PhaseChange
+    rule: StageRule
 
     json_order = (
-        "run",
-        "checkpoints",
-        "batches",
-        "settings",
-        "settings_source",
+        *LLCCurve.json_order[:-1],
         "rule",
         "boundaries",
         "stages",
@@ -118,9 +117,9 @@ class Stages(Jsonable):
         return cls(
             LLCCurve.from_dict(data),
             [Boundary.from_dict(b) for b in data["boundaries"]],
-            data["stages"],
-            data["phase_change"],
-            data.get("rule", {}),
+            [Stage(**s) for s in data["stages"]],
+            PhaseChange.from_dict(data["phase_change"]),
+            StageRule(**data["rule"]),
         )
 
 
@@ -245,9 +244,11 @@ def stages(
     rows = read_metrics(run_path)
     described = describe_stages(curve.steps, read, bounds, rows)
     if routes:
-        for st in described:
-            st["route_at_end"] = route_at(run_path, st["end"], device=kwargs.get("device", "cpu"))
-            st["summary"] += f"; {route_words(st['route_at_end'])}"
+        described = [
+            replace(st, summary=f"{st.summary}; {route_words(r)}", route_at_end=r)
+            for st in described
+            for r in [route_at(run_path, st.end, device=kwargs.get("device", "cpu"))]
+        ]
     return Stages(
         curve=curve,
         boundaries=bounds,
@@ -255,16 +256,16 @@ def stages(
         phase_change=phase_change_in_boundary(
             bounds, first_induction_step(rows), steepest_rise(curve.steps, read)
         ),
-        rule={
-            "smoothing": f"Gaussian kernel in log(step), bandwidth {bandwidth}",
-            "boundary": "a checkpoint where the smoothed LLC's slope changes sign, kept when "
+        rule=StageRule(
+            smoothing=f"Gaussian kernel in log(step), bandwidth {bandwidth}",
+            boundary="a checkpoint where the smoothed LLC's slope changes sign, kept when "
             f"the swing on each side is >= {min_swing} of the smoothed curve's range",
-            "interval": "the checkpoints either side of the boundary",
-            "not_read": NOT_READ,
-            "not_read_steps": [
+            interval="the checkpoints either side of the boundary",
+            not_read=NOT_READ,
+            not_read_steps=[
                 s for s, e in zip(curve.steps, curve.estimates, strict=True) if e.below_zero
             ],
-            "bandwidth": bandwidth,
-            "min_swing": min_swing,
-        },
+            bandwidth=bandwidth,
+            min_swing=min_swing,
+        ),
     )

@@ -40,6 +40,20 @@ NOT_READ = (
 )
 
 
+@dataclass(frozen=True, kw_only=True)
+class StageRule(Jsonable):
+    """The rule a result was read by, in words and numbers; ``not_read`` (:data:`NOT_READ`) and
+    the steps it left out are None in a file written before estimates below 0 were left out."""
+
+    smoothing: str
+    boundary: str
+    interval: str
+    not_read: str | None = field(default=None, metadata=json_field(omit_none=True))
+    not_read_steps: list[int] | None = field(default=None, metadata=json_field(omit_none=True))
+    bandwidth: float
+    min_swing: float
+
+
 def read_by_rule(llc: list[float], high: list[float]) -> list[float]:
     """The LLC values the rule reads: ``llc``, NaN where the interval's top ``high`` is below 0
     (:data:`NOT_READ`; the rule skips NaN)."""
@@ -124,21 +138,15 @@ def stage_boundaries(
     return out
 
 
-def nearest_scored(rows: list[dict[str, Any]], step: int) -> dict[str, Any] | None:
-    """The scored metrics row nearest ``step`` (the earlier on a tie), or None."""
+def measures(rows: list[dict[str, Any]], step: int) -> dict[str, float | int | None]:
+    """What a stage's end at ``step`` reads from the scored metrics row nearest it (the earlier
+    on a tie); only ``logged_step`` (None) without one."""
     scored = [r for r in rows if logged_induction_key(r) is not None]
     if not scored:
-        return None
-    return min(scored, key=lambda r: (abs(int(r["step"]) - step), int(r["step"])))
-
-
-def measures(row: dict[str, Any] | None) -> dict[str, float | int | None]:
-    """What a stage's end reads from a scored metrics row."""
-    if row is None:
         return {"logged_step": None}
-    prev = row.get(SCORE["previous_token"].logged_as)
-    key = logged_induction_key(row)
-    out: dict[str, float | int | None] = {
+    row = min(scored, key=lambda r: (abs(int(r["step"]) - step), int(r["step"])))
+    prev, key = row.get(SCORE["previous_token"].logged_as), logged_induction_key(row)
+    return {
         "logged_step": int(row["step"]),
         "loss": row.get("loss"),
         "val_loss": row.get("val_loss"),
@@ -146,7 +154,21 @@ def measures(row: dict[str, Any] | None) -> dict[str, float | int | None]:
         "induction": best_induction_score(row[key]) if key else None,
         "passage_drop": row.get("passage_drop"),
     }
-    return out
+
+
+@dataclass(frozen=True)
+class Stage(Jsonable):
+    """Stage ``stage``, checkpoints ``start`` to ``end``: the LLC and the logged measures at both
+    ends, a sentence naming what moved, the route by path at its end (``curve.route_at``)."""
+
+    stage: int
+    start: int
+    end: int
+    llc: list[float]
+    start_measures: dict[str, float | int | None]
+    end_measures: dict[str, float | int | None]
+    summary: str
+    route_at_end: dict[str, Any] | None = field(default=None, metadata=json_field(omit_none=True))
 
 
 def describe_stages(
@@ -154,7 +176,7 @@ def describe_stages(
     llc: list[float],
     boundaries: list[Boundary],
     rows: list[dict[str, Any]],
-) -> list[dict[str, Any]]:
+) -> list[Stage]:
     """Each stage (first checkpoint -> boundary -> ... -> last checkpoint): its steps, the LLC
     at both ends, the logged measures at both ends, and a sentence naming what moved."""
     finite = sorted((s, v) for s, v in zip(steps, llc, strict=True) if math.isfinite(v))
@@ -164,7 +186,7 @@ def describe_stages(
     edges = [finite[0][0], *(b.step for b in boundaries), finite[-1][0]]
     out = []
     for n, (a, b) in enumerate(zip(edges, edges[1:], strict=False), 1):
-        start, end = measures(nearest_scored(rows, a)), measures(nearest_scored(rows, b))
+        start, end = measures(rows, a), measures(rows, b)
         moved = []
         for key, floor in MOVED.items():
             x, y = start.get(key), end.get(key)
@@ -176,39 +198,86 @@ def describe_stages(
         else:
             said = "; ".join(moved) if moved else "no logged measure moved"
         text = f"LLC {trend} {at[a]:.3g} -> {at[b]:.3g}; {said}"
-        llc = [round(at[a], 4), round(at[b], 4)]
-        stage = dict(stage=n, start=a, end=b, llc=llc, start_measures=start, end_measures=end)
-        out.append({**stage, "summary": text})
+        out.append(Stage(n, a, b, [round(at[a], 4), round(at[b], 4)], start, end, text))
     return out
 
 
-def steepest_rise(steps: list[int], llc: list[float]) -> dict[str, Any] | None:
+@dataclass(frozen=True)
+class SteepestRise(Jsonable):
+    """The (unsmoothed) LLC's steepest rise between neighbouring checkpoints ``start`` and
+    ``end``: the LLC at both and the rise, 4 digits."""
+
+    start: int = field(metadata=json_field(key="from"))
+    end: int = field(metadata=json_field(key="to"))
+    llc: list[float]
+    rise: float
+
+
+@dataclass(frozen=True)
+class InRise(Jsonable):
+    """The LLC's steepest rise and whether the phase change falls in it (None: no phase change)."""
+
+    steepest_rise: SteepestRise
+    in_steepest_rise: bool | None
+
+
+@dataclass(frozen=True)
+class PhaseChange(Jsonable):
+    """The logged induction phase change (None: none) against the boundaries (``inside`` one's
+    interval, the ``nearest``, its ``distance``) and the LLC's steepest rise (``rise``)."""
+
+    phase_change_step: int | None
+    inside: bool | None = None
+    nearest: Boundary | None = None
+    rise: InRise | None = field(default=None, metadata=json_field(inline=True, omit_none=True))
+    distance: int | None = field(default=None, metadata=json_field(omit_none=True))
+
+    @property
+    def steepest_rise(self) -> SteepestRise | None:
+        return None if self.rise is None else self.rise.steepest_rise
+
+    @property
+    def in_steepest_rise(self) -> bool | None:
+        return None if self.rise is None else self.rise.in_steepest_rise
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> PhaseChange:
+        """A phase change as ``stages.json`` holds it (``steepest_rise`` and ``nearest`` may lack)."""
+        r, near = d.get("steepest_rise"), d.get("nearest")
+        rise = None if r is None else SteepestRise(r["from"], r["to"], r["llc"], r["rise"])
+        return cls(
+            d["phase_change_step"],
+            d.get("inside"),
+            None if near is None else Boundary.from_dict(near),
+            None if rise is None else InRise(rise, d.get("in_steepest_rise")),
+            d.get("distance"),
+        )
+
+
+def steepest_rise(steps: list[int], llc: list[float]) -> SteepestRise | None:
     """The pair of neighbouring checkpoints between which the (unsmoothed) LLC rises most."""
     pts = sorted((s, v) for s, v in zip(steps, llc, strict=True) if math.isfinite(v))
     pairs = list(zip(pts, pts[1:], strict=False))
     if not pairs:
         return None
     (a, x), (b, y) = max(pairs, key=lambda ab: ab[1][1] - ab[0][1])
-    return {"from": a, "to": b, "llc": [round(x, 4), round(y, 4)], "rise": round(y - x, 4)}
+    return SteepestRise(a, b, [round(x, 4), round(y, 4)], round(y - x, 4))
 
 
 def phase_change_in_boundary(
     boundaries: list[Boundary],
     phase_step: int | None,
-    rise: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+    rise: SteepestRise | None = None,
+) -> PhaseChange:
     """Whether the logged induction phase change (its first scored step above the floor) falls
     inside a boundary's interval, the nearest boundary, and whether it falls in the LLC's
-    steepest rise ``rise`` (:func:`steepest_rise`: ``from < step <= to``)."""
-    out: dict[str, Any] = {"phase_change_step": phase_step, "inside": None, "nearest": None}
-    if rise is not None:
-        out["steepest_rise"] = rise
-        out["in_steepest_rise"] = (
-            None if phase_step is None else rise["from"] < phase_step <= rise["to"]
-        )
-    if phase_step is None or not boundaries:
-        return out
+    steepest rise ``rise`` (:func:`steepest_rise`: ``start < step <= end``)."""
+    p = phase_step
+    against = (
+        None if rise is None else InRise(rise, None if p is None else rise.start < p <= rise.end)
+    )
+    if p is None or not boundaries:
+        return PhaseChange(phase_step, rise=against)
     near = min(boundaries, key=lambda b: abs(b.step - phase_step))
-    out["inside"] = any(b.low <= phase_step <= b.high for b in boundaries)
-    out["nearest"], out["distance"] = near.to_dict(), near.step - phase_step
-    return out
+    inside = any(b.low <= phase_step <= b.high for b in boundaries)
+    return PhaseChange(phase_step, inside, near, against, near.step - phase_step)

@@ -17,6 +17,7 @@ from typing import Any
 
 from interp_toolkit.development.curve import Stages
 from interp_toolkit.development.llc import LLCEstimate
+from interp_toolkit.development.stages import SteepestRise
 from interp_toolkit.reports.findings import layers_phrase
 from interp_toolkit.reports.text_findings import steepest_fall
 from interp_toolkit.views.page import Section, text
@@ -36,7 +37,7 @@ class StagesOfRun:
 
     @property
     def phase_step(self) -> int | None:
-        return self.stages.phase_change.get("phase_change_step")
+        return self.stages.phase_change.phase_change_step
 
     @property
     def loss_fall(self) -> tuple[float, int, int] | None:
@@ -53,8 +54,8 @@ class StagesOfRun:
         return steepest_fall(means, "loss")
 
     @property
-    def rise(self) -> dict[str, Any] | None:
-        return self.stages.phase_change.get("steepest_rise")
+    def rise(self) -> SteepestRise | None:
+        return self.stages.phase_change.steepest_rise
 
     def llc_across_phase(self) -> tuple[tuple[int, LLCEstimate], tuple[int, LLCEstimate]] | None:
         """The read checkpoints (step, estimate) either side of the phase change: the last kept
@@ -77,7 +78,7 @@ class StagesOfRun:
         """Whether the LLC's steepest rise and the loss's steepest fall overlap or meet (share a
         step: adjacent scorings)."""
         f, r = self.loss_fall, self.rise
-        return None if f is None or r is None else r["from"] <= f[2] and f[1] <= r["to"]
+        return None if f is None or r is None else r.start <= f[2] and f[1] <= r.end
 
 
 def _bounds(s: StagesOfRun) -> str:
@@ -93,7 +94,7 @@ def stage_sentence(s: StagesOfRun) -> str:
     """One run in one seed: its checkpoints, boundaries, and where the phase change, the loss's
     steepest fall and the LLC's steepest rise lie."""
     n = sum(math.isfinite(e.llc) for e in s.stages.curve.estimates)
-    not_read = s.stages.rule.get("not_read_steps", [])
+    not_read = s.stages.rule.not_read_steps or []
     below = len(not_read)
     out = f"{s.name} (seed {s.seed}, {layers_phrase(s.n_layers)}): the LLC at {n} kept checkpoints"
     if below:
@@ -103,8 +104,8 @@ def stage_sentence(s: StagesOfRun) -> str:
     rise, fall = s.rise, s.loss_fall
     if rise is not None:
         out += (
-            f"; its steepest rise is between steps {rise['from']:,} and {rise['to']:,} "
-            f"({rise['llc'][0]:.3g} -> {rise['llc'][1]:.3g})"
+            f"; its steepest rise is between steps {rise.start:,} and {rise.end:,} "
+            f"({rise.llc[0]:.3g} -> {rise.llc[1]:.3g})"
         )
     if fall is not None:
         out += (
@@ -117,8 +118,8 @@ def stage_sentence(s: StagesOfRun) -> str:
     pc = s.stages.phase_change
     where = [
         f"{'inside' if s.in_loss_fall() else 'outside'} the loss's steepest fall",
-        f"{'inside' if pc.get('in_steepest_rise') else 'outside'} the LLC's steepest rise",
-        "inside a boundary's interval" if pc.get("inside") else "outside every boundary's interval",
+        f"{'inside' if pc.in_steepest_rise else 'outside'} the LLC's steepest rise",
+        "inside a boundary's interval" if pc.inside else "outside every boundary's interval",
     ]
     out += f"; the induction phase change (step {p:,}) falls {', '.join(where)}"
     across = s.llc_across_phase()
@@ -151,8 +152,8 @@ def coincide_sentence(found: Sequence[StagesOfRun]) -> str:
         f"{len(formed)} run(s) with stages measured and induction formed (seeds "
         f"{', '.join(map(str, seeds))}): the phase change falls in the training loss's steepest "
         f"fall in {_count([s.in_loss_fall() for s in formed])}, in the LLC's steepest rise in "
-        f"{_count([pc.get('in_steepest_rise') for pc in pcs])}, and inside a stage boundary's "
-        f"interval in {_count([pc.get('inside') for pc in pcs])}; the LLC's steepest rise meets "
+        f"{_count([pc.in_steepest_rise for pc in pcs])}, and inside a stage boundary's "
+        f"interval in {_count([pc.inside for pc in pcs])}; the LLC's steepest rise meets "
         "the training loss's steepest fall (shares or overlaps steps) in "
         f"{_count([s.rise_meets_fall() for s in formed])}." + _across_words(formed)
     )
@@ -201,7 +202,7 @@ def seeds_move_sentence(runs: Sequence[StagesOfRun]) -> str:
         parts.append(part)
     rises = [(s, s.rise) for s in runs if s.rise is not None]
     if rises:
-        ends = [r["to"] for _, r in rises]
+        ends = [r.end for _, r in rises]
         part = f"the LLC's steepest rise ends at step{'s' if len(ends) > 1 else ''} {_steps(ends)}"
         if len(ends) > 1:
             part += f" (moves by up to {max(ends) - min(ends):,} steps)"

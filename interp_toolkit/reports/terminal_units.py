@@ -216,34 +216,27 @@ def stages_view(found: Stages) -> Shown:
         table,
         f"settings: {c.settings_source}.",
         f"batches: {c.batches['source']}.",
-        f"rule: {rule['boundary']} (* above).",
+        f"rule: {rule.boundary} (* above).",
     ]
-    if rule.get("not_read_steps"):
-        steps = ", ".join(map(str, rule["not_read_steps"]))
-        shown.append(f"not read (below 0) at steps {steps}: {rule['not_read']}.")
-    shown += [
-        f"stage {st['stage']} (steps {st['start']}-{st['end']}): {st['summary']}"
-        for st in found.stages
-    ]
+    if rule.not_read_steps:
+        steps = ", ".join(map(str, rule.not_read_steps))
+        shown.append(f"not read (below 0) at steps {steps}: {rule.not_read}.")
+    shown += [f"stage {st.stage} (steps {st.start}-{st.end}): {st.summary}" for st in found.stages]
     pc = found.phase_change
-    rise = pc.get("steepest_rise")
-    if rise:
+    if rise := pc.steepest_rise:
         shown.append(
-            f"steepest LLC rise: steps {rise['from']}-{rise['to']} ({rise['llc'][0]:.3g} -> "
-            f"{rise['llc'][1]:.3g})."
+            f"steepest LLC rise: steps {rise.start}-{rise.end} ({rise.llc[0]:.3g} -> "
+            f"{rise.llc[1]:.3g})."
         )
-    if pc["phase_change_step"] is None:
+    if pc.phase_change_step is None:
         shown.append("no induction phase change logged (no scored step above the floor).")
-    elif pc["inside"] is None:
-        shown.append(
-            f"induction phase change at step {pc['phase_change_step']}; no boundary found."
-        )
+    elif pc.inside is None or pc.nearest is None:
+        shown.append(f"induction phase change at step {pc.phase_change_step}; no boundary found.")
     else:
-        near = pc["nearest"]
-        where = "inside" if pc["inside"] else "outside"
+        near, where = pc.nearest, "inside" if pc.inside else "outside"
         shown.append(
-            f"induction phase change at step {pc['phase_change_step']}: {where} a boundary's "
-            f"interval (nearest boundary step {near['step']}, interval {near['interval']}); "
-            f"{'in' if pc.get('in_steepest_rise') else 'not in'} the steepest LLC rise."
+            f"induction phase change at step {pc.phase_change_step}: {where} a boundary's "
+            f"interval (nearest boundary step {near.step}, interval {near.interval}); "
+            f"{'in' if pc.in_steepest_rise else 'not in'} the steepest LLC rise."
         )
     return shown

@@ -284,15 +284,18 @@ def llc_checkpoint(v: Any, where: str) -> dict[str, Any]:
 
 def stages_schema() -> Check:
     boundary = fields({"step": whole(1), "interval": items(whole(1), least=2), "kind": kind(str)})
+    ends, text = {"start_measures": kind(dict), "end_measures": kind(dict)}, kind(str)
+    stage = {"stage": whole(1), "start": whole(1), "end": whole(1), "llc": items(real()), **ends}
+    rule = {"smoothing": text, "boundary": text, "interval": text, "bandwidth": real()}
     return fields(
         {
             "run": kind(str),
             "checkpoints": items(llc_checkpoint, least=3, rising=lambda c: c["step"]),
             "batches": fields({"source": kind(str)}),
-            "rule": kind(dict),
+            "rule": fields({**rule, "min_swing": real()}),
             "boundaries": items(boundary),
-            "stages": items(fields({"start": whole(1), "end": whole(1), "summary": kind(str)})),
-            "phase_change": kind(dict),
+            "stages": items(fields({**stage, "summary": text})),
+            "phase_change": fields({"phase_change_step": maybe(whole(1))}),
             "seconds": real(0),
         },
         {"settings": maybe(kind(dict)), "settings_source": kind(str), "run_digest": kind(str)},

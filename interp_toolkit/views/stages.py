@@ -80,14 +80,12 @@ def stages_figure(
 
 def stages_section(stages: Stages, rows: list[dict[str, Any]], title: str = "Stages") -> Section:
     """The figure and the stages' sentences (a run report's section, or a page alone)."""
-    lines = [
-        f"stage {s['stage']} (steps {s['start']}-{s['end']}): {s['summary']}" for s in stages.stages
-    ]
+    lines = [f"stage {s.stage} (steps {s.start}-{s.end}): {s.summary}" for s in stages.stages]
     items: list[Any] = [stages_figure(stages, rows), *(text(line) for line in lines)]
     rule, curve = stages.rule, stages.curve
-    intro = f"Rule: {rule['boundary']}. Batches: {curve.batches['source']}."
-    if rule.get("not_read_steps"):
-        intro += f" Not read: {rule['not_read']} (here {len(rule['not_read_steps'])} checkpoints)."
+    intro = f"Rule: {rule.boundary}. Batches: {curve.batches['source']}."
+    if rule.not_read_steps:
+        intro += f" Not read: {rule.not_read} (here {len(rule.not_read_steps)} checkpoints)."
     if curve.settings_source:
         intro += f" SGLD settings: {curve.settings_source}."
     return Section(title, items, intro=intro)

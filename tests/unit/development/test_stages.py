@@ -201,7 +201,7 @@ def test_estimates_below_zero_are_not_read_and_no_longer_hide_a_trough():
     bounds = stage_boundaries(steps, read, bandwidth=0.2)
     assert [b.kind for b in bounds] == ["trough"]
     assert abs(math.log(bounds[0].step) - 5.0) < 0.3, bounds
-    assert math.log(steepest_rise(steps, read)["from"]) >= 3
+    assert math.log(steepest_rise(steps, read).start) >= 3
     # an interval that reaches 0 is read: a small estimate is a measurement, not a descent
     assert read_by_rule([-0.5, 3.0], [0.1, 4.0]) == [-0.5, 3.0]
 
@@ -226,25 +226,180 @@ def test_stages_are_described_from_the_logged_measures():
     rows = [row(10, 0.0, 0.0, 6.0), row(200, 0.05, 0.6, 5.0), row(400, 0.8, 0.6, 3.0)]
     rows.append(row(800, 0.8, 0.6, 2.98))
     stages = describe_stages(steps, llc, bounds, rows)
-    assert [(s["start"], s["end"]) for s in stages] == [(10, 200), (200, 400), (400, 800)]
-    assert "previous token 0 -> 0.6" in stages[0]["summary"]
-    assert "induction" not in stages[0]["summary"]
-    assert "induction 0.05 -> 0.8" in stages[1]["summary"] and "falls" in stages[1]["summary"]
-    assert "no logged measure moved" in stages[2]["summary"]
+    assert [(s.start, s.end) for s in stages] == [(10, 200), (200, 400), (400, 800)]
+    assert "previous token 0 -> 0.6" in stages[0].summary
+    assert "induction" not in stages[0].summary
+    assert "induction 0.05 -> 0.8" in stages[1].summary and "falls" in stages[1].summary
+    assert "no logged measure moved" in stages[2].summary
     # a stage between two scorings reads one row at both ends: it says so, not "no measure moved"
     sparse = describe_stages(
         [10, 20, 30, 800], [1.0, 5.0, 2.0, 3.0], bounds[:0], [rows[0], rows[-1]]
     )
-    assert "induction 0 -> 0.8" in sparse[0]["summary"]  # 10 -> 800: rows 10 and 800
+    assert "induction 0 -> 0.8" in sparse[0].summary  # 10 -> 800: rows 10 and 800
     short = describe_stages([10, 20, 30], [1.0, 5.0, 2.0], bounds[:0], [rows[0], rows[-1]])
-    assert short[0]["summary"].endswith("no scoring inside it (both ends read the scored step 10)")
+    assert short[0].summary.endswith("no scoring inside it (both ends read the scored step 10)")
     verdict = phase_change_in_boundary(bounds, 300)
-    assert verdict["inside"] is True and verdict["nearest"]["step"] in (200, 400)
-    assert phase_change_in_boundary(bounds, 900)["inside"] is False
+    assert verdict.inside is True and verdict.nearest.step in (200, 400)
+    assert phase_change_in_boundary(bounds, 900).inside is False
     rise = steepest_rise(steps, llc)
-    assert rise == {"from": 10, "to": 100, "llc": [1.0, 5.0], "rise": 4.0}
-    assert phase_change_in_boundary(bounds, 100, rise)["in_steepest_rise"] is True
-    assert phase_change_in_boundary(bounds, 10, rise)["in_steepest_rise"] is False
+    assert rise.to_dict() == {"from": 10, "to": 100, "llc": [1.0, 5.0], "rise": 4.0}
+    assert phase_change_in_boundary(bounds, 100, rise).in_steepest_rise is True
+    assert phase_change_in_boundary(bounds, 10, rise).in_steepest_rise is False
+
+
+def _hand_stages():
+    """Five checkpoints with a trough at 40, three scored rows, a route at the last stage's end
+    and the phase change at step 30 (inside the trough's interval, before the steepest rise)."""
+    from dataclasses import replace
+
+    from interp_toolkit.development.curve import LLCCurve, Stages
+    from interp_toolkit.development.llc import LLCEstimate, SGLDSettings
+    from interp_toolkit.development.stages import StageRule
+
+    steps, llc = [10, 20, 40, 80, 160], [3.14159265, 1.41421356, 0.5772156649, 2.71828182, 2.99]
+    ests = [LLCEstimate(v, 0.1, v - 0.2, v + 0.2, [v, v], 4.0, 50.0, None, SGLDSettings(),
+                        [0.0, 0.0], 1.0, True, 0.1, 2, 4) for v in llc]  # fmt: skip
+    curve = LLCCurve("hand", steps, ests, {"n_batches": 2, "rows": 4, "source": "hand"}, 1.23456)
+    rows = [{"step": s, "loss": loss, "val_loss": val, "induction": [[0.0, 0.0], [ind, 0.1]],
+             "prev_token": [[0.3, 0.0], [0.0, 0.0]]}
+            for s, loss, val, ind in ((10, 5.75, 5.85, 0.05), (40, 5.0, 5.1, 0.2), (160, 2.0, 2.1, 0.8))]  # fmt: skip
+    bounds = stage_boundaries(steps, llc)
+    described = describe_stages(steps, llc, bounds, rows)
+    route = {"step": 160, "route": "no induction", "induction_heads": []}
+    described[-1] = replace(described[-1], route_at_end=route)
+    rule = StageRule(smoothing="kernel 0.25", boundary="a turn", interval="either side",
+                     not_read="below 0", not_read_steps=[], bandwidth=0.25, min_swing=0.1)  # fmt: skip
+    rise = steepest_rise(steps, llc)
+    return Stages(curve, bounds, described, phase_change_in_boundary(bounds, 30, rise), rule)
+
+
+def test_the_stages_json_keeps_its_keys_order_and_digits():
+    """A hand-made result's stages.json, every key in its place (as written before the stages
+    were typed): the LLC and the rise at 4 digits, the logged measures as logged, a route only
+    where one was read; a phase change without a step or a rise leaves its keys out as before."""
+    stages = _hand_stages()
+    got = stages.to_dict()
+    assert len(got.pop("checkpoints")) == 5
+    bound = {"step": 40, "interval": [20, 80], "kind": "trough", "llc_smoothed": 0.6384}
+    at = [{"logged_step": s, "loss": loss, "val_loss": val, "previous_token": 0.3,
+           "induction": ind, "passage_drop": None}
+          for s, loss, val, ind in ((10, 5.75, 5.85, 0.1), (40, 5.0, 5.1, 0.2), (160, 2.0, 2.1, 0.8))]  # fmt: skip
+    rise = {"from": 40, "to": 80, "llc": [0.5772, 2.7183], "rise": 2.1411}
+    want = {
+        "run": "hand",
+        "batches": {"n_batches": 2, "rows": 4, "source": "hand"},
+        "settings": {"step_size": 0.0001, "gamma": 1000.0, "nbeta": 50.0, "chains": 2,
+                     "draws": 40, "burn_in": 20, "seed": 0},  # fmt: skip
+        "settings_source": "given",
+        "rule": {"smoothing": "kernel 0.25", "boundary": "a turn", "interval": "either side",
+                 "not_read": "below 0", "not_read_steps": [], "bandwidth": 0.25, "min_swing": 0.1},  # fmt: skip
+        "boundaries": [bound],
+        "stages": [
+            {"stage": 1, "start": 10, "end": 40, "llc": [3.1416, 0.5772], "start_measures": at[0],
+             "end_measures": at[1],
+             "summary": "LLC falls 3.14 -> 0.577; loss 5.75 -> 5; val loss 5.85 -> 5.1; induction 0.1 -> 0.2"},
+            {"stage": 2, "start": 40, "end": 160, "llc": [0.5772, 2.99], "start_measures": at[1],
+             "end_measures": at[2],
+             "summary": "LLC rises 0.577 -> 2.99; loss 5 -> 2; val loss 5.1 -> 2.1; induction 0.2 -> 0.8",
+             "route_at_end": {"step": 160, "route": "no induction", "induction_heads": []}},
+        ],
+        "phase_change": {"phase_change_step": 30, "inside": True, "nearest": bound,
+                         "steepest_rise": rise, "in_steepest_rise": False, "distance": 10},
+        "seconds": 1.23,
+    }  # fmt: skip
+    assert json.dumps(got) == json.dumps(want)
+    rise_at = steepest_rise([10, 20], [1.0, 3.0])
+    no_step = phase_change_in_boundary(stages.boundaries, None, rise_at).to_dict()
+    assert json.dumps(no_step) == json.dumps(
+        {
+            "phase_change_step": None,
+            "inside": None,
+            "nearest": None,
+            "steepest_rise": {"from": 10, "to": 20, "llc": [1.0, 3.0], "rise": 2.0},
+            "in_steepest_rise": None,
+        }  # fmt: skip
+    )
+    alone = phase_change_in_boundary([], 30).to_dict()
+    assert json.dumps(alone) == '{"phase_change_step": 30, "inside": null, "nearest": null}'
+    again = type(stages).from_dict(json.loads(json.dumps(stages.to_dict()))).to_dict()
+    assert json.dumps(again["stages"]) == json.dumps(want["stages"])  # read back: the same
+    assert json.dumps(again["phase_change"]) == json.dumps(want["phase_change"])
+
+
+#: A stages.json as ``stages RUN`` wrote it at abd026e (before estimates below 0 were left out
+#: and before routes: no ``not_read``, ``not_read_steps``, ``route_at_end``, ``settings_source``
+#: or ``below_zero``); its checkpoints as that version's ``LLCEstimate.to_dict(traces=False)``.
+_CHECKPOINT_ABD026E = {
+    "std": 0.1, "interval_rule": "mean ± 2 standard errors over chains", "init_loss": 4.0,
+    "nbeta": 50.0, "seconds": 0.1, "n_batches": 2, "rows_per_batch": 4,
+    "settings": {"step_size": 0.0001, "gamma": 1000.0, "nbeta": 50.0, "chains": 2, "draws": 40,
+                 "burn_in": 20, "seed": 0},
+    "diagnostics": {"drift": [0.0, 0.0], "r_hat": 1.0, "finite": True,
+                    "drift_rule": "nβ × (mean of a chain's second half of draws − its first half)"},
+}  # fmt: skip
+STAGES_ABD026E = {
+    "run": "cpu-2l",
+    "checkpoints": [
+        {"step": s, "llc": v, "interval": [v - 0.5, v + 0.5], "per_chain": [v, v], **_CHECKPOINT_ABD026E}
+        for s, v in ((100, 2.5), (200, 1.5), (400, 3.0))
+    ],
+    "batches": {"n_batches": 2, "rows": 4, "source": "the run's first training batches"},
+    "settings": _CHECKPOINT_ABD026E["settings"],
+    "rule": {
+        "smoothing": "Gaussian kernel in log(step), bandwidth 0.25",
+        "boundary": "a checkpoint where the smoothed LLC's slope changes sign, kept when the swing "
+        "on each side is >= 0.1 of the smoothed curve's range",
+        "interval": "the checkpoints either side of the boundary",
+        "bandwidth": 0.25,
+        "min_swing": 0.1,
+    },
+    "boundaries": [{"step": 200, "interval": [100, 400], "kind": "trough", "llc_smoothed": 1.8}],
+    "stages": [
+        {"stage": 1, "start": 100, "end": 200, "llc": [2.5, 1.5], "start_measures": {"logged_step": None},
+         "end_measures": {"logged_step": None}, "summary": "LLC falls 2.5 -> 1.5; no logged measure moved"},
+        {"stage": 2, "start": 200, "end": 400, "llc": [1.5, 3.0], "start_measures": {"logged_step": None},
+         "end_measures": {"logged_step": None}, "summary": "LLC rises 1.5 -> 3; no logged measure moved"},
+    ],
+    "phase_change": {"phase_change_step": 350, "inside": False,
+                     "nearest": {"step": 200, "interval": [100, 400], "kind": "trough", "llc_smoothed": 1.8},
+                     "steepest_rise": {"from": 200, "to": 400, "llc": [1.5, 3.0], "rise": 1.5},
+                     "in_steepest_rise": True, "distance": -150},
+    "seconds": 2.0,
+}  # fmt: skip
+
+
+def test_a_stages_json_of_the_first_version_is_read_and_shown():
+    """The first layout (:data:`STAGES_ABD026E`) reads back: its rule, stages and phase change
+    written again as they were, and the printer, the page and the study's sentence show it
+    (no 'not read' clause: that version read every estimate)."""
+    import io
+
+    from rich.console import Console
+
+    from interp_toolkit.development.curve import Stages
+    from interp_toolkit.reports.stage_findings import StagesOfRun, stage_sentence
+    from interp_toolkit.reports.terminal_units import stages_view
+    from interp_toolkit.views.stages import stages_html
+
+    stages = Stages.from_dict(json.loads(json.dumps(STAGES_ABD026E)))
+    again = stages.to_dict()
+    for key in ("rule", "boundaries", "stages", "phase_change", "batches", "run"):
+        assert json.dumps(again[key]) == json.dumps(STAGES_ABD026E[key]), key
+    assert stages.rule.not_read_steps is None and stages.stages[0].route_at_end is None
+    console = Console(file=io.StringIO(), width=200)
+    for item in stages_view(stages):
+        console.print(item)
+    shown = console.file.getvalue()
+    assert "stage 2 (steps 200-400): LLC rises 1.5 -> 3; no logged measure moved" in shown
+    assert "steepest LLC rise: steps 200-400 (1.5 -> 3)." in shown and "not read" not in shown
+    assert (
+        "induction phase change at step 350: outside a boundary's interval (nearest boundary "
+        "step 200, interval [100, 400]); in the steepest LLC rise." in shown
+    )
+    said = stage_sentence(StagesOfRun(0, "cpu-2l", 2, stages, []))
+    assert "the LLC at 3 kept checkpoints; boundaries at step 200 (trough; 100-400)" in said
+    assert "falls outside the loss's steepest fall, inside the LLC's steepest rise" in said
+    assert "Not read" not in stages_html(stages, [])
 
 
 # ------------------------------------------------------------------ the LLC's batches
@@ -341,6 +496,10 @@ def test_stages_command_on_a_tiny_run(tmp_path, tiny_cfg, tiny_model, capsys):
     assert json.loads(capsys.readouterr().out)["stages"] == data["stages"]
     assert run_main(["stages", str(root), "--chains", "1"]) == 2  # one line, before any work
     assert "chains=1 cannot work" in capsys.readouterr().err
+    from interp_toolkit.development.curve import LLCCurve, stages
+
+    bare = stages(root, curve=LLCCurve.from_dict(data), routes=False).to_dict()["stages"]
+    assert bare and all("route_at_end" not in st and "route" not in st["summary"] for st in bare)
 
 
 def test_a_stages_json_written_before_devinterp_is_read_back():
@@ -349,13 +508,13 @@ def test_a_stages_json_written_before_devinterp_is_read_back():
     on a cpu-preset run; read back and written again, every checkpoint is as it was."""
     from pathlib import Path
 
-    from interp_toolkit.development.curve import LLCCurve, Stages
+    from interp_toolkit.development.curve import LLCCurve
 
     old = json.loads((Path(__file__).parent / "stages_before_devinterp.json").read_text())
     curve = LLCCurve.from_dict(old)
     assert curve.steps == [1, 2, 3, 4] and curve.settings_source == old["settings_source"]
     assert curve.estimates[0].traces.shape == (2, 4)
-    assert Stages(curve, [], [], {}).to_dict()["checkpoints"] == old["checkpoints"]
+    assert curve.to_dict()["checkpoints"] == old["checkpoints"]
 
 
 def test_the_stages_view_reads_a_stages_json_written_before():
@@ -389,7 +548,12 @@ def test_the_terminal_shows_the_stages_as_their_json_holds_them():
 
     from interp_toolkit.development.curve import LLCCurve, Stages
     from interp_toolkit.development.llc import LLCEstimate, SGLDSettings
-    from interp_toolkit.development.stages import Boundary, phase_change_in_boundary
+    from interp_toolkit.development.stages import (
+        Boundary,
+        Stage,
+        StageRule,
+        phase_change_in_boundary,
+    )
     from interp_toolkit.reports.terminal_units import stages_view
 
     def est(llc: float, low: float, high: float, drift: float = 0.6) -> LLCEstimate:
@@ -400,9 +564,11 @@ def test_the_terminal_shows_the_stages_as_their_json_holds_them():
     ests = [est(1.2e-7, -0.5, 0.5), est(-2.0, -3.0, -1.0), est(nan, nan, nan, nan)]
     curve = LLCCurve("run", [1, 2, 4], ests, {"source": "hand batches"}, 1.0, "given")
     bounds = [Boundary(2, 1, 4, "trough", 0.5)]
-    stages = Stages(curve, bounds, [{"stage": 1, "start": 1, "end": 2, "summary": "it falls"}],
-                    phase_change_in_boundary(bounds, 2),
-                    {"boundary": "the rule", "not_read": "its words", "not_read_steps": [2]})  # fmt: skip
+    ends = {"logged_step": None}
+    rule = StageRule(smoothing="kernel", boundary="the rule", interval="either side",
+                     not_read="its words", not_read_steps=[2], bandwidth=0.25, min_swing=0.1)  # fmt: skip
+    stage = Stage(1, 1, 2, [0.0, -2.0], ends, ends, "it falls")
+    stages = Stages(curve, bounds, [stage], phase_change_in_boundary(bounds, 2), rule)
 
     def shown(s: Stages) -> str:
         console = Console(file=io.StringIO(), width=200)

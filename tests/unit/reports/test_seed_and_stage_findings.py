@@ -58,6 +58,15 @@ def _stages(
         "batches": {"n_batches": 2, "rows": 4, "source": "hand-made"},
         "seconds": 1.0,
         "stages": [],
+        "rule": {
+            "smoothing": "kernel",
+            "boundary": "a turn",
+            "interval": "either side",
+            "not_read": "below 0",
+            "not_read_steps": [],
+            "bandwidth": 0.25,
+            "min_swing": 0.1,
+        },  # fmt: skip
         "boundaries": [{"step": 500, "interval": [461, 550], "kind": "peak", "llc_smoothed": 30.0}],
         "phase_change": {
             "phase_change_step": phase,

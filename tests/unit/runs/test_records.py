@@ -109,8 +109,19 @@ def _checkpoint(i, **fields):
         (_checkpoint(0, step=-5), "checkpoints[0].step is -5"),
         (_mutate(lambda d: d.clear()), "the file has no 'run'"),
         (_mutate(lambda d: d.update(stages=None)), "stages is None"),
+        (_mutate(lambda d: d["stages"][0].pop("llc")), "stages[0] has no 'llc'"),  # report reads it
     ],
-    ids=["llc-1e308", "duplicated", "step-1.9", "empty", "step-0", "step-neg", "{}", "null"],
+    ids=[
+        "llc-1e308",
+        "duplicated",
+        "step-1.9",
+        "empty",
+        "step-0",
+        "step-neg",
+        "{}",
+        "null",
+        "stage",
+    ],
 )
 def test_damaged_stages_are_one_line_naming_the_file_and_the_fix(run_a, capsys, change, match):
     """Each used to be a wrong number printed (LLC "rises 0.0317 -> 1e+308", boundaries at
