@@ -81,6 +81,7 @@ def _family(e: dict[str, Any]) -> dict[str, Any]:
 def attention_saes(folder: Path, tokens: int, expansion: int, k: int) -> list[dict[str, Any]]:
     from interp_toolkit.models.build import build_model
     from interp_toolkit.runs.folder import load_run
+    from interp_toolkit.saes.options import SAEOptions
     from interp_toolkit.saes.pipeline import run_sae
     from interp_toolkit.units.reading import RuleCount
 
@@ -92,11 +93,9 @@ def attention_saes(folder: Path, tokens: int, expansion: int, k: int) -> list[di
                 t0 = time.perf_counter()
                 hook = f"blocks.{layer}.attn.hook_z"
                 out = Path(tmp) / f"{name}{layer}"
-                res = run_sae(
-                    model, run.codec, run, hook, out, expansion=expansion, k=k, tokens=tokens,
-                    progress=False,
-                )  # fmt: skip
-                f, e = res.features, res.metrics.to_dict()
+                opts = SAEOptions(hook, expansion=expansion, k=k, tokens=tokens, quiet=True)
+                res = run_sae(model, run.codec, run, out, opts)
+                f, e = res.features, res.metrics.evals().to_dict()
                 mono = RuleCount.of(f.concepts)
                 shuffled = RuleCount.of(f.shuffled)
                 old = sum(c.holds for c in f.concepts)

@@ -27,14 +27,14 @@ from _common import write_result  # noqa: E402
 def _measure(
     model: Any, run: Any, layer: int, heads: list[int], repeats: Any, out: Path, tokens: int
 ) -> dict[str, Any]:
-    from interp_toolkit.saes.config import SAETrainConfig
+    from interp_toolkit.saes.options import SAEOptions
     from interp_toolkit.saes.pipeline import run_sae
     from interp_toolkit.saes.roles import induction_latents, previous_token_latents
 
     t0 = time.perf_counter()
     hook = f"blocks.{layer}.attn.hook_z"
-    tcfg = SAETrainConfig(tokens=tokens, seed=0)
-    res = run_sae(model, run.codec, run, hook, out, expansion=8, k=16, train=tcfg, progress=False)
+    opts = SAEOptions(hook, expansion=8, k=16, tokens=tokens, quiet=True)
+    res = run_sae(model, run.codec, run, out, opts)
     if layer == 1:
         found = induction_latents(model, res.sae, res.features, heads, repeats)
     else:

@@ -316,7 +316,6 @@ def sae(
         from interp_toolkit.files.paths import inside_inputs
 
         inside_inputs(Path(out), "out", (str(source.path),), (source.paths.saes,), "sae/l1-z")
-    shape = {k: getattr(o, k) for k in ("arch", "expansion", "k", "tokens", "seed", "resume")}
-    result = run_sae(bridge, codec, source, hook, out, progress=not o.quiet, **shape)
+    result = run_sae(bridge, codec, source, out, o)
     write_pages(result, bridge, codec, show=o.show, title=f"SAE: {hook}")
     return result

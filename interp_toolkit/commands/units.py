@@ -3,16 +3,15 @@ writes and the page or folder it asked for."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from interp_toolkit.errors import UserError
 from interp_toolkit.files.serialize import Jsonable, json_field
 from interp_toolkit.probing.options import ProbeOptions
 from interp_toolkit.probing.probes import ProbeResult
 from interp_toolkit.runs import targets
-from interp_toolkit.saes.evaluate import SAEMetrics
+from interp_toolkit.saes.evaluate import SAEEvals
 from interp_toolkit.saes.options import SAEOptions
 from interp_toolkit.saes.train import TrainedSAE
 from interp_toolkit.units.neurons import DEFINITION, LayerNeurons, NeuronRecord
@@ -67,7 +66,7 @@ class SAEFolder(Jsonable):
     folder: Path
     setting: str
     training: TrainedSAE
-    evals: SAEMetrics
+    evals: SAEEvals
     monosemantic: RuleCount
     monosemantic_shuffled: RuleCount
 
@@ -170,8 +169,8 @@ def sae(
     from interp_toolkit.saes.config import check_shape, hook_layer
     from interp_toolkit.saes.pipeline import default_folder, run_sae
 
-    arch, expansion, k, hook = options.arch, options.expansion, options.k, options.hook
-    hook = ".".join(["blocks", str(hook_layer(hook)), *hook.split(".")[2:]])  # blocks.01.: 1
+    hook = ".".join(["blocks", str(hook_layer(options.hook)), *options.hook.split(".")[2:]])
+    o = replace(options, hook=hook)  # blocks.01.: 1
     if out is None and is_hf_spec(target):
         raise UserError(
             "an SAE of a Hugging Face model needs a folder to live in: give --out FOLDER."
@@ -182,40 +181,26 @@ def sae(
         if out.exists() and not out.is_dir():
             raise UserError(f"--out {out} is a file: give a folder for the SAE.")
         check_writable_dir(out if out.is_dir() else out.parent, "--out folder")
-    check_shape(arch, k, expansion)  # the registry's checks (saes/architectures.py)
+    check_shape(o.arch, o.k, o.expansion)  # the registry's checks (saes/architectures.py)
     tgt = targets.load_target(target, device, for_weights=False, dtype=dtype)
-    check_latents(tgt.model, hook, arch, expansion, k)
     at = split_step(target)  # RUN@STEP: the SAE of that checkpoint gets its own folder
     step = int(at[1]) if at is not None else None
-    folder = out or default_folder(tgt.source, hook, arch, expansion, k, step)
-    shape = {"arch": arch, "expansion": expansion, "k": k}
-    shape |= {"tokens": options.tokens, "seed": options.seed}
+    folder = out or default_folder(tgt.source, hook, o.arch, o.expansion, o.k, step)
     try:
-        result = run_sae(
-            tgt.model,
-            tgt.codec,
-            tgt.source,
-            hook,
-            folder,
-            model_name=tgt.name,
-            resume=options.resume,
-            progress=not options.quiet,
-            **shape,
-        )
+        result = run_sae(tgt.model, tgt.codec, tgt.source, folder, o, model_name=tgt.name)
         title = f"SAE: {tgt.name} {hook}"
-        write_pages(result, tgt.model, tgt.codec, show=options.show, title=title)
+        report = write_pages(result, tgt.model, tgt.codec, show=options.show, title=title)
     except KeyboardInterrupt as exc:
         raise stopped_sae(exc, Path(folder)) from None
-    feats = result.features
     return SAEFolder(
         tgt.name,
         hook,
         Path(result.paths.root),
         result.source.setting,
         result.trained,
-        result.metrics,
-        RuleCount.of(feats.concepts),
-        RuleCount.of(feats.shuffled),
+        report.evals,
+        report.monosemantic,
+        report.monosemantic_shuffled,
     )
 
 
@@ -247,17 +232,3 @@ def stopped_sae(exc: KeyboardInterrupt, folder: Path) -> KeyboardInterrupt:
         "the same command again.",
         signum,
     )
-
-
-def check_latents(model: Any, hook: str, arch: str, expansion: int, k: int) -> None:
-    """``--k`` active latents of at most the SAE's ``expansion`` x the hook's width."""
-    from interp_toolkit.saes.activations import check_hook, hook_width
-    from interp_toolkit.saes.architectures import sae_architecture
-
-    check_hook(model, hook)
-    latents = expansion * hook_width(model, hook)
-    if sae_architecture(arch).uses_k and k > latents:
-        raise UserError(
-            f"--k {k} cannot work: this SAE has {latents} latents ({expansion} x {hook}'s "
-            f"width {latents // expansion}); use --k 1 to {latents}, or a larger --expansion."
-        )

@@ -3,8 +3,8 @@
 
 - each field is written under its name, in the fields' order; ``field(metadata=json_field(...))``
   renames it (``key``), skips it (``skip``), passes it through a function (``encode``), leaves it
-  out when None (``omit_none``), rounds its floats (``digits``) or writes a mapping's keys into
-  the record (``inline``);
+  out when None (``omit_none``), rounds its floats (``digits``), writes a mapping's keys into
+  the record (``inline``) or writes it inside a group (``group``: ``{"sparsity": {"l0": ..}}``);
 - ``json_extra`` names properties or no-argument methods written after the fields (derived values,
   e.g. ``DepthMeasurement.heads_per_layer``), or maps keys to them (``{"top": "top_tokens"}``);
 - ``json_order`` lists the keys in the JSON's order when that is not the fields' (all of them).
@@ -45,6 +45,7 @@ class JsonField:
     omit_none: bool = False
     encode: Callable[[Any], Any] | None = None
     inline: bool = False
+    group: str | None = None
 
 
 def json_field(**choices: Any) -> dict[str, JsonField]:
@@ -102,6 +103,8 @@ def _record(obj: Any) -> Any:
         value = value if spec.digits is None else _rounded(value, spec.digits)
         if spec.inline:
             out.update(value)
+        elif spec.group:
+            out.setdefault(spec.group, {})[spec.key or f.name] = value
         else:
             out[spec.key or f.name] = value
     extra = getattr(cls, "json_extra", ())

@@ -5,6 +5,7 @@ shown, coloured by their activations), plus the JSON of both (``features.json``)
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -12,15 +13,25 @@ from jaxtyping import Int
 from transformer_lens import TransformerBridge
 
 from interp_toolkit.files.io import write_json, write_text
+from interp_toolkit.files.serialize import Jsonable
 from interp_toolkit.reports.neurons import context_windows
-from interp_toolkit.saes.evaluate import SAEMetrics
-from interp_toolkit.saes.features import LatentFeatures, labeller, latent_activations
+from interp_toolkit.saes.evaluate import SAEEvals
+from interp_toolkit.saes.features import (
+    LatentFeatures,
+    LatentRecord,
+    labeller,
+    latent_activations,
+)
 from interp_toolkit.saes.pipeline import SAEResult
 from interp_toolkit.saes.sae import SparseAutoencoder
 from interp_toolkit.text.codecs import Codec
 from interp_toolkit.units.reading import RuleCount, rule_text
-from interp_toolkit.views.features import context_view, density_histogram, latent_table
-from interp_toolkit.views.features import metrics_table as metrics_html
+from interp_toolkit.views.features import (
+    context_view,
+    density_histogram,
+    family_columns,
+    latent_table,
+)
 from interp_toolkit.views.page import Section, render_report, table, text
 
 RULE = "monosemantic: " + rule_text("latent")
@@ -39,47 +50,49 @@ def shown_latents(feats: LatentFeatures, show: int) -> list[int]:
     return order[:show]
 
 
-def head_names(model: TransformerBridge, layer: int) -> list[str]:
-    return [f"{layer}.{h}" for h in range(int(model.cfg.n_heads))]
+@dataclass(frozen=True)
+class FeatureReport(Jsonable):
+    """features.json: the rule, the counts, the metrics and every latent's data
+    (:meth:`from_dict` reads one back)."""
+
+    hook: str
+    rule: str
+    monosemantic: RuleCount
+    monosemantic_shuffled: RuleCount | None
+    heads: list[str] | None
+    evals: SAEEvals
+    latents: list[LatentRecord]
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> FeatureReport:
+        def count(c: dict[str, Any] | None) -> RuleCount | None:
+            return c and RuleCount(c["units"], c["dead"], c["monosemantic"], c["by_concept"])
+
+        evals, latents = SAEEvals.from_dict(d["evals"]), map(LatentRecord.from_dict, d["latents"])
+        mono, shuffled = count(d["monosemantic"]), count(d.get("monosemantic_shuffled"))
+        return cls(d["hook"], d["rule"], mono, shuffled, d["heads"], evals, list(latents))
 
 
-def feature_report(
-    feats: LatentFeatures, metrics: SAEMetrics, codec: Codec, heads: Sequence[str] | None
-) -> dict[str, Any]:
-    """features.json: the rule, the counts and every latent's data."""
-    label = labeller(codec)
-    return {
-        "hook": feats.hook,
-        "rule": RULE,
-        "monosemantic": RuleCount.of(feats.concepts).to_dict(),
-        "monosemantic_shuffled": RuleCount.of(feats.shuffled).to_dict(),
-        "heads": list(heads) if heads is not None else None,
-        "evals": metrics.to_dict(),
-        "latents": [feats.latent_dict(i, label) for i in range(feats.n_latents)],
-    }
-
-
-def index_page(report: dict[str, Any], *, title: str, subtitle: str = "") -> str:
+def index_page(report: FeatureReport, *, title: str, subtitle: str = "") -> str:
     """Metrics, the density histogram, and every live latent by density."""
-    live = [d for d in report["latents"] if not d["dead"]]
-    live.sort(key=lambda d: -d["density"])
-    hist = report["evals"]["latents"]["density_histogram"]
-    counts = report["monosemantic"]
+    live = sorted((d for d in report.latents if not d.concept.dead), key=lambda d: -d.density)
+    hist = report.evals.density_histogram
+    counts, shuffled = report.monosemantic, report.monosemantic_shuffled
     intro = (
-        f"{counts['monosemantic']} of {counts['units'] - counts['dead']} live latents are "
-        f"monosemantic ({RULE}); {counts['dead']} never fire on the evaluation tokens."
+        f"{counts.monosemantic} of {counts.live} live latents are monosemantic ({RULE}); "
+        f"{counts.dead} never fire on the evaluation tokens."
     )
-    shuffled = report.get("monosemantic_shuffled")
     if shuffled is not None:
         intro += (
             f" Shuffled-activation control (each latent's top values on random positions): "
-            f"{shuffled['monosemantic']} of {shuffled['units'] - shuffled['dead']}."
+            f"{shuffled.monosemantic} of {shuffled.live}."
         )
+    assert hist is not None  # the pooled rows' evals have one
     return render_report(
         [
-            Section("Metrics", [metrics_html(report["evals"])]),
-            Section("Feature density", [density_histogram(hist["log10_density"], hist["latents"])]),
-            Section("Latents", [text(intro), latent_table(live, report.get("heads"))]),
+            Section("Metrics", [table(*family_columns(report.evals), cls="kv")]),
+            Section("Feature density", [density_histogram(hist.log10_density, hist.latents)]),
+            Section("Latents", [text(intro), latent_table(live, report.heads)]),
         ],
         title=title,
         subtitle=subtitle,
@@ -140,13 +153,17 @@ def features_page(
 
 def write_pages(
     result: SAEResult, model: TransformerBridge, codec: Codec, *, show: int = 24, title: str
-) -> dict[str, Any]:
-    """features.json, index.html and features.html in the SAE folder; returns features.json."""
-    hook = result.sae.cfg.hook_name
-    heads = head_names(model, result.sae.cfg.hook_layer) if hook.endswith("attn.hook_z") else None
-    report = feature_report(result.features, result.metrics, codec, heads)
+) -> FeatureReport:
+    """features.json, index.html and features.html in the SAE folder; returns features.json's
+    record."""
+    hook, feats, label = result.sae.cfg.hook_name, result.features, labeller(codec)
+    heads = [f"{result.sae.cfg.hook_layer}.{h}" for h in range(int(model.cfg.n_heads))]
+    heads = heads if hook.endswith("attn.hook_z") else None
+    mono, shuffled = RuleCount.of(feats.concepts), RuleCount.of(feats.shuffled)
+    latents = [feats.latent(i, label) for i in range(feats.n_latents)]
+    report = FeatureReport(hook, RULE, mono, shuffled, heads, result.metrics.evals(), latents)
     paths = result.paths
-    write_json(paths.features, report)
+    write_json(paths.features, report.to_dict())
     sub = (
         f"{result.sae.cfg.arch}, {result.sae.cfg.d_sae} latents over {result.sae.cfg.d_in} "
         f"dimensions; trained on {result.trained.tokens:,} activations ({result.source.setting}, "

@@ -17,7 +17,7 @@ if TYPE_CHECKING:  # torch, which these modules import, is not needed to draw a 
     from interp_toolkit.causal.circuit import Circuit
     from interp_toolkit.development.curve import Stages
     from interp_toolkit.probing.probes import ProbeResult, ProbeRow
-    from interp_toolkit.saes.evaluate import SAEMetrics
+    from interp_toolkit.saes.evaluate import SAEEvals
     from interp_toolkit.units.neurons import LayerNeurons
     from interp_toolkit.units.reading import RuleCount
 
@@ -163,14 +163,14 @@ def neurons_view(
 
 
 def sae_view(
-    target: str, hook: str, setting: str, evals: SAEMetrics, rule: RuleCount, shuffled: RuleCount
+    target: str, hook: str, setting: str, evals: SAEEvals, rule: RuleCount, shuffled: RuleCount
 ) -> Shown:
     """SAELens's metrics by family, and the monosemantic latents (``rule``; ``shuffled``: under
     the shuffled-activation control)."""
     from interp_toolkit.views.features import family_columns
 
     t = Table(title=f"SAE {target} {hook} ({setting})")
-    header, rows = family_columns(evals.to_dict())
+    header, rows = family_columns(evals)
     for name in header:
         t.add_column(name)
     for row in rows:

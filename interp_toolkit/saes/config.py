@@ -164,15 +164,6 @@ def hook_layer(hook_name: str) -> int:
     )
 
 
-#: The hook points an SAE may read (``{L}`` is the layer).
-HOOKS = (
-    "blocks.{L}.attn.hook_z",
-    "blocks.{L}.hook_resid_pre",
-    "blocks.{L}.hook_resid_post",
-    "blocks.{L}.mlp.hook_post",
-)
-
-
 @dataclass(frozen=True)
 class SAETrainConfig(Jsonable):
     """How an SAE is trained. ``tokens``: activations read in all; ``batch``: activations per

@@ -22,7 +22,7 @@ metric is also given on each family's rows alone (``by_family``), from the same 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import torch
@@ -30,6 +30,7 @@ from jaxtyping import Float, Int
 from torch import Tensor
 from transformer_lens import TransformerBridge
 
+from interp_toolkit.files.serialize import Jsonable, json_field
 from interp_toolkit.runtime.progress import progress_bar
 from interp_toolkit.saes.sae import SparseAutoencoder
 from interp_toolkit.stats.thresholds import DENSE
@@ -110,53 +111,70 @@ class SAEMetrics:
         half a decade up to 0 (a latent firing on every token falls in the last)."""
         live = self.feature_density[self.feature_density > 0].log10()
         edges = HIST_EDGES
-        labels, counts = ["dead", f"< {edges[0]:g}"], [self.dead, int((live < edges[0]).sum())]
-        for i, (lo, hi) in enumerate(zip(edges[:-1], edges[1:], strict=True)):
-            last = i == len(edges) - 2
-            inside = (live >= lo) & ((live <= hi) if last else (live < hi))
-            labels.append(f"{lo:g}..{hi:g}")
-            counts.append(int(inside.sum()))
-        return labels, counts
+        bins = torch.bucketize(live, torch.tensor(edges), right=True).clamp(max=len(edges) - 1)
+        counts = torch.bincount(bins, minlength=len(edges)).tolist()
+        labels = [f"{lo:g}..{hi:g}" for lo, hi in zip(edges[:-1], edges[1:], strict=True)]
+        return ["dead", f"< {edges[0]:g}", *labels], [self.dead, *counts]
 
-    def to_dict(self) -> dict[str, Any]:
-        """SAELens's metric names and groups (:data:`GROUPS`), plus our latent counts and the
-        histogram."""
-        labels, counts = self.histogram()
-        out: dict[str, Any] = {
-            group: {k: round(float(getattr(self, k)), 6) for k in keys}
-            for group, keys in GROUPS.items()
-        }
-        out["latents"] = {
-            "d_sae": int(self.feature_density.numel()),
-            "dead": self.dead,
-            "dense": self.dense,
-            "dense_threshold": DENSE,
-            "density_histogram": {"log10_density": labels, "latents": counts},
-        }
-        out["token_stats"] = {"total_tokens_eval": self.n_tokens}
-        if self.by_family:
-            out["by_family"] = {k: v.family_dict() for k, v in self.by_family.items()}
-        return out
-
-    def family_dict(self) -> dict[str, Any]:
-        """The groups of :meth:`to_dict` without the histogram (one row family's metrics)."""
-        d = self.to_dict()
-        d["latents"].pop("density_histogram")
-        return d
+    def evals(self, histogram: bool = True) -> SAEEvals:
+        """evals.json's record: the metrics to 6 digits, the latent counts, the histogram
+        (``histogram``: the pooled rows'; a family has none) and each family's."""
+        ours = ("latents", "token_stats", None)  # the rest are SAELens's metrics, as computed
+        metrics = [f.name for f in fields(SAEEvals) if f.metadata["json"].group not in ours]
+        return SAEEvals(
+            **{name: round(float(getattr(self, name)), 6) for name in metrics},
+            d_sae=int(self.feature_density.numel()),
+            dead=self.dead,
+            dense=self.dense,
+            dense_threshold=DENSE,
+            density_histogram=DensityHistogram(*self.histogram()) if histogram else None,
+            total_tokens_eval=self.n_tokens,
+            by_family={k: v.evals(histogram=False) for k, v in self.by_family.items()},
+        )
 
 
-#: SAELens's groups of the metrics (``sae_lens/evals.py``), each key in its order there.
-GROUPS = {
-    "model_behavior_preservation": ("kl_div_score", "kl_div_with_ablation", "kl_div_with_sae"),
-    "model_performance_preservation": (
-        "ce_loss_score",
-        "ce_loss_with_ablation",
-        "ce_loss_with_sae",
-        "ce_loss_without_sae",
-    ),
-    "reconstruction_quality": ("explained_variance", "mse"),
-    "sparsity": ("l0",),
-}
+def _in(group: str, **choices: Any) -> Any:
+    return field(metadata=json_field(group=group, **choices))
+
+
+@dataclass(frozen=True)
+class DensityHistogram:
+    log10_density: list[str]
+    latents: list[int]
+
+
+@dataclass(frozen=True)
+class SAEEvals(Jsonable):
+    """An SAE's evals.json (:meth:`SAEMetrics.evals`; :meth:`from_dict` reads one back):
+    SAELens's metrics in its groups (``sae_lens/evals.py``, each key in its order there), our
+    latent counts, and each row family's (``by_family``)."""
+
+    kl_div_score: float = _in("model_behavior_preservation")
+    kl_div_with_ablation: float = _in("model_behavior_preservation")
+    kl_div_with_sae: float = _in("model_behavior_preservation")
+    ce_loss_score: float = _in("model_performance_preservation")
+    ce_loss_with_ablation: float = _in("model_performance_preservation")
+    ce_loss_with_sae: float = _in("model_performance_preservation")
+    ce_loss_without_sae: float = _in("model_performance_preservation")
+    explained_variance: float = _in("reconstruction_quality")
+    mse: float = _in("reconstruction_quality")
+    l0: float = _in("sparsity")
+    d_sae: int = _in("latents")
+    dead: int = _in("latents")
+    dense: int = _in("latents")
+    dense_threshold: float = _in("latents")
+    density_histogram: DensityHistogram | None = _in("latents", omit_none=True)
+    total_tokens_eval: int = _in("token_stats")
+    by_family: dict[str, SAEEvals] = field(
+        metadata=json_field(encode=lambda f: f or None, omit_none=True)
+    )
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> SAEEvals:
+        flat = {k: v for group, keys in d.items() if group != "by_family" for k, v in keys.items()}
+        hist = flat.pop("density_histogram", None)
+        families = {k: cls.from_dict(v) for k, v in d.get("by_family", {}).items()}
+        return cls(**flat, density_histogram=hist and DensityHistogram(**hist), by_family=families)
 
 
 def evaluate_sae(

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import torch
@@ -28,6 +28,7 @@ from jaxtyping import Float, Int
 from torch import Tensor
 from transformer_lens import TransformerBridge
 
+from interp_toolkit.files.serialize import Jsonable, json_field
 from interp_toolkit.saes.activations import read_hook, stream_activations
 from interp_toolkit.saes.sae import SparseAutoencoder
 from interp_toolkit.text.codecs import Codec
@@ -91,20 +92,19 @@ def decoder_out(model: TransformerBridge, sae: SparseAutoencoder) -> Float[Tenso
 
 def logit_effects(
     model: TransformerBridge, sae: SparseAutoencoder, m: int = LOGITS
-) -> tuple[Int[Tensor, "latent m"], Float[Tensor, "latent m"], Int[Tensor, "latent m"]]:
-    """(promoted ids, their logit per unit activation, suppressed ids) of every latent."""
+) -> tuple[Int[Tensor, "latent m"], Int[Tensor, "latent m"]]:
+    """(promoted ids, suppressed ids) of every latent: its ``m`` largest and smallest logits per
+    unit activation."""
     w_u = circuit_model(model).W_U.detach().float().cpu()
     out = decoder_out(model, sae)
     m = min(m, w_u.shape[1])
-    ups, vals, downs = [], [], []
+    ups, downs = [], []
     step = max(1, 2**25 // w_u.shape[1])
     for lo in range(0, len(out), step):
         logits = out[lo : lo + step] @ w_u
-        v, i = logits.topk(m, dim=-1)
-        ups.append(i)
-        vals.append(v)
+        ups.append(logits.topk(m, dim=-1).indices)
         downs.append((-logits).topk(m, dim=-1).indices)
-    return torch.cat(ups), torch.cat(vals), torch.cat(downs)
+    return torch.cat(ups), torch.cat(downs)
 
 
 def head_shares(sae: SparseAutoencoder, n_heads: int) -> Float[Tensor, "latent head"]:
@@ -158,7 +158,6 @@ class LatentFeatures:
     density: Float[Tensor, " latent"]
     concepts: list[Concept]
     promoted: Int[Tensor, "latent m"]
-    promoted_logits: Float[Tensor, "latent m"]
     suppressed: Int[Tensor, "latent m"]
     head_share: Float[Tensor, "latent head"] | None
     descriptions: list[str]
@@ -170,26 +169,46 @@ class LatentFeatures:
     def n_latents(self) -> int:
         return len(self.concepts)
 
-    def latent_dict(self, i: int, label: Callable[[int], str]) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "latent": i,
-            "density": round(float(self.density[i]), 6),
-            "max_activation": round(float(self.top.values[i, 0]), 4),
-            "description": self.descriptions[i],
-            **self.concepts[i].to_dict(),
-            "top_tokens": [[label(t), c] for t, c in self.top_counts[i][:8]],
-            "promoted": [label(int(t)) for t in self.promoted[i].tolist()],
-            "suppressed": [label(int(t)) for t in self.suppressed[i].tolist()],
-            "top": [
-                [int(r), int(p), round(float(v), 4)]
-                for r, p, v in zip(
-                    self.top.rows[i], self.top.positions[i], self.top.values[i], strict=True
-                )
-            ],
-        }
-        if self.head_share is not None:
-            out["head_share"] = [round(float(s), 4) for s in self.head_share[i]]
-        return out
+    def latent(self, i: int, label: Callable[[int], str]) -> LatentRecord:
+        """Latent ``i``'s line of features.json (tokens labelled by ``label``)."""
+        top = zip(self.top.rows[i], self.top.positions[i], self.top.values[i], strict=True)
+        shares = self.head_share
+        return LatentRecord(
+            i,
+            round(float(self.density[i]), 6),
+            round(float(self.top.values[i, 0]), 4),
+            self.descriptions[i],
+            self.concepts[i],
+            [(label(t), c) for t, c in self.top_counts[i][:8]],
+            [label(int(t)) for t in self.promoted[i].tolist()],
+            [label(int(t)) for t in self.suppressed[i].tolist()],
+            [(int(r), int(p), round(float(v), 4)) for r, p, v in top],
+            None if shares is None else [round(float(s), 4) for s in shares[i]],
+        )
+
+
+@dataclass(frozen=True)
+class LatentRecord(Jsonable):
+    """One latent as features.json holds it (its concept's keys inline; ``top``: row, position,
+    activation; ``head_share``: attention SAEs only); :meth:`from_dict` reads one back."""
+
+    latent: int
+    density: float
+    max_activation: float
+    description: str
+    concept: Concept = field(metadata=json_field(inline=True))
+    top_tokens: list[tuple[str, int]]
+    promoted: list[str]
+    suppressed: list[str]
+    top: list[tuple[int, int, float]]
+    head_share: list[float] | None = field(metadata=json_field(omit_none=True))
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> LatentRecord:
+        concept = Concept(d["concept"], *(d[f.name] for f in fields(Concept)[1:]))
+        pairs = {k: [tuple(p) for p in d[k]] for k in ("top_tokens", "top")}  # JSON's lists
+        rest = {f.name: d.get(f.name) for f in fields(cls) if f.name not in ("concept", *pairs)}
+        return cls(**rest, concept=concept, **pairs)
 
 
 def latent_features(
@@ -209,7 +228,7 @@ def latent_features(
     concepts = unit_concepts(facts, top, alive=density > 0)
     n, seq = tokens.shape
     shuffled = unit_concepts(facts, random_top(top, n, seq, seed=seed), alive=density > 0)
-    promoted, vals, suppressed = logit_effects(model, sae, m)
+    promoted, suppressed = logit_effects(model, sae, m)
     shares = None
     if sae.cfg.hook_name.endswith("attn.hook_z"):
         shares = head_shares(sae, int(model.cfg.n_heads))
@@ -222,7 +241,6 @@ def latent_features(
         density,
         concepts,
         promoted,
-        vals,
         suppressed,
         shares,
         desc,

@@ -12,6 +12,7 @@ import torch
 from torch import Tensor
 from transformer_lens import TransformerBridge
 
+from interp_toolkit.errors import UserError
 from interp_toolkit.files.io import write_bytes, write_json
 from interp_toolkit.models.activations import MAX_SEQ
 from interp_toolkit.runtime import validate
@@ -25,6 +26,7 @@ from interp_toolkit.saes.architectures import sae_architecture
 from interp_toolkit.saes.config import SAEConfig, SAEPaths, SAETrainConfig, check_shape
 from interp_toolkit.saes.evaluate import SAEMetrics, evaluate_sae
 from interp_toolkit.saes.features import LatentFeatures, labeller, latent_features
+from interp_toolkit.saes.options import SAEOptions
 from interp_toolkit.saes.sae import SparseAutoencoder
 from interp_toolkit.saes.train import TrainedSAE, train_sae
 from interp_toolkit.text.codecs import Codec
@@ -56,8 +58,6 @@ def default_folder(
     from interp_toolkit.runs.folder import Run
 
     if not isinstance(target_source, Run):
-        from interp_toolkit.errors import UserError
-
         raise UserError("an SAE of this model needs a folder to live in: give --out FOLDER.")
     return target_source.paths.saes / sae_name(hook, arch, expansion, k, step)
 
@@ -106,32 +106,32 @@ def run_sae(
     model: TransformerBridge,
     codec: Codec,
     target_source: object,
-    hook: str,
     out: str | Path,
+    options: SAEOptions,
     *,
     model_name: str = "",
-    arch: str = "topk",
-    expansion: int = 8,
-    k: int = 32,
-    tokens: int = 400_000,
-    seed: int = 0,
-    resume: bool = False,
-    progress: bool = True,
-    train: SAETrainConfig | None = None,
 ) -> SAEResult:
-    """Train (``resume``: continue) an SAE at ``hook`` into ``out``, then evaluate it and read its
-    latents on held-out rows; writes cfg.json, sae_weights.safetensors, evals.json and
-    sparsity.safetensors (SAELens's names)."""
-    expansion, k = validate.count(expansion, "expansion"), validate.count(k, "k")
-    tokens, seed = validate.count(tokens, "tokens"), validate.seed(seed)
+    """Train (``options.resume``: continue) the SAE of ``options`` into ``out``, then evaluate it
+    and read its latents on held-out rows; writes cfg.json, sae_weights.safetensors, evals.json
+    and sparsity.safetensors (SAELens's names)."""
+    o, hook = options, options.hook
+    expansion, k = validate.count(o.expansion, "expansion"), validate.count(o.k, "k")
+    tokens, seed = validate.count(o.tokens, "tokens"), validate.seed(o.seed)
     check_hook(model, hook)
-    check_shape(arch, k, expansion)
-    tcfg = train or SAETrainConfig(tokens=tokens, seed=seed)
+    check_shape(o.arch, k, expansion)
+    latents = expansion * hook_width(model, hook)
+    if sae_architecture(o.arch).uses_k and k > latents:
+        raise UserError(
+            f"--k {k} cannot work: this SAE has {latents} latents ({expansion} x {hook}'s "
+            f"width {latents // expansion}); use --k 1 to {latents}, or a larger --expansion."
+        )
+    progress = not o.quiet
+    tcfg = SAETrainConfig(tokens=tokens, seed=seed)
     source = training_source(codec, int(model.cfg.n_ctx), target_source, tcfg, seed)
     cfg = sae_config(
-        model, hook, arch=arch, expansion=expansion, k=k, model_name=model_name, source=source
+        model, hook, arch=o.arch, expansion=expansion, k=k, model_name=model_name, source=source
     )
-    trained = train_sae(model, source, cfg, tcfg, out, resume=resume, progress=progress)
+    trained = train_sae(model, source, cfg, tcfg, out, resume=o.resume, progress=progress)
     sae = trained.sae.to(next(model.parameters()).device)
     heldout = source.heldout_rows(max(16, FEATURE_TOKENS // source.seq_len))
     n_eval = max(16, EVAL_TOKENS // source.seq_len)
@@ -139,7 +139,7 @@ def run_sae(
     metrics = evaluate_sae(model, sae, heldout[:n_eval], families=families, progress=progress)
     feats = latent_features(model, sae, heldout, labeller(codec), seed=seed)
     paths = trained.paths or SAEPaths(Path(out))
-    write_json(paths.evals, metrics.to_dict())
+    write_json(paths.evals, metrics.evals().to_dict())
     write_bytes(paths.sparsity, _sparsity(metrics))
     return SAEResult(sae, paths, trained, metrics, feats, heldout, source)
 

@@ -3,7 +3,7 @@ descriptions, and circuitsvis token colours of their top contexts (data in, HTML
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import plotly.graph_objects as go
@@ -12,50 +12,41 @@ from circuitsvis.utils.render import RenderedHTML
 from jaxtyping import Float
 from torch import Tensor
 
+from interp_toolkit.saes.evaluate import SAEEvals
+from interp_toolkit.saes.features import LatentRecord
 from interp_toolkit.views.page import table
 
-#: The metrics a page lists first, with SAELens's names.
-HEADLINE = (
-    ("L0", ("sparsity", "l0")),
-    ("explained variance", ("reconstruction_quality", "explained_variance")),
-    ("CE loss recovered (ce_loss_score)", ("model_performance_preservation", "ce_loss_score")),
-    ("CE loss clean", ("model_performance_preservation", "ce_loss_without_sae")),
-    ("CE loss with the SAE", ("model_performance_preservation", "ce_loss_with_sae")),
-    ("CE loss, hook zero-ablated", ("model_performance_preservation", "ce_loss_with_ablation")),
-    ("KL to clean, SAE spliced in", ("model_behavior_preservation", "kl_div_with_sae")),
-    ("KL to clean, hook zero-ablated", ("model_behavior_preservation", "kl_div_with_ablation")),
-    ("dead latents", ("latents", "dead")),
-    ("dense latents", ("latents", "dense")),
-    ("evaluation tokens", ("token_stats", "total_tokens_eval")),
+#: The metrics a page lists first (SAELens's names).
+HEADLINE: tuple[tuple[str, Callable[[SAEEvals], float]], ...] = (
+    ("L0", lambda e: e.l0),
+    ("explained variance", lambda e: e.explained_variance),
+    ("CE loss recovered (ce_loss_score)", lambda e: e.ce_loss_score),
+    ("CE loss clean", lambda e: e.ce_loss_without_sae),
+    ("CE loss with the SAE", lambda e: e.ce_loss_with_sae),
+    ("CE loss, hook zero-ablated", lambda e: e.ce_loss_with_ablation),
+    ("KL to clean, SAE spliced in", lambda e: e.kl_div_with_sae),
+    ("KL to clean, hook zero-ablated", lambda e: e.kl_div_with_ablation),
+    ("dead latents", lambda e: e.dead),
+    ("dense latents", lambda e: e.dense),
+    ("evaluation tokens", lambda e: e.total_tokens_eval),
 )
 
 
-def headline(metrics: dict[str, Any]) -> list[tuple[str, Any]]:
-    """(label, value) of the headline metrics of an evals.json dict."""
-    out = []
-    for label, (group, key) in HEADLINE:
-        value = metrics.get(group, {}).get(key)
-        if value is not None:
-            out.append((label, round(value, 4) if isinstance(value, float) else value))
-    return out
+def headline(metrics: SAEEvals) -> list[tuple[str, Any]]:
+    """(label, value) of the headline metrics of an SAE's evals."""
+    values = ((label, read(metrics)) for label, read in HEADLINE)
+    return [(label, round(v, 4) if isinstance(v, float) else v) for label, v in values]
 
 
-def family_columns(metrics: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
+def family_columns(metrics: SAEEvals) -> tuple[list[str], list[list[Any]]]:
     """(header, rows) of the headline metrics: pooled, then one column per row family
     (``by_family``: text, synthetic) when the evaluation rows were split."""
-    families = metrics.get("by_family") or {}
+    families = metrics.by_family
     each = [dict(headline(families[f])) for f in families]
     header = ["metric", "all rows" if families else "value"]
     header += [f"{f} rows" for f in families]
-    rows = [
-        [label, value] + [c.get(label, "—") for c in each] for label, value in headline(metrics)
-    ]
+    rows = [[label, value] + [c[label] for c in each] for label, value in headline(metrics)]
     return header, rows
-
-
-def metrics_table(metrics: dict[str, Any]) -> str:
-    header, rows = family_columns(metrics)
-    return table(header, rows, cls="kv")
 
 
 def density_histogram(
@@ -75,26 +66,17 @@ def density_histogram(
     return fig
 
 
-LATENT_HEADER = ["latent", "density", "max act", "description", "promotes"]
-
-
-def latent_rows(latents: Sequence[dict[str, Any]], heads: Sequence[str] | None) -> list[list[Any]]:
-    """Table rows from :meth:`~interp_toolkit.saes.features.LatentFeatures.latent_dict`
-    entries; with ``heads`` (an attention SAE) the head shares, largest first."""
+def latent_table(latents: Sequence[LatentRecord], heads: Sequence[str] | None = None) -> str:
+    """A row per latent; with ``heads`` (an attention SAE) its largest head shares."""
     rows = []
     for d in latents:
-        row = [d["latent"], d["density"], d["max_activation"], d["description"]]
-        row.append(", ".join(d["promoted"][:5]))
-        if heads is not None:
-            pairs = sorted(zip(heads, d["head_share"], strict=True), key=lambda p: -p[1])
+        row = [d.latent, d.density, d.max_activation, d.description, ", ".join(d.promoted[:5])]
+        if heads is not None and d.head_share is not None:
+            pairs = sorted(zip(heads, d.head_share, strict=True), key=lambda p: -p[1])
             row.append(", ".join(f"{h} {s:.0%}" for h, s in pairs[:3] if s >= 0.05))
         rows.append(row)
-    return rows
-
-
-def latent_table(latents: Sequence[dict[str, Any]], heads: Sequence[str] | None = None) -> str:
-    header = LATENT_HEADER + (["decoder share by head"] if heads is not None else [])
-    return table(header, latent_rows(latents, heads))
+    header = ["latent", "density", "max act", "description", "promotes"]
+    return table(header + (["decoder share by head"] if heads is not None else []), rows)
 
 
 def context_view(

@@ -15,7 +15,7 @@ import pytest
 from interp_toolkit.heads.discovery import discover_heads
 from interp_toolkit.heads.options import DiscoveryOptions
 from interp_toolkit.probing.data import varied_repeats
-from interp_toolkit.saes.config import SAETrainConfig
+from interp_toolkit.saes.options import SAEOptions
 from interp_toolkit.saes.pipeline import run_sae
 from interp_toolkit.saes.roles import induction_latents, previous_token_latents
 from interp_toolkit.stats.thresholds import SECOND_COPY
@@ -59,10 +59,8 @@ def untrained_2l(trained_2l):
 
 
 def _sae(model, run, hook, folder):
-    tcfg = SAETrainConfig(tokens=TOKENS, seed=0)
-    return run_sae(
-        model, run.codec, run, hook, folder, expansion=8, k=16, train=tcfg, progress=False
-    )
+    opts = SAEOptions(hook, expansion=8, k=16, tokens=TOKENS, quiet=True)
+    return run_sae(model, run.codec, run, folder, opts)
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +76,7 @@ def test_layer_1_attention_sae_has_induction_latents(
     found = induction_latents(trained_2l.model, res.sae, res.features, heads, repeats)
     detail = {
         "found": found,
-        "evals": res.metrics.to_dict()["model_performance_preservation"],
+        "evals": res.metrics.evals().to_dict()["model_performance_preservation"],
         "described": [res.features.descriptions[i] for i in found.latents],
     }
     assert len(found.latents) >= MIN_FOUND, detail

@@ -183,8 +183,8 @@ def test_sae_takes_the_commands_options_object_or_its_fields_as_keywords(tmp_pat
 
     got = {}
 
-    def fake(model, codec, source, hook, out, **kw):
-        got.update(kw, hook=hook)
+    def fake(model, codec, source, out, options, **kw):
+        got.update(vars(options), **kw)
         raise SystemExit(0)
 
     monkeypatch.setattr(pipeline, "run_sae", fake)
@@ -194,7 +194,7 @@ def test_sae_takes_the_commands_options_object_or_its_fields_as_keywords(tmp_pat
         sae(run, "blocks.1.attn.hook_z", tmp_path / "s", opts, k=8)
     assert got == {
         "hook": "blocks.1.attn.hook_z", "arch": "relu", "expansion": 8, "k": 8, "tokens": 1000,
-        "seed": 0, "resume": False, "progress": False,
+        "seed": 0, "resume": False, "show": 24, "quiet": True,
     }  # fmt: skip
     with pytest.raises(UserError, match="unknown sae option colour: the options are hook, arch"):
         sae(run, "blocks.1.attn.hook_z", tmp_path / "t", colour="red")
