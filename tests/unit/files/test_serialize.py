@@ -131,6 +131,25 @@ def test_a_jsonable_that_is_not_a_dataclass_writes_its_extras_alone():
     assert json.dumps(to_json([Saved()])) == '[{"kind": "compact", "ids": [3, 1], "size": 2}]'
 
 
+def test_grouped_fields_are_written_inside_their_group_in_field_order():
+    """Flat fields written in another library's groups (SAELens's evals.json): a group appears
+    where its first field is, holds its fields in their order, and a renamed key keeps its
+    group."""
+
+    @dataclass(frozen=True)
+    class Evals(Jsonable):
+        l0: float = field(default=2.0, metadata=json_field(group="sparsity"))
+        mse: float = field(default=0.5, metadata=json_field(group="quality"))
+        l1: float = field(default=0.1234567, metadata=json_field(group="sparsity", digits=3))
+        n: int = field(default=7, metadata=json_field(group="quality", key="tokens"))
+        run: str = "r"
+
+    want = (
+        '{"sparsity": {"l0": 2.0, "l1": 0.123}, "quality": {"mse": 0.5, "tokens": 7}, "run": "r"}'
+    )
+    assert json.dumps(Evals().to_dict()) == want
+
+
 def test_an_unknown_value_is_refused():
     with pytest.raises(TypeError, match="no JSON encoding for object"):
         to_json(object())
