@@ -10,6 +10,7 @@ from typing import Any
 
 from interp_toolkit.files.serialize import Jsonable, json_field
 from interp_toolkit.probing.probes import ProbeResult, ProbeRow, beyond_untrained
+from interp_toolkit.saes.evaluate import SAEEvals
 from interp_toolkit.stats.thresholds import THRESHOLDS, Thresholds
 from interp_toolkit.units.neurons import LayerNeurons
 from interp_toolkit.units.reading import RuleCount, rule_text
@@ -38,21 +39,20 @@ class ProbeMeasurement(Jsonable):
     ablated: ProbeResult | None = None  # the layer-0 previous-token role heads mean-ablated
 
 
-def headline_evals(evals: dict[str, Any]) -> dict[str, Any]:
+def headline_evals(evals: SAEEvals) -> dict[str, Any]:
     """L0, explained variance, CE loss recovered, dead latents and tokens, pooled and per row
     family (the study's SAE numbers; evals.json in the SAE folder has them all)."""
 
-    def pick(e: dict[str, Any]) -> dict[str, Any]:
+    def pick(e: SAEEvals) -> dict[str, Any]:
         return {
-            "l0": e["sparsity"]["l0"],
-            "explained_variance": e["reconstruction_quality"]["explained_variance"],
-            "ce_loss_score": e["model_performance_preservation"]["ce_loss_score"],
-            "dead": e["latents"]["dead"],
-            "tokens": e["token_stats"]["total_tokens_eval"],
+            "l0": e.l0,
+            "explained_variance": e.explained_variance,
+            "ce_loss_score": e.ce_loss_score,
+            "dead": e.dead,
+            "tokens": e.total_tokens_eval,
         }
 
-    fam = evals.get("by_family") or {}
-    return {**pick(evals), "by_family": {k: pick(v) for k, v in fam.items()}}
+    return {**pick(evals), "by_family": {k: pick(v) for k, v in evals.by_family.items()}}
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ class LatentCount(Jsonable):
     d_sae: int
     tokens: int
     shuffled: RuleCount | None = None
-    evals: dict[str, Any] | None = field(default=None, metadata=json_field(encode=headline_evals))
+    evals: SAEEvals | None = field(default=None, metadata=json_field(encode=headline_evals))
 
     json_order = ("layer", "d_sae", "tokens", "model", "untrained", "shuffled", "evals")
 

@@ -13,19 +13,18 @@ number and the sentence changes.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from interp_toolkit.measures.depth import DepthMeasurement
 from interp_toolkit.measures.layers import (
     LatentCount,
     NeuronMeasurement,
     ProbeMeasurement,
-    headline_evals,
     is_decodable,
 )
 from interp_toolkit.models.build import ModelConfig
 from interp_toolkit.probing.probes import ProbeRow
 from interp_toolkit.reports.findings import exam_phrase, layers_phrase, pct, route_phrase
+from interp_toolkit.saes.evaluate import SAEEvals
 from interp_toolkit.stats.thresholds import THRESHOLDS, Thresholds
 from interp_toolkit.units.neurons import LayerNeurons
 from interp_toolkit.units.reading import MONO_LIFT, MONO_SHARE, RuleCount, beats
@@ -148,18 +147,18 @@ def latent_sentence(name: str, info: LayerNeurons, sae: LatentCount) -> str:
     else:
         claims.append("the latents do not beat the untrained twin's latents")
     if sae.evals is not None:
-        claims.append(_family_clause(headline_evals(sae.evals)))
+        claims.append(_family_clause(sae.evals))
     return s + "; " + "; ".join(claims) + "."
 
 
-def _family_clause(e: dict[str, Any]) -> str:
+def _family_clause(e: SAEEvals) -> str:
     """CE loss recovered and explained variance, pooled and per row family."""
-    fam = e["by_family"]
+    fam = e.by_family
     each = ", ".join(
-        f"{k} rows {v['ce_loss_score']:.3f} / {v['explained_variance']:.3f}" for k, v in fam.items()
+        f"{k} rows {v.ce_loss_score:.3f} / {v.explained_variance:.3f}" for k, v in fam.items()
     )
-    s = f"the SAE recovers CE loss / explains variance {e['ce_loss_score']:.3f} / "
-    s += f"{e['explained_variance']:.3f} over all held-out rows"
+    s = f"the SAE recovers CE loss / explains variance {e.ce_loss_score:.3f} / "
+    s += f"{e.explained_variance:.3f} over all held-out rows"
     return s + (f" ({each})" if len(fam) > 1 else "")
 
 

@@ -137,7 +137,7 @@ def measure_latents(
             rows = max(16, EVAL_TOKENS // source.seq_len)
             heldout = source.heldout_rows(rows)
             families = source.heldout_families(rows)
-            metrics = evaluate_sae(model, sae, heldout, families=families).evals().to_dict()
+            metrics = evaluate_sae(model, sae, heldout, families=families).evals()
     d_sae = int(run.model_cfg.mlp_width) * SAE_EXPANSION
     return LatentCount(layer, counts[0], counts[1], d_sae, n_tokens, shuffled, metrics)
 

@@ -5,6 +5,7 @@ pooled and per row family (text, synthetic), in study.json's fields and the page
 from __future__ import annotations
 
 import json
+from dataclasses import fields
 
 import pytest
 from analysis_helpers import tiny_codec
@@ -52,21 +53,15 @@ def test_the_study_s_sae_section_has_families_and_both_controls(mlp_run):
 def test_the_sentence_gives_each_family_beside_the_pooled_number():
     from interp_toolkit.measures.layers import LatentCount
     from interp_toolkit.reports.layer_findings import latent_sentence
+    from interp_toolkit.saes.evaluate import SAEEvals
     from interp_toolkit.units.reading import RuleCount
 
-    def ev(ce, fve, n):
-        return {
-            "sparsity": {"l0": 4.0},
-            "reconstruction_quality": {"explained_variance": fve},
-            "model_performance_preservation": {"ce_loss_score": ce},
-            "latents": {"dead": 0},
-            "token_stats": {"total_tokens_eval": n},
-        }
+    def ev(ce, fve, n, **families):
+        zero = {f.name: 0 if f.type == "int" else 0.0 for f in fields(SAEEvals)}
+        given = dict(ce_loss_score=ce, explained_variance=fve, total_tokens_eval=n, l0=4.0)
+        return SAEEvals(**{**zero, **given, "density_histogram": None, "by_family": families})
 
-    evals = {
-        **ev(0.75, 0.6, 100),
-        "by_family": {"text": ev(0.96, 0.8, 10), "synthetic": ev(0.7, 0.5, 90)},
-    }
+    evals = ev(0.75, 0.6, 100, text=ev(0.96, 0.8, 10), synthetic=ev(0.7, 0.5, 90))
     count = RuleCount(units=200, dead=0, monosemantic=10, by_kind={})
     sae = LatentCount(0, count, count, 200, 1000, shuffled=count, evals=evals)
 
