@@ -4,7 +4,7 @@ exams, one head's copying and the circuit of a task, each as a typed result."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from interp_toolkit.causal.options import CircuitOptions
 from interp_toolkit.errors import UserError
@@ -19,6 +19,9 @@ from interp_toolkit.runs.target import Target
 from interp_toolkit.runtime.progress import status
 from interp_toolkit.text.codecs import Codec
 
+if TYPE_CHECKING:
+    from interp_toolkit.models.architecture import Architecture
+
 
 @dataclass(frozen=True)
 class Read:
@@ -28,21 +31,21 @@ class Read:
 
     target: str
     result: Any
-    architecture: dict[str, Any]
+    architecture: Architecture
     notes: list[str]
     page: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The command's JSON: the result's fields between the target and the architecture."""
         out = {"target": self.target, **self.result.to_dict()}
-        return out | {"architecture": self.architecture, "notes": self.notes}
+        return out | {"architecture": self.architecture.to_dict(), "notes": self.notes}
 
 
 def _read(tgt: Target, result: Any, command: str, page: str | None = None, **where: Any) -> Read:
     from interp_toolkit.models.architecture import architecture_of
 
     arch = architecture_of(tgt.model)
-    return Read(tgt.name, result, arch.describe(), arch.notes(command, **where), page)
+    return Read(tgt.name, result, arch, arch.notes(command, **where), page)
 
 
 def heads(

@@ -28,7 +28,7 @@ from typing import Any
 
 from transformer_lens import TransformerBridge
 
-from interp_toolkit.files.serialize import json_field, to_json
+from interp_toolkit.files.serialize import Jsonable, json_field
 
 #: What each command says about which architecture facts (the keys of ``Architecture.notes``).
 COMMANDS = ("heads", "copying", "circuit")
@@ -38,7 +38,7 @@ WINDOW_MARGIN = 4
 
 
 @dataclass(frozen=True)
-class Architecture:
+class Architecture(Jsonable):
     """The facts of one model's architecture that analyses must know (module docstring)."""
 
     name: str = field(metadata=json_field(key="architecture"))
@@ -63,10 +63,6 @@ class Architecture:
 
     def windowed_layers(self) -> list[int]:
         return [i for i, w in enumerate(self.windows) if w is not None]
-
-    def describe(self) -> dict[str, Any]:
-        """JSON-safe facts (what the commands' ``--json`` carries)."""
-        return to_json(self)
 
     def notes(self, command: str, *, period: int | None = None) -> list[str]:
         """Where a score of ``command`` (one of :data:`COMMANDS`) means something different on

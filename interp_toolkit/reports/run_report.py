@@ -217,7 +217,7 @@ def _key_heads_intro(analysis: RunAnalysis) -> str:
 def run_report_sections(analysis: RunAnalysis) -> list[Section]:
     run, rep = analysis.run, analysis.head_report
     sections: list[Section] = []
-    facts = run.model_cfg.to_dict() if run.model_cfg else architecture_of(run.model).describe()
+    facts = run.model_cfg.to_dict() if run.model_cfg else architecture_of(run.model).to_dict()
     cfg_items: list[Item] = [kv_table({"model": facts})]
     if run.settings:
         cfg_items.insert(0, text(data_mix_sentence(run.settings, run.model_cfg.n_ctx), "p"))
