@@ -56,9 +56,10 @@ from interp_toolkit.heads.repeats import (
 )
 from interp_toolkit.heads.scorer import HeadScores, head_scores
 from interp_toolkit.heads.specificity import (
+    SpecificityAccount,
     SpecificityTests,
-    bh_reach,
     comparisons_of,
+    describe_tests,
     draws_for,
     specificity_tests,
 )
@@ -66,7 +67,7 @@ from interp_toolkit.heads.untrained import untrained_models
 from interp_toolkit.models.architecture import WINDOW_MARGIN, architecture_of
 from interp_toolkit.models.build import ModelConfig
 from interp_toolkit.runtime.options import replaced
-from interp_toolkit.stats import significance, thresholds
+from interp_toolkit.stats import thresholds
 from interp_toolkit.text.codecs import Codec
 
 __all__ = [
@@ -125,54 +126,13 @@ class HeadEntry:
     vs_untrained: dict[str, dict[str, float]] | None = field(metadata=json_field(omit_none=True))
 
 
-@dataclass(frozen=True)
-class FalsePositives:
-    """How many tests pass by chance: of one score over the heads, of all scores."""
-
-    per_score: float
-    all_scores: float
-
-
-@dataclass(frozen=True, kw_only=True)
-class SpecificityAccount:
-    """How the specificity tests were run (heads.json's ``test``, :func:`describe_tests`);
-    ``untrained``: the second test's account (None when not run)."""
-
-    name: str = "specificity"
-    comparisons: dict[str, list[str]]
-    statistic: str = (
-        "per comparison, a one-sided test over rows of the per-row difference: the score's key "
-        "minus the ratio times the head's strongest attention at any other key, query by query (a "
-        "studentized bootstrap of the rows), or the probe minus a no-repeat control (a paired sign "
-        "flip); p = the largest over the comparisons (intersection-union test)"
-    )
-    rivals: str
-    rival_ratio: float = thresholds.RIVAL_RATIO
-    n_draws: int
-    smallest_p: float
-    quantile: float
-    tau: str
-    p_value: str = (
-        "(1 + #{draw >= observed}) / (1 + N), per comparison (a draw: a sign flip or "
-        "a resample's studentized mean); max over comparisons"
-    )
-    alpha: float
-    correction: str
-    n_tests: int
-    bh_min_rejections: int | None
-    warnings: list[str]
-    expected_false_positives: FalsePositives
-    interval: str = "95%, rows as independent units (ratio estimator, normal approximation)"
-    untrained: nulls.NullTests | None
-
-
 @dataclass
 class HeadReport(Jsonable):
     """Every head's scores (with 95% intervals), and per (head, score) its specificity test's
     p-value, τ and deciding comparison, whether it is significant, and the role decided from them.
 
     ``decides``: role -> deciding score. ``floors``: the registry's effect-size floors.
-    ``test``: how the tests were run (:class:`SpecificityAccount`). ``vs_untrained``: the optional
+    ``test``: how the tests were run (:class:`~.specificity.SpecificityAccount`). ``vs_untrained``: the optional
     second test against untrained models (None when not run); it decides nothing. ``batch``: the
     repeated-token batch it was scored on (not in the JSON; ``probe`` describes it). Its JSON
     (heads.json): ``probe``, ``test``, the floors, ``decides``, the rule, every head's entry
@@ -277,52 +237,6 @@ class HeadReport(Jsonable):
         """Every head's entry (:meth:`head_entry`), layer by layer."""
         n_layers, n_heads = self.scores.n_layers, self.scores.n_heads
         return [self.head_entry(ly, h) for ly in range(n_layers) for h in range(n_heads)]
-
-
-def describe_tests(
-    tests: SpecificityTests,
-    alpha: float,
-    fdr: bool,
-    n_heads: int,
-    untrained: nulls.NullTests | None = None,
-) -> SpecificityAccount:
-    """How the tests were run (:class:`SpecificityAccount`): the comparisons per score, the number
-    of draws and the smallest attainable p, α or the FDR, whether Benjamini-Hochberg can reject a
-    lone effect (``warnings`` says when it cannot), and the expected number of false positives."""
-    m = tests.n_tests
-    reach = bh_reach(tests.n_draws, m, alpha)
-    warnings = []
-    if reach is None:
-        warnings.append(
-            f"no test can be significant: the smallest attainable p, {tests.smallest_p:.3g}, is "
-            f"above alpha {alpha:g}; use more draws (at least {draws_for(m, alpha)})"
-        )
-    elif fdr and reach > 1:
-        warnings.append(
-            f"Benjamini-Hochberg over {m} tests cannot reject fewer than {reach} at once: the "
-            f"smallest attainable p, {tests.smallest_p:.3g}, is above alpha/m = {alpha / m:.3g}; "
-            f"use at least {draws_for(m, alpha)} draws"
-        )
-    return SpecificityAccount(
-        comparisons={k: list(named) for k, named in tests.comparisons.items()},
-        rivals="every other key a query can attend to (BOS excepted for a relative key)"
-        if thresholds.RIVAL_WIDTH is None
-        else f"the keys within {thresholds.RIVAL_WIDTH} positions of the score's key",
-        n_draws=tests.n_draws,
-        smallest_p=tests.smallest_p,
-        quantile=tests.quantile,
-        tau=f"the {tests.quantile:g} quantile of the deciding comparison's null, in score units",
-        alpha=alpha,
-        correction="benjamini-hochberg over heads x scores" if fdr else "none (p <= alpha)",
-        n_tests=m,
-        bh_min_rejections=reach,
-        warnings=warnings,
-        expected_false_positives=FalsePositives(
-            significance.expected_false_positives(n_heads, alpha),
-            significance.expected_false_positives(m, alpha),
-        ),
-        untrained=untrained,
-    )
 
 
 def classify(

@@ -243,9 +243,8 @@ def test_heads_json_test_account_is_written_as_before():
     """heads.json's ``test`` (the typed account of :func:`describe_tests`), pinned to the JSON the
     hand-written dict wrote: same keys, order and numbers (line breaks in the text are spaces)."""
     from interp_toolkit.files.serialize import to_json
-    from interp_toolkit.heads.discovery import describe_tests
     from interp_toolkit.heads.nulls import NullTests
-    from interp_toolkit.heads.specificity import SpecificityTests
+    from interp_toolkit.heads.specificity import SpecificityTests, describe_tests
 
     z, names = torch.zeros(2, 12), ("vs the strongest other key", "vs no-repeat control")
     kinds = {"previous_token": names[:1], "induction": names}
