@@ -115,17 +115,15 @@ def run_case(folder: Path, case: str, threads: int) -> dict[str, Any]:
             tgt = timed_load(str(folder), for_weights=False)
             batch = discovery_batch(tgt.model, GPT2Codec())
             observed = row_scores(tgt.model, batch)
-            tests, info = nulls.untrained_tests(
-                tgt.model, batch, observed, untrained_models(tgt.model)
-            )
+            tests = nulls.untrained_tests(tgt.model, batch, observed, untrained_models(tgt.model))
             scores = HeadScores({k: r.mean().float() for k, r in observed.items()})
             roles = classify(scores, tests.significant(0.05))
             probe = batch.describe()
             n_roles = sum(r != "none" for row in roles for r in row)
             extra = {
-                "untrained_models": info["n_models"],
-                "untrained_rows": info["rows"],
-                "smallest_p": min(info["smallest_p"].values()),
+                "untrained_models": tests.n_models,
+                "untrained_rows": tests.rows,
+                "smallest_p": min(tests.smallest_p.values()),
             }
         seconds, cpu_seconds = time.perf_counter() - t0, time.process_time() - c0
     return {

@@ -85,7 +85,7 @@ def _old_roles(
     from interp_toolkit.heads.untrained import untrained_models
 
     untrained = untrained_models(model, model_cfg=cfg, n_models=n_models)
-    tests, _ = nulls.untrained_tests(model, batch, observed, untrained)
+    tests = nulls.untrained_tests(model, batch, observed, untrained)
     scores = HeadScores({k: r.mean().float() for k, r in observed.items()})
     return classify(scores, tests.significant(ALPHA))
 
@@ -190,6 +190,7 @@ def trained_runs(runs_dir: Path, specs: list[str], steps: int, extra: list[str])
 
 def trained(runs: list[Any]) -> dict[str, Any]:
     """False positives where a role cannot exist, and the roles new and old, per run."""
+    from interp_toolkit.files.serialize import to_json
     from interp_toolkit.heads.discovery import discover_heads
     from interp_toolkit.heads.registry import HeadId
     from interp_toolkit.heads.repeats import non_repeating_like
@@ -228,7 +229,7 @@ def trained(runs: list[Any]) -> dict[str, Any]:
                 "roles": labelled,
                 "changed": sorted(set(labelled["new"]) ^ set(labelled["rule_before"])),
                 "decided_by": {
-                    str(HeadId(ly, h)): rep.role_reason((ly, h))
+                    str(HeadId(ly, h)): to_json(rep.role_reason((ly, h)))
                     for ly, row in enumerate(rep.roles)
                     for h, r in enumerate(row)
                     if r != "none"

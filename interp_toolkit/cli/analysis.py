@@ -55,12 +55,12 @@ def heads(
     from interp_toolkit.reports.terminal import heads_csv, heads_view
 
     found = read_heads(target, options, device, dtype)
-    data, report = found.to_dict(), found.result.report
-    emit(data, heads_view(found.target, report, found.notes, wide), json_out)
+    report = found.result.report
+    emit(found.to_dict(), heads_view(found.target, report, found.notes, wide), json_out)
     if stdout_claimed():  # the table (and its warnings) is not printed: warn on stderr
-        for warning in report.test["warnings"]:
+        for warning in report.test.warnings:
             typer.echo(f"warning: {warning}.", err=True)
-    save(csv_out, heads_csv(data))
+    save(csv_out, heads_csv(report))
 
 
 @app.command("exam")

@@ -56,9 +56,10 @@ from interp_toolkit.heads.repeats import (
 )
 from interp_toolkit.heads.scorer import HeadScores, head_scores
 from interp_toolkit.heads.specificity import (
+    SpecificityAccount,
     SpecificityTests,
-    bh_reach,
     comparisons_of,
+    describe_tests,
     draws_for,
     specificity_tests,
 )
@@ -66,7 +67,7 @@ from interp_toolkit.heads.untrained import untrained_models
 from interp_toolkit.models.architecture import WINDOW_MARGIN, architecture_of
 from interp_toolkit.models.build import ModelConfig
 from interp_toolkit.runtime.options import replaced
-from interp_toolkit.stats import significance, thresholds
+from interp_toolkit.stats import thresholds
 from interp_toolkit.text.codecs import Codec
 
 __all__ = [
@@ -89,23 +90,60 @@ VIEW_ROLES = ("previous-token", "induction")
 _SKIP = json_field(skip=True)  # not in the JSON
 
 
+@dataclass(frozen=True, kw_only=True)
+class RoleReason:
+    """What decided a head's role: its deciding score, value, floor, test and p-value."""
+
+    score: str
+    value: float
+    repeat_effect: float | None
+    floor: float
+    test: str = "specificity"
+    p_value: float
+    decided_by: str
+    significance: str
+
+
+@dataclass(frozen=True)
+class HeadEntry:
+    """One head's entry of heads.json: per score, its value at the head of each tensor, its role
+    and what decided it (:meth:`HeadReport.head_entry`)."""
+
+    head: HeadId
+    layer: int
+    index: int
+    scores: dict[str, float]
+    interval: dict[str, list[float]]
+    tau: dict[str, float]
+    p_value: dict[str, float]
+    decided_by: dict[str, str]
+    comparisons: dict[str, dict[str, float]]
+    repeat_effect: dict[str, float]
+    significant: dict[str, bool]
+    passes: dict[str, bool]
+    role: str
+    role_reason: RoleReason | None
+    vs_untrained: dict[str, dict[str, float]] | None = field(metadata=json_field(omit_none=True))
+
+
 @dataclass
 class HeadReport(Jsonable):
     """Every head's scores (with 95% intervals), and per (head, score) its specificity test's
     p-value, τ and deciding comparison, whether it is significant, and the role decided from them.
 
     ``decides``: role -> deciding score. ``floors``: the registry's effect-size floors.
-    ``test``: how the tests were run (:func:`describe_tests`). ``vs_untrained``: the optional
+    ``test``: how the tests were run (:class:`~.specificity.SpecificityAccount`). ``vs_untrained``: the optional
     second test against untrained models (None when not run); it decides nothing. ``batch``: the
     repeated-token batch it was scored on (not in the JSON; ``probe`` describes it). Its JSON
     (heads.json): ``probe``, ``test``, the floors, ``decides``, the rule, every head's entry
-    (:meth:`head_dict`) and the heads of each role.
+    (:meth:`head_entry`) and the heads of each role.
     """
 
     scores: HeadScores = field(metadata=_SKIP)
     tests: SpecificityTests = field(metadata=_SKIP)
     significant: dict[str, Bool[Tensor, "layer head"]] = field(metadata=_SKIP)
     roles: list[list[str]] = field(metadata=_SKIP)
+    test: SpecificityAccount
     intervals: dict[str, Tensor] = field(default_factory=dict, metadata=_SKIP)
     decides: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_DECIDERS))
     floors: dict[str, float] = field(
@@ -114,11 +152,10 @@ class HeadReport(Jsonable):
     alpha: float = field(default=thresholds.ALPHA, metadata=_SKIP)
     fdr: bool = field(default=False, metadata=_SKIP)
     probe: dict[str, Any] = field(default_factory=dict)
-    test: dict[str, Any] = field(default_factory=dict)
     vs_untrained: nulls.NullTests | None = field(default=None, metadata=_SKIP)
     batch: RepeatedTokens | None = field(default=None, repr=False, metadata=_SKIP)
 
-    json_extra = {"rule": "rule", "heads": "head_dicts", "roles": "role_heads"}
+    json_extra = {"rule": "rule", "heads": "head_entries", "roles": "role_heads"}
     json_order = ("probe", "test", "effect_size_floor", "decides", "rule", "heads", "roles")
 
     def heads_with_role(self, role: str) -> list[HeadId]:
@@ -154,113 +191,52 @@ class HeadReport(Jsonable):
     def rule(self) -> str:
         return role_rule(self.decides, self.significance())
 
-    def role_reason(self, head: tuple[int, int]) -> dict[str, Any] | None:
-        """What decided a head's role: the deciding score, its value and floor, the test, its
-        p-value and the comparison that gave it (None for a head with no role)."""
+    def role_reason(self, head: tuple[int, int]) -> RoleReason | None:
+        """What decided a head's role (None for a head with no role)."""
         role = self.roles[head[0]][head[1]]
         if role == NO_ROLE:
             return None
         kind = self.decides[role]
         effect = self.tests.repeat_effect(kind)
-        return {
-            "score": kind,
-            "value": float(self.scores.get(kind)[head]),
-            "repeat_effect": None if effect is None else float(effect[head]),
-            "floor": float(self.floors[kind]),
-            "test": "specificity",
-            "p_value": float(self.tests.p_value[kind][head]),
-            "decided_by": self.tests.decided_by[kind][head[0]][head[1]],
-            "significance": self.significance(),
-        }
+        return RoleReason(
+            score=kind,
+            value=float(self.scores.get(kind)[head]),
+            repeat_effect=None if effect is None else float(effect[head]),
+            floor=float(self.floors[kind]),
+            p_value=float(self.tests.p_value[kind][head]),
+            decided_by=self.tests.decided_by[kind][head[0]][head[1]],
+            significance=self.significance(),
+        )
 
-    def head_dict(self, layer: int, head: int) -> dict[str, Any]:
+    def head_entry(self, layer: int, head: int) -> HeadEntry:
         """One head's entry of heads.json: per score, its value at the head of each tensor."""
-        at, t, kinds = (layer, head), self.tests, SCORE_KINDS
+        at, t, kinds, u = (layer, head), self.tests, SCORE_KINDS, self.vs_untrained
 
         def each(values: Mapping[str, Tensor]) -> dict[str, Any]:
             return {k: values[k][at].tolist() for k in values}
 
-        out: dict[str, Any] = {
-            "head": str(HeadId(layer, head)),
-            "layer": layer,
-            "index": head,
-            "scores": each({k: self.scores.get(k) for k in kinds}),
-            "interval": each(self.intervals),
-            "tau": each({k: t.tau[k] for k in kinds}),
-            "p_value": each({k: t.p_value[k] for k in kinds}),
-            "decided_by": {k: t.decided_by[k][layer][head] for k in kinds},
-            "comparisons": {k: each(t.comparisons[k]) for k in kinds},
-            "repeat_effect": each({k: e for k in kinds if (e := t.repeat_effect(k)) is not None}),
-            "significant": each({k: self.significant[k] for k in kinds}),
-            "passes": each({k: self.passes(k) for k in kinds}),
-            "role": self.roles[layer][head],
-            "role_reason": self.role_reason(at),
-        }
-        if self.vs_untrained is not None:
-            u = self.vs_untrained
-            out["vs_untrained"] = {"p_value": each(u.p_value), "tau": each(u.tau)}
-        return out
+        return HeadEntry(
+            head=HeadId(layer, head),
+            layer=layer,
+            index=head,
+            scores=each({k: self.scores.get(k) for k in kinds}),
+            interval=each(self.intervals),
+            tau=each({k: t.tau[k] for k in kinds}),
+            p_value=each({k: t.p_value[k] for k in kinds}),
+            decided_by={k: t.decided_by[k][layer][head] for k in kinds},
+            comparisons={k: each(t.comparisons[k]) for k in kinds},
+            repeat_effect=each({k: e for k in kinds if (e := t.repeat_effect(k)) is not None}),
+            significant=each({k: self.significant[k] for k in kinds}),
+            passes=each({k: self.passes(k) for k in kinds}),
+            role=self.roles[layer][head],
+            role_reason=self.role_reason(at),
+            vs_untrained=None if u is None else {"p_value": each(u.p_value), "tau": each(u.tau)},
+        )
 
-    def head_dicts(self) -> list[dict[str, Any]]:
-        """Every head's entry (:meth:`head_dict`), layer by layer."""
+    def head_entries(self) -> list[HeadEntry]:
+        """Every head's entry (:meth:`head_entry`), layer by layer."""
         n_layers, n_heads = self.scores.n_layers, self.scores.n_heads
-        return [self.head_dict(ly, h) for ly in range(n_layers) for h in range(n_heads)]
-
-
-def describe_tests(
-    tests: SpecificityTests,
-    alpha: float,
-    fdr: bool,
-    n_heads: int,
-    untrained: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """JSON-safe account of the tests: the comparisons per score, the number of draws and the
-    smallest attainable p, α or the FDR, whether Benjamini-Hochberg can reject a lone effect
-    (``warnings`` says when it cannot), and the expected number of false positives."""
-    m = tests.n_tests
-    reach = bh_reach(tests.n_draws, m, alpha)
-    warnings = []
-    if reach is None:
-        warnings.append(
-            f"no test can be significant: the smallest attainable p, {tests.smallest_p:.3g}, is "
-            f"above alpha {alpha:g}; use more draws (at least {draws_for(m, alpha)})"
-        )
-    elif fdr and reach > 1:
-        warnings.append(
-            f"Benjamini-Hochberg over {m} tests cannot reject fewer than {reach} at once: the "
-            f"smallest attainable p, {tests.smallest_p:.3g}, is above alpha/m = {alpha / m:.3g}; "
-            f"use at least {draws_for(m, alpha)} draws"
-        )
-    return {
-        "name": "specificity",
-        "comparisons": {k: list(named) for k, named in tests.comparisons.items()},
-        "statistic": "per comparison, a one-sided test over rows of the per-row difference: "
-        "the score's key minus the ratio times the head's strongest attention at any other key, "
-        "query by query (a studentized bootstrap of the rows), or the probe minus a no-repeat "
-        "control (a paired sign flip); p = the largest over the comparisons "
-        "(intersection-union test)",
-        "rivals": "every other key a query can attend to (BOS excepted for a relative key)"
-        if thresholds.RIVAL_WIDTH is None
-        else f"the keys within {thresholds.RIVAL_WIDTH} positions of the score's key",
-        "rival_ratio": thresholds.RIVAL_RATIO,
-        "n_draws": tests.n_draws,
-        "smallest_p": tests.smallest_p,
-        "quantile": tests.quantile,
-        "tau": f"the {tests.quantile:g} quantile of the deciding comparison's null, in score units",
-        "p_value": "(1 + #{draw >= observed}) / (1 + N), per comparison (a draw: a sign flip or "
-        "a resample's studentized mean); max over comparisons",
-        "alpha": alpha,
-        "correction": "benjamini-hochberg over heads x scores" if fdr else "none (p <= alpha)",
-        "n_tests": m,
-        "bh_min_rejections": reach,
-        "warnings": warnings,
-        "expected_false_positives": {
-            "per_score": significance.expected_false_positives(n_heads, alpha),
-            "all_scores": significance.expected_false_positives(m, alpha),
-        },
-        "interval": "95%, rows as independent units (ratio estimator, normal approximation)",
-        "untrained": untrained,
-    }
+        return [self.head_entry(ly, h) for ly in range(n_layers) for h in range(n_heads)]
 
 
 def classify(
@@ -366,12 +342,12 @@ def discover_heads(
     tests = specificity_tests(comparisons, draws, seed=o.seed, quantile=o.quantile)
     significant = tests.significant(o.alpha, o.fdr)
     scores = HeadScores({k: r.mean().float() for k, r in observed.items()})
-    second, untrained_info = None, None
+    second = None
     if o.n_untrained is not None:
         untrained = untrained_models(
             model, model_cfg=model_cfg, n_models=o.n_untrained, rows=o.untrained_rows
         )
-        second, untrained_info = nulls.untrained_tests(
+        second = nulls.untrained_tests(
             model, batch, observed, untrained, seed=o.seed, batch_size=o.batch_size, progress=say
         )
     probe = batch.describe()
@@ -388,7 +364,7 @@ def discover_heads(
         alpha=o.alpha,
         fdr=o.fdr,
         probe=probe,
-        test=describe_tests(tests, o.alpha, o.fdr, n_heads, untrained_info),
+        test=describe_tests(tests, o.alpha, o.fdr, n_heads, second),
         vs_untrained=second,
         batch=batch,
     )

@@ -29,7 +29,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from jaxtyping import Float
@@ -37,6 +37,7 @@ from torch import Tensor
 from transformer_lens import TransformerBridge
 
 from interp_toolkit.errors import UserError
+from interp_toolkit.files.serialize import json_field
 from interp_toolkit.heads.repeats import RepeatedTokens, non_repeating_like
 from interp_toolkit.heads.scorer import RowScores, row_scores
 from interp_toolkit.heads.untrained import UntrainedModels
@@ -162,15 +163,34 @@ def draw_nulls(ctx: NullContext, null_of: Mapping[str, str]) -> NullSamples:
 # --------------------------------------------------------------------------- tests per head
 
 
+_SKIP = json_field(skip=True)
+
+
 @dataclass
 class NullTests:
-    """Per score kind and head ``[layer, head]``: τ, the p-value, the null's name and size."""
+    """Per score kind and head ``[layer, head]``: τ, the p-value, the null's name and size; for the
+    second test, the untrained models' number, the rows they ran on and their seeds. Its JSON
+    (heads.json's ``test.untrained``): the nulls, their sizes and smallest p, and the models."""
 
-    tau: dict[str, Float[Tensor, "layer head"]]
-    p_value: dict[str, Float[Tensor, "layer head"]]
+    tau: dict[str, Float[Tensor, "layer head"]] = field(metadata=_SKIP)
+    p_value: dict[str, Float[Tensor, "layer head"]] = field(metadata=_SKIP)
     null: dict[str, str]
     n_null: dict[str, int]
-    quantile: float = QUANTILE
+    quantile: float = field(default=QUANTILE, metadata=_SKIP)
+    n_models: int = 0
+    rows: int = 0
+    seeds: list[int] = field(default_factory=list)
+
+    decides: ClassVar[str] = (
+        "nothing: did training raise this stripe above untrained heads of its layer?"
+    )
+    json_extra = ("smallest_p", "decides")
+    json_order = ("null", "n_null", "smallest_p", "n_models", "rows", "seeds", "decides")
+
+    @property
+    def smallest_p(self) -> dict[str, float]:
+        """Per score, the smallest p its null can give."""
+        return {k: smallest_p(n) for k, n in self.n_null.items()}
 
     def significant(self, alpha: float = ALPHA, fdr: bool = False) -> dict[str, Tensor]:
         """:func:`~interp_toolkit.stats.significance.significant_by_kind` of these p-values
@@ -200,7 +220,7 @@ def untrained_tests(
     seed: int = 0,
     batch_size: int | None = None,
     progress: Callable[[str], None] = lambda _msg: None,
-) -> tuple[NullTests, dict[str, Any]]:
+) -> NullTests:
     """The second, named test (``vs_untrained``): every registry score against the heads of its
     layer in ``untrained`` models (``Score.untrained_null``); it decides no role."""
     from interp_toolkit.heads.registry import SCORES
@@ -209,13 +229,5 @@ def untrained_tests(
     null_of = {s.name: s.untrained_null for s in SCORES}
     tests = run_tests(draw_nulls(ctx, null_of), null_of)
     assert untrained is not None  # draw_nulls raised otherwise
-    info = {
-        "null": dict(tests.null),
-        "n_null": dict(tests.n_null),
-        "smallest_p": {k: smallest_p(n) for k, n in tests.n_null.items()},
-        "n_models": len(untrained.seeds),
-        "rows": ctx.n_rows(),
-        "seeds": list(untrained.seeds),
-        "decides": "nothing: did training raise this stripe above untrained heads of its layer?",
-    }
-    return tests, info
+    n_models, rows, seeds = len(untrained.seeds), ctx.n_rows(), list(untrained.seeds)
+    return dataclasses.replace(tests, n_models=n_models, rows=rows, seeds=seeds)

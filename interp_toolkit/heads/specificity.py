@@ -47,11 +47,12 @@ from jaxtyping import Bool, Float
 from torch import Tensor
 from transformer_lens import TransformerBridge
 
+from interp_toolkit.heads.nulls import NullTests
 from interp_toolkit.heads.registry import SCORES
 from interp_toolkit.heads.repeats import RepeatedTokens, non_repeating_like
 from interp_toolkit.heads.scorer import RowPair, RowScores, row_pairs, row_scores
 from interp_toolkit.runtime.seeds import derive, rng
-from interp_toolkit.stats.significance import significant_by_kind
+from interp_toolkit.stats.significance import expected_false_positives, significant_by_kind
 from interp_toolkit.stats.thresholds import (
     ALPHA,
     MIN_DRAWS,
@@ -382,3 +383,90 @@ def comparisons_of(
             named[f"vs {CONTROL}"] = Pair.control(observed[s.name], control[s.name])
         out[s.name] = named
     return observed, out
+
+
+@dataclass(frozen=True)
+class FalsePositives:
+    """How many tests pass by chance: of one score over the heads, of all scores."""
+
+    per_score: float
+    all_scores: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class SpecificityAccount:
+    """How the specificity tests were run (heads.json's ``test``, :func:`describe_tests`);
+    ``untrained``: the second test's account (None when not run)."""
+
+    name: str = "specificity"
+    comparisons: dict[str, list[str]]
+    statistic: str = (
+        "per comparison, a one-sided test over rows of the per-row difference: the score's key "
+        "minus the ratio times the head's strongest attention at any other key, query by query (a "
+        "studentized bootstrap of the rows), or the probe minus a no-repeat control (a paired sign "
+        "flip); p = the largest over the comparisons (intersection-union test)"
+    )
+    rivals: str
+    rival_ratio: float = RIVAL_RATIO
+    n_draws: int
+    smallest_p: float
+    quantile: float
+    tau: str
+    p_value: str = (
+        "(1 + #{draw >= observed}) / (1 + N), per comparison (a draw: a sign flip or "
+        "a resample's studentized mean); max over comparisons"
+    )
+    alpha: float
+    correction: str
+    n_tests: int
+    bh_min_rejections: int | None
+    warnings: list[str]
+    expected_false_positives: FalsePositives
+    interval: str = "95%, rows as independent units (ratio estimator, normal approximation)"
+    untrained: NullTests | None
+
+
+def describe_tests(
+    tests: SpecificityTests,
+    alpha: float,
+    fdr: bool,
+    n_heads: int,
+    untrained: NullTests | None = None,
+) -> SpecificityAccount:
+    """How the tests were run (:class:`SpecificityAccount`): the comparisons per score, the number
+    of draws and the smallest attainable p, α or the FDR, whether Benjamini-Hochberg can reject a
+    lone effect (``warnings`` says when it cannot), and the expected number of false positives."""
+    m = tests.n_tests
+    reach = bh_reach(tests.n_draws, m, alpha)
+    warnings = []
+    if reach is None:
+        warnings.append(
+            f"no test can be significant: the smallest attainable p, {tests.smallest_p:.3g}, is "
+            f"above alpha {alpha:g}; use more draws (at least {draws_for(m, alpha)})"
+        )
+    elif fdr and reach > 1:
+        warnings.append(
+            f"Benjamini-Hochberg over {m} tests cannot reject fewer than {reach} at once: the "
+            f"smallest attainable p, {tests.smallest_p:.3g}, is above alpha/m = {alpha / m:.3g}; "
+            f"use at least {draws_for(m, alpha)} draws"
+        )
+    return SpecificityAccount(
+        comparisons={k: list(named) for k, named in tests.comparisons.items()},
+        rivals="every other key a query can attend to (BOS excepted for a relative key)"
+        if RIVAL_WIDTH is None
+        else f"the keys within {RIVAL_WIDTH} positions of the score's key",
+        n_draws=tests.n_draws,
+        smallest_p=tests.smallest_p,
+        quantile=tests.quantile,
+        tau=f"the {tests.quantile:g} quantile of the deciding comparison's null, in score units",
+        alpha=alpha,
+        correction="benjamini-hochberg over heads x scores" if fdr else "none (p <= alpha)",
+        n_tests=m,
+        bh_min_rejections=reach,
+        warnings=warnings,
+        expected_false_positives=FalsePositives(
+            expected_false_positives(n_heads, alpha),
+            expected_false_positives(m, alpha),
+        ),
+        untrained=untrained,
+    )

@@ -149,27 +149,20 @@ def text_section(analysis: RunAnalysis) -> Section:
 def head_table(rep: HeadReport) -> str:
     """Every head's every registry score with its specificity test's p-value and deciding
     comparison (★ = significant and ≥ the effect-size floor), and its role and what decided it."""
-    t = rep.tests
-    rows = []
-    for ly, roles in enumerate(rep.roles):
-        for h, role in enumerate(roles):
-            cells = [
-                f"{float(rep.scores.get(s.name)[ly, h]):.3f}"
-                + (" ★" if rep.passes(s.name)[ly, h] else "")
-                + f'<br><span class="note">p {float(t.p_value[s.name][ly, h]):.2g} · '
-                f"{html.escape(t.decided_by[s.name][ly][h])}</span>"
-                for s in SCORES
-            ]
-            why = rep.role_reason((ly, h))
-            shown = role if why is None else f"{role} ({why['score']}, p {why['p_value']:.2g})"
-            cls = "pass" if role != ROLES[-1] else ""
-            rows.append(
-                [str(HeadId(ly, h)), *cells, f'<span class="{cls}">{html.escape(shown)}</span>']
-            )
+    t, rows = rep.tests, []
+    for e in rep.head_entries():
+        cells = [
+            f'{e.scores[k]:.3f}{" ★" if e.passes[k] else ""}<br><span class="note">p '
+            f"{e.p_value[k]:.2g} · {html.escape(e.decided_by[k])}</span>"
+            for k in SCORE
+        ]
+        why, cls = e.role_reason, "pass" if e.role != ROLES[-1] else ""
+        shown = e.role if why is None else f"{e.role} ({why.score}, p {why.p_value:.2g})"
+        rows.append([str(e.head), *cells, f'<span class="{cls}">{html.escape(shown)}</span>'])
     floors = ", ".join(f"{k} {v:.2g}" for k, v in rep.floors.items())
-    expected = rep.test["expected_false_positives"]["per_score"]
+    expected = rep.test.expected_false_positives.per_score
     header = ["head", *[s.label for s in SCORES], "role"]
-    warnings = "".join(f" Warning: {w}." for w in rep.test["warnings"])
+    warnings = "".join(f" Warning: {w}." for w in rep.test.warnings)
     note = text(
         f"Each (head, score) is tested for specificity against the head itself: its attention at "
         f"the score's key must beat its attention at each nearby key (same queries), and a "

@@ -10,7 +10,7 @@ circuit, a probe, neurons, an SAE and stages are :mod:`.terminal_units`'.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
@@ -32,7 +32,7 @@ def fmt(x: float | None, digits: int = 3) -> str:
     return "-" if x is None else f"{x:.{digits}f}"
 
 
-def heads_csv(report_dict: Mapping[str, Any]) -> str:
+def heads_csv(report: HeadReport) -> str:
     """The ``heads`` table as CSV: one row per head; per score its value, ``tau_``, ``p_value_``,
     ``decided_by_``, ``significant_`` and ``passes_`` (the JSON's per-head fields, flattened)."""
     import csv
@@ -44,39 +44,13 @@ def heads_csv(report_dict: Mapping[str, Any]) -> str:
     cols += [c for k in SCORE_KINDS for c in (k, *(f"{f}_{k}" for f in fields))]
     writer = csv.DictWriter(buf, fieldnames=cols, lineterminator="\n")
     writer.writeheader()
-    for h in report_dict["heads"]:
-        row = {c: h[c] for c in ("head", "layer", "index", "role")}
+    for h in report.head_entries():
+        row: dict[str, Any] = {"head": h.head, "layer": h.layer, "index": h.index, "role": h.role}
         for k in SCORE_KINDS:
-            row[k] = h["scores"][k]
-            row.update({f"{f}_{k}": h[f][k] for f in fields})
+            row[k] = h.scores[k]
+            row.update({f"{f}_{k}": getattr(h, f)[k] for f in fields})
         writer.writerow(row)
     return buf.getvalue()
-
-
-def _head_cells(report: HeadReport) -> list[tuple[str, str, dict[str, Any] | None, list[str]]]:
-    """Per head, layer by layer: its name, role, what decided the role (None for none) and the
-    scores that pass."""
-    from interp_toolkit.heads.registry import HeadId
-
-    passing = {k: report.passes(k) for k in SCORE_KINDS}
-    return [
-        (
-            str(HeadId(ly, h)),
-            report.roles[ly][h],
-            report.role_reason((ly, h)),
-            [k for k in SCORE_KINDS if bool(passing[k][ly, h])],
-        )
-        for ly in range(report.scores.n_layers)
-        for h in range(report.scores.n_heads)
-    ]
-
-
-def _score(report: HeadReport, kind: str, at: tuple[int, int], wide: bool) -> str:
-    text = f"{float(report.scores.get(kind)[at]):.3f}"
-    if wide:
-        p = float(report.tests.p_value[kind][at])
-        text += f"\np {p:.2g} {report.tests.decided_by[kind][at[0]][at[1]]}"
-    return text
 
 
 def heads_view(target: str, report: HeadReport, notes: Sequence[str], wide: bool = False) -> Shown:
@@ -106,43 +80,40 @@ def heads_view(target: str, report: HeadReport, notes: Sequence[str], wide: bool
         table.add_column("role", overflow="fold")
         for s in SCORES:
             table.add_column(f"{s.label} ({floors[s.name]:g})", justify="right", overflow="fold")
-    rows = _head_cells(report)
-    for i, (name, role, why, passes) in enumerate(rows):
-        at = divmod(i, report.scores.n_heads)
-        cells = [
-            f"[bold]{text}[/bold]" if s.name in passes else text
-            for s in SCORES
-            for text in [_score(report, s.name, at, wide)]
-        ]
-        style = "green" if role != "none" else None
-        if wide:
-            shown_role = (
-                role if why is None else f"{role}\n({why['score']}, p {why['p_value']:.2g})"
+    entries = report.head_entries()
+    for e in entries:
+        cells = []
+        for k in SCORE_KINDS:
+            text = f"{e.scores[k]:.3f}" + (
+                f"\np {e.p_value[k]:.2g} {e.decided_by[k]}" if wide else ""
             )
-            table.add_row(name, *cells, shown_role, style=style)
+            cells.append(f"[bold]{text}[/bold]" if e.passes[k] else text)
+        style = "green" if e.role != "none" else None
+        why = e.role_reason
+        if wide:
+            shown_role = e.role if why is None else f"{e.role}\n({why.score}, p {why.p_value:.2g})"
+            table.add_row(str(e.head), *cells, shown_role, style=style)
         else:
-            table.add_row(name, role, *cells, style=style)
+            table.add_row(str(e.head), e.role, *cells, style=style)
     shown.append(table)
     if not wide:
         shown += [
-            f"{name} {role}: {why['score']} p {why['p_value']:.2g} ({why['decided_by']})"
-            for name, role, why, _ in rows
-            if why is not None
+            f"{e.head} {e.role}: {why.score} p {why.p_value:.2g} ({why.decided_by})"
+            for e in entries
+            if (why := e.role_reason) is not None
         ]
     return shown + heads_footer(report, notes)
 
 
 def heads_footer(report: HeadReport, notes: Sequence[str]) -> Shown:
     """What the test was and how to read it, its warnings and the architecture's notes."""
-    from interp_toolkit.stats.significance import expected_false_positives
-
     significance = "BH at FDR" if report.fdr else "p <="
     n_heads = report.scores.n_layers * report.scores.n_heads
-    expected = expected_false_positives(n_heads, report.alpha)
-    second = report.test.get("untrained")
+    expected = report.test.expected_false_positives.per_score
+    second = report.test.untrained
     also = (
-        f" Second test (decides nothing): vs {second['n_models']} untrained models x "
-        f"{second['rows']} rows, in the JSON."
+        f" Second test (decides nothing): vs {second.n_models} untrained models x "
+        f"{second.rows} rows, in the JSON."
         if second
         else ""
     )
@@ -152,7 +123,7 @@ def heads_footer(report: HeadReport, notes: Sequence[str]) -> Shown:
         f"floor. By chance {expected:.2g} of {n_heads} heads reach p <= {report.alpha:g} per "
         f"score; the smallest attainable p is {tests.smallest_p:.2g} ({tests.n_draws} "
         f"sign-flip draws, {tests.n_tests} tests). Rule: {report.rule()}.{also}",
-        *(f"[bold red]warning:[/] {warning}." for warning in report.test["warnings"]),
+        *(f"[bold red]warning:[/] {warning}." for warning in report.test.warnings),
         *(f"note: {note}." for note in notes),
     ]
 

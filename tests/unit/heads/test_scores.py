@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -11,6 +12,7 @@ from analysis_helpers import _position_only, make_offset_head, make_prev_token_h
 from interp_toolkit.errors import UserError
 from interp_toolkit.heads.discovery import SCORE_KINDS, discover_heads, head_scores
 from interp_toolkit.heads.options import DiscoveryOptions
+from interp_toolkit.heads.registry import HeadId
 from interp_toolkit.heads.repeats import (
     default_probe,
     default_token_range,
@@ -201,7 +203,7 @@ def test_specificity_labels_the_planted_heads(kind):
     codec = letters_codec()
     builder, layer0_role = CIRCUITS[kind]
     report = discover_heads(builder(), codec, DiscoveryOptions(n_seqs=16))
-    assert report.test["name"] == "specificity"
+    assert report.test.name == "specificity"
     assert report.roles == [[layer0_role, "none"], ["induction", "none"]], report.to_dict()
     control = discover_heads(control_model(kind), codec, DiscoveryOptions(n_seqs=16))
     assert control.roles == [[layer0_role, "none"], ["none", "none"]], control.to_dict()
@@ -216,3 +218,79 @@ def test_discover_errors(tiny_model):
         discover_heads(tiny_model, tiny_codec(64), DiscoveryOptions(n_draws=0))
     with pytest.raises(UserError, match="context"):
         discover_heads(tiny_model, tiny_codec(64), DiscoveryOptions(period=40))
+
+
+_TEST_JSON = """{"name": "specificity", "comparisons": {"previous_token": ["vs the strongest other key"],
+"induction": ["vs the strongest other key", "vs no-repeat control"]}, "statistic": "per comparison, a
+one-sided test over rows of the per-row difference: the score's key minus the ratio times the head's
+strongest attention at any other key, query by query (a studentized bootstrap of the rows), or the
+probe minus a no-repeat control (a paired sign flip); p = the largest over the comparisons
+(intersection-union test)", "rivals": "every other key a query can attend to (BOS excepted for a
+relative key)", "rival_ratio": 2.0, "n_draws": 99, "smallest_p": 0.01, "quantile": 0.95, "tau": "the
+0.95 quantile of the deciding comparison's null, in score units", "p_value": "(1 + #{draw >= observed})
+/ (1 + N), per comparison (a draw: a sign flip or a resample's studentized mean); max over
+comparisons", "alpha": 0.05, "correction": "benjamini-hochberg over heads x scores", "n_tests": 48,
+"bh_min_rejections": 10, "warnings": ["Benjamini-Hochberg over 48 tests cannot reject fewer than 10 at
+once: the smallest attainable p, 0.01, is above alpha/m = 0.00104; use at least 9999 draws"],
+"expected_false_positives": {"per_score": 0.4, "all_scores": 2.4000000000000004}, "interval": "95%,
+rows as independent units (ratio estimator, normal approximation)", "untrained": {"null": {"induction":
+"untrained"}, "n_null": {"induction": 20}, "smallest_p": {"induction": 0.047619047619047616},
+"n_models": 5, "rows": 8, "seeds": [1, 2], "decides": "nothing: did training raise this stripe above
+untrained heads of its layer?"}}"""
+
+
+def test_heads_json_test_account_is_written_as_before():
+    """heads.json's ``test`` (the typed account of :func:`describe_tests`), pinned to the JSON the
+    hand-written dict wrote: same keys, order and numbers (line breaks in the text are spaces)."""
+    from interp_toolkit.files.serialize import to_json
+    from interp_toolkit.heads.nulls import NullTests
+    from interp_toolkit.heads.specificity import SpecificityTests, describe_tests
+
+    z, names = torch.zeros(2, 12), ("vs the strongest other key", "vs no-repeat control")
+    kinds = {"previous_token": names[:1], "induction": names}
+    p = {k: z for k in kinds}  # 2 scores x 24 heads: 48 tests; 99 draws: smallest p 0.01
+    comparisons = {k: dict.fromkeys(named, z) for k, named in kinds.items()}
+    tests = SpecificityTests(p, p, p, {k: [] for k in kinds}, comparisons, 99, 0.95)
+    null = {"induction": "untrained"}, {"induction": 20}
+    untrained = NullTests({}, {}, *null, n_models=5, rows=8, seeds=[1, 2])
+    account = describe_tests(tests, 0.05, True, 8, untrained)
+    assert json.dumps(to_json(account)) == json.dumps(json.loads(_TEST_JSON.replace("\n", " ")))
+
+
+def test_heads_json_head_entry_is_written_as_before():
+    """One head's entry of heads.json, hand-made, pinned key for key (``vs_untrained`` left out
+    when the second test did not run, as the hand-written dict did)."""
+    from interp_toolkit.files.serialize import to_json
+    from interp_toolkit.heads.discovery import HeadEntry, RoleReason
+
+    p = {"previous_token": 0.5}
+    reason = RoleReason(
+        score="previous_token", value=0.5, repeat_effect=None, floor=0.4, p_value=1e-4,
+        decided_by="vs the strongest other key", significance="p <= 0.05",
+    )  # fmt: skip
+    entry = HeadEntry(
+        HeadId(1, 2), 1, 2, p, {"previous_token": [0.25, 0.75]}, {"previous_token": 0.125},
+        {"previous_token": 1e-4}, {"previous_token": "vs the strongest other key"},
+        {"previous_token": {"vs the strongest other key": 0.375}}, {}, {"previous_token": True},
+        {"previous_token": True}, "previous-token", reason, {"p_value": p, "tau": p},
+    )  # fmt: skip
+    expected = {
+        "head": "1.2", "layer": 1, "index": 2, "scores": p,
+        "interval": {"previous_token": [0.25, 0.75]}, "tau": {"previous_token": 0.125},
+        "p_value": {"previous_token": 1e-4},
+        "decided_by": {"previous_token": "vs the strongest other key"},
+        "comparisons": {"previous_token": {"vs the strongest other key": 0.375}},
+        "repeat_effect": {}, "significant": {"previous_token": True},
+        "passes": {"previous_token": True}, "role": "previous-token",
+        "role_reason": {
+            "score": "previous_token", "value": 0.5, "repeat_effect": None, "floor": 0.4,
+            "test": "specificity", "p_value": 1e-4, "decided_by": "vs the strongest other key",
+            "significance": "p <= 0.05",
+        },
+        "vs_untrained": {"p_value": p, "tau": p},
+    }  # fmt: skip
+    assert json.dumps(to_json(entry)) == json.dumps(expected)
+    bare = dataclasses.replace(entry, role="none", role_reason=None, vs_untrained=None)
+    expected |= {"role": "none", "role_reason": None}
+    del expected["vs_untrained"]
+    assert json.dumps(to_json(bare)) == json.dumps(expected)

@@ -253,18 +253,18 @@ def test_bh_over_every_test_can_find_a_lone_head():
     codec = tiny_codec(WIDE.d_vocab)
     model = _lone_head_model()
     rep = discover_heads(model, codec, DiscoveryOptions(n_seqs=16, fdr=True))
-    assert rep.test["n_tests"] == 576 and rep.tests.smallest_p <= 0.05 / 576
+    assert rep.test.n_tests == 576 and rep.tests.smallest_p <= 0.05 / 576
     assert rep.heads_with_role("previous-token") == [HeadId(0, 7)]
     assert sum(r != "none" for row in rep.roles for r in row) == 1
-    assert rep.test["warnings"] == []
+    assert rep.test.warnings == []
     few = discover_heads(model, codec, DiscoveryOptions(n_seqs=16, fdr=True, n_draws=9999))
     assert few.heads_with_role("previous-token") == []
-    assert few.test["bh_min_rejections"] == 2
-    assert "cannot reject fewer than 2" in few.test["warnings"][0]
+    assert few.test.bh_min_rejections == 2
+    assert "cannot reject fewer than 2" in few.test.warnings[0]
     # without BH, 1e-4 <= 0.05: the head is found and nothing is said
     plain = discover_heads(model, codec, DiscoveryOptions(n_seqs=16, n_draws=9999))
     assert plain.heads_with_role("previous-token") == [HeadId(0, 7)]
-    assert plain.test["warnings"] == []
+    assert plain.test.warnings == []
 
 
 # ----------------------------------------------------------------------------- split heads
