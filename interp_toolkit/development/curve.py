@@ -30,7 +30,7 @@ from interp_toolkit.development.stages import (
     steepest_rise,
 )
 from interp_toolkit.errors import UserError
-from interp_toolkit.files.serialize import Jsonable, json_field
+from interp_toolkit.files.serialize import Jsonable, from_json, json_field
 from interp_toolkit.heads.induction import first_induction_step
 from interp_toolkit.runs.folder import (
     RunPaths,
@@ -75,15 +75,8 @@ class LLCCurve(Jsonable):
     def from_dict(cls, data: dict[str, Any]) -> LLCCurve:
         """The curve kept in a ``stages.json`` (:meth:`Stages.to_dict`): its estimates as they
         were measured, for the rule to read again without SGLD."""
-        checkpoints = data["checkpoints"]
-        return cls(
-            run=data["run"],
-            steps=[int(c["step"]) for c in checkpoints],
-            estimates=[LLCEstimate.from_dict(c) for c in checkpoints],
-            batches=data["batches"],
-            seconds=float(data["seconds"]),
-            settings_source=data.get("settings_source", "given"),
-        )
+        points = data["checkpoints"]
+        return from_json(cls, {**data, "steps": [c["step"] for c in points], "estimates": points})
 
     @property
     def read(self) -> list[float]:
@@ -109,18 +102,6 @@ class Stages(Jsonable):
         "phase_change",
         "seconds",
     )
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Stages:
-        """The stages kept in a ``stages.json`` or printed by ``stages --json`` (this version's or
-        an earlier one's: a checkpoint without ``below_zero`` or traces is read too)."""
-        return cls(
-            LLCCurve.from_dict(data),
-            [Boundary.from_dict(b) for b in data["boundaries"]],
-            [Stage(**s) for s in data["stages"]],
-            PhaseChange.from_dict(data["phase_change"]),
-            StageRule(**data["rule"]),
-        )
 
 
 def llc_curve(

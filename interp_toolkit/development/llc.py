@@ -22,7 +22,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar
@@ -33,7 +33,7 @@ import torch
 from jaxtyping import Float, Int
 
 from interp_toolkit.errors import UserError
-from interp_toolkit.files.serialize import Jsonable, json_field
+from interp_toolkit.files.serialize import Jsonable, from_json, json_field
 from interp_toolkit.runtime import validate
 from interp_toolkit.runtime.seeds import derive
 
@@ -111,7 +111,12 @@ def rounded(x: Any) -> Any:
     return round(float(x), 6) if math.isfinite(x) else None
 
 
-_NUM, _GROUPED = json_field(encode=rounded), json_field(skip=True)
+def _nan(x: Any) -> Any:
+    """:func:`rounded` read back: None as NaN, a list's element by element."""
+    return [_nan(v) for v in x] if isinstance(x, list) else float("nan") if x is None else x
+
+
+_NUM, _GROUPED = json_field(encode=rounded, decode=_nan), json_field(skip=True, decode=_nan)
 
 
 @dataclass
@@ -180,14 +185,8 @@ class LLCEstimate(Jsonable):
     def from_dict(cls, d: dict[str, Any]) -> LLCEstimate:
         """An estimate back from its JSON (None as NaN; no traces: an empty [0, 0] tensor)."""
         flat = {**d, **d["diagnostics"], "low": d["interval"][0], "high": d["interval"][1]}
-        flat["settings"] = SGLDSettings(**d["settings"])
         flat["traces"] = torch.tensor(d["traces"]).float() if d.get("traces") else torch.empty(0, 0)
-        return cls(**{f.name: _nan(flat[f.name]) for f in fields(cls)})
-
-
-def _nan(x: Any) -> Any:
-    """:func:`rounded` read back: None as NaN, a list's element by element."""
-    return [_nan(v) for v in x] if isinstance(x, list) else float("nan") if x is None else x
+        return from_json(cls, flat)  # the interval and the diagnostics hold fields
 
 
 def estimate_llc(

@@ -27,7 +27,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from interp_toolkit.files.serialize import Jsonable, json_field
+from interp_toolkit.files.serialize import Jsonable, from_json, json_field
 from interp_toolkit.heads.induction import best_induction_score, logged_induction_key
 from interp_toolkit.heads.registry import SCORE
 from interp_toolkit.stats.thresholds import BANDWIDTH, MIN_SWING, MOVED
@@ -79,9 +79,8 @@ class Boundary(Jsonable):
         return [self.low, self.high]
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Boundary:
-        low, high = d["interval"]
-        return cls(int(d["step"]), int(low), int(high), d["kind"], float(d["llc_smoothed"]))
+    def from_dict(cls, d: dict[str, Any]) -> Boundary:  # ``interval`` holds two fields
+        return from_json(cls, {**d, "low": d["interval"][0], "high": d["interval"][1]})
 
 
 def smooth(steps: list[int], values: list[float], bandwidth: float = BANDWIDTH) -> list[float]:
@@ -239,19 +238,6 @@ class PhaseChange(Jsonable):
     @property
     def in_steepest_rise(self) -> bool | None:
         return None if self.rise is None else self.rise.in_steepest_rise
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> PhaseChange:
-        """A phase change as ``stages.json`` holds it (``steepest_rise`` and ``nearest`` may lack)."""
-        r, near = d.get("steepest_rise"), d.get("nearest")
-        rise = None if r is None else SteepestRise(r["from"], r["to"], r["llc"], r["rise"])
-        return cls(
-            d["phase_change_step"],
-            d.get("inside"),
-            None if near is None else Boundary.from_dict(near),
-            None if rise is None else InRise(rise, d.get("in_steepest_rise")),
-            d.get("distance"),
-        )
 
 
 def steepest_rise(steps: list[int], llc: list[float]) -> SteepestRise | None:

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 from jaxtyping import Float, Int
@@ -77,26 +76,6 @@ class RoleChecks(Jsonable):
 
     def untestable(self) -> list[RoleCheck]:
         return [c for c in self.checks if c.passed is None]
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> RoleChecks:
-        def est(x: dict[str, float] | None) -> Estimate | None:
-            return None if x is None else Estimate(**x)
-
-        checks = tuple(
-            RoleCheck(
-                HeadId.parse(c["head"]),
-                c["role"],
-                est(c["removed"]),
-                c["of"],
-                c["passed"],
-                c.get("why", ""),
-            )
-            for c in d["checks"]
-        )
-        drop = est(d["drop"])
-        assert drop is not None
-        return cls(checks, drop, est(d["together"]), d["n_passages"], d["length"], d["floor"])
 
 
 def _passes(removed: Estimate, t: Thresholds) -> bool:

@@ -62,7 +62,7 @@ class HeadId(NamedTuple):
         return HeadId(*validate.head(self.layer, self.head, n_layers, n_heads))
 
 
-register_encoder(HeadId, str)  # a head is written as "L.H"
+register_encoder(HeadId, str, HeadId.parse)  # a head is written as "L.H"
 
 # ------------------------------------------------------------------------------- the registry
 

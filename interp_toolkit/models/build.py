@@ -97,11 +97,6 @@ class ModelConfig(Jsonable):
                 f"normalization={self.normalization!r} is not supported: use 'LN' or none."
             )
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> ModelConfig:
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in names})
-
     def replace(self, **changes: Any) -> ModelConfig:
         return dataclasses.replace(self, **changes)
 

@@ -63,15 +63,6 @@ class FeatureReport(Jsonable):
     evals: SAEEvals
     latents: list[LatentRecord]
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> FeatureReport:
-        def count(c: dict[str, Any] | None) -> RuleCount | None:
-            return c and RuleCount(c["units"], c["dead"], c["monosemantic"], c["by_concept"])
-
-        evals, latents = SAEEvals.from_dict(d["evals"]), map(LatentRecord.from_dict, d["latents"])
-        mono, shuffled = count(d["monosemantic"]), count(d.get("monosemantic_shuffled"))
-        return cls(d["hook"], d["rule"], mono, shuffled, d["heads"], evals, list(latents))
-
 
 def index_page(report: FeatureReport, *, title: str, subtitle: str = "") -> str:
     """Metrics, the density histogram, and every live latent by density."""

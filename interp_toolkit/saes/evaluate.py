@@ -166,15 +166,8 @@ class SAEEvals(Jsonable):
     density_histogram: DensityHistogram | None = _in("latents", omit_none=True)
     total_tokens_eval: int = _in("token_stats")
     by_family: dict[str, SAEEvals] = field(
-        metadata=json_field(encode=lambda f: f or None, omit_none=True)
+        default_factory=dict, metadata=json_field(encode=lambda f: f or None, omit_none=True)
     )
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> SAEEvals:
-        flat = {k: v for group, keys in d.items() if group != "by_family" for k, v in keys.items()}
-        hist = flat.pop("density_histogram", None)
-        families = {k: cls.from_dict(v) for k, v in d.get("by_family", {}).items()}
-        return cls(**flat, density_histogram=hist and DensityHistogram(**hist), by_family=families)
 
 
 def evaluate_sae(

@@ -20,8 +20,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
-from typing import Any
+from dataclasses import dataclass, field
 
 import torch
 from jaxtyping import Float, Int
@@ -202,13 +201,6 @@ class LatentRecord(Jsonable):
     suppressed: list[str]
     top: list[tuple[int, int, float]]
     head_share: list[float] | None = field(metadata=json_field(omit_none=True))
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> LatentRecord:
-        concept = Concept(d["concept"], *(d[f.name] for f in fields(Concept)[1:]))
-        pairs = {k: [tuple(p) for p in d[k]] for k in ("top_tokens", "top")}  # JSON's lists
-        rest = {f.name: d.get(f.name) for f in fields(cls) if f.name not in ("concept", *pairs)}
-        return cls(**rest, concept=concept, **pairs)
 
 
 def latent_features(

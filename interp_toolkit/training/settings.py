@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from interp_toolkit.errors import UserError
+from interp_toolkit.files.serialize import Jsonable, from_json
 from interp_toolkit.models.build import ModelConfig
 from interp_toolkit.runtime import validate
 from interp_toolkit.runtime.devices import precision_named
@@ -37,7 +38,7 @@ def snapshot_schedule(steps: int, n_log: int, every: int | None = None) -> tuple
 
 
 @dataclass(frozen=True)
-class TrainSettings:
+class TrainSettings(Jsonable):
     """Optimisation and bookkeeping. The optimizer is TL's AdamW (Adam when weight_decay is None).
 
     Checkpoints are written after step 1 (so a run stopped early can always resume), every
@@ -124,14 +125,6 @@ class TrainSettings:
         every = self.score_every if self.snapshot_every is None else self.snapshot_every
         return snapshot_schedule(self.steps, self.snapshot_log, every)
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> TrainSettings:
-        kw = _known_fields(cls, d)
-        for key in ("snapshot_steps", "betas"):
-            if key in kw:
-                kw[key] = tuple(kw[key])
-        return cls(**kw)
-
 
 def settings_dict(
     data_cfg: DataConfig,
@@ -176,7 +169,7 @@ def recorded_configs(config: dict[str, Any], where: Path) -> Configs:
     try:
         configs = (
             ModelConfig.from_dict(config["model"]),
-            DataConfig(**_known_fields(DataConfig, settings["data"])),
+            from_json(DataConfig, settings["data"]),
             TrainSettings.from_dict(settings["train"]),
         )
         for c in configs:  # each value's type and range (an edited "batch_size": 0)
@@ -199,8 +192,3 @@ def config_differences(recorded: Configs, requested: Configs, *, steps: bool = T
             if (section, f.name) not in ignore and a != b and line not in out:
                 out.append(line)
     return out
-
-
-def _known_fields(cls: type, d: dict[str, Any]) -> dict[str, Any]:
-    names = {f.name for f in dataclasses.fields(cls)}
-    return {k: v for k, v in d.items() if k in names}

@@ -176,3 +176,92 @@ def test_json_written_before_the_serializer_is_read_back_and_written_again_uncha
         assert json.dumps(RoleChecks.from_dict(rc).to_dict()) == json.dumps(rc)
     machine = {k: v for k, v in old["machine"].items() if k != "uses_amx"}  # a derived key
     assert json.dumps(Machine(**machine).to_dict()) == json.dumps(old["machine"])
+
+
+@dataclass(frozen=True)
+class Tail(Jsonable):
+    a: int
+    b: str | None
+
+
+@dataclass(frozen=True)
+class Every(Jsonable):
+    """A record using every choice, each field without a default unless the choice needs one:
+    a choice the reader does not invert leaves a field missing (a TypeError) or different."""
+
+    colour: Colour
+    part: Inner
+    parts: list[Inner]
+    pair: tuple[int, str]
+    steps: tuple[int, ...]
+    maybe: Inner | None
+    loss: float = field(metadata=json_field(key="final_loss", digits=3))
+    l0: float = field(metadata=json_field(group="sparsity"))
+    l1: float = field(metadata=json_field(group="sparsity", key="l_one"))
+    note: str | None = field(metadata=json_field(omit_none=True))
+    counts: tuple[int, ...] = field(metadata=json_field(encode=len, decode=lambda n: (0,) * n))
+    tail: Tail | None = field(metadata=json_field(inline=True, omit_none=True))
+    extra: dict[str, int] = field(metadata=json_field(inline=True))
+    secret: str = field(default="hidden", metadata=json_field(skip=True))
+
+    json_extra = {"doubled": "doubled"}
+
+    @property
+    def doubled(self) -> int:
+        return 2 * len(self.steps)
+
+
+def _every(**changes) -> Every:
+    base = dict(
+        colour=Colour.RED,
+        part=Inner(HeadId(1, 3), Path("/tmp/a")),
+        parts=[Inner(HeadId(0, 2), Path("b"))],
+        pair=(4, "x"),
+        steps=(1, 2),
+        maybe=None,
+        loss=0.125,
+        l0=2.0,
+        l1=0.5,
+        note=None,
+        counts=(0, 0, 0),
+        tail=Tail(7, None),
+        extra={"x": 1, "y": 2},
+    )
+    return Every(**{**base, **changes})
+
+
+def _again(record: Jsonable) -> Jsonable:
+    return type(record).from_dict(json.loads(json.dumps(record.to_dict())))
+
+
+def test_every_declared_choice_is_read_back_as_written():
+    for record in (
+        _every(),
+        _every(maybe=Inner(HeadId(2, 0), Path("c")), note="kept", tail=None, extra={}),
+    ):
+        back = _again(record)
+        assert back == record
+        assert type(back.pair) is tuple and type(back.parts[0].head) is HeadId
+        assert type(back.colour) is Colour and isinstance(back.part.where, Path)
+    out = _every().to_dict()
+    assert "l_one" in out["sparsity"] and "doubled" in out and "x" in out  # what is inverted
+    assert _again(_every(tail=Tail(3, "b"))).tail == Tail(3, "b")
+
+
+def test_an_older_file_without_a_defaulted_or_optional_key_reads_and_a_required_one_fails():
+    old = _every().to_dict()
+    assert "note" not in old and "secret" not in old  # omitted when None; skipped
+    back = Every.from_dict(old)
+    assert back.note is None and back.secret == "hidden" and back == _every()
+    assert Tail.from_dict({"a": 1}) == Tail(1, None)  # b: a key the file predates
+    with pytest.raises(TypeError, match="'l0'"):
+        Every.from_dict({**old, "sparsity": {"l_one": 0.5}})
+
+
+def test_a_renamed_key_is_read_under_its_key_and_not_under_the_field_name():
+    data = _every().to_dict()
+    assert Every.from_dict({**data, "final_loss": 0.25}).loss == 0.25
+    renamed = {("loss" if k == "final_loss" else k): v for k, v in data.items()}
+    with pytest.raises(TypeError, match="'loss'"):
+        Every.from_dict(renamed)  # "loss" is not its key: a file with it is refused
+    assert Every.from_dict(data).extra == {"x": 1, "y": 2}  # not "doubled" nor another's key
