@@ -5,14 +5,14 @@ latents of one MLP model (:class:`NeuronMeasurement`, :class:`LatentCount`); the
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from interp_toolkit.files.serialize import Jsonable, json_field
 from interp_toolkit.probing.probes import ProbeResult, ProbeRow, beyond_untrained
 from interp_toolkit.saes.evaluate import SAEEvals
 from interp_toolkit.stats.thresholds import THRESHOLDS, Thresholds
-from interp_toolkit.units.neurons import LayerNeurons
+from interp_toolkit.units.neurons import LayerNeurons, LayerSummary
 from interp_toolkit.units.reading import RuleCount, rule_text
 
 #: What the study probes: the previous token's identity on repeated random tokens, where it
@@ -77,8 +77,8 @@ class LatentCount(Jsonable):
 RULE_TEXT = rule_text("unit")
 
 
-def _layer_summaries(layers: tuple[LayerNeurons, ...]) -> list[dict[str, Any]]:
-    return [{**info.summary(), "k": int(info.top.values.shape[1])} for info in layers]
+def _layer_summaries(layers: tuple[LayerNeurons, ...]) -> list[LayerSummary]:
+    return [replace(info.summary(), k=info.k) for info in layers]
 
 
 @dataclass(frozen=True)
