@@ -30,9 +30,6 @@ from interp_toolkit.text.codecs import PRINTABLE, Codec
 GPT2_TOKEN_RANGE = (1000, 20000)
 
 
-_SKIP = json_field(skip=True)
-
-
 @dataclass(frozen=True)
 class RepeatedTokens(Jsonable):
     """A batch of repeated random tokens and where the repeats are; its JSON describes it (no
@@ -43,29 +40,20 @@ class RepeatedTokens(Jsonable):
     ``repeats=False`` marks a null batch: same layout, but no token occurs twice in a row.
     """
 
-    tokens: Int[torch.Tensor, "batch pos"] = field(metadata=_SKIP)
+    tokens: Int[torch.Tensor, "batch pos"] = field(metadata=json_field(skip=True))
     period: int
     n_repeats: int
-    starts: Int[torch.Tensor, " batch"] = field(metadata=_SKIP)
+    starts: Int[torch.Tensor, " batch"] = field(metadata=json_field(skip=True))
     has_bos: bool = field(metadata=json_field(key="bos"))
-    low: int = field(metadata=_SKIP)
-    high: int = field(metadata=_SKIP)
+    low: int = field(metadata=json_field(skip=True))
+    high: int = field(metadata=json_field(skip=True))
     prefix_max: int = 0
     seed: int = 0
     repeats: bool = True
 
     json_extra = ("n_seqs", "seq_len", "token_range")
-    json_order = (
-        "n_seqs",
-        "seq_len",
-        "period",
-        "n_repeats",
-        "prefix_max",
-        "bos",
-        "token_range",
-        "seed",
-        "repeats",
-    )
+    json_order = ("n_seqs", "seq_len", "period", "n_repeats", "prefix_max", "bos")
+    json_order += ("token_range", "seed", "repeats")
 
     @property
     def n_seqs(self) -> int:

@@ -12,7 +12,7 @@ from interp_toolkit.files.serialize import Jsonable, json_field
 from interp_toolkit.probing.probes import ProbeResult, ProbeRow, beyond_untrained
 from interp_toolkit.saes.evaluate import SAEEvals
 from interp_toolkit.stats.thresholds import THRESHOLDS, Thresholds
-from interp_toolkit.units.neurons import LayerNeurons, LayerSummary
+from interp_toolkit.units.neurons import LayerNeurons
 from interp_toolkit.units.reading import RuleCount, rule_text
 
 #: What the study probes: the previous token's identity on repeated random tokens, where it
@@ -77,17 +77,15 @@ class LatentCount(Jsonable):
 RULE_TEXT = rule_text("unit")
 
 
-def _layer_summaries(layers: tuple[LayerNeurons, ...]) -> list[LayerSummary]:
-    return [replace(info.summary(), k=info.k) for info in layers]
-
-
 @dataclass(frozen=True)
 class NeuronMeasurement(Jsonable):
     """The neurons of every MLP layer of one model (each statistic beside the untrained twin's
     and the shuffled control's), and the SAE latents of those layers, when measured."""
 
     name: str
-    layers: tuple[LayerNeurons, ...] = field(metadata=json_field(encode=_layer_summaries))
+    layers: tuple[LayerNeurons, ...] = field(
+        metadata=json_field(encode=lambda ls: [replace(i.summary(), k=i.k) for i in ls])
+    )
     latents: tuple[LatentCount, ...] = ()
 
     rule = RULE_TEXT

@@ -240,9 +240,7 @@ METHOD = {
 
 
 class Untrained(enum.Enum):
-    """:attr:`ProbeData.untrained_seed` where the model cannot be rebuilt (written as null)."""
-
-    NOT_REBUILT = None
+    NOT_REBUILT = None  # ProbeData.untrained_seed where the model cannot be rebuilt: null
 
 
 _OMIT = json_field(omit_none=True)

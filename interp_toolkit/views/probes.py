@@ -134,11 +134,10 @@ def probe_section(
     items: list = [probe_curves(results, names)]
     for i, res in enumerate(results):
         name = names[i] if names is not None else _name(res)
-        info = res.data
-        where = info.corpus or "random tokens with one repeated segment"
+        where = res.data.corpus or "random tokens with one repeated segment"
         items.append(
             text(
-                f"{name}: {res.definition}; its input: {res.input} ({info.source}: {where}).",
+                f"{name}: {res.definition}; its input: {res.input} ({res.data.source}: {where}).",
                 "p",
                 "note",
             )
