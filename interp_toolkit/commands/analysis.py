@@ -60,7 +60,7 @@ def heads(
         found = discover(
             tgt.model, tgt.codec, options, model_cfg=tgt.model_cfg, progress=shown.update
         )
-    return _read(tgt, found, "heads", period=found.report.probe["period"])
+    return _read(tgt, found, "heads", period=found.report.batch.period)
 
 
 @dataclass(frozen=True)

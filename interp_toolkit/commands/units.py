@@ -14,7 +14,7 @@ from interp_toolkit.runs import targets
 from interp_toolkit.saes.evaluate import SAEEvals
 from interp_toolkit.saes.options import SAEOptions
 from interp_toolkit.saes.train import TrainedSAE
-from interp_toolkit.units.neurons import DEFINITION, LayerNeurons, NeuronRecord
+from interp_toolkit.units.neurons import DEFINITION, LayerNeurons, LayerSummary, NeuronRecord
 from interp_toolkit.units.options import NeuronOptions
 from interp_toolkit.units.reading import RuleCount
 
@@ -46,7 +46,7 @@ class Neurons(Jsonable):
 
     target: str
     data: Windows
-    summary: dict[str, object]
+    summary: LayerSummary
     definition: dict[str, object]
     neurons: list[NeuronRecord]
     shown: list[int]

@@ -177,8 +177,9 @@ def _plan(cls: type) -> tuple[dict[str, Any], frozenset[str]]:
 
 
 def _dataclass_in(kind: Any) -> Any:
-    """The dataclass ``kind`` is (or ``X | None`` holds); None if none."""
-    return next((a for a in (kind, *typing.get_args(kind)) if dataclasses.is_dataclass(a)), None)
+    """The dataclass ``kind`` is (or ``X | None`` holds; not a mapping's values'); None if none."""
+    held = typing.get_args(kind) if typing.get_origin(kind) is not dict else ()
+    return next((a for a in (kind, *held) if dataclasses.is_dataclass(a)), None)
 
 
 def _read(kind: Any, value: Any) -> Any:

@@ -134,8 +134,8 @@ class HeadReport(Jsonable):
     ``decides``: role -> deciding score. ``floors``: the registry's effect-size floors.
     ``test``: how the tests were run (:class:`~.specificity.SpecificityAccount`). ``vs_untrained``: the optional
     second test against untrained models (None when not run); it decides nothing. ``batch``: the
-    repeated-token batch it was scored on (not in the JSON; ``probe`` describes it). Its JSON
-    (heads.json): ``probe``, ``test``, the floors, ``decides``, the rule, every head's entry
+    repeated-token batch it was scored on (its JSON, with the scores' definitions, is ``probe``).
+    Its JSON (heads.json): ``probe``, ``test``, the floors, ``decides``, the rule, every head's entry
     (:meth:`head_entry`) and the heads of each role.
     """
 
@@ -144,6 +144,11 @@ class HeadReport(Jsonable):
     significant: dict[str, Bool[Tensor, "layer head"]] = field(metadata=_SKIP)
     roles: list[list[str]] = field(metadata=_SKIP)
     test: SpecificityAccount
+    batch: RepeatedTokens = field(repr=False, metadata=json_field(key="probe"))
+    definitions: dict[str, str] = field(
+        default_factory=lambda: {s.name: s.definition for s in SCORES},
+        metadata=json_field(group="probe"),
+    )
     intervals: dict[str, Tensor] = field(default_factory=dict, metadata=_SKIP)
     decides: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_DECIDERS))
     floors: dict[str, float] = field(
@@ -151,9 +156,7 @@ class HeadReport(Jsonable):
     )
     alpha: float = field(default=thresholds.ALPHA, metadata=_SKIP)
     fdr: bool = field(default=False, metadata=_SKIP)
-    probe: dict[str, Any] = field(default_factory=dict)
     vs_untrained: nulls.NullTests | None = field(default=None, metadata=_SKIP)
-    batch: RepeatedTokens | None = field(default=None, repr=False, metadata=_SKIP)
 
     json_extra = {"rule": "rule", "heads": "head_entries", "roles": "role_heads"}
     json_order = ("probe", "test", "effect_size_floor", "decides", "rule", "heads", "roles")
@@ -350,8 +353,6 @@ def discover_heads(
         second = nulls.untrained_tests(
             model, batch, observed, untrained, seed=o.seed, batch_size=o.batch_size, progress=say
         )
-    probe = batch.describe()
-    probe["definitions"] = {s.name: s.definition for s in SCORES}
     return HeadReport(
         scores=scores,
         tests=tests,
@@ -363,7 +364,6 @@ def discover_heads(
         decides=decides,
         alpha=o.alpha,
         fdr=o.fdr,
-        probe=probe,
         test=describe_tests(tests, o.alpha, o.fdr, n_heads, second),
         vs_untrained=second,
         batch=batch,
@@ -410,7 +410,7 @@ def discover(
     row of the batch it scored. Only ``hook_pattern``/``hook_v`` are hooked, the pass stops before
     the unembedding and rows go through in chunks, so GPT-2 small fits in 2 GiB."""
     report = discover_heads(model, codec, options, model_cfg=model_cfg, progress=progress)
-    row = report.batch.tokens[0]  # type: ignore[union-attr]  # discover_heads keeps its batch
+    row = report.batch.tokens[0]
     return Discovery(
         report=report,
         labelled={role: report.strongest(role) for role in VIEW_ROLES},

@@ -14,13 +14,13 @@ range allows it (the segment always when ``high - low >= period``; the prefix/fi
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import dataclass, field, replace
 
 import torch
 from jaxtyping import Int
 
 from interp_toolkit.errors import UserError
+from interp_toolkit.files.serialize import Jsonable, json_field
 from interp_toolkit.runtime.seeds import rng
 from interp_toolkit.text.codecs import PRINTABLE, Codec
 
@@ -31,24 +31,29 @@ GPT2_TOKEN_RANGE = (1000, 20000)
 
 
 @dataclass(frozen=True)
-class RepeatedTokens:
-    """A batch of repeated random tokens and where the repeats are.
+class RepeatedTokens(Jsonable):
+    """A batch of repeated random tokens and where the repeats are; its JSON describes it (no
+    tokens).
 
     ``starts[i]`` is the position of the first token of the first repeat in row ``i``; repeat
     ``r`` (0-based) covers positions ``starts[i] + r*period ... starts[i] + (r+1)*period - 1``.
     ``repeats=False`` marks a null batch: same layout, but no token occurs twice in a row.
     """
 
-    tokens: Int[torch.Tensor, "batch pos"]
+    tokens: Int[torch.Tensor, "batch pos"] = field(metadata=json_field(skip=True))
     period: int
     n_repeats: int
-    starts: Int[torch.Tensor, " batch"]
-    has_bos: bool
-    low: int
-    high: int
+    starts: Int[torch.Tensor, " batch"] = field(metadata=json_field(skip=True))
+    has_bos: bool = field(metadata=json_field(key="bos"))
+    low: int = field(metadata=json_field(skip=True))
+    high: int = field(metadata=json_field(skip=True))
     prefix_max: int = 0
     seed: int = 0
     repeats: bool = True
+
+    json_extra = ("n_seqs", "seq_len", "token_range")
+    json_order = ("n_seqs", "seq_len", "period", "n_repeats", "prefix_max", "bos")
+    json_order += ("token_range", "seed", "repeats")
 
     @property
     def n_seqs(self) -> int:
@@ -63,19 +68,9 @@ class RepeatedTokens:
         """One past the last repeated position of each row (filler starts here)."""
         return self.starts + self.n_repeats * self.period
 
-    def describe(self) -> dict[str, Any]:
-        """JSON-safe description (no tokens)."""
-        return {
-            "n_seqs": self.n_seqs,
-            "seq_len": self.seq_len,
-            "period": self.period,
-            "n_repeats": self.n_repeats,
-            "prefix_max": self.prefix_max,
-            "bos": self.has_bos,
-            "token_range": [self.low, self.high],
-            "seed": self.seed,
-            "repeats": self.repeats,
-        }
+    @property
+    def token_range(self) -> tuple[int, int]:
+        return self.low, self.high
 
 
 def default_token_range(codec: Codec) -> tuple[int, int]:

@@ -5,7 +5,7 @@ latents of one MLP model (:class:`NeuronMeasurement`, :class:`LatentCount`); the
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from interp_toolkit.files.serialize import Jsonable, json_field
@@ -77,17 +77,15 @@ class LatentCount(Jsonable):
 RULE_TEXT = rule_text("unit")
 
 
-def _layer_summaries(layers: tuple[LayerNeurons, ...]) -> list[dict[str, Any]]:
-    return [{**info.summary(), "k": int(info.top.values.shape[1])} for info in layers]
-
-
 @dataclass(frozen=True)
 class NeuronMeasurement(Jsonable):
     """The neurons of every MLP layer of one model (each statistic beside the untrained twin's
     and the shuffled control's), and the SAE latents of those layers, when measured."""
 
     name: str
-    layers: tuple[LayerNeurons, ...] = field(metadata=json_field(encode=_layer_summaries))
+    layers: tuple[LayerNeurons, ...] = field(
+        metadata=json_field(encode=lambda ls: [replace(i.summary(), k=i.k) for i in ls])
+    )
     latents: tuple[LatentCount, ...] = ()
 
     rule = RULE_TEXT

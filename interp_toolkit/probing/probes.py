@@ -63,6 +63,7 @@ upper bound.
 
 from __future__ import annotations
 
+import enum
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -238,13 +239,42 @@ METHOD = {
 }
 
 
+class Untrained(enum.Enum):
+    NOT_REBUILT = None  # ProbeData.untrained_seed where the model cannot be rebuilt: null
+
+
+_OMIT = json_field(omit_none=True)
+
+
+@dataclass(frozen=True)
+class ProbeData:
+    """What a probe ran on: its rows, split and resamples; from :func:`probe`, the data's
+    ``source`` (repeated rows' ``layout``; text windows' ``corpus`` and ``split``) and the seed
+    of the untrained model probed alike (NOT_REBUILT: none; absent: numbers reused, or none
+    asked for)."""
+
+    n_rows: int
+    seq_len: int
+    test_fraction: float
+    seed: int
+    n_boot: int
+    source: str | None = field(default=None, metadata=_OMIT)
+    layout: str | None = field(default=None, metadata=_OMIT)
+    corpus: str | None = field(default=None, metadata=_OMIT)
+    split: str | None = field(default=None, metadata=_OMIT)
+    untrained_seed: int | Untrained | None = field(
+        default=None,
+        metadata=json_field(omit_none=True, decode=lambda s: s if s is not None else Untrained(s)),
+    )
+
+
 @dataclass
 class ProbeResult(Jsonable):
     """A feature's probe at every boundary; its JSON says the method in words (``METHOD``)."""
 
     feature: str
     definition: str
-    data: dict[str, Any]  # what the probe ran on
+    data: ProbeData
     rows: list[ProbeRow]
     ablated: list[str] = field(default_factory=list)  # heads ablated while reading the stream
     input: str = ""  # what the feature (and its control task) is a function of
@@ -301,7 +331,8 @@ def probe_layers(
     with its 95% interval (module docstring). With ``ablate``, those heads are mean-ablated
     (``hook_z``, means over ``tokens``) while the stream is read. ``untrained``: an untrained model
     of the same architecture to probe alike, or a result whose untrained numbers to reuse (the same
-    rows; e.g. the unablated probe's). Deterministic in ``seed``."""
+    rows; e.g. the unablated probe's). ``data``: :class:`ProbeData`'s other fields. Deterministic
+    in ``seed``."""
     feat = check_feature(feature)
     labels = feature_labels(feature, tokens, repeats)
     train_rows, test_rows = split_rows(tokens.shape[0], test_fraction, seed)
@@ -369,8 +400,8 @@ def probe_layers(
                 boot_mean=round(float(task[1:].mean()), 4),
             )
         )
-    info = {"n_rows": int(tokens.shape[0]), "seq_len": int(tokens.shape[1])}
-    info |= {"test_fraction": test_fraction, "seed": seed, "n_boot": n_boot, **(data or {})}
+    n_rows, seq_len = tokens.shape
+    info = ProbeData(n_rows, seq_len, test_fraction, seed, n_boot, **(data or {}))
     ablated = [str(HeadId(layer, head)) for layer, head in ablate]
     return ProbeResult(feat.name, feat.definition, info, rows, ablated, feat.input)
 
@@ -428,7 +459,7 @@ def probe(
     if untrained is None and baseline:
         maker = untrained_models(model, model_cfg=model_cfg, n_models=1)
         untrained = None if maker is None else maker.make(maker.seeds[0])
-        info["untrained_seed"] = None if maker is None else maker.seeds[0]
+        info["untrained_seed"] = Untrained.NOT_REBUILT if maker is None else maker.seeds[0]
     return probe_layers(
         model,
         tokens,

@@ -115,13 +115,11 @@ def neuron_sentence(name: str, info: LayerNeurons) -> str:
             f"the share of monosemantic neurons, {_count(model)}, does not beat {loser} "
             f"({base}), so no claim about these neurons is made"
         )
-    old = [
-        info.stats[n].summary()["token_groups"] for n in ("model", "untrained") if n in info.stats
-    ]
+    old = [info.stats[n].summary().token_groups for n in ("model", "untrained") if n in info.stats]
     if len(old) == 2:
         s += (
-            f"; the withdrawn polysemanticity count gave {old[0]['two_or_more']} neurons 2+ token "
-            f"groups, the untrained twin {old[1]['two_or_more']}"
+            f"; the withdrawn polysemanticity count gave {old[0].two_or_more} neurons 2+ token "
+            f"groups, the untrained twin {old[1].two_or_more}"
         )
     return s + "."
 

@@ -58,11 +58,11 @@ def heads_view(target: str, report: HeadReport, notes: Sequence[str], wide: bool
     its floor); the roles' deciding tests below. Fits the terminal's width (rich shrinks and
     folds the columns); ``wide`` adds every p-value and deciding comparison (``--json`` holds
     everything)."""
-    probe, floors = report.probe, report.floors
+    probe, floors = report.batch, report.floors
     shown: Shown = []
     if wide:
         title = (
-            f"{target}: period {probe['period']}, {probe['n_seqs']} seqs; each score's "
+            f"{target}: period {probe.period}, {probe.n_seqs} seqs; each score's "
             f"specificity test (p, and the comparison that decided it, below the score)"
         )
         table = Table(title=title)
@@ -72,7 +72,7 @@ def heads_view(target: str, report: HeadReport, notes: Sequence[str], wide: bool
         table.add_column("role")
     else:
         shown.append(
-            f"{target}: period {probe['period']}, {probe['n_seqs']} seqs; bold = the score "
+            f"{target}: period {probe.period}, {probe.n_seqs} seqs; bold = the score "
             "passes its specificity test and reaches its floor (in brackets)"
         )
         table = Table(pad_edge=False, collapse_padding=True)

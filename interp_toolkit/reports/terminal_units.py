@@ -111,23 +111,23 @@ def probe_view(target: str, res: ProbeResult) -> Shown:
     info, method = res.data, res.method
     ablated = f"; ablated {', '.join(res.ablated)}" if res.ablated else ""
     table = Table(
-        title=f"{target}: {res.feature} ({info['source']}, {info['n_rows']} rows x "
-        f"{info['seq_len']}{ablated}); balanced accuracy on held-out rows, 95% intervals"
+        title=f"{target}: {res.feature} ({info.source}, {info.n_rows} rows x "
+        f"{info.seq_len}{ablated}); balanced accuracy on held-out rows, 95% intervals"
     )
     for header, *_ in PROBE_COLUMNS:
         table.add_column(header, justify="left" if header == "boundary" else "right")
     for row in res.rows:
         table.add_row(*(_cell(row, key, ci) for _, key, ci in PROBE_COLUMNS))
     untrained = (
-        f"Untrained: {method['untrained']} (seed {info['untrained_seed']})."
-        if info.get("untrained_seed") is not None
+        f"Untrained: {method['untrained']} (seed {info.untrained_seed})."
+        if isinstance(info.untrained_seed, int)
         else "Untrained: not measured (this model cannot be rebuilt)."
     )
     return [
         table,
         f"{res.feature}: {res.definition}; its input: {res.input}. Probe: {method['probe']}. "
         f"Control: {method['control']}. Selectivity: {method['selectivity']}. {untrained} "
-        f"Decodable: {method['decodable']}. Held-out rows: {info['test_fraction']:.0%}.",
+        f"Decodable: {method['decodable']}. Held-out rows: {info.test_fraction:.0%}.",
     ]
 
 

@@ -186,6 +186,37 @@ def _components(adjacent: torch.Tensor) -> torch.Tensor:
         label = new
 
 
+@dataclass(frozen=True, kw_only=True)
+class TokenGroups:
+    """The withdrawn polysemanticity count over a layer's live neurons (module docstring)."""
+
+    withdrawn: bool = True
+    mean: float
+    two_or_more: int
+    sim_threshold: float
+
+
+@dataclass(frozen=True)
+class StatsSummary:
+    """One reading of a layer's neurons: the rule's count; over the live neurons, the mean
+    withdrawn group count, entropy (bits) and top-token share."""
+
+    rule: RuleCount = field(metadata=json_field(inline=True))
+    token_groups: TokenGroups
+    entropy_bits_mean: float
+    top_token_share_mean: float
+
+
+@dataclass(frozen=True)
+class LayerSummary(Jsonable):
+    """A layer's statistics, each reading's (:data:`BASELINES`; ``k``: where the study gives it)."""
+
+    layer: int
+    neurons: int
+    readings: dict[str, StatsSummary] = field(metadata=json_field(inline=True))
+    k: int | None = field(default=None, metadata=json_field(omit_none=True))
+
+
 @dataclass
 class NeuronStats:
     """Every statistic of one layer's neurons, read one way (model, untrained twin, shuffled)."""
@@ -201,24 +232,19 @@ class NeuronStats:
     def rule(self) -> RuleCount:
         return RuleCount.of(self.concepts)
 
-    def summary(self) -> dict[str, object]:
+    def summary(self) -> StatsSummary:
         live = self.groups > 0
         k = max(1, int(self.top.values.shape[1]))
         top_share = torch.tensor(
             [float(torch.unique(t, return_counts=True)[1].max()) / k for t in self.top_tokens]
         )
         mean = lambda x: round(float(x[live].double().mean()), 4) if live.any() else 0.0  # noqa: E731
-        return {
-            **self.rule.to_dict(),
-            "token_groups": {
-                "withdrawn": True,
-                "mean": mean(self.groups),
-                "two_or_more": int((self.groups >= 2).sum()),
-                "sim_threshold": round(self.sim_threshold, 4),
-            },
-            "entropy_bits_mean": mean(self.entropy),
-            "top_token_share_mean": mean(top_share),
-        }
+        groups = TokenGroups(
+            mean=mean(self.groups),
+            two_or_more=int((self.groups >= 2).sum()),
+            sim_threshold=round(self.sim_threshold, 4),
+        )
+        return StatsSummary(self.rule, groups, mean(self.entropy), mean(top_share))
 
 
 def neuron_stats(
@@ -289,11 +315,10 @@ class LayerNeurons:
     def k(self) -> int:
         return int(self.top.values.shape[1])
 
-    def summary(self) -> dict[str, object]:
+    def summary(self) -> LayerSummary:
         """Each statistic three ways (model, untrained twin, shuffled control)."""
-        return {"layer": self.layer, "neurons": self.n_neurons} | {
-            name: s.summary() for name, s in self.stats.items()
-        }
+        readings = {name: s.summary() for name, s in self.stats.items()}
+        return LayerSummary(self.layer, self.n_neurons, readings)
 
     def records(self, label: Mapping[int, str]) -> list[NeuronRecord]:
         """Every neuron's record, its tokens as ``label`` names them."""

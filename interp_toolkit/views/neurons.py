@@ -127,17 +127,17 @@ def baseline_rows(layers: Sequence[LayerNeurons], names: Sequence[str]) -> list[
             if reading not in info.stats:
                 continue
             s = info.stats[reading].summary()
-            groups = s["token_groups"]
+            rule, groups = s.rule, s.token_groups
             rows.append(
                 [
                     name,
                     READING[reading],
-                    f"{s['monosemantic']} of {s['units'] - s['dead']}",
-                    s["dead"],
-                    groups["two_or_more"],
-                    groups["mean"],
-                    s["entropy_bits_mean"],
-                    s["top_token_share_mean"],
+                    f"{rule.monosemantic} of {rule.live}",
+                    rule.dead,
+                    groups.two_or_more,
+                    groups.mean,
+                    s.entropy_bits_mean,
+                    s.top_token_share_mean,
                 ]
             )
     return rows

@@ -134,12 +134,10 @@ def probe_section(
     items: list = [probe_curves(results, names)]
     for i, res in enumerate(results):
         name = names[i] if names is not None else _name(res)
-        info = res.data
-        where = info.get("corpus", "random tokens with one repeated segment")
+        where = res.data.corpus or "random tokens with one repeated segment"
         items.append(
             text(
-                f"{name}: {res.definition}; its input: {res.input} ({info.get('source')}: "
-                f"{where}).",
+                f"{name}: {res.definition}; its input: {res.input} ({res.data.source}: {where}).",
                 "p",
                 "note",
             )

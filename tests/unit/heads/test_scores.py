@@ -190,7 +190,16 @@ def test_heads_json_per_head_fields(tiny_cfg):
     assert d["effect_size_floor"] == {k: 0.4 for k in SCORE_KINDS}
     assert d["decides"]["induction"] == "induction_vw"
     assert d["probe"]["period"] >= 2 and d["probe"]["bos"] is True
+    assert list(d["probe"])[-1] == "definitions" and list(d)[0] == "probe"
     assert "vs_untrained" not in first and d["test"]["untrained"] is None
+
+
+def test_a_batch_is_described_in_the_json_written_before_it_was_declared():
+    """The batch's JSON (heads.json's ``probe``), key for key as ``describe()`` wrote it."""
+    batch = repeated_tokens(3, 4, n_repeats=2, low=5, high=40, bos_id=0, seed=9, prefix_max=2)
+    old = '{"n_seqs": 3, "seq_len": 11, "period": 4, "n_repeats": 2, "prefix_max": 2, "bos": true, '
+    old += '"token_range": [5, 40], "seed": 9, "repeats": true}'
+    assert json.dumps(batch.to_dict()) == old
 
 
 @pytest.mark.parametrize("kind", ["k", "q"])

@@ -10,6 +10,7 @@ import torch
 from analysis_helpers import make_prev_token_head, tiny_codec
 from cli_helpers import run_main
 
+from interp_toolkit.files.serialize import from_json, to_json
 from interp_toolkit.models.build import ModelConfig, build_model
 from interp_toolkit.probing import probes
 from interp_toolkit.probing.data import feature_inputs, varied_repeats
@@ -163,9 +164,9 @@ def test_in_repeat_probe_runs_on_an_mlp_model():
     cfg = _mlp_cfg()
     res = probes.probe(build_model(cfg), tiny_codec(64), "in_repeat", n_seqs=40, model_cfg=cfg)
     assert [r.boundary for r in res.rows] == ["embed", "attn 0", "mlp 0", "attn 1", "mlp 1"]
-    assert res.data["source"] == "repeats" and res.rows[0].n_train + res.rows[0].n_test == 600
+    assert res.data.source == "repeats" and res.rows[0].n_train + res.rows[0].n_test == 600
     assert {r.n_classes for r in res.rows} == {2} and {r.chance for r in res.rows} == {0.5}
-    assert all(r.untrained is not None for r in res.rows) and res.data["untrained_seed"]
+    assert all(r.untrained is not None for r in res.rows) and res.data.untrained_seed
 
 
 @pytest.fixture
@@ -221,3 +222,24 @@ def test_too_few_held_out_rows_for_an_interval_is_one_line(text_run, capsys):
     argv = ["probe", text_run, "--feature", "position", "--n-seqs", "2", "--seq-len", "8"]
     err = run_cli(capsys, *argv).one_line_error("2 rows hold out 1 for testing")
     assert "give 25 rows or more (--n-seqs)" in err
+
+
+def test_what_a_probe_ran_on_is_written_as_before_its_untrained_seed_null_or_absent():
+    """ProbeData's JSON key for key as the hand-built dict was: the untrained seed is null where
+    no untrained model could be built, absent where none was asked for (numbers reused)."""
+    head = '{"n_rows": 40, "seq_len": 9, "test_fraction": 0.2, "seed": 3, "n_boot": 1000, '
+    text = dict(source="text", corpus="/c.txt", split="held-out")
+    cases = {
+        '"source": "text", "corpus": "/c.txt", "split": "held-out", "untrained_seed": null}': {
+            **text,
+            "untrained_seed": probes.Untrained.NOT_REBUILT,
+        },
+        '"source": "repeats", "layout": "L", "untrained_seed": 0}': dict(
+            source="repeats", layout="L", untrained_seed=0
+        ),
+        '"source": "text", "corpus": "/c.txt", "split": "held-out"}': text,
+    }
+    for tail, fields in cases.items():
+        data = probes.ProbeData(40, 9, 0.2, 3, 1000, **fields)
+        assert json.dumps(to_json(data)) == head + tail
+        assert from_json(probes.ProbeData, json.loads(head + tail)) == data

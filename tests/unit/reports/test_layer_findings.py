@@ -16,7 +16,7 @@ from interp_toolkit.measures.layers import (
     ProbeMeasurement,
     is_decodable,
 )
-from interp_toolkit.probing.probes import ProbeResult, ProbeRow
+from interp_toolkit.probing.probes import ProbeData, ProbeResult, ProbeRow
 from interp_toolkit.reports.layer_findings import (
     block_phrase,
     latent_sentence,
@@ -44,9 +44,10 @@ def row(b: str, i: int, acc: float, untrained: float | None = 0.04) -> ProbeRow:
 
 def result(accs: dict[str, float], ablated: tuple[str, ...] = (), **kw) -> ProbeResult:
     rows = [row(b, i, acc, **kw) for i, (b, acc) in enumerate(accs.items())]
-    return ProbeResult(
-        "prev_token", "the token at p-1", {"source": "repeats"}, rows, list(ablated), "t[p-1]"
-    )
+    return ProbeResult("prev_token", "the token at p-1", DATA, rows, list(ablated), "t[p-1]")
+
+
+DATA = ProbeData(256, 32, 0.2, 0, 1000, source="repeats")
 
 
 TRAINED = {"embed": 0.033, "attn 0": 0.903, "attn 1": 0.445}

@@ -122,8 +122,8 @@ def test_statistics_are_read_on_the_model_its_untrained_twin_and_shuffled_activa
     tokens = torch.randint(1, 62, (12, 16), generator=torch.Generator().manual_seed(1))
     (info,) = neurons.analyse_neurons(model, tokens, [1], k=6, untrained=twin)
     assert set(info.stats) == {"model", "untrained", "shuffled"}
-    s = info.summary()
-    assert s["model"]["units"] == 24 and s["model"]["token_groups"]["withdrawn"] is True
+    s = info.summary().readings["model"]
+    assert s.rule.units == 24 and s.token_groups.withdrawn is True
     shuffled = info.stats["shuffled"]
     assert torch.equal(shuffled.top.values, info.model.top.values)  # same values, random places
     assert not torch.equal(
@@ -203,3 +203,21 @@ def test_the_neurons_table_reads_the_layer_it_was_given():
     assert "toy layer 1: 2 neurons; 1 monosemantic, 0 dead" in text
     assert "fires on ·b" in text and text.index("1.1") < text.index("1.0")  # shown order
     assert "a finding" in text and "(k = 2)" in text
+
+
+def test_a_layer_summary_is_written_as_the_hand_built_dict_was():
+    """LayerSummary's JSON key for key as ``summary()``'s dict (with the study's ``k``); read
+    back alike."""
+    from interp_toolkit.units.reading import RuleCount
+
+    rule = RuleCount(units=24, dead=4, monosemantic=5, by_kind={"token": 3, "previous": 2})
+    groups = neurons.TokenGroups(mean=1.5, two_or_more=7, sim_threshold=0.1234)
+    reading = neurons.StatsSummary(rule, groups, 2.25, 0.5)
+    summary = neurons.LayerSummary(1, 24, {"model": reading, "shuffled": reading}, k=8)
+    one = '{"units": 24, "dead": 4, "monosemantic": 5, "share_of_live": 0.25, "by_concept": '
+    one += '{"token": 3, "previous": 2}, "token_groups": {"withdrawn": true, "mean": 1.5, '
+    one += '"two_or_more": 7, "sim_threshold": 0.1234}, "entropy_bits_mean": 2.25, '
+    one += '"top_token_share_mean": 0.5}'
+    old = f'{{"layer": 1, "neurons": 24, "model": {one}, "shuffled": {one}, "k": 8}}'
+    assert json.dumps(summary.to_dict()) == old
+    assert neurons.LayerSummary.from_dict(json.loads(old)) == summary
