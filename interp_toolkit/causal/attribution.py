@@ -196,16 +196,10 @@ def task_runs(
     for rows in _chunks(task.n_prompts, batch_size):
         part = task.rows(rows)
         with torch.no_grad():
-            clean.append(task_metric(model, part, part.clean))
-            corrupt.append(task_metric(model, part, part.corrupt))
+            clean.append(part.metric(model(part.clean.to(device))).float().cpu())
+            corrupt.append(part.metric(model(part.corrupt.to(device))).float().cpu())
         writers.append(writer_outputs(model, graph, part.corrupt).to(device))
     return TaskRuns(torch.cat(clean), torch.cat(corrupt), writers)
-
-
-def task_metric(model: TransformerBridge, task: Task, tokens: Tensor) -> Tensor:
-    device = next(model.parameters()).device
-    with torch.no_grad():
-        return task.metric(model(tokens.to(device))).float().cpu()
 
 
 #: Rows per forward when several ablations run side by side (replicas of a prompt chunk), and

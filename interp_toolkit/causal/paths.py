@@ -42,12 +42,9 @@ from interp_toolkit.weights.composition import composition_baseline, composition
 
 def input_drop(graph: Graph, target: HeadId, input: str) -> Tensor:
     """``[writer, reader]``: every head of an earlier layer into ``target``'s ``input``."""
-    drop = torch.zeros_like(graph.allowed)
-    reader = graph.readers.index(Node(input, target.layer, target.head))
-    for w, node in enumerate(graph.writers):
-        if node.kind == "head" and node.layer < target.layer:
-            drop[w, reader] = True
-    return drop
+    reader = Node(input, *target)
+    earlier = [w for w in graph.writers if w.kind == "head" and w.layer < target.layer]
+    return graph.mask([Edge(w, reader) for w in earlier])
 
 
 def control_head(
