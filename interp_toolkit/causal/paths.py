@@ -92,11 +92,6 @@ def route_by_path(
     task_gap = gap(runs.clean, runs.corrupt, idx)
     targets = [HeadId(*h) for h in heads]
     deep = [h for h in targets if h.layer > 0]
-    sources = [
-        HeadId(layer, h)
-        for layer in range(max((t_.layer for t_ in deep), default=0))
-        for h in range(graph.n_heads)
-    ]
     with torch.no_grad():
         comp = {c: composition_scores(model, c) for c in INPUTS} if deep else {}
         base = round(composition_baseline(model), 4) if deep else None
@@ -108,7 +103,7 @@ def route_by_path(
         out_drop = torch.zeros_like(graph.allowed)
         w = graph.writers.index(Node("head", target.layer, target.head))
         out_drop[w] = graph.allowed[w]
-        earlier = [s for s in sources if s.layer < target.layer]
+        earlier = [HeadId(layer, h) for layer in range(target.layer) for h in range(graph.n_heads)]
         keys = [(s, c) for s in earlier for c in INPUTS]
         drops = [out_drop, *(input_drop(graph, target, c) for c in INPUTS)]
         drops += [path_drop(graph, s, target, c) for s, c in keys]

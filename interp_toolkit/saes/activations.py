@@ -62,11 +62,6 @@ def hook_width(model: TransformerBridge, hook: str) -> int:
     return int(cfg.d_model)
 
 
-def flatten(act: Tensor, hook: str) -> Float[Tensor, "n d_in"]:
-    """``[b, pos, ...]`` -> ``[b * pos, d_in]`` (heads concatenated for ``hook_z``)."""
-    return act.reshape(act.shape[0] * act.shape[1], -1)
-
-
 @dataclass
 class TokenSource:
     """The rows an SAE trains on (``train.batch(block)``) and the held-out rows."""
@@ -142,18 +137,14 @@ def token_source(
     )
 
 
-def chunk_rows(model: TransformerBridge, hook: str, seq: int) -> int:
-    """Rows per forward chunk so one chunk's activations fit :data:`CHUNK_BYTES`."""
-    return max(1, CHUNK_BYTES // (4 * seq * hook_width(model, hook)))
-
-
 def read_hook(
     model: TransformerBridge, tokens: Int[Tensor, "b pos"], hook: str
 ) -> Float[Tensor, "m d_in"]:
-    """The activations of ``tokens`` at ``hook``, flattened (one forward pass, stopped there)."""
+    """The activations of ``tokens`` at ``hook``, flattened to ``[b * pos, d_in]`` (heads
+    concatenated for ``hook_z``; one forward pass, stopped there)."""
     got: list[Tensor] = []
     run_hooks(model, tokens, [hook], lambda _, a: got.append(a))
-    return flatten(got[0], hook)
+    return got[0].reshape(got[0].shape[0] * got[0].shape[1], -1)
 
 
 def stream_activations(
@@ -161,7 +152,7 @@ def stream_activations(
 ) -> Iterator[tuple[int, Float[Tensor, "m d_in"]]]:
     """``(first row, activations)`` of ``tokens`` at ``hook`` chunk by chunk (row-major: row
     ``r``, position ``p`` is entry ``(r - first) * pos + p``)."""
-    rows = chunk_rows(model, hook, int(tokens.shape[1]))
+    rows = max(1, CHUNK_BYTES // (4 * int(tokens.shape[1]) * hook_width(model, hook)))
     for lo in range(0, len(tokens), rows):
         yield lo, read_hook(model, tokens[lo : lo + rows], hook)
 
