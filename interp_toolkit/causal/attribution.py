@@ -147,12 +147,8 @@ def _mean_gradients(
         with torch.enable_grad(), graph_hooks_on(model, graph):
             logits, _ = run(model, graph, task.corrupt.to(device), add=add, embed=embed, w_o=w_o)
             value = task.metric(logits).sum()
-            grads = torch.autograd.grad(value, leaves, allow_unused=True)
-        grads = [
-            torch.zeros_like(leaf) if g is None else g
-            for g, leaf in zip(grads, leaves, strict=True)
-        ]
-        sums = grads if sums is None else [s + g for s, g in zip(sums, grads, strict=True)]
+            grads = torch.autograd.grad(value, leaves, allow_unused=True, materialize_grads=True)
+        sums = list(grads) if sums is None else [s + g for s, g in zip(sums, grads, strict=True)]
     assert sums is not None
     return [s.detach() / ig_steps for s in sums]
 

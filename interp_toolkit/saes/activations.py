@@ -72,9 +72,6 @@ class TokenSource:
     setting: str  # "natural text" | "curriculum" (data.setting_name)
     seq_len: int
 
-    def block(self, block: int) -> Int[Tensor, "rows pos"]:
-        return self.train.batch(block)
-
     def heldout_rows(self, n: int) -> Int[Tensor, "n pos"]:
         """The first ``n`` held-out rows (a fixed, seeded draw)."""
         return torch.stack([self.heldout.sample(i) for i in range(n)])
@@ -161,5 +158,4 @@ def block_activations(
     model: TransformerBridge, source: TokenSource, hook: str, block: int
 ) -> Float[Tensor, "n d_in"]:
     """All activations of training block ``block`` (its rows, every position)."""
-    parts = [a for _, a in stream_activations(model, source.block(block), hook)]
-    return torch.cat(parts)
+    return torch.cat([a for _, a in stream_activations(model, source.train.batch(block), hook)])
