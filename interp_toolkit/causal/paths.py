@@ -100,9 +100,7 @@ def route_by_path(
         if target.layer == 0:
             routes.append(head_route(target, Estimate(0.0, 0.0, 0.0), {}, (), None, t))
             continue
-        out_drop = torch.zeros_like(graph.allowed)
-        w = graph.writers.index(Node("head", target.layer, target.head))
-        out_drop[w] = graph.allowed[w]
+        out_drop = graph.mask([e for e in graph.edges if e.source == Node("head", *target)])
         earlier = [HeadId(layer, h) for layer in range(target.layer) for h in range(graph.n_heads)]
         keys = [(s, c) for s in earlier for c in INPUTS]
         drops = [out_drop, *(input_drop(graph, target, c) for c in INPUTS)]
