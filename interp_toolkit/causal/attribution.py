@@ -147,12 +147,8 @@ def _mean_gradients(
         with torch.enable_grad(), graph_hooks_on(model, graph):
             logits, _ = run(model, graph, task.corrupt.to(device), add=add, embed=embed, w_o=w_o)
             value = task.metric(logits).sum()
-            grads = torch.autograd.grad(value, leaves, allow_unused=True)
-        grads = [
-            torch.zeros_like(leaf) if g is None else g
-            for g, leaf in zip(grads, leaves, strict=True)
-        ]
-        sums = grads if sums is None else [s + g for s, g in zip(sums, grads, strict=True)]
+            grads = torch.autograd.grad(value, leaves, allow_unused=True, materialize_grads=True)
+        sums = list(grads) if sums is None else [s + g for s, g in zip(sums, grads, strict=True)]
     assert sums is not None
     return [s.detach() / ig_steps for s in sums]
 
@@ -196,16 +192,10 @@ def task_runs(
     for rows in _chunks(task.n_prompts, batch_size):
         part = task.rows(rows)
         with torch.no_grad():
-            clean.append(task_metric(model, part, part.clean))
-            corrupt.append(task_metric(model, part, part.corrupt))
+            clean.append(part.metric(model(part.clean.to(device))).float().cpu())
+            corrupt.append(part.metric(model(part.corrupt.to(device))).float().cpu())
         writers.append(writer_outputs(model, graph, part.corrupt).to(device))
     return TaskRuns(torch.cat(clean), torch.cat(corrupt), writers)
-
-
-def task_metric(model: TransformerBridge, task: Task, tokens: Tensor) -> Tensor:
-    device = next(model.parameters()).device
-    with torch.no_grad():
-        return task.metric(model(tokens.to(device))).float().cpu()
 
 
 #: Rows per forward when several ablations run side by side (replicas of a prompt chunk), and

@@ -41,7 +41,6 @@ from transformer_lens import TransformerBridge
 
 from interp_toolkit.causal.attribution import (
     EdgeScores,
-    TaskRuns,
     ablated_metrics,
     attribute,
     task_runs,
@@ -153,12 +152,6 @@ def curve_grid(n: int) -> list[int]:
     return sorted(ks)
 
 
-def _ranked(scores: EdgeScores, per_position: bool) -> list[CircuitEdge]:
-    if per_position:
-        return [CircuitEdge(e, s, p) for e, p, s in scores.ranked_positions()]
-    return [CircuitEdge(e, s) for e, s in scores.ranked()]
-
-
 def _drop(model: TransformerBridge, edges: list[CircuitEdge], n_pos: int) -> Tensor:
     """The edges fed their corrupt-run value when only ``edges`` are kept (per position when
     they name positions)."""
@@ -200,7 +193,10 @@ def discover_circuit(
         scores = attribute(
             model, task, ig_steps=ig_steps, per_position=per_position, batch_size=batch_size
         )
-    ranked = _ranked(scores, per_position)
+    if per_position:
+        ranked = [CircuitEdge(e, s, p) for e, p, s in scores.ranked_positions()]
+    else:
+        ranked = [CircuitEdge(e, s) for e, s in scores.ranked()]
     found = Circuit(
         task=task.name,
         method=scores.method,
@@ -222,8 +218,10 @@ def discover_circuit(
     cache: dict[int, float] = {}
 
     def recovered_all(sets: list[list[CircuitEdge]]) -> list[float]:
+        """The faithfulness of each set of edges, side by side (one forward for many)."""
         drops = [_drop(model, edges, n_pos) for edges in sets]
-        return _recovered(model, task, drops, runs, batch_size)
+        values = ablated_metrics(model, task, drops, runs, batch_size=batch_size)
+        return [(float(v.mean()) - found.corrupt) / (found.clean - found.corrupt) for v in values]
 
     def recovered_ks(ks: list[int]) -> list[float]:
         values = recovered_all([ranked[:k] for k in ks])
@@ -243,18 +241,17 @@ def discover_circuit(
     else:
         k, found.scanned = smallest_k(curve, recovered_ks, t.recovers, scan_max=scan_max)
         if k is None:
-            found.curve = sorted(cache.items())
             found.reason = f"no top-k set recovers {t.recovers:.0%} of the gap, not even every edge"
-            return found
-        found.top_k = k
-        kept, faith = list(ranked[:k]), cache[k]
-        if k <= prune_max:
-            say(f"pruning {k} edges")
-            kept, faith, found.prune_rounds = prune(kept, faith, recovered_all, t.recovers)
-            found.pruned = True
-        found.edges, found.faithfulness = kept, faith
+        else:
+            found.top_k = k
+            kept, faith = list(ranked[:k]), cache[k]
+            if k <= prune_max:
+                say(f"pruning {k} edges")
+                kept, faith, found.prune_rounds = prune(kept, faith, recovered_all, t.recovers)
+                found.pruned = True
+            found.edges, found.faithfulness = kept, faith
     found.curve = sorted(cache.items())
-    heldout = heldout if heldout is not None else task.heldout()
+    heldout = heldout if heldout is not None or not found.edges else task.heldout()
     if heldout is not None and found.edges:
         say(f"held-out faithfulness ({heldout.n_prompts} prompts)")
         _score_heldout(model, heldout, found, n_pos, batch_size, seed)
@@ -360,13 +357,3 @@ def _score_heldout(
     found.heldout_gap = gap(runs.clean, runs.corrupt, idx)
     found.heldout_prompts = heldout.n_prompts
     found.heldout_seed = heldout.seed
-
-
-def _recovered(
-    model: TransformerBridge, task: Task, drops: list[Tensor], runs: TaskRuns, batch_size: int
-) -> list[float]:
-    """The faithfulness of each circuit (``drops[i]``: the edges it leaves out), side by side
-    (one forward for many)."""
-    values = ablated_metrics(model, task, drops, runs, batch_size=batch_size)
-    clean, corrupt = float(runs.clean.mean()), float(runs.corrupt.mean())
-    return [(float(v.mean()) - corrupt) / (clean - corrupt) for v in values]

@@ -60,10 +60,8 @@ def disagreement(
     """Compare two rankings of the same edges (each sorted by |score|, largest first)."""
     rank_a = {e: i for i, (e, _) in enumerate(first)}
     rank_b = {e: i for i, (e, _) in enumerate(second)}
-    edges = list(rank_a)
-    sa = {e: abs(s) for e, s in first}
-    sb = {e: abs(s) for e, s in second}
-    rho = spearman([sa[e] for e in edges], [sb[e] for e in edges])
+    sb = dict(second)
+    rho = spearman([abs(s) for _, s in first], [abs(sb[e]) for e, _ in first])
     top_a, top_b = {e for e, _ in first[:k]}, {e for e, _ in second[:k]}
     only_a = tuple((str(e), rank_b[e] + 1) for e, _ in first[:k] if e not in top_b)
     only_b = tuple((str(e), rank_a[e] + 1) for e, _ in second[:k] if e not in top_a)

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import cached_property, lru_cache
+from functools import cached_property, lru_cache, partial
 from typing import Any
 
 import torch
@@ -291,25 +291,18 @@ def run(
 
     hooks: list[tuple[str, Callable[..., Any]]] = [("hook_embed", on_embed)]
     for layer in range(graph.n_layers):
-        hooks.append((f"blocks.{layer}.attn.hook_z", _bind(on_z, layer=layer)))
+        hooks.append((f"blocks.{layer}.attn.hook_z", partial(on_z, layer=layer)))
         if layer in post:
-            hooks.append((f"blocks.{layer}.ln1_post.hook_scale", _bind(on_scale, layer=layer)))
+            hooks.append((f"blocks.{layer}.ln1_post.hook_scale", partial(on_scale, layer=layer)))
         if graph.has_mlp:
             hooks.append((f"blocks.{layer}.hook_mlp_out", on_mlp))
-    hooks += [(g.hook, _bind(on_reader, group=g)) for g in graph.groups]
+    hooks += [(g.hook, partial(on_reader, group=g)) for g in graph.groups]
     device = next(model.parameters()).device
     with model.hooks(fwd_hooks=hooks):
         logits = model(tokens.to(device))
     if len(live) != len(graph.writers):
         raise RuntimeError(f"recorded {len(live)} writers of {len(graph.writers)}")
     return logits, live
-
-
-def _bind(fn: Callable[..., Any], **kw: Any) -> Callable[..., Any]:
-    def hook(x: Tensor, hook: Any) -> Any:
-        return fn(x, hook, **kw)
-
-    return hook
 
 
 def writer_outputs(

@@ -42,12 +42,9 @@ from interp_toolkit.weights.composition import composition_baseline, composition
 
 def input_drop(graph: Graph, target: HeadId, input: str) -> Tensor:
     """``[writer, reader]``: every head of an earlier layer into ``target``'s ``input``."""
-    drop = torch.zeros_like(graph.allowed)
-    reader = graph.readers.index(Node(input, target.layer, target.head))
-    for w, node in enumerate(graph.writers):
-        if node.kind == "head" and node.layer < target.layer:
-            drop[w, reader] = True
-    return drop
+    reader = Node(input, *target)
+    earlier = [w for w in graph.writers if w.kind == "head" and w.layer < target.layer]
+    return graph.mask([Edge(w, reader) for w in earlier])
 
 
 def control_head(
@@ -95,11 +92,6 @@ def route_by_path(
     task_gap = gap(runs.clean, runs.corrupt, idx)
     targets = [HeadId(*h) for h in heads]
     deep = [h for h in targets if h.layer > 0]
-    sources = [
-        HeadId(layer, h)
-        for layer in range(max((t_.layer for t_ in deep), default=0))
-        for h in range(graph.n_heads)
-    ]
     with torch.no_grad():
         comp = {c: composition_scores(model, c) for c in INPUTS} if deep else {}
         base = round(composition_baseline(model), 4) if deep else None
@@ -108,10 +100,8 @@ def route_by_path(
         if target.layer == 0:
             routes.append(head_route(target, Estimate(0.0, 0.0, 0.0), {}, (), None, t))
             continue
-        out_drop = torch.zeros_like(graph.allowed)
-        w = graph.writers.index(Node("head", target.layer, target.head))
-        out_drop[w] = graph.allowed[w]
-        earlier = [s for s in sources if s.layer < target.layer]
+        out_drop = graph.mask([e for e in graph.edges if e.source == Node("head", *target)])
+        earlier = [HeadId(layer, h) for layer in range(target.layer) for h in range(graph.n_heads)]
         keys = [(s, c) for s in earlier for c in INPUTS]
         drops = [out_drop, *(input_drop(graph, target, c) for c in INPUTS)]
         drops += [path_drop(graph, s, target, c) for s, c in keys]

@@ -127,15 +127,10 @@ def head_route(
     layer-0 head, no effect when its own effect's interval reaches 0, else :func:`decide_route`."""
     if head.layer == 0:
         return HeadRoute(head, effect, inputs, tuple(paths), None, RouteName.NO_EARLIER, (), None)
+    route = HeadRoute(head, effect, inputs, tuple(paths), control, RouteName.NO_EFFECT, (), None)
     if effect.low <= 0:
-        return HeadRoute(head, effect, inputs, tuple(paths), control, RouteName.NO_EFFECT, (), None)
-    ctl = None
-    if control is not None:
-        ctl = {
-            c: next(p.removed for p in paths if p.source == control and p.input == c)
-            for c in INPUTS
-        }
-    name, carrying = decide_route(inputs, ctl, t)
+        return route
+    name, carrying = decide_route(inputs, route.control_effects(), t)
     feeder = None
     if carrying:
         main = max(carrying, key=lambda c: inputs[c].value)

@@ -83,30 +83,26 @@ def summarise_circuits(
             n_edges = len(graph_of(model).edges)
             return Circuit(*measured, [], n_edges, THRESHOLDS.recovers, reason=reason)
 
-        n_layers, n_heads = int(model.cfg.n_layers), int(model.cfg.n_heads)
-        seconds = time.perf_counter() - t0
-        ig_name = f"EAP-IG ({ig_steps} steps)"
-        return CircuitSummary(
-            name, n_layers, n_heads, empty(ig_name), empty("EAP"), None, (), seconds
+        ig, eap, diff, checked = empty(f"EAP-IG ({ig_steps} steps)"), empty("EAP"), None, ()
+    else:
+        ig = discover_circuit(model, task, ig_steps=ig_steps, batch_size=batch_size, seed=seed)
+        eap_scores = attribute(model, task, ig_steps=1, batch_size=batch_size)
+        # EAP's smallest top-k set, for comparison (not pruned: it is not the circuit shown)
+        eap = discover_circuit(
+            model, task, scores=eap_scores, batch_size=batch_size, prune_max=0, seed=seed
         )
-    ig = discover_circuit(model, task, ig_steps=ig_steps, batch_size=batch_size, seed=seed)
-    eap_scores = attribute(model, task, ig_steps=1, batch_size=batch_size)
-    # EAP's smallest top-k set, for comparison (not pruned: it is not the circuit shown)
-    eap = discover_circuit(
-        model, task, scores=eap_scores, batch_size=batch_size, prune_max=0, seed=seed
-    )
-    k = ig.top_k or len(ig.edges) or 10
-    diff = disagreement(
-        [(e.edge, e.score) for e in eap.ranked],
-        [(e.edge, e.score) for e in ig.ranked],
-        k,
-        ("EAP", ig.method),
-    )
-    kept = {e.edge.key() for e in ig.edges}
-    heads = {e.edge.source.label for e in ig.edges}
-    checked = tuple(
-        (f"{s} -> {t} ({c})", (s, t, c) in kept, t in heads) for s, t, c in route_edges(route)
-    )
+        k = ig.top_k or len(ig.edges) or 10
+        diff = disagreement(
+            [(e.edge, e.score) for e in eap.ranked],
+            [(e.edge, e.score) for e in ig.ranked],
+            k,
+            ("EAP", ig.method),
+        )
+        kept = {e.edge.key() for e in ig.edges}
+        heads = {e.edge.source.label for e in ig.edges}
+        checked = tuple(
+            (f"{s} -> {t} ({c})", (s, t, c) in kept, t in heads) for s, t, c in route_edges(route)
+        )
     return CircuitSummary(
         run=name,
         n_layers=int(model.cfg.n_layers),

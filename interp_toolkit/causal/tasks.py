@@ -258,11 +258,6 @@ def previous_token_task(
     )
 
 
-def _single_tokens(codec: Codec, words: Sequence[str]) -> list[int]:
-    ids = [codec.encode(w) for w in words]
-    return [i[0] for i in ids if len(i) == 1 and not codec.contains_unk(i)]
-
-
 def _need_gpt2(codec: Codec, task: str) -> None:
     if int(getattr(codec, "d_vocab", 0)) < 50257 or codec.contains_unk(codec.encode(" Mary")):
         raise UserError(
@@ -287,7 +282,13 @@ def _segments(codec: Codec, parts: Sequence[str | int]) -> list[int]:
 
 
 def _words(codec: Codec, text: str) -> list[int]:
-    return _single_tokens(codec, [" " + w for w in text.split()])
+    """The words of ``text`` that are single tokens (with their leading space)."""
+    ids = [codec.encode(" " + w) for w in text.split()]
+    return [i[0] for i in ids if len(i) == 1 and not codec.contains_unk(i)]
+
+
+def _pick(pool: list[int], k: int, gen: torch.Generator) -> list[int]:
+    return [pool[int(i)] for i in torch.randperm(len(pool), generator=gen)[:k]]
 
 
 def _ioi_prompt(codec: Codec, a: int, b: int, c: int, place: int, obj: int) -> list[int]:
@@ -301,13 +302,10 @@ def ioi_task(codec: Codec, *, n_prompts: int = 64, seed: int = 0) -> Task:
     names, places, objects = _words(codec, NAMES), _words(codec, PLACES), _words(codec, OBJECTS)
     gen = rng(seed, "ioi_prompts")
 
-    def pick(pool: list[int], k: int) -> list[int]:
-        return [pool[int(i)] for i in torch.randperm(len(pool), generator=gen)[:k]]
-
     clean, corrupt, right, wrong = [], [], [], []
     for _ in range(n_prompts):
-        io, s, c1, c2, c3 = pick(names, 5)
-        place, obj = pick(places, 1)[0], pick(objects, 1)[0]
+        io, s, c1, c2, c3 = _pick(names, 5, gen)
+        place, obj = _pick(places, 1, gen)[0], _pick(objects, 1, gen)[0]
         a, b = (io, s) if bool(torch.rand(1, generator=gen) < 0.5) else (s, io)
 
         clean.append(_ioi_prompt(codec, a, b, s, place, obj))
@@ -324,9 +322,6 @@ def docstring_task(codec: Codec, *, n_prompts: int = 64, seed: int = 0) -> Task:
     args, words = _words(codec, ARGS), _words(codec, WORDS)
     gen = rng(seed, "docstring_prompts")
 
-    def pick(pool: list[int], k: int) -> list[int]:
-        return [pool[int(i)] for i in torch.randperm(len(pool), generator=gen)[:k]]
-
     def prompt(fn: int, a: list[int], w: list[int]) -> list[int]:
         parts: list[str | int] = [codec.bos_id, "def", fn, "(self,", a[0], ",", a[1], ",", a[2]]
         parts += [",", a[3], '):\n    """', w[0], w[1], "\n\n    :param", a[0], ":", w[2]]
@@ -335,9 +330,9 @@ def docstring_task(codec: Codec, *, n_prompts: int = 64, seed: int = 0) -> Task:
 
     clean, corrupt, right, wrong = [], [], [], []
     for _ in range(n_prompts):
-        picked = pick(args, 9)
+        picked = _pick(args, 9, gen)
         fn, a, other = picked[0], picked[1:5], picked[5:9]
-        w = pick(words, 6)
+        w = _pick(words, 6, gen)
         clean.append(prompt(fn, a, w))
         corrupt.append(prompt(fn, other, w))
         right.append(a[2])
@@ -368,13 +363,9 @@ def _answer_task(
     )
 
 
-def _induction(model: TransformerBridge, codec: Codec, n: int, seed: int) -> Task:
-    return induction_task(codec, int(model.cfg.n_ctx), n_prompts=n, seed=seed)
-
-
 #: name -> builder(model, codec, n_prompts, seed).
 TASKS: dict[str, Callable[[TransformerBridge, Codec, int, int], Task]] = {
-    "induction": _induction,
+    "induction": lambda m, c, n, s: induction_task(c, int(m.cfg.n_ctx), n_prompts=n, seed=s),
     "previous-token": lambda m, c, n, s: previous_token_task(m, c, n_prompts=n, seed=s),
     "ioi": lambda m, c, n, s: ioi_task(c, n_prompts=n, seed=s),
     "docstring": lambda m, c, n, s: docstring_task(c, n_prompts=n, seed=s),

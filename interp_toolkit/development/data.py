@@ -16,12 +16,10 @@ import torch
 from jaxtyping import Float, Int
 
 from interp_toolkit.files.serialize import Jsonable, json_field
-from interp_toolkit.models.build import ModelConfig
-from interp_toolkit.runs.folder import Run, RunPaths, read_config
-from interp_toolkit.text.codecs import Codec
-from interp_toolkit.text.stream import DataConfig, TrainStream, tokenize_corpus, windows
+from interp_toolkit.runs.folder import Run, read_config
+from interp_toolkit.text.stream import tokenize_corpus, windows
 from interp_toolkit.training.sdpa import fused_attention
-from interp_toolkit.training.settings import TrainSettings, recorded_configs
+from interp_toolkit.training.settings import recorded_configs
 from interp_toolkit.training.trainer import check_corpus, stream_for
 
 
@@ -39,31 +37,19 @@ class LLCBatches(Jsonable):
     source: str
 
 
-def training_stream(
-    codec: Codec,
-    model_cfg: ModelConfig,
-    data_cfg: DataConfig,
-    train_cfg: TrainSettings,
-    paths: RunPaths | None = None,
-) -> TrainStream:
-    """The run's training stream from step 0 (``training/trainer.py: stream_for``, the trainer's
-    own builder, over the recorded corpus; with the run's ``paths``, checked to be the corpus it
-    trained on)."""
+def llc_batches(run: Run, n_batches: int = 8, rows: int | None = None) -> LLCBatches:
+    """The first ``n_batches`` training batches of ``run`` (``rows`` rows each; default the
+    run's batch size), from its training stream at step 0 (``training/trainer.py: stream_for``,
+    the trainer's own builder, over the recorded corpus, checked to be the corpus it trained
+    on)."""
+    model_cfg, data_cfg, train_cfg = recorded_configs(read_config(run.path), run.paths.config)
+    model_cfg = model_cfg.replace(d_vocab=run.codec.d_vocab)
     corpus = tokenize_corpus(
         data_cfg.corpus, data_cfg.val_fraction, data_cfg.max_tokens, False, store=data_cfg.store
     )
-    if paths is not None:
-        check_corpus(paths, corpus.digest(), data_cfg.corpus)
-    train_windows = windows(corpus.train_ids, codec, model_cfg.n_ctx + 1)
-    return stream_for(train_windows, codec, model_cfg, data_cfg, train_cfg, 0)
-
-
-def llc_batches(run: Run, n_batches: int = 8, rows: int | None = None) -> LLCBatches:
-    """The first ``n_batches`` training batches of ``run`` (``rows`` rows each; default the
-    run's batch size)."""
-    model_cfg, data_cfg, train_cfg = recorded_configs(read_config(run.path), run.paths.config)
-    model_cfg = model_cfg.replace(d_vocab=run.codec.d_vocab)
-    stream = training_stream(run.codec, model_cfg, data_cfg, train_cfg, run.paths)
+    check_corpus(run.paths, corpus.digest(), data_cfg.corpus)
+    train_windows = windows(corpus.train_ids, run.codec, model_cfg.n_ctx + 1)
+    stream = stream_for(train_windows, run.codec, model_cfg, data_cfg, train_cfg, 0)
     size = train_cfg.batch_size
     rows = min(rows or size, size)
     picked = range(0, size, size // rows)[:rows]  # spread over the batch: its mix is kept

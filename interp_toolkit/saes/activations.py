@@ -62,11 +62,6 @@ def hook_width(model: TransformerBridge, hook: str) -> int:
     return int(cfg.d_model)
 
 
-def flatten(act: Tensor, hook: str) -> Float[Tensor, "n d_in"]:
-    """``[b, pos, ...]`` -> ``[b * pos, d_in]`` (heads concatenated for ``hook_z``)."""
-    return act.reshape(act.shape[0] * act.shape[1], -1)
-
-
 @dataclass
 class TokenSource:
     """The rows an SAE trains on (``train.batch(block)``) and the held-out rows."""
@@ -76,9 +71,6 @@ class TokenSource:
     corpus: str
     setting: str  # "natural text" | "curriculum" (data.setting_name)
     seq_len: int
-
-    def block(self, block: int) -> Int[Tensor, "rows pos"]:
-        return self.train.batch(block)
 
     def heldout_rows(self, n: int) -> Int[Tensor, "n pos"]:
         """The first ``n`` held-out rows (a fixed, seeded draw)."""
@@ -142,18 +134,14 @@ def token_source(
     )
 
 
-def chunk_rows(model: TransformerBridge, hook: str, seq: int) -> int:
-    """Rows per forward chunk so one chunk's activations fit :data:`CHUNK_BYTES`."""
-    return max(1, CHUNK_BYTES // (4 * seq * hook_width(model, hook)))
-
-
 def read_hook(
     model: TransformerBridge, tokens: Int[Tensor, "b pos"], hook: str
 ) -> Float[Tensor, "m d_in"]:
-    """The activations of ``tokens`` at ``hook``, flattened (one forward pass, stopped there)."""
+    """The activations of ``tokens`` at ``hook``, flattened to ``[b * pos, d_in]`` (heads
+    concatenated for ``hook_z``; one forward pass, stopped there)."""
     got: list[Tensor] = []
     run_hooks(model, tokens, [hook], lambda _, a: got.append(a))
-    return flatten(got[0], hook)
+    return got[0].reshape(got[0].shape[0] * got[0].shape[1], -1)
 
 
 def stream_activations(
@@ -161,7 +149,7 @@ def stream_activations(
 ) -> Iterator[tuple[int, Float[Tensor, "m d_in"]]]:
     """``(first row, activations)`` of ``tokens`` at ``hook`` chunk by chunk (row-major: row
     ``r``, position ``p`` is entry ``(r - first) * pos + p``)."""
-    rows = chunk_rows(model, hook, int(tokens.shape[1]))
+    rows = max(1, CHUNK_BYTES // (4 * int(tokens.shape[1]) * hook_width(model, hook)))
     for lo in range(0, len(tokens), rows):
         yield lo, read_hook(model, tokens[lo : lo + rows], hook)
 
@@ -170,5 +158,4 @@ def block_activations(
     model: TransformerBridge, source: TokenSource, hook: str, block: int
 ) -> Float[Tensor, "n d_in"]:
     """All activations of training block ``block`` (its rows, every position)."""
-    parts = [a for _, a in stream_activations(model, source.block(block), hook)]
-    return torch.cat(parts)
+    return torch.cat([a for _, a in stream_activations(model, source.train.batch(block), hook)])

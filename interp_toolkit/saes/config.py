@@ -77,18 +77,12 @@ class SAEConfig:
             )
 
     @property
-    def architecture(self) -> str:
-        """cfg.json's ``architecture``: SAELens's name for :attr:`arch`."""
-        from interp_toolkit.saes.architectures import sae_architecture
-
-        return sae_architecture(self.arch).saelens_name
-
-    @property
     def hook_layer(self) -> int | None:
         """The block the hook reads (None for a hook outside the blocks, e.g. toy data)."""
-        parts = self.hook_name.split(".")
-        ok = len(parts) >= 3 and parts[0] == "blocks" and parts[1].isascii() and parts[1].isdigit()
-        return int(parts[1]) if ok else None
+        try:
+            return hook_layer(self.hook_name)
+        except UserError:
+            return None
 
     @property
     def reshape_activations(self) -> str:

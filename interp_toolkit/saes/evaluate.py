@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
+from functools import partial
 from typing import Any
 
 import torch
@@ -186,19 +187,14 @@ def evaluate_sae(
     n, seq = tokens.shape
     rows = max(1, LOGIT_BYTES // (4 * seq * int(model.cfg.d_vocab)))
     acc = _RowSums(n, sae.cfg.d_in, sae.cfg.d_sae)
-    sae = sae.to(next(model.parameters()).device)
-    at = {"lo": 0}
-
-    def record(x: Tensor, f: Tensor, x_hat: Tensor) -> None:
-        acc.activations(at["lo"], seq, x, f, x_hat)
-
     dev = next(model.parameters()).device
+    sae = sae.to(dev)
     bar = progress_bar(total=n, enabled=progress, desc="evaluate", unit="row")
     with torch.no_grad():
         for lo in range(0, n, rows):
-            at["lo"] = lo
             t = tokens[lo : lo + rows].to(dev)
             clean = model(t)
+            record = partial(acc.activations, lo, seq)
             spliced = model.run_with_hooks(t, fwd_hooks=[(hook, splice(sae, hook, record))])
             ablated = model.run_with_hooks(t, fwd_hooks=[(hook, _zero)])
             acc.losses(lo, t, clean, spliced, ablated)

@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -115,14 +116,7 @@ def head_shares(sae: SparseAutoencoder, n_heads: int) -> Float[Tensor, "latent h
 
 def labeller(codec: Codec) -> Callable[[int], str]:
     """A token id -> visible label function (spaces as ·), cached."""
-    cache: dict[int, str] = {}
-
-    def label(t: int) -> str:
-        if t not in cache:
-            cache[t] = token_labels(codec, [int(t)])[0]
-        return cache[t]
-
-    return label
+    return functools.cache(lambda t: token_labels(codec, [int(t)])[0])
 
 
 def top_token_counts(top: TopActivations, tokens: Tensor, latent: int) -> list[tuple[int, int]]:
@@ -221,9 +215,8 @@ def latent_features(
     n, seq = tokens.shape
     shuffled = unit_concepts(facts, random_top(top, n, seq, seed=seed), alive=density > 0)
     promoted, suppressed = logit_effects(model, sae, m)
-    shares = None
-    if sae.cfg.hook_name.endswith("attn.hook_z"):
-        shares = head_shares(sae, int(model.cfg.n_heads))
+    is_z = sae.cfg.hook_name.endswith("attn.hook_z")
+    shares = head_shares(sae, int(model.cfg.n_heads)) if is_z else None
     counts = [top_token_counts(top, tokens, i) for i in range(sae.cfg.d_sae)]
     kk = int(top.values.shape[1])
     desc = [describe(c, n, label, kk) for c, n in zip(concepts, counts, strict=True)]

@@ -28,6 +28,9 @@ from interp_toolkit.runtime.seeds import rng
 from interp_toolkit.saes.architectures import SAEArchitecture, sae_architecture
 from interp_toolkit.saes.config import SAEConfig, SAEPaths
 
+#: The tensors every SAE has (SAELens's names), in sae_weights.safetensors' order.
+_WEIGHTS = ("W_enc", "b_enc", "W_dec", "b_dec")
+
 
 class SparseAutoencoder(nn.Module):
     """An SAE over ``d_in``-dimensional activations with ``d_sae`` latents (SAELens's parameter
@@ -102,18 +105,14 @@ class SparseAutoencoder(nn.Module):
     def state(self) -> dict[str, Tensor]:
         """The tensors SAELens's ``sae_weights.safetensors`` holds (and the architecture's own,
         e.g. ``threshold`` per latent for a BatchTopK SAE, saved as a JumpReLU)."""
-        out = {
-            "W_enc": self.W_enc.detach(),
-            "b_enc": self.b_enc.detach(),
-            "W_dec": self.W_dec.detach(),
-            "b_dec": self.b_dec.detach(),
-        }
+        out = {name: getattr(self, name).detach() for name in _WEIGHTS}
         out |= self.architecture.saved_tensors(self)
         return {k: v.float().cpu().contiguous() for k, v in out.items()}
 
+    @torch.no_grad()
     def load(self, state: dict[str, Tensor], where: Path) -> None:
         """Weights from :meth:`state`'s tensors (shapes checked: one line naming the file)."""
-        for name in ("W_enc", "b_enc", "W_dec", "b_dec"):
+        for name in _WEIGHTS:
             have, want = state.get(name), getattr(self, name)
             if have is None or tuple(have.shape) != tuple(want.shape):
                 shape = None if have is None else tuple(have.shape)
@@ -121,11 +120,9 @@ class SparseAutoencoder(nn.Module):
                     f"SAE weights {where} do not match cfg.json ({name}: {shape}, expected "
                     f"{tuple(want.shape)}): restore the folder, or train the SAE again."
                 )
-            with torch.no_grad():
-                want.copy_(have)
+            want.copy_(have)
         if "threshold" in state:
-            with torch.no_grad():
-                self.threshold.copy_(state["threshold"].reshape(-1).expand(self.cfg.d_sae))
+            self.threshold.copy_(state["threshold"].reshape(-1).expand(self.cfg.d_sae))
 
 
 # -------------------------------------------------------------------- files

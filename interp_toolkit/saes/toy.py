@@ -105,21 +105,16 @@ def _counts(
     return both, fires.double().sum(0), on.double().sum(0)
 
 
-def encoder_recovery(
-    encode: Callable[[Tensor], Tensor],
-    toy: PlantedFeatures,
-    *,
-    select_block: int = 0,
-    test_block: int = 1,
-) -> EncoderRecovery:
-    """Precision and recall of each planted feature's best latent (module docstring);
-    ``encode`` maps samples ``[n, d]`` to latent activations ``[n, latent]``."""
+def encoder_recovery(encode: Callable[[Tensor], Tensor], toy: PlantedFeatures) -> EncoderRecovery:
+    """Precision and recall of each planted feature's best latent (module docstring: chosen on
+    held-out block 0, scored on block 1); ``encode`` maps samples ``[n, d]`` to latent
+    activations ``[n, latent]``."""
     with torch.no_grad():
-        on, x = toy.heldout(select_block)
+        on, x = toy.heldout(0)
         both, fires, n_on = _counts(encode(x) > 0, on)
         f1 = 2 * both / (fires[:, None] + n_on[None, :]).clamp_min(1)
         best = f1.argmax(0)  # [feature]
-        on, x = toy.heldout(test_block)
+        on, x = toy.heldout(1)
         both, fires, n_on = _counts(encode(x) > 0, on)
     cols = torch.arange(len(best))
     hit = both[best, cols]

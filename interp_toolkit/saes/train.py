@@ -32,6 +32,7 @@ import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -170,9 +171,7 @@ def train_sae(
     cfg.check_memory()
     paths = SAEPaths(Path(out))
 
-    def blocks(b: int) -> Tensor:
-        return block_activations(model, source, cfg.hook_name, b)
-
+    blocks = partial(block_activations, model, source, cfg.hook_name)
     # the lock first (a second `sae --out D` while one trains is named as such), and no folder
     # left behind by a failure before the first checkpoint
     with tidy_folders(paths.checkpoints):
@@ -227,19 +226,12 @@ def fit_sae(
     steps, window, bpb = tcfg.steps, tcfg.dead_window(), tcfg.batches_per_block
     last: dict[str, float] = {}
 
-    def info(step: int, spent: float) -> dict[str, Any]:
-        return {
-            "step": step,
-            "tokens": step * tcfg.batch,
-            "elapsed_s": round(spent, 3),
-            "scale": scale,
-            "config": _recorded(cfg, tcfg),
-        }
-
     def checkpoint(step: int) -> None:
         if paths is not None:
             spent = elapsed + time.perf_counter() - t0
-            _save_checkpoint(paths, sae, opt, since_fired, info(step, spent))
+            info = {"step": step, "tokens": step * tcfg.batch, "elapsed_s": round(spent, 3)}
+            info |= {"scale": scale, "config": _recorded(cfg, tcfg)}
+            _save_checkpoint(paths, sae, opt, since_fired, info)
 
     bar = progress_bar(total=steps, initial=start, enabled=progress, desc="SAE", unit="step")
     t0 = time.perf_counter()
