@@ -118,7 +118,7 @@ def run_case(folder: Path, case: str, threads: int) -> dict[str, Any]:
             tests = nulls.untrained_tests(tgt.model, batch, observed, untrained_models(tgt.model))
             scores = HeadScores({k: r.mean().float() for k, r in observed.items()})
             roles = classify(scores, tests.significant(0.05))
-            probe = batch.describe()
+            probe = batch.to_dict()
             n_roles = sum(r != "none" for row in roles for r in row)
             extra = {
                 "untrained_models": tests.n_models,
