@@ -169,8 +169,9 @@ def sae(
     from interp_toolkit.saes.config import check_shape, hook_layer
     from interp_toolkit.saes.pipeline import default_folder, run_sae
 
+    # blocks.01. is blocks.1.
     hook = ".".join(["blocks", str(hook_layer(options.hook)), *options.hook.split(".")[2:]])
-    o = replace(options, hook=hook)  # blocks.01.: 1
+    o = replace(options, hook=hook)
     if out is None and is_hf_spec(target):
         raise UserError(
             "an SAE of a Hugging Face model needs a folder to live in: give --out FOLDER."
