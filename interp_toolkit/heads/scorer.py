@@ -372,19 +372,13 @@ def row_pairs(
     relative key), both summed over the queries that have a rival key (:class:`RowPair`, named
     :func:`~.heads.rival_name`)."""
     plan_scores = {s.name: s.stripe for s in SCORES} | dict(stripes or {})
-    plan: dict[Hashable, _Sum] = dict(plan_scores)
-    if rivals:
-        for s in SCORES:
-            for side in ("t", "r"):
-                plan[(s.name, "rival", side)] = _Rival(plan_scores[s.name], rival_width, side)
+    names = [s.name for s in SCORES] if rivals else []
+    rival = {(k, side): _Rival(plan_scores[k], rival_width, side) for k in names for side in "tr"}
+    plan: dict[Hashable, _Sum] = {**plan_scores, **rival}
     sums, counts = _reduce(model, batch, plan, batch_size, fwd_hooks)
     scores = {k: RowScores(sums[k], counts[k]) for k in plan_scores}
-    pairs: dict[str, dict[str, RowPair]] = {}
-    if rivals:
-        for s in SCORES:
-            t, r = (s.name, "rival", "t"), (s.name, "rival", "r")
-            pairs[s.name] = {rival_name(rival_width): RowPair(sums[t], sums[r], counts[t])}
-    return scores, pairs
+    pair = {k: RowPair(sums[(k, "t")], sums[(k, "r")], counts[(k, "t")]) for k in names}
+    return scores, {k: {rival_name(rival_width): p} for k, p in pair.items()}
 
 
 def head_scores(
