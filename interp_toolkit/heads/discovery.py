@@ -281,8 +281,7 @@ def discovery_batch(
     short enough that a row's prefix and segment are distinct tokens (one key per induction
     query).
     """
-    n_ctx, n_repeats = int(model.cfg.n_ctx), options.n_repeats
-    bos_id = codec.bos_id
+    n_ctx, n_repeats, bos_id = int(model.cfg.n_ctx), options.n_repeats, codec.bos_id
     auto_period, auto_prefix = default_layout(
         n_ctx, n_repeats=n_repeats, has_bos=bos_id is not None
     )

@@ -2,12 +2,13 @@
 
 Two sources: ``metrics.jsonl`` (every ``score_every`` steps training logs each head's induction and
 previous-token score on repeated random tokens, and the held-out loss) and the weight snapshots in
-``RUN/snapshots/``, which can be re-scored with any analysis function.
+``RUN/snapshots/``, which can be re-scored with any analysis function (``load_run(RUN,
+weights=RunPaths(RUN).snapshot(step))``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,11 +19,10 @@ from jaxtyping import Float
 from interp_toolkit.heads.induction import (
     best_induction_score,
     first_induction_step,
-    induction_layer_min,
     logged_induction_key,
 )
 from interp_toolkit.heads.registry import SCORE
-from interp_toolkit.runs.folder import Run, RunPaths, load_run, read_metrics
+from interp_toolkit.runs.folder import read_metrics
 
 
 @dataclass
@@ -39,10 +39,6 @@ class Trajectory:
     induction: Float[torch.Tensor, "checkpoint layer head"]
     previous_token: Float[torch.Tensor, "checkpoint layer head"]
     rows: list[dict[str, Any]]
-
-    @property
-    def layer_min(self) -> int:
-        return induction_layer_min(int(self.induction.shape[1]))
 
     def first_step_above(self, threshold: float | None = None) -> int | None:
         """First logged step where the strongest induction head (layer >= 1; any layer of a
@@ -141,18 +137,3 @@ def trajectory(run_path: str | Path) -> Trajectory:
         previous_token=torch.tensor([r[prev] for r in rows], dtype=torch.float32),
         rows=rows,
     )
-
-
-def snapshot_steps(run_path: str | Path) -> list[int]:
-    return RunPaths(Path(run_path)).snapshot_steps()
-
-
-def over_snapshots(run_path: str | Path, fn: Callable[[Run], Any]) -> dict[int, Any]:
-    """Apply ``fn(run)`` to the run loaded at every snapshot (e.g. ``lambda r: discover_heads(r.model, r.codec)``)."""
-    paths = RunPaths(Path(run_path))
-    out = {}
-    for step in paths.snapshot_steps():
-        run = load_run(paths.root, weights=paths.snapshot(step))
-        with torch.no_grad():
-            out[step] = fn(run)
-    return out

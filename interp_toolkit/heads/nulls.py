@@ -29,7 +29,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import torch
 from jaxtyping import Float
@@ -74,7 +74,6 @@ class NullContext:
     seed: int = 0
     batch_size: int | None = None
     progress: Callable[[str], None] = field(default=lambda _msg: None)
-    _memo: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def control(self, batch: RepeatedTokens) -> RepeatedTokens:
         """The no-repeat control of ``batch``: its layout, fresh ids, no token twice in a row."""
@@ -90,14 +89,6 @@ class NullContext:
         return dataclasses.replace(
             self.batch, tokens=self.batch.tokens[:m], starts=self.batch.starts[:m]
         )
-
-    def sub_control(self) -> dict[str, RowScores]:
-        """The model's scores on the control of :meth:`sub_batch`."""
-        if "sub_control" not in self._memo:
-            self.progress("no-repeat control batch")
-            control = self.control(self.sub_batch())
-            self._memo["sub_control"] = row_scores(self.model, control, batch_size=self.batch_size)
-        return self._memo["sub_control"]
 
     def fresh(self, with_control: bool) -> list[list[dict[str, RowScores]]]:
         """``[model][probe, control?]``: the untrained models' scores on the sub batch (and its
@@ -129,7 +120,8 @@ def _untrained(ctx: NullContext, kinds: Sequence[str]) -> NullSamples:
 
 def _repeats_vs_untrained(ctx: NullContext, kinds: Sequence[str]) -> NullSamples:
     fresh = ctx.fresh(with_control=True)
-    control = ctx.sub_control()
+    ctx.progress("no-repeat control batch")  # the model's scores on the control of the sub batch
+    control = row_scores(ctx.model, ctx.control(ctx.sub_batch()), batch_size=ctx.batch_size)
     m = ctx.n_rows()
     out = {}
     for k in kinds:
@@ -176,7 +168,6 @@ class NullTests:
     p_value: dict[str, Float[Tensor, "layer head"]] = field(metadata=_SKIP)
     null: dict[str, str]
     n_null: dict[str, int]
-    quantile: float = field(default=QUANTILE, metadata=_SKIP)
     n_models: int = 0
     rows: int = 0
     seeds: list[int] = field(default_factory=list)
@@ -207,7 +198,6 @@ def run_tests(
         p_value={k: p_values(s.observed, s.draws) for k, s in samples.items()},
         null={k: null_of[k] for k in samples},
         n_null={k: int(s.draws.shape[0]) for k, s in samples.items()},
-        quantile=quantile,
     )
 
 

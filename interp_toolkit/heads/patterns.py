@@ -33,16 +33,14 @@ def prompt_tokens(
     integer ids of the model's vocabulary (``d_vocab``, default the codec's), 1..``n_ctx`` of them."""
     if d_vocab is None and codec is not None:
         d_vocab = codec.d_vocab
-    if not isinstance(text_or_tokens, str):
-        return validate.token_ids(text_or_tokens, d_vocab=d_vocab, n_ctx=n_ctx, name="prompt")
-    if codec is None:
-        raise UserError("text prompts need the model's vocabulary: pass codec=…")
-    ids = list(codec.encode(text_or_tokens))
-    if prepend_bos:
-        ids = [int(codec.bos_id), *ids]
-    if not ids:
-        raise UserError("the prompt is empty: give at least one token of text.")
-    return validate.token_ids(ids, d_vocab=d_vocab, n_ctx=n_ctx, name="prompt")
+    if isinstance(text_or_tokens, str):
+        if codec is None:
+            raise UserError("text prompts need the model's vocabulary: pass codec=…")
+        ids = list(codec.encode(text_or_tokens))
+        text_or_tokens = [int(codec.bos_id), *ids] if prepend_bos else ids
+        if not text_or_tokens:
+            raise UserError("the prompt is empty: give at least one token of text.")
+    return validate.token_ids(text_or_tokens, d_vocab=d_vocab, n_ctx=n_ctx, name="prompt")
 
 
 def attention_patterns(

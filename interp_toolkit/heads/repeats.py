@@ -64,11 +64,6 @@ class RepeatedTokens(Jsonable):
         return int(self.tokens.shape[1])
 
     @property
-    def ends(self) -> Int[torch.Tensor, " batch"]:
-        """One past the last repeated position of each row (filler starts here)."""
-        return self.starts + self.n_repeats * self.period
-
-    @property
     def token_range(self) -> tuple[int, int]:
         return self.low, self.high
 
@@ -308,20 +303,17 @@ def prompt_probe(
     found: list[tuple[int, int, int]] = []  # (period, start, n_repeats) per row
     for i, row in enumerate(rows):
         tries = [period] if period is not None else range(2, (len(row) - first) // 2 + 1)
-        best: tuple[int, int, int] | None = None
-        best_len = 0
-        for p in tries:
-            length, q0 = _longest_repeat(row, p, first, unk_id) if p >= 2 else (0, 0)
-            if length >= p and length > best_len:
-                best, best_len = (p, q0 - p, 1 + length // p), length
-        if best is None:
+        runs = [(p, *_longest_repeat(row, p, first, unk_id)) for p in tries if p >= 2]
+        fits = [(n, p, q0) for p, n, q0 in runs if n >= p]
+        if not fits:
             at = f" with period {period}" if period is not None else ""
             raise UserError(
                 f"row {i} of the prompt has no repeated segment{at} (a span of 2 or more tokens "
                 "followed by itself): repeat a span, e.g. 'A B C D A B C D'"
                 + (", or pass another period." if period is not None else ", or pass period=.")
             )
-        found.append(best)
+        n, p, q0 = max(fits, key=lambda f: (f[0], -f[1]))  # the longest, then the shortest p
+        found.append((p, q0 - p, 1 + n // p))
     periods = {p for p, _, _ in found}
     if len(periods) > 1:
         raise UserError(

@@ -112,10 +112,45 @@ class _Stop(Exception):
     """Raised by the last hook to end the forward pass before the unembedding."""
 
 
-def _chunk_rows(model: TransformerBridge, seq_len: int) -> int:
-    cfg = model.cfg
-    per_row = 4 * seq_len * (cfg.n_heads * seq_len + 8 * cfg.d_model) * 2
-    return rows_per_chunk(next(model.parameters()).device, per_row)
+def each_layer(
+    model: TransformerBridge,
+    tokens: Int[torch.Tensor, "b pos"],
+    reduce: Callable[[int, torch.Tensor, torch.Tensor], None],
+    *,
+    fwd_hooks: Hooks = (),
+    stop: bool = False,
+) -> torch.Tensor | None:
+    """Run ``tokens`` through ``model`` (no grad), calling ``reduce(layer, pattern, vnorm)`` as
+    soon as a layer's ``hook_pattern`` and ``hook_v`` have both fired (the pattern ``[b, H, P, P]``
+    and each key's ``|v|`` ``[b, P, H]``, float32). The logits; None with ``stop``, which ends the
+    pass after the last layer, before the unembedding."""
+    n_layers, n_heads = int(model.cfg.n_layers), int(model.cfg.n_heads)
+    pending: dict[int, dict[str, torch.Tensor]] = {}
+    done: set[int] = set()
+
+    def on_act(act: torch.Tensor, hook: HookPoint) -> None:
+        layer = hook.layer()
+        got = pending.setdefault(layer, {})
+        got["pattern" if hook.name.endswith("hook_pattern") else "v"] = act.detach()
+        if len(got) < 2:
+            return
+        del pending[layer]
+        reduce(
+            layer, got["pattern"].float(), per_query_head(got["v"].float().norm(dim=-1), n_heads, 2)
+        )
+        done.add(layer)
+        if stop and len(done) == n_layers:
+            raise _Stop
+
+    hooks = [*fwd_hooks, (lambda n: n.endswith(("attn.hook_pattern", "attn.hook_v")), on_act)]
+    try:
+        with torch.no_grad(), model.hooks(fwd_hooks=hooks):
+            logits = model(tokens.to(next(model.parameters()).device))
+    except _Stop:
+        return None
+    if len(done) != n_layers:  # pragma: no cover - a model whose hooks never fired
+        raise RuntimeError(f"only layers {sorted(done)} reported hook_pattern/hook_v")
+    return logits
 
 
 class _Queries:
@@ -163,44 +198,40 @@ class _Queries:
             keep &= (k - own).abs() <= width
         return keep
 
-    def rival_valid(self, stripe: Stripe, width: int | None) -> torch.Tensor:
-        """[b, Q] bool: the stripe's queries that have at least one rival key."""
-        has = self.rival_keys(stripe, width).any(-1)
-        return self.valid(stripe) & (has if stripe.queries == "repeats" else has[None, :])
+    def mask(self, entry: _Sum) -> torch.Tensor:
+        """[b, Q] bool: the queries a planned sum reads (a rival side: those with a rival key)."""
+        if not isinstance(entry, _Rival):
+            return self.valid(entry)
+        has = self.rival_keys(entry.stripe, entry.width).any(-1)
+        return self.valid(entry.stripe) & (has if entry.stripe.queries == "repeats" else has[None])
 
 
 def _query_values(
     stripe: Stripe,
     pat: Float[torch.Tensor, "b head q k"],
-    vnorm: Float[torch.Tensor, "b k head"],
     qs: _Queries,
-    rows_q: Callable[[], torch.Tensor],
+    rows_q: Callable[[bool], torch.Tensor],
 ) -> Float[torch.Tensor, "b head Q"]:
     """The stripe's entry at every query of its layout (:meth:`_Queries.valid`; entries outside
-    it are garbage, masked by the caller)."""
+    it are garbage, masked by the caller). ``rows_q(value_weighted)``: the repeat queries' rows
+    ``[b, n_q, H, P]``, of ``A`` or of ``ŵ``."""
     if stripe.queries == "body":
         if stripe.column is not None:
             return pat[..., :, stripe.column]  # [b, H, P]
         d = stripe.offset(qs.period)
         vals = pat.diagonal(offset=-d, dim1=-2, dim2=-1)  # [b, H, P-d], at q = i + d
         return torch.nn.functional.pad(vals, (d, 0))
-    rq = rows_q()  # [b, n_q, H, P]
     keys = (qs.repeats.to(pat.device) - stripe.offset(qs.period)).clamp(0, qs.seq_len - 1)
     keys = keys[:, :, None, None].expand(qs.b, qs.n_q, pat.shape[1], 1)
-    if not stripe.value_weighted:
-        return rq.gather(-1, keys)[..., 0].transpose(1, 2)
-    w = rq * vnorm.permute(0, 2, 1)[:, None, :, :]  # [b, n_q, H, P]
-    total = w.sum(-1).clamp_min(1e-30)
-    return (w.gather(-1, keys)[..., 0] / total).transpose(1, 2)
+    return rows_q(stripe.value_weighted).gather(-1, keys)[..., 0].transpose(1, 2)
 
 
 def _strongest_rival(
     stripe: Stripe,
     width: int | None,
     pat: Float[torch.Tensor, "b head q k"],
-    vnorm: Float[torch.Tensor, "b k head"],
     qs: _Queries,
-    rows_q: Callable[[], torch.Tensor],
+    rows_q: Callable[[bool], torch.Tensor],
 ) -> Float[torch.Tensor, "b head Q"]:
     """At every query of the stripe's layout, the head's largest attention (value-weighted for a
     value-weighted stripe) at any of the query's rival keys (:meth:`_Queries.rival_keys`; 0 where
@@ -208,10 +239,7 @@ def _strongest_rival(
     keys = qs.rival_keys(stripe, width).to(pat.device)
     if stripe.queries == "body":
         return pat.masked_fill(~keys[None, None], float("-inf")).amax(-1).clamp_min(0.0)
-    rq = rows_q()  # [b, n_q, H, P]
-    if stripe.value_weighted:
-        w = rq * vnorm.permute(0, 2, 1)[:, None, :, :]
-        rq = w / w.sum(-1, keepdim=True).clamp_min(1e-30)
+    rq = rows_q(stripe.value_weighted)  # [b, n_q, H, P]
     best = rq.masked_fill(~keys[:, :, None, :], float("-inf")).amax(-1).clamp_min(0.0)
     return best.transpose(1, 2)  # [b, H, n_q]
 
@@ -231,13 +259,6 @@ class _Rival:
 _Sum = Stripe | _Rival
 
 
-def _plan_mask(qs: _Queries, entry: _Sum) -> torch.Tensor:
-    """[b, Q] bool: the queries a planned sum reads."""
-    if isinstance(entry, _Rival):
-        return qs.rival_valid(entry.stripe, entry.width)
-    return qs.valid(entry)
-
-
 def _reduce_chunk(
     model: TransformerBridge,
     toks: Int[torch.Tensor, "b pos"],
@@ -248,54 +269,35 @@ def _reduce_chunk(
 ) -> None:
     """Run one chunk of rows, writing every planned per-row, per-head sum into ``sums``
     (``[row, layer, head]`` views of this chunk's rows)."""
-    n_layers, n_heads = int(model.cfg.n_layers), int(model.cfg.n_heads)
     device = next(model.parameters()).device
-    pending: dict[int, dict[str, torch.Tensor]] = {}
-    done: set[int] = set()
-    masks = {key: _plan_mask(qs, entry).to(device) for key, entry in plan.items()}
+    masks = {key: qs.mask(entry).to(device) for key, entry in plan.items()}
 
-    def finish(layer: int) -> None:
-        item = pending.pop(layer)
-        pat = item["pattern"].detach().float()  # [b, H, P, P]
-        vnorm = per_query_head(item["v"].detach().float().norm(dim=-1), n_heads, 2)  # [b, P, H]
+    def reduce(layer: int, pat: torch.Tensor, vnorm: torch.Tensor) -> None:
         cache: dict[Any, torch.Tensor] = {}
 
-        def rows_q() -> torch.Tensor:  # the rows of the repeat queries, gathered once per layer
-            if "rows" not in cache:
-                cache["rows"] = pat[qs.rows.to(pat.device), :, qs.repeats.to(pat.device)]
-            return cache["rows"]
+        def rows_q(weighted: bool) -> torch.Tensor:  # the repeat queries' rows, once per layer
+            if ("rows", weighted) not in cache:
+                rq = pat[qs.rows.to(pat.device), :, qs.repeats.to(pat.device)]  # [b, n_q, H, P]
+                if weighted:  # ŵ = A[q, k] |v_k| / Σ_k' A[q, k'] |v_k'|
+                    w = rows_q(False) * vnorm.permute(0, 2, 1)[:, None, :, :]
+                    rq = w / w.sum(-1, keepdim=True).clamp_min(1e-30)
+                cache[("rows", weighted)] = rq
+            return cache[("rows", weighted)]
 
         for key, entry in plan.items():
             stripe = entry.stripe if isinstance(entry, _Rival) else entry
             if stripe not in cache:
-                cache[stripe] = _query_values(stripe, pat, vnorm, qs, rows_q)
+                cache[stripe] = _query_values(stripe, pat, qs, rows_q)
             values = cache[stripe]
             if isinstance(entry, _Rival) and entry.side == "r":
                 at = ("rival", stripe, entry.width)
                 if at not in cache:
-                    cache[at] = _strongest_rival(stripe, entry.width, pat, vnorm, qs, rows_q)
+                    cache[at] = _strongest_rival(stripe, entry.width, pat, qs, rows_q)
                 values = cache[at]
             total = (values * masks[key][:, None, :]).sum(-1)
             sums[key][:, layer] = total.detach().to("cpu", torch.float64)
-        done.add(layer)
-        if len(done) == n_layers:
-            raise _Stop
 
-    def on_act(act: torch.Tensor, hook: HookPoint) -> None:
-        layer = hook.layer()
-        key = "pattern" if hook.name.endswith("hook_pattern") else "v"
-        pending.setdefault(layer, {})[key] = act
-        if len(pending[layer]) == 2:
-            finish(layer)
-
-    hooks = list(fwd_hooks) + [(lambda n: n.endswith(("attn.hook_pattern", "attn.hook_v")), on_act)]
-    try:
-        with torch.no_grad(), model.hooks(fwd_hooks=hooks):
-            model(toks.to(device))
-    except _Stop:
-        pass
-    if len(done) != n_layers:  # pragma: no cover - a model whose hooks never fired
-        raise RuntimeError(f"only layers {sorted(done)} reported hook_pattern/hook_v")
+    each_layer(model, toks, reduce, fwd_hooks=fwd_hooks, stop=True)
 
 
 def _reduce(
@@ -323,14 +325,15 @@ def _reduce(
     n_rows, n_layers, n_heads = batch.n_seqs, int(cfg.n_layers), int(cfg.n_heads)
     sums = {k: torch.zeros(n_rows, n_layers, n_heads, dtype=torch.float64) for k in plan}
     counts = {k: torch.zeros(n_rows, dtype=torch.float64) for k in plan}
-    rows = batch_size or _chunk_rows(model, seq_len)
+    per_row = 4 * seq_len * (n_heads * seq_len + 8 * int(cfg.d_model)) * 2  # bytes of patterns
+    rows = batch_size or rows_per_chunk(next(model.parameters()).device, per_row)
     for lo in range(0, n_rows, rows):
         chunk = slice(lo, lo + rows)
         qs = _Queries(batch, batch.starts[chunk], seq_len)
         views = {k: v[chunk] for k, v in sums.items()}
         _reduce_chunk(model, batch.tokens[chunk], qs, plan, views, fwd_hooks)
         for key, entry in plan.items():
-            counts[key][chunk] = _plan_mask(qs, entry).sum(1).double()
+            counts[key][chunk] = qs.mask(entry).sum(1).double()
     return sums, counts
 
 
@@ -369,19 +372,13 @@ def row_pairs(
     relative key), both summed over the queries that have a rival key (:class:`RowPair`, named
     :func:`~.heads.rival_name`)."""
     plan_scores = {s.name: s.stripe for s in SCORES} | dict(stripes or {})
-    plan: dict[Hashable, _Sum] = dict(plan_scores)
-    if rivals:
-        for s in SCORES:
-            for side in ("t", "r"):
-                plan[(s.name, "rival", side)] = _Rival(plan_scores[s.name], rival_width, side)
+    names = [s.name for s in SCORES] if rivals else []
+    rival = {(k, side): _Rival(plan_scores[k], rival_width, side) for k in names for side in "tr"}
+    plan: dict[Hashable, _Sum] = {**plan_scores, **rival}
     sums, counts = _reduce(model, batch, plan, batch_size, fwd_hooks)
     scores = {k: RowScores(sums[k], counts[k]) for k in plan_scores}
-    pairs: dict[str, dict[str, RowPair]] = {}
-    if rivals:
-        for s in SCORES:
-            t, r = (s.name, "rival", "t"), (s.name, "rival", "r")
-            pairs[s.name] = {rival_name(rival_width): RowPair(sums[t], sums[r], counts[t])}
-    return scores, pairs
+    pair = {k: RowPair(sums[(k, "t")], sums[(k, "r")], counts[(k, "t")]) for k in names}
+    return scores, {k: {rival_name(rival_width): p} for k, p in pair.items()}
 
 
 def head_scores(

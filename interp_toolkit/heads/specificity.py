@@ -148,16 +148,24 @@ def sign_flip_p(
     delta = delta.double()
     observed = delta.sum(0)
     tol = 1e-9 * delta.abs().sum(0)
-    ge = torch.zeros_like(observed)
-    for cols in _column_blocks(delta.shape[1]):
-        for lo in range(0, signs.shape[0], CHUNK):
-            draws = signs[lo : lo + CHUNK] @ delta[:, cols]
-            ge[cols] += (draws >= (observed - tol)[cols]).sum(0)
+    ge = _draws_reaching(delta, signs, lambda d, s: s @ d, observed - tol)
     return (1.0 + ge) / (1.0 + signs.shape[0])
 
 
-def _column_blocks(n: int) -> list[slice]:
-    return [slice(lo, lo + COLUMNS) for lo in range(0, n, COLUMNS)]
+def _draws_reaching(
+    delta: Float[Tensor, "row column"],
+    law: Float[Tensor, "draw row"],
+    draw: Callable[[Tensor, Tensor], Tensor],
+    bar: Float[Tensor, " column"],
+) -> Float[Tensor, " column"]:
+    """Per column, how many draws ``draw(delta, law)`` reach ``bar``, computed in blocks of
+    :data:`COLUMNS` columns and :data:`CHUNK` draws."""
+    ge = torch.zeros_like(bar)
+    for first in range(0, delta.shape[1], COLUMNS):
+        cols = slice(first, first + COLUMNS)
+        for lo in range(0, law.shape[0], CHUNK):
+            ge[cols] += (draw(delta[:, cols], law[lo : lo + CHUNK]) >= bar[cols]).sum(0)
+    return ge
 
 
 def _studentized(
@@ -211,11 +219,7 @@ def bootstrap_t_p(
     delta = delta.double()
     scale = delta.abs().sum(0) if scale is None else scale.double()
     t, _, flat = _t_observed(delta, scale)
-    ge = torch.zeros_like(t)
-    for cols in _column_blocks(delta.shape[1]):
-        for lo in range(0, weights.shape[0], CHUNK):
-            draws = _studentized(delta[:, cols], weights[lo : lo + CHUNK])
-            ge[cols] += (draws >= t[cols]).sum(0)
+    ge = _draws_reaching(delta, weights, _studentized, t)
     n_draws = weights.shape[0]
     ge = torch.where(flat, torch.where(t > 0, 0.0, float(n_draws)), ge)
     return (1.0 + ge) / (1.0 + n_draws)
@@ -265,13 +269,12 @@ def sign_flip_tau(
 @dataclass
 class SpecificityTests:
     """Per score kind and head ``[layer, head]``: the intersection-union p-value (the largest of
-    its comparisons'), τ and the observed mean at the score's key for the comparison that gave
-    it (``decided_by``), every comparison's p-value (``comparisons[kind][name]``) and its mean
-    difference per query (``differences[kind][name]``: score's key minus rival)."""
+    its comparisons'), τ for the comparison that gave it (``decided_by``), every comparison's
+    p-value (``comparisons[kind][name]``) and its mean difference per query
+    (``differences[kind][name]``: score's key minus rival)."""
 
     p_value: dict[str, Float[Tensor, "layer head"]]
     tau: dict[str, Float[Tensor, "layer head"]]
-    observed: dict[str, Float[Tensor, "layer head"]]
     decided_by: dict[str, list[list[str]]]
     comparisons: dict[str, dict[str, Float[Tensor, "layer head"]]]
     n_draws: int
@@ -310,7 +313,7 @@ def specificity_tests(
     n_rows, shape = first.target.shape[0], first.target.shape[1:]
     signs = _signs(n_draws, n_rows, seed)
     weights = _resamples(n_draws, n_rows, seed)
-    out = SpecificityTests({}, {}, {}, {}, {}, n_draws, quantile, {})
+    out = SpecificityTests({}, {}, {}, {}, n_draws, quantile, {})
     for kind, named in comparisons.items():
         names, pairs = list(named), list(named.values())
         ps = torch.empty(len(pairs), int(torch.tensor(shape).prod()), dtype=torch.float64)
@@ -334,7 +337,7 @@ def specificity_tests(
             name: (p.target - p.rival).sum(0) / p.counts.sum().clamp_min(1.0)
             for name, p in zip(names, pairs, strict=True)
         }
-        # τ and the observed mean for the deciding comparison of each head
+        # τ for the deciding comparison of each head
         pick = worst.flatten()
         heads = torch.arange(pick.numel())
         target = torch.stack([p.target.flatten(1) for p in pairs], 1)[:, pick, heads]
@@ -343,12 +346,10 @@ def specificity_tests(
         counts = torch.stack([p.counts.sum() for p in pairs]).double()[pick]
         boot = torch.tensor([pairs[int(c)].test == BOOTSTRAP_T for c in pick], dtype=torch.bool)
         tau = torch.empty(pick.numel(), dtype=torch.float64)
-        for mask, fn in ((~boot, sign_flip_tau), (boot, bootstrap_t_tau)):
+        for mask, fn, law in ((~boot, sign_flip_tau, signs), (boot, bootstrap_t_tau, weights)):
             if bool(mask.any()):
-                law = signs if fn is sign_flip_tau else weights
                 tau[mask] = fn(deltas[:, mask], baseline[mask], counts[mask], law, quantile)
         out.tau[kind] = tau.view(shape)
-        out.observed[kind] = (target.double().sum(0) / counts.clamp_min(1.0)).view(shape)
     return out
 
 

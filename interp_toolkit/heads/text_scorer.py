@@ -32,12 +32,10 @@ from collections.abc import Mapping
 import torch
 from jaxtyping import Float, Int
 from transformer_lens import TransformerBridge
-from transformer_lens.hook_points import HookPoint
 
 from interp_toolkit.errors import UserError
 from interp_toolkit.heads.registry import SCORES, Stripe
-from interp_toolkit.heads.scorer import HeadScores, RowScores
-from interp_toolkit.models.activations import per_query_head
+from interp_toolkit.heads.scorer import HeadScores, RowScores, each_layer
 from interp_toolkit.runtime import validate
 
 
@@ -166,22 +164,13 @@ def text_row_scores(
     keys = {k: stripe_keys(s, prev, first_key=first).to(device) for k, s in plan.items()}
     n_rows, n_layers = tokens.shape[0], int(cfg.n_layers)
     sums = {k: torch.zeros(n_rows, n_layers, int(cfg.n_heads), dtype=torch.float64) for k in plan}
-    pending: dict[int, dict[str, torch.Tensor]] = {}
 
-    def on_act(act: torch.Tensor, hook: HookPoint) -> None:
-        layer = hook.layer()
-        kind = "pattern" if hook.name.endswith("hook_pattern") else "v"
-        pending.setdefault(layer, {})[kind] = act.detach()
-        if len(pending[layer]) == 2:
-            item = pending.pop(layer)
-            pat = item["pattern"].float()
-            vnorm = per_query_head(item["v"].float().norm(dim=-1), int(cfg.n_heads), 2)
-            for name, stripe in plan.items():
-                sums[name][:, layer] = _reduce(stripe, keys[name], pat, vnorm).cpu()
+    def reduce(layer: int, pat: torch.Tensor, vnorm: torch.Tensor) -> None:
+        for name, stripe in plan.items():
+            sums[name][:, layer] = _reduce(stripe, keys[name], pat, vnorm).cpu()
 
-    hooks = [(lambda n: n.endswith(("attn.hook_pattern", "attn.hook_v")), on_act)]
-    with torch.no_grad(), model.hooks(fwd_hooks=hooks):
-        logits = model(tokens.to(device))
+    logits = each_layer(model, tokens, reduce)
+    assert logits is not None  # the pass was not stopped
     counts = {k: (v >= 0).sum(1).to(torch.float64).cpu() for k, v in keys.items()}
     return {k: RowScores(sums[k], counts[k]) for k in plan}, logits
 

@@ -77,27 +77,21 @@ class UntrainedModels:
     ) -> list[list[Scores]]:
         """``[model][batch]``: every untrained model's :func:`~.stripes.row_scores` on each batch
         (a model is made only when one of its batches is not cached yet)."""
-        keys = [fingerprint(b) for b in batches]
+        prints = [fingerprint(b) for b in batches]
         out = []
         for i, seed in enumerate(self.seeds):
-            missing = [
-                (k, b)
-                for k, b in zip(keys, batches, strict=True)
-                if self._key(seed, k) not in _CACHE
-            ]
+            keys = [(self.architecture, seed, p) for p in prints]
+            missing = [(k, b) for k, b in zip(keys, batches, strict=True) if k not in _CACHE]
             if missing:
                 progress(f"untrained model {i + 1}/{len(self.seeds)}")
                 model = self.make(seed)
                 for k, b in missing:
                     while len(_CACHE) >= CACHE_SIZE:
                         _CACHE.pop(next(iter(_CACHE)))
-                    _CACHE[self._key(seed, k)] = row_scores(model, b, batch_size=batch_size)
+                    _CACHE[k] = row_scores(model, b, batch_size=batch_size)
                 del model
-            out.append([_CACHE[self._key(seed, k)] for k in keys])
+            out.append([_CACHE[k] for k in keys])
         return out
-
-    def _key(self, seed: int, batch_key: str) -> tuple[str, int, str]:
-        return (self.architecture, seed, batch_key)
 
 
 def untrained_models(
@@ -128,10 +122,9 @@ def untrained_models(
         n = n_models or _default_models(TOY_POOL, model_cfg.n_heads)
         return toy_untrained(model_cfg, _seeds(model_cfg.seed, n), rows=rows, device=device)
     hf = getattr(model, "original_model", None)
-    hf_config = getattr(hf, "config", None)
-    if hf is None or not hasattr(hf_config, "to_json_string"):
+    if not hasattr(getattr(hf, "config", None), "to_json_string"):  # no transformers model
         return None
-    base = copy.deepcopy(hf_config)
+    base = copy.deepcopy(hf.config)
 
     def make(seed: int) -> TransformerBridge:
         with torch.random.fork_rng(devices=[]):

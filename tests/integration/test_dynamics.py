@@ -4,11 +4,11 @@ on hand-written metrics in tests/unit/training/test_trajectory.py."""
 import torch
 
 from interp_toolkit.heads.discovery import head_scores
-from interp_toolkit.heads.dynamics import over_snapshots, snapshot_steps, trajectory
+from interp_toolkit.heads.dynamics import trajectory
 from interp_toolkit.heads.induction import INDUCTION_SCORE
 from interp_toolkit.heads.registry import SCORE
 from interp_toolkit.models.build import ModelConfig
-from interp_toolkit.runs.folder import load_run, read_metrics
+from interp_toolkit.runs.folder import RunPaths, load_run, read_metrics
 from interp_toolkit.text.stream import DataConfig
 from interp_toolkit.training import TrainSettings, train_model
 
@@ -31,14 +31,21 @@ def test_trajectory_and_snapshots(tmp_path):
     # the trajectory reads the score that decides the induction role, as logged
     key = SCORE[INDUCTION_SCORE].logged_as
     assert torch.equal(tr.induction, torch.tensor([r[key] for r in scored]))
-    assert snapshot_steps(tmp_path / "run") == [4, 8]
+    paths = RunPaths(tmp_path / "run")
+    assert paths.snapshot_steps() == [4, 8]
 
     from interp_toolkit.heads.repeats import default_token_range, repeated_tokens
 
     final = load_run(tmp_path / "run")
     low, high = default_token_range(final.codec)
     batch = repeated_tokens(4, 5, low=low, high=high, bos_id=None, seed=0)
-    res = over_snapshots(tmp_path / "run", lambda r: head_scores(r.model, batch).induction)
+    with torch.no_grad():  # every snapshot re-scored
+        res = {
+            step: head_scores(
+                load_run(paths.root, weights=paths.snapshot(step)).model, batch
+            ).induction
+            for step in paths.snapshot_steps()
+        }
     # the last snapshot is the final weights; the one at step 4 is not
     with torch.no_grad():
         want = head_scores(final.model, batch).induction

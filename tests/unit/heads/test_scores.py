@@ -81,7 +81,7 @@ def test_scores_of_hand_built_heads():
     with torch.no_grad():
         got = head_scores(stripes_model(), b, batch_size=7)
     # body queries are 1 .. end-1 of each row; only query 1's previous key is BOS
-    n_body = float((b.ends - 1).sum())
+    n_body = float((b.starts + b.n_repeats * b.period - 1).sum())  # to the last repeated token
     n_repeat = b.n_seqs * b.period  # the 2nd repeat's queries
     half_on_bos = (n_body - n_repeat / 2) / n_body  # 1.1: all on BOS, half in the 2nd repeat
     want = {
@@ -259,7 +259,7 @@ def test_heads_json_test_account_is_written_as_before():
     kinds = {"previous_token": names[:1], "induction": names}
     p = {k: z for k in kinds}  # 2 scores x 24 heads: 48 tests; 99 draws: smallest p 0.01
     comparisons = {k: dict.fromkeys(named, z) for k, named in kinds.items()}
-    tests = SpecificityTests(p, p, p, {k: [] for k in kinds}, comparisons, 99, 0.95)
+    tests = SpecificityTests(p, p, {k: [] for k in kinds}, comparisons, 99, 0.95)
     null = {"induction": "untrained"}, {"induction": 20}
     untrained = NullTests({}, {}, *null, n_models=5, rows=8, seeds=[1, 2])
     account = describe_tests(tests, 0.05, True, 8, untrained)

@@ -126,7 +126,7 @@ def test_the_rival_is_the_strongest_other_key_at_each_query():
     ]
     pat = torch.zeros(1, 1, 8, 8)
     pat[0, 0, 4, [0, 1, 2, 3, 4]] = torch.tensor([0.5, 0.05, 0.3, 0.1, 0.05])
-    best = _strongest_rival(prev, None, pat, torch.ones(1, 8, 1), qs, lambda: None)
+    best = _strongest_rival(prev, None, pat, qs, lambda _: None)
     assert float(best[0, 0, 4]) == pytest.approx(0.3)  # key 2; BOS (0.5) is no rival
 
 
