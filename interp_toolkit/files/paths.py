@@ -38,7 +38,7 @@ def output_target(
     """What ``path`` is, for writing (see the module doc); a UserError naming ``what`` (e.g.
     ``--json``) for a path nothing may be written to (a folder: suggesting ``example`` in it).
     Nothing is created."""
-    if path is None or not isinstance(path, (str, os.PathLike)):
+    if not isinstance(path, (str, os.PathLike)):
         raise UserError(f"{what} must be a path, got {type(path).__name__}: give a file name.")
     if os.fspath(path) == STDOUT:
         return OutputTarget("stdout", Path(STDOUT), 1)
@@ -137,8 +137,7 @@ def check_output(
     Checked before any work; creates nothing."""
     target = output_target(path, what, example)
     if target.kind == "stream" and target.fd is None and _is_socket(target.path):
-        earlier = _held.pop(os.fspath(target.path), None)
-        if earlier is not None:
+        if (earlier := _held.pop(os.fspath(target.path), None)) is not None:
             earlier.close()
         _held[os.fspath(target.path)] = _connect(target.path, what)  # proven now, written later
     if target.kind != "file":

@@ -75,13 +75,6 @@ def save_gpt2_tokenizer(folder: str | os.PathLike[str]) -> Path:
     return folder
 
 
-def is_gpt2_bpe(tok: PreTrainedTokenizerBase | None) -> bool:
-    """Whether ``tok`` is GPT-2's BPE (50,257 tokens, ``"Hello world"`` -> [15496, 995])."""
-    if tok is None or len(tok) != GPT2_VOCAB_SIZE:
-        return False
-    return list(tok.encode("Hello world", add_special_tokens=False)) == HELLO_WORLD_IDS
-
-
 def check_tokenizer(model: TransformerBridge, where: str) -> None:
     """The bridge's tokenizer must cover the model's vocabulary (TL 4.3 silently gives an empty
     one for a folder without tokenizer files) and give no id past it (a special token added past
@@ -101,10 +94,13 @@ def check_tokenizer(model: TransformerBridge, where: str) -> None:
 
 def codec_of(model: TransformerBridge) -> Codec:
     """The codec of a booted model: GPT-2's own (offline BPE, the exams and probes GPT-2 always
-    had) when its tokenizer is GPT-2's BPE, else its tokenizer's (:class:`TokenizerCodec`)."""
-    if is_gpt2_bpe(model.tokenizer) and int(model.cfg.d_vocab) == GPT2_VOCAB_SIZE:
-        return GPT2Codec()
-    return TokenizerCodec(model.tokenizer, int(model.cfg.d_vocab))
+    had) when its tokenizer is GPT-2's BPE (50,257 tokens, ``"Hello world"`` -> [15496, 995]),
+    else its tokenizer's (:class:`TokenizerCodec`)."""
+    tok, d_vocab = model.tokenizer, int(model.cfg.d_vocab)
+    if tok is not None and len(tok) == d_vocab == GPT2_VOCAB_SIZE:
+        if list(tok.encode("Hello world", add_special_tokens=False)) == HELLO_WORLD_IDS:
+            return GPT2Codec()
+    return TokenizerCodec(tok, d_vocab)
 
 
 # --------------------------------------------------------------------------- loading
