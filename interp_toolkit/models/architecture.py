@@ -96,14 +96,11 @@ class Architecture(Jsonable):
                 "tokens match, not where"
             )
         if self.post_attention_norm and command in ("copying", "circuit"):
+            live = "; edges from heads are its write under the live scale"
             out.append(
                 "a norm after the attention (post-attention RMSNorm) rescales the heads' summed "
                 "output per position: a head's OV circuit here leaves that scale out"
-                + (
-                    "; edges from heads are its write under the live scale"
-                    if command == "circuit"
-                    else ""
-                )
+                + (live if command == "circuit" else "")
             )
         if self.parallel and command == "circuit":
             out.append(

@@ -65,29 +65,39 @@ def sample_ids(
             f"the prompt is {len(ids) - 1} tokens but the model's context is {n_ctx} (with BOS): shorten the prompt."
         )
     validate.in_vocab(ids, int(model.cfg.d_vocab), "prompt")
+    return _draws(model, codec, ids, n_tokens, temperature, top_k, seed)
 
-    def draws() -> Iterator[int]:
-        gen = rng(seed, "sampling")
-        device = next(model.parameters()).device
-        with torch.no_grad():
-            for _ in range(n_tokens):
-                window = torch.tensor([ids[-n_ctx:]], device=device)
-                logits = model(window)[0, -1].double().cpu()  # seeded draws on the CPU: any device
-                if codec.unk_id is not None:
-                    logits[codec.unk_id] = -float("inf")
-                if temperature == 0:
-                    nxt = int(logits.argmax())
-                else:
-                    # float64, shifted so the largest is 0: any temperature > 0 divides without NaN
-                    logits = (logits - logits.max()) / temperature
-                    if top_k is not None:
-                        kth = torch.topk(logits, min(top_k, logits.numel())).values[-1]
-                        logits = logits.masked_fill(logits < kth, -float("inf"))
-                    nxt = int(torch.multinomial(torch.softmax(logits, -1), 1, generator=gen))
-                ids.append(nxt)
-                yield nxt
 
-    return draws()
+def _draws(
+    model: TransformerBridge,
+    codec: Codec,
+    ids: list[int],
+    n_tokens: int,
+    temperature: float,
+    top_k: int | None,
+    seed: int,
+) -> Iterator[int]:
+    n_ctx = int(model.cfg.n_ctx)
+    gen = rng(seed, "sampling")
+    device = next(model.parameters()).device
+    ids = list(ids)
+    with torch.no_grad():
+        for _ in range(n_tokens):
+            window = torch.tensor([ids[-n_ctx:]], device=device)
+            logits = model(window)[0, -1].double().cpu()  # seeded draws on the CPU: any device
+            if codec.unk_id is not None:
+                logits[codec.unk_id] = -float("inf")
+            if temperature == 0:
+                nxt = int(logits.argmax())
+            else:
+                # float64, shifted so the largest is 0: any temperature > 0 divides without NaN
+                logits = (logits - logits.max()) / temperature
+                if top_k is not None:
+                    kth = torch.topk(logits, min(top_k, logits.numel())).values[-1]
+                    logits = logits.masked_fill(logits < kth, -float("inf"))
+                nxt = int(torch.multinomial(torch.softmax(logits, -1), 1, generator=gen))
+            ids.append(nxt)
+            yield nxt
 
 
 def decode_stream(codec: Codec, ids: Iterable[int]) -> Iterator[str]:

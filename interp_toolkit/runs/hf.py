@@ -61,8 +61,8 @@ def offline_gpt2_tokenizer() -> Iterator[GPT2Tokenizer]:
     with tempfile.TemporaryDirectory(prefix="interp-gpt2-bpe-") as tmp:
         shutil.copyfile(encoder_json, Path(tmp) / "vocab.json")
         shutil.copyfile(vocab_bpe, Path(tmp) / "merges.txt")
-        tok = GPT2Tokenizer.from_pretrained(tmp)
-        tok.save_pretrained(tmp)  # writes tokenizer_config.json, as a hub folder has
+        # writes tokenizer_config.json too, as a hub folder has
+        GPT2Tokenizer.from_pretrained(tmp).save_pretrained(tmp)
         yield GPT2Tokenizer.from_pretrained(tmp)
 
 

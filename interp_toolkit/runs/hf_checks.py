@@ -251,10 +251,9 @@ def _file_shapes(folder: Path) -> dict[str, tuple[int, ...]] | None:
         index = folder / "model.safetensors.index.json"
         if index.is_file():
             shards = set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values())
-            out: dict[str, tuple[int, ...]] = {}
-            for shard in sorted(shards):
-                out |= _safetensors_shapes(folder / shard)
-            return out
+            return {
+                k: v for s in sorted(shards) for k, v in _safetensors_shapes(folder / s).items()
+            }
         if (folder / "pytorch_model.bin").is_file():
             state = torch.load(
                 folder / "pytorch_model.bin", map_location="cpu", mmap=True, weights_only=True
