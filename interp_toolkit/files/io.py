@@ -29,7 +29,7 @@ import os
 import stat
 import tempfile
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -104,16 +104,12 @@ def _read_only(path: Path) -> bool:
 
 
 def _fsync_dir(folder: Path) -> None:
-    try:
+    with suppress(OSError):  # some file systems cannot sync a folder; the rename is atomic
         fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass  # some file systems cannot sync a folder; the rename itself is atomic
-    finally:
-        os.close(fd)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 #: Every path written whole by this process, in order (the CLI's interrupt line names those of

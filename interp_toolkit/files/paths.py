@@ -25,11 +25,13 @@ STDOUT = "-"
 class OutputTarget:
     """Where the bytes for an output path go: ``kind`` ``stdout``, ``file`` (written atomically
     at ``path``, the symlink-resolved target) or ``stream`` (``path`` opened and written in
-    place: a character device, a FIFO, a socket, or this process's stdout/stderr as ``fd``)."""
+    place: a character device, a FIFO, a socket (``socket``), or this process's stdout/stderr as
+    ``fd``)."""
 
     kind: Literal["stdout", "file", "stream"]
     path: Path
     fd: int | None = None
+    socket: bool = False
 
 
 def output_target(
@@ -38,7 +40,7 @@ def output_target(
     """What ``path`` is, for writing (see the module doc); a UserError naming ``what`` (e.g.
     ``--json``) for a path nothing may be written to (a folder: suggesting ``example`` in it).
     Nothing is created."""
-    if path is None or not isinstance(path, (str, os.PathLike)):
+    if not isinstance(path, (str, os.PathLike)):
         raise UserError(f"{what} must be a path, got {type(path).__name__}: give a file name.")
     if os.fspath(path) == STDOUT:
         return OutputTarget("stdout", Path(STDOUT), 1)
@@ -69,7 +71,7 @@ def output_target(
     if stat.S_ISREG(mode):
         return OutputTarget("file", Path(os.path.realpath(p)))
     if stat.S_ISCHR(mode) or stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
-        return OutputTarget("stream", p)
+        return OutputTarget("stream", p, socket=stat.S_ISSOCK(mode))
     kind = "a block device (a disk)" if stat.S_ISBLK(mode) else "not a file"
     raise UserError(f"{what} {p} is {kind}: writing there would destroy it; give a file name.")
 
@@ -136,9 +138,8 @@ def check_output(
     which the write would create folders in) must be writable, and so must an existing file.
     Checked before any work; creates nothing."""
     target = output_target(path, what, example)
-    if target.kind == "stream" and target.fd is None and _is_socket(target.path):
-        earlier = _held.pop(os.fspath(target.path), None)
-        if earlier is not None:
+    if target.socket:
+        if (earlier := _held.pop(os.fspath(target.path), None)) is not None:
             earlier.close()
         _held[os.fspath(target.path)] = _connect(target.path, what)  # proven now, written later
     if target.kind != "file":
@@ -176,7 +177,7 @@ def write_stream(target: OutputTarget, data: bytes) -> None:
         stream.flush()
         return
     try:
-        if stat.S_ISSOCK(os.stat(target.path).st_mode):
+        if target.socket:
             _send(target.path, data)
             return
         fd = _open_stream(target.path)
@@ -238,13 +239,6 @@ def inside_inputs(
 #: Unix sockets :func:`check_output` connected to, kept open for the write (a listener that
 #: takes one connection gets the data on it, not an empty probe).
 _held: dict[str, Any] = {}
-
-
-def _is_socket(path: Path) -> bool:
-    try:
-        return stat.S_ISSOCK(os.stat(path).st_mode)
-    except OSError:
-        return False
 
 
 def _connect(path: Path, what: str = "") -> Any:

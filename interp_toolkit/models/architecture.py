@@ -61,9 +61,6 @@ class Architecture(Jsonable):
     def smallest_window(self) -> int | None:
         return min((w for w in self.windows if w is not None), default=None)
 
-    def windowed_layers(self) -> list[int]:
-        return [i for i, w in enumerate(self.windows) if w is not None]
-
     def notes(self, command: str, *, period: int | None = None) -> list[str]:
         """Where a score of ``command`` (one of :data:`COMMANDS`) means something different on
         this architecture, one sentence each (none for a plain GPT-2-like model). ``period``: the
@@ -79,20 +76,17 @@ class Architecture(Jsonable):
                 "heads copied to one per query head, the same outputs)",
             }[command]
             out.append(f"grouped-query attention ({share} key/value heads): {read}")
-        windows = self.windowed_layers()
+        windows = [i for i, w in enumerate(self.windows) if w is not None]
         if windows and command in ("heads", "circuit"):
-            w = self.smallest_window
+            w, many = self.smallest_window, len(windows) > 1
             assert w is not None
-            hidden = ""
-            if period is not None and period + WINDOW_MARGIN <= w:
-                hidden = f"; the probe's period {period} keeps its keys inside it"
-            elif period is not None:
-                hidden = (
-                    f"; the probe's period {period} reaches past it there, so induction reads 0"
-                )
+            reach = "keeps its keys inside it"
+            if period is not None and period + WINDOW_MARGIN > w:
+                reach = "reaches past it there, so induction reads 0"
+            hidden = "" if period is None else f"; the probe's period {period} {reach}"
             out.append(
-                f"sliding-window attention: layer{'s' if len(windows) > 1 else ''} "
-                f"{', '.join(map(str, windows))} attend{'' if len(windows) > 1 else 's'} to the last {w} "
+                f"sliding-window attention: layer{'s' if many else ''} "
+                f"{', '.join(map(str, windows))} attend{'' if many else 's'} to the last {w} "
                 f"tokens only{hidden}"
             )
         if self.positional == "rotary" and command in ("copying", "circuit"):
@@ -102,14 +96,11 @@ class Architecture(Jsonable):
                 "tokens match, not where"
             )
         if self.post_attention_norm and command in ("copying", "circuit"):
+            live = "; edges from heads are its write under the live scale"
             out.append(
                 "a norm after the attention (post-attention RMSNorm) rescales the heads' summed "
                 "output per position: a head's OV circuit here leaves that scale out"
-                + (
-                    "; edges from heads are its write under the live scale"
-                    if command == "circuit"
-                    else ""
-                )
+                + (live if command == "circuit" else "")
             )
         if self.parallel and command == "circuit":
             out.append(

@@ -163,10 +163,6 @@ def _draw_embeddings(model: TransformerBridge, cfg: ModelConfig) -> None:
             param.copy_(torch.randn(param.shape, generator=gen) * cfg.embed_init_std)
 
 
-def n_params(model: TransformerBridge) -> int:
-    return sum(p.numel() for p in model.parameters() if p.requires_grad)
-
-
 # Shortformer positions (Press et al. 2021; Olsson et al. 2022's small models; TransformerLens's
 # HookedTransformer "shortformer"): the learned position embedding is added to the input of every
 # layer's query and key projections, and never to the residual stream, so values (and whatever a

@@ -16,7 +16,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +36,7 @@ from interp_toolkit.files.io import (
 )
 from interp_toolkit.models.build import ModelConfig, build_model
 from interp_toolkit.runs import records
+from interp_toolkit.runs.hub import read_json_or_none
 from interp_toolkit.runtime import validate
 from interp_toolkit.runtime.devices import resolve_device
 from interp_toolkit.text.codecs import Codec, load_codec, save_codec
@@ -188,15 +188,13 @@ def write_config(
     (:func:`~interp_toolkit.runtime.machine.machine_record`)."""
     from interp_toolkit.runtime.machine import machine_record
 
-    if digests is None:
-        digests = recorded_digests(paths)
     write_json(
         paths.config,
         {
             "format_version": FORMAT_VERSION,
             "model": model_cfg.to_dict(),
             "settings": settings,
-            "digests": digests,
+            "digests": recorded_digests(paths) if digests is None else digests,
             "machine": machine_record().to_dict(),
         },
     )
@@ -204,10 +202,7 @@ def write_config(
 
 def recorded_digests(paths: RunPaths) -> dict[str, str]:
     """The digests a run's config.json records ({} for a run from before them)."""
-    try:
-        data = json.loads(paths.config.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
+    data = read_json_or_none(paths.config)
     digests = data.get("digests") if isinstance(data, dict) else None
     if not isinstance(digests, dict):
         return {}

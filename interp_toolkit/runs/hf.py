@@ -61,8 +61,8 @@ def offline_gpt2_tokenizer() -> Iterator[GPT2Tokenizer]:
     with tempfile.TemporaryDirectory(prefix="interp-gpt2-bpe-") as tmp:
         shutil.copyfile(encoder_json, Path(tmp) / "vocab.json")
         shutil.copyfile(vocab_bpe, Path(tmp) / "merges.txt")
-        tok = GPT2Tokenizer.from_pretrained(tmp)
-        tok.save_pretrained(tmp)  # writes tokenizer_config.json, as a hub folder has
+        # writes tokenizer_config.json too, as a hub folder has
+        GPT2Tokenizer.from_pretrained(tmp).save_pretrained(tmp)
         yield GPT2Tokenizer.from_pretrained(tmp)
 
 
@@ -73,13 +73,6 @@ def save_gpt2_tokenizer(folder: str | os.PathLike[str]) -> Path:
     with offline_gpt2_tokenizer() as tok:
         tok.save_pretrained(str(folder))
     return folder
-
-
-def is_gpt2_bpe(tok: PreTrainedTokenizerBase | None) -> bool:
-    """Whether ``tok`` is GPT-2's BPE (50,257 tokens, ``"Hello world"`` -> [15496, 995])."""
-    if tok is None or len(tok) != GPT2_VOCAB_SIZE:
-        return False
-    return list(tok.encode("Hello world", add_special_tokens=False)) == HELLO_WORLD_IDS
 
 
 def check_tokenizer(model: TransformerBridge, where: str) -> None:
@@ -101,10 +94,13 @@ def check_tokenizer(model: TransformerBridge, where: str) -> None:
 
 def codec_of(model: TransformerBridge) -> Codec:
     """The codec of a booted model: GPT-2's own (offline BPE, the exams and probes GPT-2 always
-    had) when its tokenizer is GPT-2's BPE, else its tokenizer's (:class:`TokenizerCodec`)."""
-    if is_gpt2_bpe(model.tokenizer) and int(model.cfg.d_vocab) == GPT2_VOCAB_SIZE:
-        return GPT2Codec()
-    return TokenizerCodec(model.tokenizer, int(model.cfg.d_vocab))
+    had) when its tokenizer is GPT-2's BPE (50,257 tokens, ``"Hello world"`` -> [15496, 995]),
+    else its tokenizer's (:class:`TokenizerCodec`)."""
+    tok, d_vocab = model.tokenizer, int(model.cfg.d_vocab)
+    if tok is not None and len(tok) == d_vocab == GPT2_VOCAB_SIZE:
+        if list(tok.encode("Hello world", add_special_tokens=False)) == HELLO_WORLD_IDS:
+            return GPT2Codec()
+    return TokenizerCodec(tok, d_vocab)
 
 
 # --------------------------------------------------------------------------- loading

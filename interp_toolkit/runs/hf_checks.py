@@ -75,17 +75,8 @@ def check_folder(folder: Path) -> dict[str, Any]:
 
 #: Sizes a config.json may give; each present one must be a whole number >= 1.
 SIZE_KEYS = (
-    "n_layer",
-    "num_hidden_layers",
-    "n_head",
-    "num_attention_heads",
-    "num_key_value_heads",
-    "n_embd",
-    "hidden_size",
-    "head_dim",
-    "n_positions",
-    "max_position_embeddings",
-    "vocab_size",
+    *("n_layer", "num_hidden_layers", "n_head", "num_attention_heads", "num_key_value_heads"),
+    *("n_embd", "hidden_size", "head_dim", "n_positions", "max_position_embeddings", "vocab_size"),
 )
 
 
@@ -94,7 +85,7 @@ def check_sizes(folder: Path, cfg: dict[str, Any]) -> None:
     where = folder / "config.json"
     for name in SIZE_KEYS:
         value = cfg.get(name)
-        if name in cfg and value is not None and (not validate.is_whole(value) or value < 1):
+        if value is not None and (not validate.is_whole(value) or value < 1):
             raise UserError(
                 f"{where}: {name}={value!r} cannot work (a whole number, 1 or more): correct it "
                 "to the model's, or save the model again with save_pretrained."
@@ -260,10 +251,9 @@ def _file_shapes(folder: Path) -> dict[str, tuple[int, ...]] | None:
         index = folder / "model.safetensors.index.json"
         if index.is_file():
             shards = set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values())
-            out: dict[str, tuple[int, ...]] = {}
-            for shard in sorted(shards):
-                out |= _safetensors_shapes(folder / shard)
-            return out
+            return {
+                k: v for s in sorted(shards) for k, v in _safetensors_shapes(folder / s).items()
+            }
         if (folder / "pytorch_model.bin").is_file():
             state = torch.load(
                 folder / "pytorch_model.bin", map_location="cpu", mmap=True, weights_only=True

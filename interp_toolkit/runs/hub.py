@@ -80,13 +80,8 @@ def is_hf_folder(path: Path) -> bool:
     data = read_json_or_none(cfg)
     if not isinstance(data, dict):
         # Unreadable config.json: HF-only files say it was meant as an HF folder.
-        hf_only = (
-            "tokenizer_config.json",
-            "generation_config.json",
-            "merges.txt",
-            *WEIGHT_FILES[1:],
-        )
-        return any((path / f).is_file() for f in hf_only)
+        hf_only = ("tokenizer_config.json", "generation_config.json", "merges.txt")
+        return any((path / f).is_file() for f in (*hf_only, *WEIGHT_FILES[1:]))
     return "format_version" not in data
 
 
@@ -153,17 +148,17 @@ def resolve(spec: str | os.PathLike[str]) -> Source:
             f"name ({', '.join(HUB_NAMES)}) or the path of a folder saved with transformers "
             "save_pretrained."
         )
-    for repo in repos:
-        snap = _cached_snapshot(repo)
+    label = name.split("/")[-1]
+    for snap in map(_cached_snapshot, repos):
         if snap is not None:
-            return Source(label=name.split("/")[-1], folder=snap)
+            return Source(label=label, folder=snap)
     if hub_offline():
         also = "" if name in HUB_NAMES else f" (nor is {s} a folder here)"
         raise UserError(
             f"the model '{name}' is not in the Hugging Face cache ({hub_cache_dir()}){also} and "
             f"the Hub cannot be reached: {supply_hint(name)}."
         )
-    return Source(label=name.split("/")[-1], hub_id=repos[0])
+    return Source(label=label, hub_id=repos[0])
 
 
 def hub_cache_dir() -> str:

@@ -156,6 +156,17 @@ def belongs(stamp: Any, facts: RunFacts | None, file: Path, fix: str) -> None:
     )
 
 
+def checked(schema: Check, data: Any, facts: RunFacts | None, file: Path, fix: str) -> Any:
+    """``data`` (a whole file's) passed through ``schema``, and of the run of ``facts``
+    (:func:`belongs`); damage is one line naming ``file`` and the ``fix``."""
+    try:
+        data = schema(data, "")
+    except Damage as exc:
+        raise UserError(f"{file} is damaged ({exc}): {fix}") from None
+    belongs(data.get("run_digest"), facts, file, fix)
+    return data
+
+
 # ----------------------------------------------------------------------------- metrics.jsonl
 
 #: The score grids a metrics row may hold, ``[layer][head]``.
@@ -308,11 +319,7 @@ def check_stages(
     """A stages.json's data, checked (schema, ranges: at least 3 kept checkpoints at rising
     whole steps that the run kept (``kept``), each LLC consistent with its chains; the run it
     belongs to)."""
-    try:
-        data = stages_schema()(data, "")
-    except Damage as exc:
-        raise UserError(f"{file} is damaged ({exc}): {fix}") from None
-    belongs(data.get("run_digest"), facts, file, fix)
+    data = checked(stages_schema(), data, facts, file, fix)
     missing = [c["step"] for c in data["checkpoints"] if kept and c["step"] not in kept]
     if missing:
         raise UserError(
@@ -331,11 +338,6 @@ SAMPLE = fields({"prompt": kind(str), "text": kind(str)})
 def check_samples(data: Any, facts: RunFacts | None, file: Path, fix: str) -> list[dict[str, str]]:
     """A samples.json's samples ({"prompt", "text"} each), checked; the older layout (a bare
     list) is read too."""
-    try:
-        if isinstance(data, list):
-            data = {"samples": data}
-        data = fields({"samples": items(SAMPLE)}, {"run_digest": kind(str)})(data, "")
-    except Damage as exc:
-        raise UserError(f"{file} is damaged ({exc}): {fix}") from None
-    belongs(data.get("run_digest"), facts, file, fix)
-    return data["samples"]
+    schema = fields({"samples": items(SAMPLE)}, {"run_digest": kind(str)})
+    data = {"samples": data} if isinstance(data, list) else data
+    return checked(schema, data, facts, file, fix)["samples"]

@@ -60,16 +60,15 @@ def _load_snapshot(spec: Spec, device: str, for_weights: bool, dtype: str) -> Ta
     read_config(run_path)  # not a run folder: the run folder's own error
     paths = RunPaths(run_path)
     kept = paths.snapshot_steps()
-    digits = step_text.isascii() and step_text.isdigit()  # '²' is a digit to str.isdigit
-    step = int(step_text) if digits else None
+    # '²' is a digit to str.isdigit
+    step = int(step_text) if step_text.isascii() and step_text.isdigit() else None
     if step not in kept:
         what = f"step {step_text!r} is not a whole number"
         if step is not None:
             what = f"{run_path} kept no weights at step {step}"
         raise UserError(f"{what}: give RUN@STEP with a kept step ({_steps_list(kept)}).")
     run = load_run(run_path, device=device, weights=paths.snapshot(step))
-    name = f"{run.name}@{step}"
-    return Target(name=name, kind="toy", model=run.model, codec=run.codec, source=run)
+    return Target(f"{run.name}@{step}", "toy", run.model, run.codec, source=run)
 
 
 def _steps_list(kept: list[int]) -> str:

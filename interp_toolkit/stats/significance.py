@@ -93,6 +93,5 @@ def significant_by_kind(
     check_alpha(alpha)
     if not fdr:
         return {k: p <= alpha for k, p in p_value.items()}
-    kinds = list(p_value)
-    mask = benjamini_hochberg(torch.stack([p_value[k] for k in kinds]), alpha)
-    return {k: mask[i] for i, k in enumerate(kinds)}
+    mask = benjamini_hochberg(torch.stack(list(p_value.values())), alpha)
+    return dict(zip(p_value, mask, strict=True))
