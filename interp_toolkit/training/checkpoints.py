@@ -149,11 +149,9 @@ def read_checkpoint(paths: RunPaths) -> Checkpoint | None:
     for file in files:
         if not file.is_file():
             raise UserError(f"the checkpoint of step {progress.step} has no {file}: {fix}")
-    weights = read_weights(files[0], fix)
+    weights, readable = read_weights(files[0], fix), check_readable(files[1])
     try:
-        optimizer = torch.load(check_readable(files[1]), map_location="cpu", weights_only=True)
-    except UserError:
-        raise
+        optimizer = torch.load(readable, map_location="cpu", weights_only=True)
     except Exception as exc:  # a truncated file raises RuntimeError, EOFError, UnpicklingError...
         raise UserError(
             f"optimizer state {files[1]} is damaged ({type(exc).__name__}): {fix}"
@@ -260,9 +258,5 @@ def continued_configs(
             f"(the run was planned for {recorded[2].steps})."
         )
     model_cfg, data_cfg, train_cfg = recorded
-    return (
-        model_cfg,
-        data_cfg,
-        dataclasses.replace(train_cfg, steps=steps),
-        config["settings"].get("preset"),
-    )
+    train_cfg = dataclasses.replace(train_cfg, steps=steps)
+    return model_cfg, data_cfg, train_cfg, config["settings"].get("preset")
