@@ -83,8 +83,7 @@ def save_checkpoint(
             {"step": at.step, "tokens": at.tokens, "elapsed_s": round(at.elapsed_s, 3)},
         )
     except BaseException:  # e.g. a full disk: the files of this step go, the last checkpoint stays
-        committed = committed_step(paths)
-        if committed != at.step:
+        if committed_step(paths) != at.step:
             for file in keep:
                 file.unlink(missing_ok=True)
         raise

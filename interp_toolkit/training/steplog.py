@@ -69,10 +69,9 @@ def planned_steps(cfg: TrainSettings) -> str:
     """The steps a run will take, as its stop rule applies them (what a run's first line says)."""
     if cfg.stop_score is None:
         return f"{cfg.steps:,} steps"
-    after = cfg.stop_after if cfg.stop_after is not None else cfg.score_every
     return (
         f"up to {cfg.steps:,} steps (stopping once the induction score has stayed above "
-        f"{cfg.stop_score:g} for {after:,} steps)"
+        f"{cfg.stop_score:g} for {InductionStop.of(cfg).wait:,} steps)"
     )
 
 
