@@ -76,15 +76,10 @@ class NextTokenLoss(torch.nn.Module):
     """
 
     def __init__(
-        self,
-        model: TransformerBridge,
-        precision: Precision | None = None,
-        device: torch.device | None = None,
+        self, model: TransformerBridge, precision: Precision, device: torch.device
     ) -> None:
         super().__init__()
-        self.model = model
-        self.precision = precision or Precision()
-        self.device = device or torch.device("cpu")
+        self.model, self.precision, self.device = model, precision, device
         self.last_loss = torch.tensor(float("nan"))
 
     def forward(self, tokens: torch.Tensor, return_type: str = "loss") -> torch.Tensor:

@@ -186,14 +186,12 @@ class StepLog:
         scores = None
         if step % cfg.log_every == 0 or scored:
             run_elapsed = time.perf_counter() - self.t0
+            mean = lambda t: round(float(mean_over_ranks(t, self.cluster)), 5)  # noqa: E731
             row = {
                 "step": step,
                 "tokens": self.tokens,
-                # waits for the device
-                "loss": round(float(mean_over_ranks(loss, self.cluster)), 5),
-                "mean_loss": round(
-                    float(mean_over_ranks(self.loss_sum / self.loss_n, self.cluster)), 5
-                ),
+                "loss": mean(loss),  # waits for the device
+                "mean_loss": mean(self.loss_sum / self.loss_n),
                 "elapsed_s": round(elapsed, 3),
                 "tokens_per_s": round(
                     (self.tokens - self.start.tokens) / max(run_elapsed, 1e-9), 1
