@@ -1,8 +1,8 @@
 """The sentences about induction on text, as pure functions of metrics.jsonl rows.
 
-Every number comes from the rows the run logged (:data:`~interp_toolkit.training.metrics.TEXT_KEYS`);
-rows without the text measures (runs logged before them) are skipped, and no rows give no
-sentence.
+Every number comes from the rows the run logged (the keys of
+:meth:`~interp_toolkit.exams.text_measures.TextInduction.metrics`); rows without the text
+measures (runs logged before them) are skipped, and no rows give no sentence.
 """
 
 from __future__ import annotations

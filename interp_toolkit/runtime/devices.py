@@ -23,9 +23,8 @@ import functools
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import torch
 
@@ -52,11 +51,9 @@ def resolve_device(spec: str | torch.device = "auto") -> torch.device:
     match = _DEVICE_RE.fullmatch(text)
     if match is None or (match.group(2) is not None and match.group(1) != "cuda"):
         raise UserError(f"--device {spec!s}: not a device name: use {DEVICE_CHOICES}.")
-    kind, index = match.group(1), match.group(2)
+    kind, index = match.groups()
     if kind == "auto":
-        if torch.cuda.is_available():
-            return torch.device("cuda", torch.cuda.current_device())
-        return torch.device("mps") if _mps_available() else torch.device("cpu")
+        kind = "cuda" if torch.cuda.is_available() else "mps" if _mps_available() else "cpu"
     if kind == "mps" and not _mps_available():
         raise UserError(
             "--device mps: no Apple-silicon GPU (MPS) is available on this machine: "
@@ -68,9 +65,9 @@ def resolve_device(spec: str | torch.device = "auto") -> torch.device:
         raise UserError(
             f"--device {text}: no CUDA GPU is visible on this machine: use --device cpu or auto."
         )
-    n = torch.cuda.device_count()
     if index is None:
         return torch.device("cuda", torch.cuda.current_device())
+    n = torch.cuda.device_count()
     if int(index) >= n:
         raise UserError(
             f"--device {text}: this machine has {n} CUDA GPU{'s' if n != 1 else ''} "
@@ -159,19 +156,6 @@ class Precision(Jsonable):
     bf16_autocast: bool = False
     tf32: bool = False
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Precision:
-        names = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - names)
-        if unknown:
-            raise UserError(
-                f"precision settings {unknown} are unknown: use {sorted(names)} (true/false)."
-            )
-        bad = sorted(k for k, v in data.items() if not isinstance(v, bool))
-        if bad:
-            raise UserError(f"precision settings {bad} must be true or false.")
-        return cls(**data)
-
     def effective(self, device: torch.device) -> Precision:
         """The settings that :meth:`apply` really uses on ``device``: on CUDA both (bf16 only on a
         GPU that supports it); on the CPU bf16 autocast (TF32 is a CUDA matmul mode: ignored);
@@ -256,16 +240,14 @@ def available_memory(device: torch.device) -> int | None:
     if found is None:
         return None
     free = int(found.group(1)) * 1024
+    cgroup = Path("/sys/fs/cgroup")
     for limit_file, used_file in (
-        ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
-        (
-            "/sys/fs/cgroup/memory/memory.limit_in_bytes",
-            "/sys/fs/cgroup/memory/memory.usage_in_bytes",
-        ),
+        (cgroup / "memory.max", cgroup / "memory.current"),  # cgroup v2, then v1
+        (cgroup / "memory/memory.limit_in_bytes", cgroup / "memory/memory.usage_in_bytes"),
     ):
         try:
-            limit = Path(limit_file).read_text().strip()
-            used = int(Path(used_file).read_text().strip())
+            limit = limit_file.read_text().strip()
+            used = int(used_file.read_text().strip())
         except (OSError, ValueError):
             continue
         if limit.isdigit():

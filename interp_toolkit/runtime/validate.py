@@ -284,18 +284,15 @@ def _as_tensor(value: Any, name: str) -> torch.Tensor:
         )
     try:
         arr = np.asarray(value)
-        if arr.dtype.kind == "u" and arr.dtype.itemsize > 1:  # torch has no ops for uint64
-            if arr.size and int(arr.max()) > SEED_MAX:
-                raise UserError(
-                    f"{name}: token id {int(arr.max())} is outside this model's vocabulary: "
-                    "are the ids from this model's own codec?"
-                )
-            arr = arr.astype(np.int64)
-        return torch.as_tensor(arr)
-    except (TypeError, ValueError, RuntimeError) as exc:
-        if isinstance(exc, UserError):
-            raise
+        wide = arr.dtype.kind == "u" and arr.dtype.itemsize > 1  # torch has no ops for uint64
+        if not (wide and arr.size and int(arr.max()) > SEED_MAX):
+            return torch.as_tensor(arr.astype(np.int64) if wide else arr)
+    except (TypeError, ValueError, RuntimeError):
         raise UserError(
             f"{name} is not token ids ({type(value).__name__}): give a list of ints or an "
             "integer tensor."
         ) from None
+    raise UserError(
+        f"{name}: token id {int(arr.max())} is outside this model's vocabulary: "
+        "are the ids from this model's own codec?"
+    )

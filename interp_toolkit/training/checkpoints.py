@@ -83,8 +83,7 @@ def save_checkpoint(
             {"step": at.step, "tokens": at.tokens, "elapsed_s": round(at.elapsed_s, 3)},
         )
     except BaseException:  # e.g. a full disk: the files of this step go, the last checkpoint stays
-        committed = committed_step(paths)
-        if committed != at.step:
+        if committed_step(paths) != at.step:
             for file in keep:
                 file.unlink(missing_ok=True)
         raise
@@ -149,11 +148,9 @@ def read_checkpoint(paths: RunPaths) -> Checkpoint | None:
     for file in files:
         if not file.is_file():
             raise UserError(f"the checkpoint of step {progress.step} has no {file}: {fix}")
-    weights = read_weights(files[0], fix)
+    weights, readable = read_weights(files[0], fix), check_readable(files[1])
     try:
-        optimizer = torch.load(check_readable(files[1]), map_location="cpu", weights_only=True)
-    except UserError:
-        raise
+        optimizer = torch.load(readable, map_location="cpu", weights_only=True)
     except Exception as exc:  # a truncated file raises RuntimeError, EOFError, UnpicklingError...
         raise UserError(
             f"optimizer state {files[1]} is damaged ({type(exc).__name__}): {fix}"
@@ -260,9 +257,5 @@ def continued_configs(
             f"(the run was planned for {recorded[2].steps})."
         )
     model_cfg, data_cfg, train_cfg = recorded
-    return (
-        model_cfg,
-        data_cfg,
-        dataclasses.replace(train_cfg, steps=steps),
-        config["settings"].get("preset"),
-    )
+    train_cfg = dataclasses.replace(train_cfg, steps=steps)
+    return model_cfg, data_cfg, train_cfg, config["settings"].get("preset")

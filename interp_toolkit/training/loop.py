@@ -76,15 +76,10 @@ class NextTokenLoss(torch.nn.Module):
     """
 
     def __init__(
-        self,
-        model: TransformerBridge,
-        precision: Precision | None = None,
-        device: torch.device | None = None,
+        self, model: TransformerBridge, precision: Precision, device: torch.device
     ) -> None:
         super().__init__()
-        self.model = model
-        self.precision = precision or Precision()
-        self.device = device or torch.device("cpu")
+        self.model, self.precision, self.device = model, precision, device
         self.last_loss = torch.tensor(float("nan"))
 
     def forward(self, tokens: torch.Tensor, return_type: str = "loss") -> torch.Tensor:
@@ -136,46 +131,6 @@ class StepFeed(torch.utils.data.Dataset):
         return {"tokens": self._rows[row]}
 
 
-class _StepHooks:
-    """The optimizer pre/post-step hooks (traps 2-5): ``step`` counts global steps."""
-
-    def __init__(
-        self,
-        loss: NextTokenLoss,
-        cfg: TrainSettings,
-        start_step: int,
-        optimizer_state: dict[str, Any] | None,
-        after_step: AfterStep,
-    ) -> None:
-        self.loss, self.cfg, self.step = loss, cfg, start_step
-        self.optimizer_state, self.after_step = optimizer_state, after_step
-        self.params = {id(p) for p in loss.parameters()}
-        self.optimizer: torch.optim.Optimizer | None = None
-
-    def _ours(self, optimizer: torch.optim.Optimizer) -> bool:
-        return any(id(p) in self.params for g in optimizer.param_groups for p in g["params"])
-
-    def pre(self, optimizer: torch.optim.Optimizer, _args: Any, _kwargs: Any) -> None:
-        if not self._ours(optimizer):
-            return
-        if self.optimizer is None:  # TL's fresh optimizer, before its first step
-            self.optimizer = optimizer
-            for group in optimizer.param_groups:
-                group["betas"] = tuple(self.cfg.betas)
-            if self.optimizer_state is not None:
-                optimizer.load_state_dict(self.optimizer_state)
-        warm = self.cfg.warmup_steps
-        lr = self.cfg.lr * (min(1.0, (self.step + 1) / warm) if warm else 1.0)
-        for group in optimizer.param_groups:
-            group["lr"] = lr
-
-    def post(self, optimizer: torch.optim.Optimizer, _args: Any, _kwargs: Any) -> None:
-        if not self._ours(optimizer):
-            return
-        self.step += 1
-        self.after_step(self.step, self.loss.last_loss, optimizer)
-
-
 def run_tl_train(
     model: TransformerBridge,
     stream: TrainStream,
@@ -193,10 +148,33 @@ def run_tl_train(
     fused attention where no hook reads a pattern (:mod:`.sdpa`); on several processes each trains
     its rows of every batch and gradients are averaged. Returns (last step, stopped early)."""
     device = device or torch.device("cpu")
-    precision = precision or Precision()
-    loss = NextTokenLoss(model, precision, device)
-    hooks = _StepHooks(loss, cfg, start_step, optimizer_state, after_step)
+    loss = NextTokenLoss(model, precision or Precision(), device)
     feed = StepFeed(stream, cluster, device)
+    params = {id(p) for p in loss.parameters()}
+    # the global steps done, and TL's optimizer once seen
+    at: dict[str, Any] = {"step": start_step, "optimizer": None}
+
+    def ours(optimizer: torch.optim.Optimizer) -> bool:  # traps 2-5: TL's optimizer alone
+        return any(id(p) in params for g in optimizer.param_groups for p in g["params"])
+
+    def pre(optimizer: torch.optim.Optimizer, *_: Any) -> None:
+        if not ours(optimizer):
+            return
+        if at["optimizer"] is None:  # TL's fresh optimizer, before its first step
+            at["optimizer"] = optimizer
+            for group in optimizer.param_groups:
+                group["betas"] = tuple(cfg.betas)
+            if optimizer_state is not None:
+                optimizer.load_state_dict(optimizer_state)
+        warm = cfg.warmup_steps
+        for group in optimizer.param_groups:
+            group["lr"] = cfg.lr * (min(1.0, (at["step"] + 1) / warm) if warm else 1.0)
+
+    def post(optimizer: torch.optim.Optimizer, *_: Any) -> None:
+        if ours(optimizer):
+            at["step"] += 1
+            after_step(at["step"], loss.last_loss, optimizer)
+
     tl_cfg = TrainConfig(
         num_epochs=1,
         batch_size=feed.local,
@@ -208,10 +186,7 @@ def run_tl_train(
         device=device,
         print_every=None,
     )
-    handles = [
-        register_optimizer_step_pre_hook(hooks.pre),
-        register_optimizer_step_post_hook(hooks.post),
-    ]
+    handles = [register_optimizer_step_pre_hook(pre), register_optimizer_step_post_hook(post)]
     stopped = False
     try:
         with (
@@ -228,4 +203,4 @@ def run_tl_train(
         for h in handles:
             h.remove()
         model.eval()
-    return hooks.step, stopped
+    return at["step"], stopped

@@ -3,10 +3,11 @@
 One JSON line per logged step: ``step``, ``tokens``, ``loss``, ``elapsed_s``, ``tokens_per_s``,
 ``lr``; every ``score_every`` steps also each head's :data:`LOGGED_SCORES` as ``[layer][head]``
 grids (rounded to 4 decimals) on repeated random tokens, ``val_loss`` (held-out), and the text
-measures of :func:`text_metrics` (:data:`TEXT_KEYS`; runs logged before them lack these keys, and
-every reader treats them as optional). Score keys are the registry's ``Score.logged_as`` (the
-previous-token score is ``prev_token`` in this file). Which head is "the induction head" and when
-induction formed: :mod:`interp_toolkit.heads.induction`.
+measures of :func:`text_metrics` (the keys of
+:meth:`~interp_toolkit.exams.text_measures.TextInduction.metrics`; runs logged before them lack
+these keys, and every reader treats them as optional). Score keys are the registry's
+``Score.logged_as`` (the previous-token score is ``prev_token`` in this file). Which head is "the
+induction head" and when induction formed: :mod:`interp_toolkit.heads.induction`.
 """
 
 from __future__ import annotations
@@ -33,22 +34,6 @@ LOGGED_SCORES = ("induction", "previous_token", INDUCTION_SCORE)
 #: The held-out text windows the text measures read, the first of them the val-loss windows
 #: (64, as before the text measures), and how many are repeated as passages.
 TEXT_WINDOWS, VAL_WINDOWS, PASSAGE_ROWS = 256, 64, 16
-#: The keys :func:`text_metrics` adds (:meth:`~.text_induction.TextInduction.metrics`).
-TEXT_KEYS = (
-    "icl_score",
-    "icl_ci",
-    "icl_tokens",
-    "text_windows",
-    "icl_documents",
-    "passage_drop",
-    "passage_ci",
-    "passage_loss",
-    "passage_rows",
-    "passage_tokens",
-    "text_induction",
-    "text_induction_best",
-    "text_induction_head",
-)
 
 
 def text_metrics(

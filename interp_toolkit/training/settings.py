@@ -26,15 +26,9 @@ SNAPSHOT_LOG = 32
 def snapshot_schedule(steps: int, n_log: int, every: int | None = None) -> tuple[int, ...]:
     """``n_log`` steps spaced evenly in log(step) from 1 to ``steps`` (rounded; duplicates
     merged, so fewer near step 1), with ``steps`` itself, and every multiple of ``every``."""
-    out: set[int] = set()
-    if n_log > 0 and steps > 0:
-        if n_log == 1:
-            out.add(steps)
-        else:
-            out.update(round(steps ** (i / (n_log - 1))) for i in range(n_log))
-    if every:
-        out.update(range(every, steps + 1, every))
-    return tuple(sorted(s for s in out if 1 <= s <= steps))
+    log = {steps} if n_log == 1 else {round(steps ** (i / (n_log - 1))) for i in range(n_log)}
+    linear = range(every, steps + 1, every) if every else ()
+    return tuple(sorted(s for s in log.union(linear) if 1 <= s <= steps))
 
 
 @dataclass(frozen=True)

@@ -69,10 +69,9 @@ def planned_steps(cfg: TrainSettings) -> str:
     """The steps a run will take, as its stop rule applies them (what a run's first line says)."""
     if cfg.stop_score is None:
         return f"{cfg.steps:,} steps"
-    after = cfg.stop_after if cfg.stop_after is not None else cfg.score_every
     return (
         f"up to {cfg.steps:,} steps (stopping once the induction score has stayed above "
-        f"{cfg.stop_score:g} for {after:,} steps)"
+        f"{cfg.stop_score:g} for {InductionStop.of(cfg).wait:,} steps)"
     )
 
 
@@ -187,14 +186,12 @@ class StepLog:
         scores = None
         if step % cfg.log_every == 0 or scored:
             run_elapsed = time.perf_counter() - self.t0
+            mean = lambda t: round(float(mean_over_ranks(t, self.cluster)), 5)  # noqa: E731
             row = {
                 "step": step,
                 "tokens": self.tokens,
-                # waits for the device
-                "loss": round(float(mean_over_ranks(loss, self.cluster)), 5),
-                "mean_loss": round(
-                    float(mean_over_ranks(self.loss_sum / self.loss_n, self.cluster)), 5
-                ),
+                "loss": mean(loss),  # waits for the device
+                "mean_loss": mean(self.loss_sum / self.loss_n),
                 "elapsed_s": round(elapsed, 3),
                 "tokens_per_s": round(
                     (self.tokens - self.start.tokens) / max(run_elapsed, 1e-9), 1

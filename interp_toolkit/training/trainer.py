@@ -126,16 +126,8 @@ def train_model(
         #    windows of n_ctx + 1 tokens (the model reads n_ctx and every position, the last one
         #    too, predicts the next; see TrainStream).
         say(f"reading corpus {data_cfg.corpus!r} ...")
-        corpus = rank0_first(
-            cluster,
-            lambda: tokenize_corpus(
-                data_cfg.corpus,
-                data_cfg.val_fraction,
-                data_cfg.max_tokens,
-                progress,
-                store=data_cfg.store,
-            ),
-        )
+        read = (data_cfg.corpus, data_cfg.val_fraction, data_cfg.max_tokens, progress)
+        corpus = rank0_first(cluster, lambda: tokenize_corpus(*read, store=data_cfg.store))
         digest = corpus.digest() if cluster.is_main else None
         if begin.resumed:
             check_corpus(paths, digest, data_cfg.corpus)

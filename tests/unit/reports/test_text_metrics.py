@@ -11,7 +11,24 @@ import pytest
 import torch
 
 from interp_toolkit.reports.text_findings import steepest_fall, text_sentences
-from interp_toolkit.training.metrics import TEXT_KEYS, text_metrics
+from interp_toolkit.training.metrics import text_metrics
+
+#: The keys the text measures add to a scored row of metrics.jsonl (TextInduction.metrics).
+TEXT_KEYS = (
+    "icl_score",
+    "icl_ci",
+    "icl_tokens",
+    "text_windows",
+    "icl_documents",
+    "passage_drop",
+    "passage_ci",
+    "passage_loss",
+    "passage_rows",
+    "passage_tokens",
+    "text_induction",
+    "text_induction_best",
+    "text_induction_head",
+)
 
 
 def _row(step: int, icl: float, drop: float, best: float | None) -> dict:

@@ -78,10 +78,6 @@ def test_precision_round_trips_through_json():
     for p in (D.Precision(), D.Precision(bf16_autocast=True), D.Precision(True, True)):
         assert D.Precision.from_dict(json.loads(json.dumps(p.to_dict()))) == p
     assert D.Precision.from_dict({}) == D.Precision()
-    with pytest.raises(UserError, match="unknown"):
-        D.Precision.from_dict({"fp8": True})
-    with pytest.raises(UserError, match="true or false"):
-        D.Precision.from_dict({"tf32": "yes"})
 
 
 def test_what_applies_where(monkeypatch):
