@@ -96,16 +96,13 @@ def exam(
     from interp_toolkit.commands import analysis
     from interp_toolkit.reports.terminal import exams_view, period_exams_view
 
+    how = {"prepend_bos": not no_bos, "device": device, "dtype": dtype}
     if periods:
-        found = analysis.period_exams(
-            target, options, prepend_bos=not no_bos, device=device, dtype=dtype
-        )
+        found = analysis.period_exams(target, options, **how)
         emit(found.to_dict(), period_exams_view(found.target, found.rows, found.verdict), json_out)
-        return
-    found = analysis.exams(
-        target, prompt, target_text, top_k=top_k, prepend_bos=not no_bos, device=device, dtype=dtype
-    )
-    emit(found.to_dict(), exams_view(found.target, found.results), json_out)
+    else:
+        sat = analysis.exams(target, prompt, target_text, top_k=top_k, **how)
+        emit(sat.to_dict(), exams_view(sat.target, sat.results), json_out)
 
 
 @app.command("copying")

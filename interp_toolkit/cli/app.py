@@ -111,10 +111,7 @@ def takes(cls: type) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     return wrap
 
 
-JSON_HELP = "Write the results as JSON here (- for standard output)."
-
-
-def json_option(help: str = JSON_HELP) -> Any:
+def json_option(help: str = "Write the results as JSON here (- for standard output).") -> Any:
     """``--json FILE``: the command's result as JSON."""
     return typer.Option(None, "--json", help=help)
 
@@ -129,9 +126,9 @@ def out_option(help: str, default: Any = None) -> Any:
     return typer.Option(default, "--out", "-o", help=help)
 
 
-def seed_option(help: str, default: int | None = 0) -> Any:
+def seed_option(help: str) -> Any:
     """``--seed N``: the seed of what the command draws."""
-    return typer.Option(default, "--seed", help=help)
+    return typer.Option(0, "--seed", help=help)
 
 
 def check_out_file(
@@ -141,32 +138,21 @@ def check_out_file(
     a folder, a symlink loop, a name too long, an unwritable folder, a socket nobody listens on
     are one line; ``-`` is standard output, a device or FIFO is written in place); two options
     of one command may not write to the same place, and none inside what the command reads (a
-    run folder: :func:`check_not_an_input`) but what it ``owns`` there."""
+    run folder: :func:`interp_toolkit.files.paths.inside_inputs`) but what it ``owns`` there."""
     if path is None:
         return
     from interp_toolkit.cli.boundary import claim_output
-    from interp_toolkit.cli.given import raw_value
+    from interp_toolkit.cli.given import current, raw_value
     from interp_toolkit.files.io import check_output
+    from interp_toolkit.files.paths import inside_inputs
 
     raw = raw_value(flag)  # `newdir/` keeps its slash: typer's Path drops it
     target = check_output(raw if raw is not None and Path(raw) == path else path, flag, example)
     if target.kind == "stdout" or target.fd == 1:
         claim_output("stdout", flag)
     elif target.kind == "file":
-        check_not_an_input(path, flag, example, owns)
+        inside_inputs(path, flag, current().reads, owns, example)
         claim_output(str(target.path), flag)
-
-
-def check_not_an_input(
-    path: Path, flag: str, example: str = "out.json", owns: tuple[Path, ...] = ()
-) -> None:
-    """An output may not land in a run folder (or model folder) the command reads: the weights,
-    config or checkpoints would be written over (symlinks followed); ``owns`` are the exceptions
-    (``report``'s RUN/report.html)."""
-    from interp_toolkit.cli.given import current
-    from interp_toolkit.files.paths import inside_inputs
-
-    inside_inputs(path, flag, current().reads, owns, example)
 
 
 def wrote(path: Path) -> None:

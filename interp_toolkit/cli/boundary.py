@@ -34,6 +34,7 @@ import tempfile
 import time
 import traceback
 from collections.abc import Callable
+from contextlib import suppress
 from functools import partial
 from importlib import import_module
 from typing import Any, NoReturn
@@ -68,27 +69,17 @@ TOO_BIG = (errno.EFBIG,)  # past the file-size limit (`ulimit -f`)
 OPTION_RULES: dict[str, Callable[[Any, str], Any]] = {
     "seed": validate.seed,
     "temperature": validate.temperature,
-    "tokens": count(least=0),
-    "steps": count(),
-    "top_k": count(),
-    "top": count(),
-    "show": count(),
-    "n_seqs": count(),
-    "n_prompts": count(),
+    **dict.fromkeys(("tokens", "layer", "head", "neuron"), count(least=0)),
+    **dict.fromkeys(("steps", "top_k", "top", "show", "n_seqs", "n_prompts"), count()),
+    **dict.fromkeys(("max_step", "untrained_rows"), count()),
+    **dict.fromkeys(("seq_len", "period"), count(least=2)),
     "n_untrained": count(most=10_000, cost="each is one more model drawn and scored in full"),
     "seeds": count(most=1_000, cost="each seed is a whole study of its own, in its own folder"),
-    "max_step": count(),
     "step_size": partial(
         validate.number, least=1e-12, below=1.0, why="far below it no SGLD step moves a weight"
     ),
     "bandwidth": partial(validate.number, least=0.01, below=100.0, why="in natural-log steps"),
-    "untrained_rows": count(),
     "workers": workers,
-    "seq_len": count(least=2),
-    "period": count(least=2),
-    "layer": count(least=0),
-    "head": count(least=0),
-    "neuron": count(least=0),
 }
 
 #: The text options every command's ``--device`` and ``--dtype`` are checked by (each its
@@ -126,9 +117,9 @@ def refuse_repeated_options(command: Any, args: list[str]) -> None:
     silently, and the user meant one of them."""
     options = {o: p for p in command.params if hasattr(p, "is_flag") for o in p.opts}
     seen: dict[str, str] = {}
-    i = 0
-    while i < len(args):
-        arg, value = args[i], None
+    rest = iter(args)
+    for arg in rest:
+        value = None
         if arg == "--":
             return
         if arg.startswith("--") and "=" in arg:
@@ -136,12 +127,10 @@ def refuse_repeated_options(command: Any, args: list[str]) -> None:
         elif not arg.startswith("--") and len(arg) > 2 and arg[:2] in options:
             arg, value = arg[:2], arg[2:]
         param = options.get(arg)
-        i += 1
         if param is None:
             continue
         if not param.is_flag and value is None:
-            value = args[i] if i < len(args) else ""
-            i += 1
+            value = next(rest, "")  # the option's value (none left: the parse says so)
         if param.multiple or getattr(param, "count", False):
             continue
         shown = arg if value is None else f"{arg} {value}"
@@ -185,21 +174,13 @@ class CheckedContext(typer.Context):
 
 
 class _Stopped(Exception):
-    """A KeyboardInterrupt (or :class:`~interp_toolkit.errors.Interrupted`) on its way past typer."""
-
-    def __init__(self, interrupt: KeyboardInterrupt) -> None:
-        super().__init__(str(interrupt))
-        self.signal = signal_of(interrupt)
-        self.exit_code = _code_of(interrupt)
+    """A KeyboardInterrupt (or :class:`~interp_toolkit.errors.Interrupted`) on its way past typer
+    (its cause)."""
 
 
 class _PipeClosed(Exception):
-    """The reader of a FIFO or socket output closed it: carried past click, which would exit 1
-    without a word on any EPIPE."""
-
-    def __init__(self, error: OSError) -> None:
-        super().__init__(str(error))
-        self.error = error
+    """The reader of a FIFO or socket output closed it (its cause, an OSError): carried past
+    click, which would exit 1 without a word on any EPIPE."""
 
 
 class BoundaryGroup(TyperGroup):
@@ -220,11 +201,11 @@ class BoundaryGroup(TyperGroup):
             with invocation():
                 return super().invoke(ctx)
         except KeyboardInterrupt as exc:
-            raise _Stopped(exc) from None
+            raise _Stopped from exc
         except BrokenPipeError as exc:
             if exc.filename is None:  # standard output closed (`| head`): quiet, as click does
                 raise
-            raise _PipeClosed(exc) from None
+            raise _PipeClosed from exc
 
 
 def _flag_without_type(option: Any) -> Any:
@@ -260,9 +241,10 @@ def run(app: Any, argv: list[str] | None) -> None:
     except UserError as exc:
         _fail(f"error: {exc}", UserError.exit_code)
     except _Stopped as exc:
-        _fail(_interrupt_line(exc, [str(p) for p in WRITTEN[before:]]), exc.exit_code)
+        stop = exc.__cause__
+        _fail(_interrupt_line(stop, [str(p) for p in WRITTEN[before:]]), _code_of(stop))
     except _PipeClosed as exc:
-        _fail(f"error: {_os_problem(exc.error)}", 1)
+        _fail(f"error: {_os_problem(exc.__cause__)}", 1)
     except KeyboardInterrupt as exc:  # while typer parsed the command line
         _fail(f"interrupted ({signal_of(exc)}): nothing was written.", _code_of(exc))
     except SystemExit:
@@ -294,26 +276,25 @@ def _print_anything() -> None:
     and an emoji, a byte that was not UTF-8 echoed back) as an escape, never an error."""
     for stream in (sys.stdout, sys.stderr):
         if getattr(stream, "errors", None) == "strict" and hasattr(stream, "reconfigure"):
-            try:
+            with suppress(ValueError, OSError):  # closed, or not reconfigurable here
                 stream.reconfigure(errors="backslashreplace")
-            except (ValueError, OSError):  # closed, or not reconfigurable here
-                pass
 
 
 def _code_of(interrupt: BaseException) -> int:
     return int(getattr(interrupt, "exit_code", 130))
 
 
-def _interrupt_line(exc: _Stopped, written: list[str]) -> str:
+def _interrupt_line(stop: Any, written: list[str]) -> str:
     """The command's own line (what it kept, how to go on), or the files it wrote whole."""
-    if str(exc):
-        return f"interrupted: {exc}"
+    if str(stop):
+        return f"interrupted: {stop}"
+    by = signal_of(stop)
     if not written:
-        return f"interrupted ({exc.signal}): nothing was written; run the command again to finish."
+        return f"interrupted ({by}): nothing was written; run the command again to finish."
     names = list(dict.fromkeys(written))
     shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
     return (
-        f"interrupted ({exc.signal}): wrote {shown} (each whole) before it stopped; the rest "
+        f"interrupted ({by}): wrote {shown} (each whole) before it stopped; the rest "
         "was not written: run the command again to finish."
     )
 

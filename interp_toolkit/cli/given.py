@@ -107,8 +107,7 @@ def note_arguments(command: Any, parent: Any, name: str | None, args: list[str])
         raw = opts.get(param.name)
         if raw is None:
             continue
-        for opt in param.opts:
-            raw_of[opt] = raw
+        raw_of.update(dict.fromkeys(param.opts, raw))
         values = raw if isinstance(raw, (list, tuple)) else [raw]
         if _is_path(param) and any(isinstance(v, str) and not v.strip() for v in values):
             raise UserError(
@@ -134,13 +133,11 @@ def check_text(command: Any, params: dict[str, Any]) -> None:
     """Every text option (not a path) is text a codec can encode: bytes that are not UTF-8 on
     the command line are one line naming the option (:func:`~interp_toolkit.runtime.validate.
     unicode`); a path may hold them (Linux file names are bytes)."""
-    for param in command.params:
+    for param in (p for p in command.params if not _is_path(p)):
         value = params.get(param.name)
-        values = value if isinstance(value, (list, tuple)) else [value]
-        if not _is_path(param):
-            for v in values:
-                if isinstance(v, str):
-                    validate.unicode(v, flag_of(param))
+        for v in value if isinstance(value, (list, tuple)) else [value]:
+            if isinstance(v, str):
+                validate.unicode(v, flag_of(param))
 
 
 def check_target(spec: Any) -> None:

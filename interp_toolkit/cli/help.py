@@ -19,16 +19,12 @@ def unwrap(doc: str | None) -> str | None:
 
 def tidy(app: Any) -> None:
     """Re-flow every registered command's help and hide the type of its flags (in place)."""
-    infos = [*app.registered_commands]
-    if app.registered_callback is not None:
-        infos.append(app.registered_callback)
-    for info in infos:
-        if info.callback is None:
+    for info in [*app.registered_commands, app.registered_callback]:
+        if info is None or info.callback is None:
             continue
         if getattr(info, "help", "") is None:
             info.help = unwrap(info.callback.__doc__)
         for param in inspect.signature(info.callback).parameters.values():
             option = param.default
             if isinstance(option, OptionInfo) and isinstance(option.default, bool):
-                if option.metavar is None:
-                    option.metavar = ""
+                option.metavar = option.metavar or ""

@@ -10,7 +10,6 @@ import typer
 
 from interp_toolkit.cli.app import (
     app,
-    check_not_an_input,
     csv_option,
     device_option,
     dtype_option,
@@ -23,6 +22,7 @@ from interp_toolkit.cli.app import (
     target_argument,
 )
 from interp_toolkit.cli.boundary import stdout_claimed
+from interp_toolkit.cli.given import current
 from interp_toolkit.development.options import StagesOptions
 from interp_toolkit.probing.options import ProbeOptions
 from interp_toolkit.saes.options import SAEOptions
@@ -97,11 +97,12 @@ def sae_cmd(
     """Train an SAE on a model's activations; print L0, variance explained, CE loss recovered and
     dead latents; write cfg.json + sae_weights.safetensors (SAELens's layout) and the pages."""
     if out is not None:  # never into the run's own files, but its saes/ (RUN@STEP: RUN's)
+        from interp_toolkit.files.paths import inside_inputs
         from interp_toolkit.runs.folder import RunPaths
         from interp_toolkit.runs.spec import run_folder
 
         owns = (RunPaths(Path(run_folder(target))).saes,)
-        check_not_an_input(out, "--out", "sae-folder", owns=owns)
+        inside_inputs(out, "--out", current().reads, owns, "sae-folder")
     outputs((json_out, "--json", "sae.json"))
     from interp_toolkit.commands.units import sae
     from interp_toolkit.reports.terminal_units import sae_view

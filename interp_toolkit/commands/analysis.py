@@ -11,12 +11,13 @@ from interp_toolkit.errors import UserError
 from interp_toolkit.exams.options import PeriodExamOptions
 from interp_toolkit.exams.periods import PeriodExam
 from interp_toolkit.exams.single import ExamResult
-from interp_toolkit.exams.verdict import ExamVerdict
+from interp_toolkit.exams.verdict import ExamVerdict, chance_rule, pass_rule, passes_rule
 from interp_toolkit.files.serialize import Jsonable, json_field
 from interp_toolkit.heads.options import DiscoveryOptions
 from interp_toolkit.runs import targets
 from interp_toolkit.runs.target import Target
 from interp_toolkit.runtime.progress import status
+from interp_toolkit.stats.thresholds import THRESHOLDS
 from interp_toolkit.text.codecs import Codec
 
 if TYPE_CHECKING:
@@ -24,21 +25,16 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-class Read:
-    """What a command read on a target: its name, the analysis's typed result (``result``),
-    the architecture's facts, its notes on the command's scores and the page when one was asked
-    for (``circuit --out``)."""
+class Read(Jsonable):
+    """What a command read on a target: its name, the analysis's typed result (``result``, its
+    JSON written into the record), the architecture's facts, its notes on the command's scores
+    and the page when one was asked for (``circuit --out``)."""
 
     target: str
-    result: Any
+    result: Any = field(metadata=json_field(inline=True))
     architecture: Architecture
     notes: list[str]
-    page: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """The command's JSON: the result's fields between the target and the architecture."""
-        out = {"target": self.target, **self.result.to_dict()}
-        return out | {"architecture": self.architecture.to_dict(), "notes": self.notes}
+    page: str | None = field(default=None, metadata=json_field(skip=True))
 
 
 def _read(tgt: Target, result: Any, command: str, page: str | None = None, **where: Any) -> Read:
@@ -88,8 +84,6 @@ def exams(
 
     if (prompt is None) != (expected is None):
         raise UserError("give --prompt and --target together (or neither, for the built-in exams).")
-    if top_k < 1:
-        raise UserError(f"--top-k {top_k} cannot work: use 1 or more.")
     tgt = targets.load_target(target, device, for_weights=False, dtype=dtype)
     sat = exams_for(tgt.codec) if prompt is None else (Exam("custom", prompt, expected or ""),)
     results = [
@@ -140,18 +134,13 @@ def copying(
     from interp_toolkit.weights.circuits import check_head, head_circuit, trained_token_ids
 
     layer, index = HeadId.parse(head)
-    if top_k < 1:
-        raise UserError(f"--top-k {top_k} cannot work: use 1 or more.")
     tgt = targets.load_target(target, device, dtype=dtype)
     check_head(tgt.model, layer, index)
     d_vocab = int(tgt.model.cfg.d_vocab)
-    if tokens:
-        ids = [_one_token(tgt.codec, text, d_vocab) for text in tokens]
-    else:
-        ids = _default_token_ids(tgt.codec, d_vocab)
-    trained = trained_token_ids(tgt)
+    given = [_one_token(tgt.codec, text, d_vocab) for text in tokens or []]
+    ids = given or _default_token_ids(tgt.codec, d_vocab)
     result = head_circuit(
-        tgt.model, tgt.codec, layer, index, token_ids=ids, k=top_k, trained=trained
+        tgt.model, tgt.codec, layer, index, token_ids=ids, k=top_k, trained=trained_token_ids(tgt)
     )
     return _read(tgt, result, "copying")
 
@@ -191,40 +180,38 @@ def circuit(
         from interp_toolkit.reports.circuit_report import circuit_page
 
         cfg = tgt.model.cfg
-        n_layers, n_heads = int(cfg.n_layers), int(cfg.n_heads)
-        html = circuit_page(found, target=tgt.name, n_layers=n_layers, n_heads=n_heads)
+        html = circuit_page(found, target=tgt.name, n_layers=cfg.n_layers, n_heads=cfg.n_heads)
     listed = replace(found, n_ranked=2000 if o.per_position else None)
     return _read(tgt, listed, "circuit", html)
 
 
+def _verdict_json(v: ExamVerdict) -> dict[str, Any]:
+    """The rules in words (:mod:`~interp_toolkit.exams.verdict`) and the verdict's counts."""
+    return {
+        "pass_rule": pass_rule(),
+        "exam_lower_bound": THRESHOLDS.exam_lower_bound,
+        "chance_rule": chance_rule(v.n_exams),
+        "n_passing": v.n_passing,
+        "n_exams": v.n_exams,
+        "above": {name: len(above) for name, above in v.above.items()},
+    }
+
+
+def _rows_json(rows: list[PeriodExam]) -> list[dict[str, Any]]:
+    return [{**r.to_dict(), "passes_rule": passes_rule(r)} for r in rows]
+
+
 @dataclass(frozen=True)
-class PeriodExams:
-    """``exam --periods``: every period's exam (``rows``, each with its chance levels) and their
-    verdict (:class:`~interp_toolkit.exams.verdict.ExamVerdict`)."""
+class PeriodExams(Jsonable):
+    """``exam --periods``: their verdict (:class:`~interp_toolkit.exams.verdict.ExamVerdict`,
+    written as the rules and its counts) and every period's exam (``rows``, each with its chance
+    levels and whether it passes)."""
 
     target: str
     prepend_bos: bool
     seed: int
-    rows: list[PeriodExam]
-    verdict: ExamVerdict
-
-    def to_dict(self) -> dict[str, Any]:
-        from interp_toolkit.exams.verdict import chance_rule, pass_rule, passes_rule
-        from interp_toolkit.stats.thresholds import THRESHOLDS as T
-
-        v = self.verdict
-        return {
-            "target": self.target,
-            "prepend_bos": self.prepend_bos,
-            "seed": self.seed,
-            "pass_rule": pass_rule(T),
-            "exam_lower_bound": T.exam_lower_bound,
-            "chance_rule": chance_rule(len(self.rows), T),
-            "n_passing": v.n_passing,
-            "n_exams": v.n_exams,
-            "above": {name: len(above) for name, above in v.above.items()},
-            "periods": [{**r.to_dict(), "passes_rule": passes_rule(r, T)} for r in self.rows],
-        }
+    verdict: ExamVerdict = field(metadata=json_field(encode=_verdict_json, inline=True))
+    rows: list[PeriodExam] = field(metadata=json_field(key="periods", encode=_rows_json))
 
 
 def period_exams(
@@ -240,24 +227,17 @@ def period_exams(
     chance_run, exam = options.chance_run, options.exam(prepend_bos)
     from interp_toolkit.exams.periods import exam_by_period, exam_with_chance, with_chance
     from interp_toolkit.exams.verdict import exam_verdict
-    from interp_toolkit.stats.thresholds import THRESHOLDS
 
-    tgt = targets.load_target(target, device, for_weights=False, dtype=dtype)
-    ref = (
-        targets.load_target(chance_run, device, for_weights=False, dtype=dtype)
-        if chance_run
-        else None
-    )
-    source = getattr(tgt, "source", None)
-    rows = exam_with_chance(
-        tgt.model, tgt.codec, model_cfg=getattr(source, "model_cfg", None), **exam
-    )
+    def load(spec: str) -> Target:
+        return targets.load_target(spec, device, for_weights=False, dtype=dtype)
+
+    tgt, ref = load(target), load(chance_run) if chance_run else None
+    rows = exam_with_chance(tgt.model, tgt.codec, model_cfg=tgt.model_cfg, **exam)
     if ref is not None:
-        same = int(ref.model.cfg.n_ctx) == int(tgt.model.cfg.n_ctx)
-        if not same or ref.codec.d_vocab != tgt.codec.d_vocab:
+        if ref.model.cfg.n_ctx != tgt.model.cfg.n_ctx or ref.codec.d_vocab != tgt.codec.d_vocab:
             raise UserError(
                 f"--chance-run {chance_run} has another context or vocabulary than "
                 f"{target}: it cannot sit the same prompts; give a run of the same recipe."
             )
         rows = with_chance(rows, exam_by_period(ref.model, ref.codec, **exam), ref.name)
-    return PeriodExams(tgt.name, prepend_bos, options.seed, rows, exam_verdict(rows, THRESHOLDS))
+    return PeriodExams(tgt.name, prepend_bos, options.seed, exam_verdict(rows), rows)

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING
 
 from interp_toolkit.development.options import StagesOptions
 from interp_toolkit.errors import UserError
@@ -25,11 +25,10 @@ def sample(
     top_k: int | None = None,
     seed: int = 0,
     device: str = "auto",
-    out: TextIO | None = None,
 ) -> None:
-    """Continue ``prompt`` with ``tokens`` tokens from a trained run, written to ``out``
-    (standard output) as they come, with a progress bar on standard error when it is not a
-    terminal; Ctrl-C keeps the text so far and says how far it got."""
+    """Continue ``prompt`` with ``tokens`` tokens from a trained run, written to standard output
+    as they come, with a progress bar on standard error when it is not a terminal; Ctrl-C keeps
+    the text so far and says how far it got."""
     from interp_toolkit.errors import Interrupted
     from interp_toolkit.models.sampling import decode_stream, sample_ids
     from interp_toolkit.runs.folder import load_run
@@ -37,7 +36,7 @@ def sample(
     from interp_toolkit.stats.thresholds import UNKNOWN_NOTICE_SHARE
     from interp_toolkit.text.codecs import describe_vocab, unknown_share
 
-    out = out or sys.stdout
+    out = sys.stdout
     r = load_run(run, device=device)
     ids = sample_ids(
         r.model, r.codec, prompt, n_tokens=tokens, temperature=temperature, top_k=top_k, seed=seed

@@ -131,8 +131,7 @@ def neurons(
     tgt = targets.load_target(target, device, dtype=dtype)
     check_layers(tgt.model, [layer])
     d_mlp = int(tgt.model.cfg.d_mlp)
-    bad = [n for n in chosen or [] if not 0 <= n < d_mlp]
-    if bad:
+    if bad := [n for n in chosen or [] if not 0 <= n < d_mlp]:
         raise UserError(f"--neuron {bad[0]} does not exist: layer {layer} has 0..{d_mlp - 1}.")
     corpus, _ = corpus_of(tgt.source)
     tokens = neuron_windows(tgt.codec, tgt.n_ctx, tgt.source, seed=seed, n_seqs=options.n_seqs)
@@ -213,23 +212,21 @@ def stopped_sae(exc: KeyboardInterrupt, folder: Path) -> KeyboardInterrupt:
 
     if str(exc):
         return exc
-    by, signum = signal_of(exc), getattr(exc, "signum", 2)
-    paths = SAEPaths(folder)
+    by, paths = signal_of(exc), SAEPaths(folder)
     if paths.cfg.is_file():
-        return Interrupted(
+        said = (
             f"stopped by {by} after training: the SAE is saved in {folder} (cfg.json, "
             "sae_weights.safetensors); its evaluation and pages were not finished: run the same "
-            "command with --resume to write them.",
-            signum,
+            "command with --resume to write them."
         )
-    if paths.state.is_file():
-        return Interrupted(
+    elif paths.state.is_file():
+        said = (
             f"stopped by {by}: the SAE's last checkpoint is in {paths.checkpoints}; continue "
-            "with the same command and --resume.",
-            signum,
+            "with the same command and --resume."
         )
-    return Interrupted(
-        f"stopped by {by} before the SAE's first step: nothing new was saved in {folder}; run "
-        "the same command again.",
-        signum,
-    )
+    else:
+        said = (
+            f"stopped by {by} before the SAE's first step: nothing new was saved in {folder}; run "
+            "the same command again."
+        )
+    return Interrupted(said, getattr(exc, "signum", 2))

@@ -184,6 +184,51 @@ def test_exam_periods_json(tmp_path, tiny_cfg, capsys):
     assert [(r["kind"], r["period"]) for r in short["periods"]] == [("random", 2), ("random", 3)]
 
 
+def test_the_period_exams_json_is_declared_in_its_order():
+    """``exam --periods --json`` on hand-made exams (its JSON declared, not written by hand):
+    the thresholds' rules and the verdict's counts between the seed and the periods, each period
+    its own record and whether it passes, last."""
+    from interp_toolkit.commands.analysis import PeriodExams
+    from interp_toolkit.exams.periods import Chance, PeriodExam
+    from interp_toolkit.exams.verdict import chance_rule, exam_verdict, pass_rule
+
+    chance = (Chance("untrained", 0, 200, 1e-9),)
+    rows = [PeriodExam(p, "letters", 200, n, 0.0, chance=chance) for p, n in ((2, 200), (3, 100))]
+    data = PeriodExams("run", True, 7, exam_verdict(rows), rows).to_dict()
+    assert list(data) == [
+        "target", "prepend_bos", "seed", "pass_rule", "exam_lower_bound", "chance_rule",
+        "n_passing", "n_exams", "above", "periods",
+    ]  # fmt: skip
+    assert data["pass_rule"] == pass_rule() and data["chance_rule"] == chance_rule(2)
+    assert (data["n_passing"], data["n_exams"], data["above"]) == (1, 2, {"untrained": 2})
+    assert data["exam_lower_bound"] == 0.9 and data["seed"] == 7
+    assert data["periods"] == [
+        {**rows[0].to_dict(), "passes_rule": True},
+        {**rows[1].to_dict(), "passes_rule": False},
+    ]
+
+
+def test_a_commands_json_is_its_result_between_the_target_and_the_architecture(tiny_model):
+    """``Read`` (``heads``, ``copying``, ``circuit --json``): the target, the result's own keys
+    written into the record, then the architecture and the notes; the page is not JSON."""
+    from dataclasses import dataclass
+
+    from interp_toolkit.commands.analysis import Read
+    from interp_toolkit.files.serialize import Jsonable
+    from interp_toolkit.models.architecture import architecture_of
+
+    @dataclass(frozen=True)
+    class Found(Jsonable):
+        score: float
+        heads: list[str]
+
+    arch = architecture_of(tiny_model)
+    data = Read("run", Found(0.5, ["1.0"]), arch, ["a note"], page="<html>").to_dict()
+    assert list(data) == ["target", "score", "heads", "architecture", "notes"]
+    assert data["architecture"] == arch.to_dict() and data["notes"] == ["a note"]
+    assert (data["target"], data["score"], data["heads"]) == ("run", 0.5, ["1.0"])
+
+
 def test_the_heads_table_fits_the_terminal_one_line_a_head(tiny_run):
     """Issue 46 item 7: the table was ~230 columns whatever the width (four lines per head at 120
     columns). Now one line per head within 120 columns; --wide keeps every p-value; the JSON holds
