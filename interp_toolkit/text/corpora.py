@@ -21,14 +21,7 @@ from interp_toolkit.errors import UserError
 TEXT_SUFFIXES = {".txt", ".md", ".py", ".rst", ".json", ".csv", ".html", ".tex"}
 DATASET_SUFFIXES = {".parquet": "parquet", ".jsonl": "json", ".json": "json"}  # a single file
 SHARD_SUFFIXES = {".parquet": "parquet", ".jsonl": "json"}  # a folder holding only these
-_EXCLUDED_STDLIB_PARTS = {
-    "test",
-    "tests",
-    "idle_test",
-    "site-packages",
-    "dist-packages",
-    "__pycache__",
-}
+_EXCLUDED_STDLIB_PARTS = set("test tests idle_test site-packages dist-packages __pycache__".split())
 
 
 @dataclass
@@ -45,10 +38,6 @@ def stdlib_files() -> list[Path]:
         dirs[:] = [d for d in dirs if d not in _EXCLUDED_STDLIB_PARTS and not d.startswith("test_")]
         files += [Path(folder, n) for n in names if n.endswith(".py") and not n.startswith("test_")]
     return sorted(files)
-
-
-def _read(path: Path) -> str:
-    return path.read_text(encoding="utf-8", errors="replace")
 
 
 #: How much of a file :func:`not_text` reads to decide.
@@ -170,7 +159,7 @@ def _texts(files: tuple[Path, ...], root: Path) -> Iterator[Document]:
         if reason:
             print(f"corpus: skipping {file} ({reason})", file=sys.stderr, flush=True)
             continue
-        yield Document(str(file.relative_to(root)), _read(file))
+        yield Document(str(file.relative_to(root)), file.read_text("utf-8", errors="replace"))
 
 
 def _dataset_files(path: Path) -> tuple[str, list[Path]] | None:
