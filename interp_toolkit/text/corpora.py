@@ -21,7 +21,14 @@ from interp_toolkit.errors import UserError
 TEXT_SUFFIXES = {".txt", ".md", ".py", ".rst", ".json", ".csv", ".html", ".tex"}
 DATASET_SUFFIXES = {".parquet": "parquet", ".jsonl": "json", ".json": "json"}  # a single file
 SHARD_SUFFIXES = {".parquet": "parquet", ".jsonl": "json"}  # a folder holding only these
-_EXCLUDED_STDLIB_PARTS = set("test tests idle_test site-packages dist-packages __pycache__".split())
+_EXCLUDED_STDLIB_PARTS = {
+    "test",
+    "tests",
+    "idle_test",
+    "site-packages",
+    "dist-packages",
+    "__pycache__",
+}
 
 
 @dataclass
