@@ -92,10 +92,8 @@ def exam_ranks(
         ranks[rows] = target_rank(at, target[rows])
         probs[rows] = at.softmax(-1).gather(-1, target[rows, None])[:, 0].double()
     sizes = [p.tokens.shape[0] for p in plan]
-    return [
-        ([int(r) for r in r_part], [float(x) for x in p_part])
-        for r_part, p_part in zip(ranks.split(sizes), probs.split(sizes), strict=True)
-    ]
+    parts = zip(ranks.split(sizes), probs.split(sizes), strict=True)
+    return [(r.tolist(), p.tolist()) for r, p in parts]
 
 
 @dataclass(frozen=True)
@@ -202,6 +200,14 @@ class PeriodExam(Jsonable):
     def key(self) -> tuple[str, int]:
         return (self.kind, self.period)
 
+    def same_prompts(self, other: PeriodExam | None) -> bool:
+        """Whether ``other`` sat the same prompts (kind, period and prompt digest)."""
+        return (
+            other is not None
+            and other.digest == self.digest
+            and len(other.ranks) == len(self.ranks)
+        )
+
 
 def sit_exams(
     model: torch.nn.Module,
@@ -251,17 +257,13 @@ def with_chance(
     out = []
     for e in exams:
         r = by_key.get(e.key)
-        if r is None or r.digest != e.digest or len(r.ranks) != len(e.ranks) or not e.ranks:
+        if not e.ranks or not e.same_prompts(r):
             out.append(e)
             continue
         p = mcnemar_greater([x == 0 for x in e.ranks], [x == 0 for x in r.ranks])
         chance = Chance(name, r.passes, r.n_prompts, p)
         out.append(replace(e, chance=(*(c for c in e.chance if c.model != name), chance)))
     return out
-
-
-def untrained_name(model: torch.nn.Module) -> str:
-    return f"untrained {int(model.cfg.n_layers)}-layer model (same architecture)"
 
 
 def exam_with_chance(
@@ -286,4 +288,5 @@ def exam_with_chance(
     if maker is None:
         return exams
     reference = sit_exams(maker.make(maker.seeds[0]), plan, int(codec.d_vocab))
-    return with_chance(exams, reference, untrained_name(model))
+    name = f"untrained {int(model.cfg.n_layers)}-layer model (same architecture)"
+    return with_chance(exams, reference, name)

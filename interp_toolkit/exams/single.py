@@ -157,15 +157,6 @@ def target_rank(
     return (logits >= t).sum(-1) - 1
 
 
-def next_token_logprobs(
-    model: TransformerBridge, ids: list[int]
-) -> Float[torch.Tensor, " d_vocab"]:
-    device = next(model.parameters()).device
-    with torch.no_grad():
-        logits = model(torch.tensor([ids], dtype=torch.long, device=device))
-    return logits[0, -1].float().log_softmax(-1).cpu()
-
-
 def run_exam(
     model: TransformerBridge,
     codec: Codec,
@@ -184,7 +175,9 @@ def run_exam(
         codec, prompt, target, n_ctx=int(model.cfg.n_ctx), prepend_bos=prepend_bos
     )
     validate.in_vocab([*ids, target_id], int(model.cfg.d_vocab), "prompt and target")
-    logp = next_token_logprobs(model, ids)
+    tokens = torch.tensor([ids], device=next(model.parameters()).device)
+    with torch.no_grad():
+        logp = model(tokens)[0, -1].float().log_softmax(-1).cpu()
     rank = int(target_rank(logp, torch.tensor(target_id)))
     vals, idx = logp.topk(min(top_k, logp.shape[0]))
     strs = codec.str_tokens(idx.tolist())
@@ -197,6 +190,6 @@ def run_exam(
         top=[(s, float(v.exp())) for s, v in zip(strs, vals, strict=True)],
         name=name,
         logprob=float(logp[target_id]),
-        top_ids=[int(i) for i in idx.tolist()],
+        top_ids=idx.tolist(),
         n_tokens=len(ids),
     )

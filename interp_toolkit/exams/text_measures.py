@@ -68,24 +68,15 @@ class IclScore(Jsonable):
     """The in-context-learning score on ``n_windows`` held-out windows of ``n_tokens`` tokens:
     mean loss on tokens ``late`` minus on tokens ``early`` (``[a, b)``), per window."""
 
-    n_tokens: int
+    score: Interval  # over windows, or over documents (a cluster bootstrap): its n and method say
     early: tuple[int, int] = field(metadata=json_field(key="early_tokens"))
     late: tuple[int, int] = field(metadata=json_field(key="late_tokens"))
     early_loss: float
     late_loss: float
-    score: Interval  # over windows, or over documents (a cluster bootstrap): its n and method say
+    n_tokens: int
     n_windows: int = field(default=0, metadata=json_field(skip=True))
 
     json_extra = ("positions",)
-    json_order = (
-        "score",
-        "early_tokens",
-        "late_tokens",
-        "early_loss",
-        "late_loss",
-        "n_tokens",
-        "positions",
-    )
 
     def positions(self) -> str:
         """The positions in words, e.g. 'tokens 30-31 minus tokens 2-3 of 32-token windows'."""

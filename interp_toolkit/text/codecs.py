@@ -282,9 +282,8 @@ class TokenizerCodec(_Shared):
         self.d_vocab = int(d_vocab)
         self.n_tokens = min(len(tokenizer), self.d_vocab)
         special = [i for i in getattr(tokenizer, "all_special_ids", []) if i is not None]
-        bos = tokenizer.bos_token_id
-        bos = tokenizer.eos_token_id if bos is None else bos
-        self.bos_id = int(bos if bos is not None else (special[0] if special else 0))
+        ids = (tokenizer.bos_token_id, tokenizer.eos_token_id, *special)
+        self.bos_id = int(next((i for i in ids if i is not None), 0))
         self.unk_id = tokenizer.unk_token_id
         self.special = frozenset(int(i) for i in special) | {self.bos_id}
         self.name = str(getattr(tokenizer, "name_or_path", "") or "tokenizer")
@@ -335,11 +334,8 @@ def describe_vocab(codec: Codec) -> str:
             f"a {codec.d_vocab:,}-id vocabulary (its corpus's {codec.d_vocab - 1:,} most frequent "
             "GPT-2 tokens and <unk>)"
         )
-    if codec.kind == "bytes":
-        return "the 256 byte values"
-    if codec.kind == "hf":
-        return f"its tokenizer's {codec.d_vocab:,} ids"
-    return f"the full GPT-2 vocabulary ({codec.d_vocab:,} ids)"
+    words = {"bytes": "the 256 byte values", "hf": f"its tokenizer's {codec.d_vocab:,} ids"}
+    return words.get(codec.kind, f"the full GPT-2 vocabulary ({codec.d_vocab:,} ids)")
 
 
 def unknown_share(codec: Codec, ids: Iterable[int]) -> float:
