@@ -96,8 +96,28 @@ def exam_ranks(
     return [(r.tolist(), p.tolist()) for r, p in parts]
 
 
+class _PassRate:
+    """``passes`` of ``n_prompts``: the rate and its Wilson 95% interval."""
+
+    passes: int
+    n_prompts: int
+
+    @property
+    def pass_rate(self) -> float:
+        return self.passes / self.n_prompts
+
+    @property
+    def interval(self) -> Interval:
+        """The Wilson 95% interval of the pass rate."""
+        return wilson(self.passes, self.n_prompts)
+
+    @property
+    def wilson95(self) -> list[float]:
+        return [self.interval.low, self.interval.high]
+
+
 @dataclass(frozen=True)
-class Chance(Jsonable):
+class Chance(_PassRate, Jsonable):
     """Another model's pass count on the same prompts (an untrained model of the same
     architecture, or the study's 1-layer model), and the p-value of the examined model passing
     more often (:data:`CHANCE_TEST`)."""
@@ -111,15 +131,6 @@ class Chance(Jsonable):
     json_extra = ("pass_rate", "wilson95", "test")
     json_order = ("model", "passes", "n_prompts", "pass_rate", "wilson95", "p_value", "test")
 
-    @property
-    def pass_rate(self) -> float:
-        return self.passes / self.n_prompts
-
-    @property
-    def wilson95(self) -> list[float]:
-        iv = wilson(self.passes, self.n_prompts)
-        return [iv.low, iv.high]
-
 
 def _order_control(ranks: tuple[int, ...]) -> dict[str, int] | None:
     """The order control's passes of its prompts (None: not sat)."""
@@ -127,7 +138,7 @@ def _order_control(ranks: tuple[int, ...]) -> dict[str, int] | None:
 
 
 @dataclass(frozen=True)
-class PeriodExam(Jsonable):
+class PeriodExam(_PassRate, Jsonable):
     """One model's exam at one period and token kind: ``passes`` of ``n_prompts`` prompts had
     rank 0; ``ranks`` per prompt; ``offsets``: the (smallest, largest) prefix used;
     ``positions``: how many start positions the prefix was drawn from (:data:`~.prompts.MIN_OFFSETS`
@@ -167,22 +178,9 @@ class PeriodExam(Jsonable):
     )
 
     @property
-    def pass_rate(self) -> float:
-        return self.passes / self.n_prompts
-
-    @property
     def roomy(self) -> bool:
         """Whether the prompts start at :data:`~.prompts.MIN_OFFSETS` positions or more."""
         return self.positions >= MIN_OFFSETS
-
-    @property
-    def interval(self) -> Interval:
-        """The Wilson 95% interval of the pass rate."""
-        return wilson(self.passes, self.n_prompts)
-
-    @property
-    def wilson95(self) -> list[float]:
-        return [self.interval.low, self.interval.high]
 
     @property
     def offset_record(self) -> dict[str, Any]:

@@ -50,16 +50,11 @@ def exams_for(codec: Codec | None) -> tuple[Exam, ...]:
         return BYTE_EXAMS
     fits: dict[tuple[tuple[int, ...], ...], Exam] = {}  # one exam per token sequence
     for e in (*BUILTIN_EXAMS, *BYTE_EXAMS):
-        if _one_token_per_letter(codec, e):
-            fits.setdefault((tuple(codec.encode(e.prompt)), tuple(codec.encode(e.target))), e)
+        ids, target = codec.encode(e.prompt), codec.encode(e.target)
+        letters = sum(c.isalpha() for c in e.prompt)
+        if len(ids) == letters and len(target) == 1 and not codec.contains_unk([*ids, *target]):
+            fits.setdefault((tuple(ids), tuple(target)), e)
     return tuple(fits.values()) or BUILTIN_EXAMS
-
-
-def _one_token_per_letter(codec: Codec, exam: Exam) -> bool:
-    ids = codec.encode(exam.prompt)
-    target = codec.encode(exam.target)
-    letters = sum(c.isalpha() for c in exam.prompt)
-    return len(ids) == letters and len(target) == 1 and not codec.contains_unk([*ids, *target])
 
 
 @dataclass

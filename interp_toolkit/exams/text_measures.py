@@ -158,8 +158,7 @@ def repeated_passage(
 ) -> PassageLoss:
     """The repeated-passage loss of ``model`` on held-out ``windows`` (default length: half the
     context)."""
-    n_ctx = int(model.cfg.n_ctx)
-    length = length or min(n_ctx // 2, int(windows.shape[1]))
+    length = length or min(int(model.cfg.n_ctx) // 2, int(windows.shape[1]))
     toks = passage_tokens(windows, length)
     device = next(model.parameters()).device
     with torch.no_grad():
@@ -275,8 +274,7 @@ def passage_order_effect(
     copy (tokens 1..L-1) after the shuffled copy minus after the exact one, per passage, with a
     normal 95% interval over passages (nats per token; docs/study.md section 0). A model that
     copies tokens it has seen, but not the token that followed, gains as much from either."""
-    n_ctx = int(model.cfg.n_ctx)
-    length = length or min(n_ctx // 2, int(windows.shape[1]))
+    length = length or min(int(model.cfg.n_ctx) // 2, int(windows.shape[1]))
     exact = passage_tokens(windows, length)
     g = rng(seed, "passage_order_control")
     order = torch.stack([torch.randperm(length, generator=g) for _ in range(len(windows))])
