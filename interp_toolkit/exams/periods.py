@@ -92,14 +92,32 @@ def exam_ranks(
         ranks[rows] = target_rank(at, target[rows])
         probs[rows] = at.softmax(-1).gather(-1, target[rows, None])[:, 0].double()
     sizes = [p.tokens.shape[0] for p in plan]
-    return [
-        ([int(r) for r in r_part], [float(x) for x in p_part])
-        for r_part, p_part in zip(ranks.split(sizes), probs.split(sizes), strict=True)
-    ]
+    parts = zip(ranks.split(sizes), probs.split(sizes), strict=True)
+    return [(r.tolist(), p.tolist()) for r, p in parts]
+
+
+class _PassRate:
+    """``passes`` of ``n_prompts``: the rate and its Wilson 95% interval."""
+
+    passes: int
+    n_prompts: int
+
+    @property
+    def pass_rate(self) -> float:
+        return self.passes / self.n_prompts
+
+    @property
+    def interval(self) -> Interval:
+        """The Wilson 95% interval of the pass rate."""
+        return wilson(self.passes, self.n_prompts)
+
+    @property
+    def wilson95(self) -> list[float]:
+        return [self.interval.low, self.interval.high]
 
 
 @dataclass(frozen=True)
-class Chance(Jsonable):
+class Chance(_PassRate, Jsonable):
     """Another model's pass count on the same prompts (an untrained model of the same
     architecture, or the study's 1-layer model), and the p-value of the examined model passing
     more often (:data:`CHANCE_TEST`)."""
@@ -113,15 +131,6 @@ class Chance(Jsonable):
     json_extra = ("pass_rate", "wilson95", "test")
     json_order = ("model", "passes", "n_prompts", "pass_rate", "wilson95", "p_value", "test")
 
-    @property
-    def pass_rate(self) -> float:
-        return self.passes / self.n_prompts
-
-    @property
-    def wilson95(self) -> list[float]:
-        iv = wilson(self.passes, self.n_prompts)
-        return [iv.low, iv.high]
-
 
 def _order_control(ranks: tuple[int, ...]) -> dict[str, int] | None:
     """The order control's passes of its prompts (None: not sat)."""
@@ -129,7 +138,7 @@ def _order_control(ranks: tuple[int, ...]) -> dict[str, int] | None:
 
 
 @dataclass(frozen=True)
-class PeriodExam(Jsonable):
+class PeriodExam(_PassRate, Jsonable):
     """One model's exam at one period and token kind: ``passes`` of ``n_prompts`` prompts had
     rank 0; ``ranks`` per prompt; ``offsets``: the (smallest, largest) prefix used;
     ``positions``: how many start positions the prefix was drawn from (:data:`~.prompts.MIN_OFFSETS`
@@ -169,22 +178,9 @@ class PeriodExam(Jsonable):
     )
 
     @property
-    def pass_rate(self) -> float:
-        return self.passes / self.n_prompts
-
-    @property
     def roomy(self) -> bool:
         """Whether the prompts start at :data:`~.prompts.MIN_OFFSETS` positions or more."""
         return self.positions >= MIN_OFFSETS
-
-    @property
-    def interval(self) -> Interval:
-        """The Wilson 95% interval of the pass rate."""
-        return wilson(self.passes, self.n_prompts)
-
-    @property
-    def wilson95(self) -> list[float]:
-        return [self.interval.low, self.interval.high]
 
     @property
     def offset_record(self) -> dict[str, Any]:
@@ -201,6 +197,14 @@ class PeriodExam(Jsonable):
     @property
     def key(self) -> tuple[str, int]:
         return (self.kind, self.period)
+
+    def same_prompts(self, other: PeriodExam | None) -> bool:
+        """Whether ``other`` sat the same prompts (kind, period and prompt digest)."""
+        return (
+            other is not None
+            and other.digest == self.digest
+            and len(other.ranks) == len(self.ranks)
+        )
 
 
 def sit_exams(
@@ -251,17 +255,13 @@ def with_chance(
     out = []
     for e in exams:
         r = by_key.get(e.key)
-        if r is None or r.digest != e.digest or len(r.ranks) != len(e.ranks) or not e.ranks:
+        if not e.ranks or not e.same_prompts(r):
             out.append(e)
             continue
         p = mcnemar_greater([x == 0 for x in e.ranks], [x == 0 for x in r.ranks])
         chance = Chance(name, r.passes, r.n_prompts, p)
         out.append(replace(e, chance=(*(c for c in e.chance if c.model != name), chance)))
     return out
-
-
-def untrained_name(model: torch.nn.Module) -> str:
-    return f"untrained {int(model.cfg.n_layers)}-layer model (same architecture)"
 
 
 def exam_with_chance(
@@ -286,4 +286,5 @@ def exam_with_chance(
     if maker is None:
         return exams
     reference = sit_exams(maker.make(maker.seeds[0]), plan, int(codec.d_vocab))
-    return with_chance(exams, reference, untrained_name(model))
+    name = f"untrained {int(model.cfg.n_layers)}-layer model (same architecture)"
+    return with_chance(exams, reference, name)

@@ -203,9 +203,7 @@ def exam_prompts(
             f"period {period} does not fit the {kind} exam of this model: use 2..{longest} "
             f"(context {n_ctx}{' with BOS' if prepend_bos else ''})."
         )
-    off = int(prepend_bos)
     positions = offset_positions(n_ctx, period, prepend_bos=prepend_bos, max_offset=max_offset)
-    room = positions - 1
     low, high = default_token_range(codec)
     pool = letter_pool(codec) if kind == "letters" else None
     batch = repeated_tokens(
@@ -214,7 +212,7 @@ def exam_prompts(
         low=low,
         high=min(high, int(codec.d_vocab)),
         bos_id=int(codec.bos_id) if prepend_bos and codec.bos_id is not None else None,
-        prefix_max=room,
+        prefix_max=positions - 1,
         seed=_kind_seed(seed, kind, period),
         segment_ids=None if pool is None else pool.for_period(period),
     )
@@ -226,8 +224,7 @@ def exam_prompts(
             if pool.successor.get(a) == b:
                 for copy in (s, s + period):
                     tokens[i, copy + period - 2], tokens[i, copy + period - 1] = b, a
-    rows = torch.arange(n_prompts)
-    target = tokens[rows, starts + period - 1]
+    target = tokens[torch.arange(n_prompts), starts + period - 1]
     if order_control:
         tokens = shuffle_first_copies(tokens, starts, period, _kind_seed(seed, kind, period))
     return ExamPrompts(
@@ -236,7 +233,7 @@ def exam_prompts(
         tokens=tokens[:, :-1].contiguous(),  # the last column is only ever filler or a target
         query=starts + 2 * period - 2,
         target=target,
-        offsets=starts - off,
+        offsets=starts - int(prepend_bos),
         positions=positions,
     )
 

@@ -50,16 +50,11 @@ def exams_for(codec: Codec | None) -> tuple[Exam, ...]:
         return BYTE_EXAMS
     fits: dict[tuple[tuple[int, ...], ...], Exam] = {}  # one exam per token sequence
     for e in (*BUILTIN_EXAMS, *BYTE_EXAMS):
-        if _one_token_per_letter(codec, e):
-            fits.setdefault((tuple(codec.encode(e.prompt)), tuple(codec.encode(e.target))), e)
+        ids, target = codec.encode(e.prompt), codec.encode(e.target)
+        letters = sum(c.isalpha() for c in e.prompt)
+        if len(ids) == letters and len(target) == 1 and not codec.contains_unk([*ids, *target]):
+            fits.setdefault((tuple(ids), tuple(target)), e)
     return tuple(fits.values()) or BUILTIN_EXAMS
-
-
-def _one_token_per_letter(codec: Codec, exam: Exam) -> bool:
-    ids = codec.encode(exam.prompt)
-    target = codec.encode(exam.target)
-    letters = sum(c.isalpha() for c in exam.prompt)
-    return len(ids) == letters and len(target) == 1 and not codec.contains_unk([*ids, *target])
 
 
 @dataclass
@@ -157,15 +152,6 @@ def target_rank(
     return (logits >= t).sum(-1) - 1
 
 
-def next_token_logprobs(
-    model: TransformerBridge, ids: list[int]
-) -> Float[torch.Tensor, " d_vocab"]:
-    device = next(model.parameters()).device
-    with torch.no_grad():
-        logits = model(torch.tensor([ids], dtype=torch.long, device=device))
-    return logits[0, -1].float().log_softmax(-1).cpu()
-
-
 def run_exam(
     model: TransformerBridge,
     codec: Codec,
@@ -184,7 +170,9 @@ def run_exam(
         codec, prompt, target, n_ctx=int(model.cfg.n_ctx), prepend_bos=prepend_bos
     )
     validate.in_vocab([*ids, target_id], int(model.cfg.d_vocab), "prompt and target")
-    logp = next_token_logprobs(model, ids)
+    tokens = torch.tensor([ids], device=next(model.parameters()).device)
+    with torch.no_grad():
+        logp = model(tokens)[0, -1].float().log_softmax(-1).cpu()
     rank = int(target_rank(logp, torch.tensor(target_id)))
     vals, idx = logp.topk(min(top_k, logp.shape[0]))
     strs = codec.str_tokens(idx.tolist())
@@ -197,6 +185,6 @@ def run_exam(
         top=[(s, float(v.exp())) for s, v in zip(strs, vals, strict=True)],
         name=name,
         logprob=float(logp[target_id]),
-        top_ids=[int(i) for i in idx.tolist()],
+        top_ids=idx.tolist(),
         n_tokens=len(ids),
     )

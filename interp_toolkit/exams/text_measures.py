@@ -68,24 +68,15 @@ class IclScore(Jsonable):
     """The in-context-learning score on ``n_windows`` held-out windows of ``n_tokens`` tokens:
     mean loss on tokens ``late`` minus on tokens ``early`` (``[a, b)``), per window."""
 
-    n_tokens: int
+    score: Interval  # over windows, or over documents (a cluster bootstrap): its n and method say
     early: tuple[int, int] = field(metadata=json_field(key="early_tokens"))
     late: tuple[int, int] = field(metadata=json_field(key="late_tokens"))
     early_loss: float
     late_loss: float
-    score: Interval  # over windows, or over documents (a cluster bootstrap): its n and method say
+    n_tokens: int
     n_windows: int = field(default=0, metadata=json_field(skip=True))
 
     json_extra = ("positions",)
-    json_order = (
-        "score",
-        "early_tokens",
-        "late_tokens",
-        "early_loss",
-        "late_loss",
-        "n_tokens",
-        "positions",
-    )
 
     def positions(self) -> str:
         """The positions in words, e.g. 'tokens 30-31 minus tokens 2-3 of 32-token windows'."""
@@ -167,8 +158,7 @@ def repeated_passage(
 ) -> PassageLoss:
     """The repeated-passage loss of ``model`` on held-out ``windows`` (default length: half the
     context)."""
-    n_ctx = int(model.cfg.n_ctx)
-    length = length or min(n_ctx // 2, int(windows.shape[1]))
+    length = length or min(int(model.cfg.n_ctx) // 2, int(windows.shape[1]))
     toks = passage_tokens(windows, length)
     device = next(model.parameters()).device
     with torch.no_grad():
@@ -284,8 +274,7 @@ def passage_order_effect(
     copy (tokens 1..L-1) after the shuffled copy minus after the exact one, per passage, with a
     normal 95% interval over passages (nats per token; docs/study.md section 0). A model that
     copies tokens it has seen, but not the token that followed, gains as much from either."""
-    n_ctx = int(model.cfg.n_ctx)
-    length = length or min(n_ctx // 2, int(windows.shape[1]))
+    length = length or min(int(model.cfg.n_ctx) // 2, int(windows.shape[1]))
     exact = passage_tokens(windows, length)
     g = rng(seed, "passage_order_control")
     order = torch.stack([torch.randperm(length, generator=g) for _ in range(len(windows))])

@@ -111,15 +111,11 @@ class Pooled:
         return self.passes / self.n_prompts
 
 
-def _outcomes(exams: Sequence[PeriodExam]) -> list[bool]:
-    return [r == 0 for e in exams for r in e.ranks]
-
-
 def pooled(exams: Sequence[PeriodExam]) -> Pooled:
     """:class:`Pooled` of ``exams`` (the order effect only when every exam sat its control)."""
     if not exams:
         raise ValueError("pooled needs at least one period exam")
-    as_is = _outcomes(exams)
+    as_is = [r == 0 for e in exams for r in e.ranks]
     effect = p = None
     if all(e.control_ranks for e in exams):
         control = [r == 0 for e in exams for r in e.control_ranks]
@@ -134,13 +130,7 @@ def pooled_against(
     prompt digest), paired, with the exact one-sided McNemar p-value that ``exams`` pass more;
     None when they share no exam."""
     by_key = {e.key: e for e in other}
-    pairs = [
-        (e, by_key[e.key])
-        for e in exams
-        if e.key in by_key
-        and by_key[e.key].digest == e.digest
-        and len(e.ranks) == len(by_key[e.key].ranks)
-    ]
+    pairs = [(e, by_key[e.key]) for e in exams if e.same_prompts(by_key.get(e.key))]
     if not pairs or not any(e.ranks for e, _ in pairs):
         return None
     a = [r == 0 for e, _ in pairs for r in e.ranks]

@@ -23,6 +23,7 @@ import importlib.resources
 import json
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
+from itertools import groupby
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -140,8 +141,7 @@ class GPT2Codec(_Shared):
         return gpt2_encoding().decode([int(i) for i in ids])
 
     def str_tokens(self, ids: Iterable[int]) -> list[str]:
-        enc = gpt2_encoding()
-        return [enc.decode([int(i)]) for i in ids]
+        return [gpt2_encoding().decode([int(i)]) for i in ids]
 
     def from_gpt2(self, gpt2_ids: np.ndarray) -> np.ndarray:
         return np.asarray(gpt2_ids, dtype=np.int64)
@@ -201,18 +201,10 @@ class CompactVocab(_Shared):
     def decode(self, ids: Iterable[int]) -> str:
         """The text of ``ids``: runs of known tokens decoded together (so a character split
         over several tokens comes back whole), ``<unk>`` where the vocabulary has no token."""
-        enc, pieces, run = gpt2_encoding(), [], []
-        for g in [*self.to_gpt2(ids), -1]:
-            if g >= 0:
-                run.append(g)
-                continue
-            pieces.append(enc.decode(run))
-            run = []
-            pieces.append(UNK)
-        return "".join(pieces[:-1])
-
-    def __len__(self) -> int:
-        return self.d_vocab
+        runs = groupby(self.to_gpt2(ids), key=lambda g: g >= 0)
+        return "".join(
+            gpt2_encoding().decode(list(r)) if known else UNK * len(list(r)) for known, r in runs
+        )
 
 
 #: What a byte codec's random tokens are drawn from (probes, exams): the printable ASCII bytes,
@@ -290,9 +282,8 @@ class TokenizerCodec(_Shared):
         self.d_vocab = int(d_vocab)
         self.n_tokens = min(len(tokenizer), self.d_vocab)
         special = [i for i in getattr(tokenizer, "all_special_ids", []) if i is not None]
-        bos = tokenizer.bos_token_id
-        bos = tokenizer.eos_token_id if bos is None else bos
-        self.bos_id = int(bos if bos is not None else (special[0] if special else 0))
+        ids = (tokenizer.bos_token_id, tokenizer.eos_token_id, *special)
+        self.bos_id = int(next((i for i in ids if i is not None), 0))
         self.unk_id = tokenizer.unk_token_id
         self.special = frozenset(int(i) for i in special) | {self.bos_id}
         self.name = str(getattr(tokenizer, "name_or_path", "") or "tokenizer")
@@ -343,11 +334,8 @@ def describe_vocab(codec: Codec) -> str:
             f"a {codec.d_vocab:,}-id vocabulary (its corpus's {codec.d_vocab - 1:,} most frequent "
             "GPT-2 tokens and <unk>)"
         )
-    if codec.kind == "bytes":
-        return "the 256 byte values"
-    if codec.kind == "hf":
-        return f"its tokenizer's {codec.d_vocab:,} ids"
-    return f"the full GPT-2 vocabulary ({codec.d_vocab:,} ids)"
+    words = {"bytes": "the 256 byte values", "hf": f"its tokenizer's {codec.d_vocab:,} ids"}
+    return words.get(codec.kind, f"the full GPT-2 vocabulary ({codec.d_vocab:,} ids)")
 
 
 def unknown_share(codec: Codec, ids: Iterable[int]) -> float:

@@ -47,10 +47,6 @@ def stdlib_files() -> list[Path]:
     return sorted(files)
 
 
-def _read(path: Path) -> str:
-    return path.read_text(encoding="utf-8", errors="replace")
-
-
 #: How much of a file :func:`not_text` reads to decide.
 SNIFF_BYTES = 1 << 16
 
@@ -170,7 +166,7 @@ def _texts(files: tuple[Path, ...], root: Path) -> Iterator[Document]:
         if reason:
             print(f"corpus: skipping {file} ({reason})", file=sys.stderr, flush=True)
             continue
-        yield Document(str(file.relative_to(root)), _read(file))
+        yield Document(str(file.relative_to(root)), file.read_text("utf-8", errors="replace"))
 
 
 def _dataset_files(path: Path) -> tuple[str, list[Path]] | None:

@@ -8,18 +8,15 @@ from torch import Tensor
 
 from interp_toolkit.text.codecs import ENDOFTEXT, UNK, Codec
 
-SPACE = "·"
-NEWLINE = "↵"
-TAB = "→"
+#: What each whitespace character reads as in a label.
+VISIBLE = str.maketrans({" ": "·", "\n": "↵", "\t": "→", "\r": "␍"})
 
 
 def visible_token(token: str) -> str:
     """A token label with its whitespace made visible: ``' the'`` -> ``'·the'``, ``'\\n'`` -> ``'↵'``."""
     if token in (UNK, ENDOFTEXT):
         return token
-    if token == "":
-        return "∅"
-    return token.replace(" ", SPACE).replace("\n", NEWLINE).replace("\t", TAB).replace("\r", "␍")
+    return token.translate(VISIBLE) or "∅"
 
 
 def token_labels(codec: Codec | None, tokens: Sequence[int] | Tensor) -> list[str]:

@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import json
 import math
-import operator
 import os
 import shutil
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -235,18 +235,13 @@ class TokenWindows:
         return self.shape[0]
 
     def __getitem__(self, index: int | slice) -> Int[torch.Tensor, "*window pos"]:
-        n = self.n_ctx
-        if isinstance(index, slice):
-            start, stop, step = index.indices(len(self))
-            if step != 1:
-                raise ValueError("TokenWindows slices take step 1")
-            rows = self.ids[start * n : max(start, stop) * n]
-            return torch.from_numpy(self._model_ids(rows).reshape(-1, n))
-        i = operator.index(index)
-        i += len(self) if i < 0 else 0
-        if not 0 <= i < len(self):
-            raise IndexError(f"window {index} out of range for {len(self)} windows")
-        return torch.from_numpy(self._model_ids(self.ids[i * n : (i + 1) * n]))
+        n, rows = self.n_ctx, range(len(self))[index]  # IndexError past the end
+        if isinstance(rows, int):
+            return torch.from_numpy(self._model_ids(self.ids[rows * n : (rows + 1) * n]))
+        if rows.step != 1:
+            raise ValueError("TokenWindows slices take step 1")
+        ids = self.ids[rows.start * n : max(rows.start, rows.stop) * n]
+        return torch.from_numpy(self._model_ids(ids).reshape(-1, n))
 
     def _model_ids(self, ids: np.ndarray) -> np.ndarray:
         """``ids`` as model ids (``codec`` None: they are model ids already)."""
@@ -266,10 +261,6 @@ class TokenWindows:
         if self.codec is None:
             return windows, None
         sep = 0 if self.codec.store == "bytes" else EOT_ID  # what ends a document in the store
-        docs, seen, at = [], 0, 0
-        for i in idx:
-            start = int(i) * self.n_ctx
-            seen += int(np.count_nonzero(self.ids[at:start] == sep))
-            docs.append(seen)
-            at = start
-        return windows, docs
+        bounds = [0, *(int(i) * self.n_ctx for i in idx)]
+        seps = [np.count_nonzero(self.ids[a:b] == sep) for a, b in pairwise(bounds)]
+        return windows, np.cumsum(seps, dtype=np.int64).tolist()

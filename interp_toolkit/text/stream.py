@@ -36,7 +36,7 @@ import os
 import re
 import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -205,8 +205,6 @@ def tokenize_corpus(
     """
     source = corpus_source(corpus, max_tokens)
     root = cache_dir() / "tokens"
-    if store not in ("gpt2", "bytes"):
-        raise ValueError(f"unknown token store kind {store!r}")
     name = f"{_slug(source.label)}-{source.key(FORMAT, store, val_fraction)}"
     found = open_store(root / name)
     if found is None:
@@ -314,10 +312,11 @@ def repeated_span_windows(
     return np.take_along_axis(x, src, axis=1)
 
 
+@dataclass(eq=False)
 class TrainStream:
     """The training data as a deterministic function of (seed, global sample index).
 
-    Every sample is a window of ``text_windows.shape[1]`` tokens; training cuts windows of
+    Every sample is a window of ``text.shape[1]`` tokens; training cuts windows of
     ``n_ctx + 1`` tokens so that the model reads ``n_ctx`` of them and every one of its positions,
     the last one too, is trained to predict the next (with ``n_ctx``-token windows the last
     position would never get a loss, and its position embedding never a gradient).
@@ -330,32 +329,25 @@ class TrainStream:
     its own rows) is :class:`~interp_toolkit.training.loop.StepFeed`.
     """
 
-    def __init__(
-        self,
-        text_windows: Int[torch.Tensor, "window pos"] | TokenWindows,
-        *,
-        batch_size: int,
-        repeat_fraction: float,
-        low: int,
-        high: int,
-        span_min: int,
-        span_max: int,
-        seed: int,
-        start_step: int = 0,
-        end_step: int = 0,
-    ) -> None:
-        self.text = text_windows
-        self.length = int(text_windows.shape[1])
-        self.batch_size = batch_size
-        self.n_repeat = int(round(batch_size * repeat_fraction))
-        self.low, self.high = low, high
-        self.span_min, self.span_max = span_min, span_max
-        self.seed = seed
-        self.start_step, self.end_step = start_step, end_step
+    text: Int[torch.Tensor, "window pos"] | TokenWindows
+    _: KW_ONLY
+    batch_size: int
+    repeat_fraction: float
+    low: int
+    high: int
+    span_min: int
+    span_max: int
+    seed: int
+    start_step: int = 0
+    end_step: int = 0
+
+    def __post_init__(self) -> None:
+        self.length = int(self.text.shape[1])
+        self.n_repeat = int(round(self.batch_size * self.repeat_fraction))
         self._perms: dict[int, np.ndarray] = {}
         self._block_step = -1
         self._block = torch.zeros(0, self.length, dtype=torch.long)
-        if self.n_repeat < batch_size and len(self.text) == 0:
+        if self.n_repeat < self.batch_size and len(self.text) == 0:
             raise UserError(
                 "the corpus is too short for one window: use a larger corpus or a smaller n_ctx."
             )
