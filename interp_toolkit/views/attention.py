@@ -48,9 +48,7 @@ class LayerViews(dict[int, RenderedHTML]):
         """Write :meth:`to_html` to ``path`` (atomically, through the one writer); returns it."""
         from interp_toolkit.files.io import write_text
 
-        out = Path(path)
-        write_text(out, self.to_html(title))
-        return out
+        return write_text(path, self.to_html(title))
 
 
 def layer_views(
