@@ -155,8 +155,7 @@ def analyse_and_report(run: Run, cfg: StudyConfig) -> tuple[RunSummary, RunAnaly
     with torch.no_grad():
         write_json(paths.circuits, copying_table(run.model))
     write_text(paths.report, run_report_html(analysis))
-    href = f"{run.name}/{paths.report.name}"
-    return analysis.summary(href=href), analysis
+    return analysis.summary(href=f"{run.name}/{paths.report.name}"), analysis
 
 
 def reproduce(cfg: StudyConfig) -> StudyResult:
