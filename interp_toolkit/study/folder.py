@@ -104,13 +104,9 @@ def finished_runs(out: Path) -> dict[str, Any]:
 
 
 def _finished_phrase(done: dict[str, Any]) -> str:
-    def names(xs: list[str]) -> str:
-        return ", ".join(xs) or "none"
-
     cut = [f"{n} (step {s})" if s is not None else n for n, s in done["unfinished"].items()]
-    return (
-        f"trained: {names(done['trained'])}; analysed: {names(done['analysed'])}; "
-        f"unfinished: {names(cut)}"
+    return "; ".join(
+        f"{k}: {', '.join(xs) or 'none'}" for k, xs in {**done, "unfinished": cut}.items()
     )
 
 

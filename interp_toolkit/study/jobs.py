@@ -12,6 +12,7 @@ contend for it). Every job's result comes back by name; a job's error stops the 
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import signal
@@ -99,10 +100,8 @@ def worker_start(parent: int) -> None:
     once, through its parent (:func:`stop_workers`), not twice (a second signal stops a
     training at once, unsaved); and die with its parent (``parent``: the parent's PID), even when
     that is killed with -9 (no orphan keeps training, or waits for a job nobody sends)."""
-    try:
+    with contextlib.suppress(OSError):  # already a session leader
         os.setsid()
-    except OSError:  # already a session leader
-        pass
     die_with_parent(parent)
 
 
@@ -111,7 +110,5 @@ def stop_workers(pool: ProcessPoolExecutor) -> None:
     saves a checkpoint at the step under way and stops; an idle worker just ends."""
     for process in list(getattr(pool, "_processes", {}).values()):
         if process.pid is not None and process.is_alive():
-            try:
+            with contextlib.suppress(OSError):  # it has just ended
                 os.kill(process.pid, signal.SIGTERM)
-            except OSError:  # it has just ended
-                pass

@@ -47,12 +47,11 @@ from interp_toolkit.units.reading import ContextFacts, RuleCount, random_top, un
 MLP_LAYERS = (1, 2)
 #: The depths the study probes.
 PROBE_LAYERS = (1, 2)
-MLP_SUFFIX = "-mlp"
 
 
 def run_name(preset: str, n_layers: int, mlp: bool = False) -> str:
     """A study's run folder name: ``cpu-2l``, ``cpu-2l-mlp``."""
-    return f"{preset}-{n_layers}l{MLP_SUFFIX if mlp else ''}"
+    return f"{preset}-{n_layers}l{'-mlp' if mlp else ''}"
 
 
 def layer0_previous_token_heads(summary: RunSummary) -> list[HeadId]:
@@ -100,16 +99,12 @@ def measure_neurons(run: Run, seed: int = 0, *, sae_tokens: int = SAE_TOKENS) ->
     layers = list(range(run.model_cfg.n_layers))
     neurons = analyse_neurons(run.model, tokens, layers, seed=seed, untrained=twin)
     latents = ()
-    n = min(sae_tokens, trained_tokens(run))
+    train = run.settings.get("train", {})  # the tokens it was trained on: steps x batch x context
+    trained = int(train.get("steps", 0)) * int(train.get("batch_size", 0)) * run.model_cfg.n_ctx
+    n = min(sae_tokens, trained)
     if n >= SAETrainConfig().batch * SAETrainConfig().batches_per_block:
         latents = tuple(measure_latents(run, twin, la, tokens, seed, n) for la in layers)
     return NeuronMeasurement(run.name, tuple(neurons), latents)
-
-
-def trained_tokens(run: Run) -> int:
-    """Tokens the run was trained on (steps x batch x context, from its settings)."""
-    train = run.settings.get("train", {})
-    return int(train.get("steps", 0)) * int(train.get("batch_size", 0)) * run.model_cfg.n_ctx
 
 
 def measure_latents(
@@ -131,8 +126,7 @@ def measure_latents(
         top, density = top_latent_activations(model, sae, tokens)
         counts.append(RuleCount.of(unit_concepts(facts, top, alive=density > 0)))
         if shuffled is None:
-            n, seq = tokens.shape
-            control = random_top(top, n, seq, seed=seed)
+            control = random_top(top, *tokens.shape, seed=seed)
             shuffled = RuleCount.of(unit_concepts(facts, control, alive=density > 0))
             rows = max(16, EVAL_TOKENS // source.seq_len)
             heldout = source.heldout_rows(rows)

@@ -76,8 +76,7 @@ from interp_toolkit.study.layers import (
     measure_neurons,
     measure_probe,
 )
-from interp_toolkit.study.plan import (  # noqa: F401  (StudyConfig and SETTINGS: importable here)
-    SETTINGS,
+from interp_toolkit.study.plan import (  # noqa: F401  (StudyConfig: importable here)
     StudyConfig,
     StudyRun,
     control_steps,
@@ -86,12 +85,18 @@ from interp_toolkit.study.plan import (  # noqa: F401  (StudyConfig and SETTINGS
     study_runs,
     study_settings,
 )
-from interp_toolkit.study.seeds import other_seeds, seed_configs, stages_section
+from interp_toolkit.study.seeds import seed_configs, stages_section
 from interp_toolkit.training.presets import PRESETS, Preset, check_layers
 from interp_toolkit.views.page import Section
 from interp_toolkit.weights.circuits import copying_table
 
 SAMPLE_PROMPTS = ("def ", "import os\n", "class ", "    return ")
+#: How the page names a setting (any other preset: ``Preset NAME``).
+SETTING_TITLES = {
+    "text": "Natural text (bytes)",
+    "text-bpe": "Natural text (BPE)",
+    "cpu": "Curriculum",
+}
 
 
 @dataclass
@@ -150,13 +155,13 @@ def analyse_and_report(run: Run, cfg: StudyConfig) -> tuple[RunSummary, RunAnaly
     with torch.no_grad():
         write_json(paths.circuits, copying_table(run.model))
     write_text(paths.report, run_report_html(analysis))
-    href = f"{run.name}/{paths.report.name}"
-    return analysis.summary(href=href), analysis
+    return analysis.summary(href=f"{run.name}/{paths.report.name}"), analysis
 
 
 def reproduce(cfg: StudyConfig) -> StudyResult:
     settings = study_settings(cfg)
-    for n in {n for _, layers in settings for n in layers}:
+    depths = {n for _, layers in settings for n in layers}
+    for n in depths:
         check_layers(n)
     for preset, _ in settings:
         if preset not in PRESETS:  # before any work; a study also takes "all"
@@ -167,7 +172,7 @@ def reproduce(cfg: StudyConfig) -> StudyResult:
     check_study_seeds(cfg.seed, cfg.seeds)  # --seeds 1 or more, the last a seed
     if cfg.workers < 1 or cfg.threads < 1:
         raise UserError(f"--workers {cfg.workers} / threads {cfg.threads}: use 1 or more.")
-    if cfg.mlp and not set(MLP_LAYERS) & {n for _, layers in settings for n in layers}:
+    if cfg.mlp and not set(MLP_LAYERS) & depths:
         raise UserError(
             f"--mlp trains MLP twins of the {' and '.join(map(str, MLP_LAYERS))}-layer models: "
             "include one of them in --layers."
@@ -213,14 +218,12 @@ def measure_run(run: Run, cfg: StudyConfig, *, mlp: bool) -> RunMeasurements:
         say(f"[{run.name}] circuit (EAP-IG and EAP) ...")
         task = study_task(run.model, run.codec, seed=cfg.seed)
         circuit = summarise_circuits(run.name, run.model, task, analysis.route, seed=cfg.seed)
-    n = run.model_cfg.n_layers
-    probe = neurons = None
-    if n in PROBE_LAYERS:
+    probe = None
+    if run.model_cfg.n_layers in PROBE_LAYERS:
         say(f"[{run.name}] probes{' and neurons' if mlp else ''} ...")
         heads = layer0_previous_token_heads(summary)
         probe = measure_probe(run.model, run.codec, run.name, heads, cfg.seed, run.model_cfg)
-    if mlp:
-        neurons = measure_neurons(run, seed=cfg.seed)
+    neurons = measure_neurons(run, seed=cfg.seed) if mlp else None
     return RunMeasurements(
         summary=summary,
         depth=measure_depth(
@@ -238,12 +241,6 @@ def measure_run(run: Run, cfg: StudyConfig, *, mlp: bool) -> RunMeasurements:
         neurons=neurons,
         data_mix=data_mix_sentence(run.settings, run.model_cfg.n_ctx),
     )
-
-
-def _budget(preset: Preset) -> int:
-    """A run's most work: tokens x layers over its step budget (what orders the jobs)."""
-    t, m = preset.train, preset.model
-    return t.steps * t.batch_size * m.n_ctx * m.n_layers
 
 
 def _train_and_measure(
@@ -281,8 +278,9 @@ def _train_and_measure(
 
     jobs = []
     for r in runs:
-        if r in known:  # the longest first: MLP twins, then by tokens x layers
-            after, rank = (), (0, int(not r.mlp), -_budget(presets[r.name]))
+        if r in known:  # the longest first: MLP twins, then by its most work, tokens x layers
+            t, m = presets[r.name].train, presets[r.name].model
+            after, rank = (), (0, int(not r.mlp), -t.steps * t.batch_size * m.n_ctx * m.n_layers)
         else:
             after, rank = tuple(f"train {k.name}" for k in known if k.preset == r.preset), (1,)
         jobs.append(Job(f"train {r.name}", lambda r=r: train(r), after, rank))
@@ -360,15 +358,6 @@ def _setting_block(
     return SettingBlock(runs[0].preset, sections, summaries, circuits, attn, mlps, probes, neurons)
 
 
-def setting_title(preset: str) -> str:
-    """How the page names a setting: ``Natural text (bytes)``, ``Curriculum``."""
-    return {
-        "text": "Natural text (bytes)",
-        "text-bpe": "Natural text (BPE)",
-        "cpu": "Curriculum",
-    }.get(preset, f"Preset {preset}")
-
-
 def _reproduce(
     cfg: StudyConfig, out: Path, runs: Sequence[StudyRun], marker: dict[str, Any]
 ) -> StudyResult:
@@ -379,8 +368,9 @@ def _reproduce(
         _setting_block(cfg, out, [r for r in runs if r.preset == p], by_name) for p in presets
     ]
     measured = [SeedMeasurements(cfg.seed, [d for b in blocks for d in b.depths])]
-    if cfg.seeds > 1:
-        measured += other_seeds(cfg, reproduce)
+    for i, extra in enumerate(seed_configs(cfg), start=2):  # each a whole study of its own
+        say(f"seed {extra.seed} ({i} of {cfg.seeds}): the whole study in {extra.out}")
+        measured.append(SeedMeasurements(extra.seed, reproduce(extra).depths))
     seeds = over_seeds([(b.preset, [d.name for d in b.depths]) for b in blocks], measured)
     for b, over in zip(blocks, seeds, strict=True):
         if cfg.seeds > 1:
@@ -389,11 +379,10 @@ def _reproduce(
             b.sections.append(section)
     elapsed = time.perf_counter() - t0
     machine = dataclasses.replace(machine_record(), threads=cfg.threads)  # each run's threads
+    titles = [SETTING_TITLES.get(b.preset, f"Preset {b.preset}") for b in blocks]
     pages = [
-        SettingPage(
-            setting_title(b.preset), tuple(b.depths), o.claims, o.reliable_copier, tuple(b.sections)
-        )
-        for b, o in zip(blocks, seeds, strict=True)
+        SettingPage(t, tuple(b.depths), o.claims, o.reliable_copier, tuple(b.sections))
+        for t, b, o in zip(titles, blocks, seeds, strict=True)
     ]
     html = study_page(
         pages,
@@ -417,18 +406,9 @@ def _reproduce(
     thresholds = dataclasses.asdict(THRESHOLDS)
     done = {"status": "done", "elapsed_s": round(elapsed, 1), "thresholds": thresholds}
     write_json(out / STUDY_MARKER, {**marker, **done, **body})
-    return StudyResult(
-        out=out,
-        index=index,
-        summaries=[s for b in blocks for s in b.summaries],
-        circuits=[c for b in blocks for c in b.circuits],
-        depths=[d for b in blocks for d in b.depths],
-        mlp_depths=[d for b in blocks for d in b.mlp_depths],
-        probes=[x for b in blocks for x in b.probes],
-        neurons=[x for b in blocks for x in b.neurons],
-        findings=findings,
-        elapsed_s=elapsed,
-    )
+    kept = ("summaries", "circuits", "depths", "mlp_depths", "probes", "neurons")
+    every = {k: [x for b in blocks for x in getattr(b, k)] for k in kept}  # the settings' in turn
+    return StudyResult(out, index, findings=findings, elapsed_s=elapsed, **every)
 
 
 def parse_layers(text: str) -> tuple[int, ...]:
@@ -444,8 +424,9 @@ def parse_layers(text: str) -> tuple[int, ...]:
 
 
 def summary_lines(result: StudyResult) -> Sequence[str]:
-    lines = list(result.findings)
-    lines += [circuit_sentence(c) for c in result.circuits]
-    lines += [probe_sentence(p) for p in result.probes]
-    lines.append(f"report: {result.index} ({result.elapsed_s / 60:.1f} min)")
-    return lines
+    return [
+        *result.findings,
+        *map(circuit_sentence, result.circuits),
+        *map(probe_sentence, result.probes),
+        f"report: {result.index} ({result.elapsed_s / 60:.1f} min)",
+    ]

@@ -86,16 +86,8 @@ def sweep(cfg: SweepConfig) -> list[dict[str, Any]]:
         for (name, preset), value in zip(presets.items(), values, strict=True):
             train_or_reuse(out / name, preset, cfg.device)
             rows.append(_row(out / name, cfg, _typed(cfg, value)))
-        write_json(
-            out / "sweep.json",
-            {
-                "param": cfg.param,
-                "preset": cfg.preset,
-                "layers": cfg.layers,
-                "threshold": cfg.threshold,
-                "rows": rows,
-            },
-        )
+        kept = {k: getattr(cfg, k) for k in ("param", "preset", "layers", "threshold")}
+        write_json(out / "sweep.json", {**kept, "rows": rows})
         write_text(out / INDEX, _page(rows, cfg))
         write_json(out / STUDY_MARKER, {**marker, "status": "done"})
     return rows

@@ -17,8 +17,10 @@ from circuitsvis.utils.render import RenderedHTML
 from jaxtyping import Float
 from torch import Tensor
 
+from interp_toolkit.files.io import write_text
 from interp_toolkit.heads.registry import HeadId
 from interp_toolkit.views import cv
+from interp_toolkit.views.page import Section, render_report
 
 
 def escape_label(label: str) -> str:
@@ -36,8 +38,6 @@ class LayerViews(dict[int, RenderedHTML]):
 
     def to_html(self, title: str = "Attention view", intro: str = "") -> str:
         """A standalone, offline HTML page of these views (what ``interp-toolkit view`` writes)."""
-        from interp_toolkit.views.page import Section, render_report
-
         return render_report(
             [Section("Attention patterns", [layers_html(self)], intro=intro)],
             title=title,
@@ -46,11 +46,7 @@ class LayerViews(dict[int, RenderedHTML]):
 
     def save(self, path: str | os.PathLike[str], title: str = "Attention view") -> Path:
         """Write :meth:`to_html` to ``path`` (atomically, through the one writer); returns it."""
-        from interp_toolkit.files.io import write_text
-
-        out = Path(path)
-        write_text(out, self.to_html(title))
-        return out
+        return write_text(path, self.to_html(title))
 
 
 def layer_views(

@@ -44,22 +44,20 @@ def circuit_figure(
     more the circuit has (:func:`drawn_note`)."""
     fig = go.Figure()
     n_all = len(edges)
-    edges = drawn_edges(edges, max_edges)
+    if max_edges is not None and n_all > max_edges:
+        edges = sorted(edges, key=lambda e: -abs(float(e["score"])))[:max_edges]
     biggest = max((abs(float(e["score"])) for e in edges), default=1.0) or 1.0
     nodes: dict[str, tuple[float, float]] = {}
     for e in edges:
-        x0, y0 = _position(str(e["source"]), n_layers, n_heads)
-        x1, y1 = _position(str(e["target"]), n_layers, n_heads)
-        nodes[str(e["source"])] = (x0, y0)
-        nodes[str(e["target"])] = (x1, y1)
-        port = PORT_OFFSET.get(str(e["input"]), 0.0)
+        x0, y0 = nodes[str(e["source"])] = _position(str(e["source"]), n_layers, n_heads)
+        x1, y1 = nodes[str(e["target"])] = _position(str(e["target"]), n_layers, n_heads)
         width = 1.0 + 7.0 * abs(float(e["score"])) / biggest
         color = INPUT_COLORS.get(str(e["input"]), "#555")
         name = f"{e['source']} -> {e['target']} ({e['input']})"
         fig.add_trace(
             go.Scatter(
                 x=[x0 + 0.08, x1 - 0.12],
-                y=[y0, y1 + port],
+                y=[y0, y1 + PORT_OFFSET.get(str(e["input"]), 0.0)],
                 mode="lines+markers",
                 line={"width": width, "color": color},
                 marker={"size": [0, 7], "symbol": "triangle-right", "color": color},
@@ -121,15 +119,6 @@ def circuit_figure(
         plot_bgcolor="#fafafa",
     )
     return fig
-
-
-def drawn_edges(
-    edges: Sequence[Mapping[str, Any]], max_edges: int | None
-) -> Sequence[Mapping[str, Any]]:
-    """The edges a graph draws: all, or the ``max_edges`` largest by |score|."""
-    if max_edges is None or len(edges) <= max_edges:
-        return edges
-    return sorted(edges, key=lambda e: -abs(float(e["score"])))[:max_edges]
 
 
 def drawn_note(drawn: int, total: int) -> str:

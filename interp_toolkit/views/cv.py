@@ -39,10 +39,7 @@ def bundle() -> str:
 def local_html(view: RenderedHTML | str) -> str:
     """A view's self-contained HTML (``local_src``, never the CDN form) with its div closed."""
     src = view if isinstance(view, str) else view.local_src
-    head, sep, tail = src.partition(_SELF_CLOSED_DIV)
-    if not sep:
-        return src
-    return head + 'style="margin: 15px 0;"></div>' + tail
+    return src.replace(_SELF_CLOSED_DIV, 'style="margin: 15px 0;"></div>', 1)
 
 
 def page_fragment(src: str) -> tuple[str, bool]:

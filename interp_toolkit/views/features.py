@@ -43,21 +43,18 @@ def family_columns(metrics: SAEEvals) -> tuple[list[str], list[list[Any]]]:
     (``by_family``: text, synthetic) when the evaluation rows were split."""
     families = metrics.by_family
     each = [dict(headline(families[f])) for f in families]
-    header = ["metric", "all rows" if families else "value"]
-    header += [f"{f} rows" for f in families]
+    header = ["metric", "all rows" if families else "value", *(f"{f} rows" for f in families)]
     rows = [[label, value] + [c[label] for c in each] for label, value in headline(metrics)]
     return header, rows
 
 
-def density_histogram(
-    labels: Sequence[str], counts: Sequence[int], *, title: str = ""
-) -> go.Figure:
+def density_histogram(labels: Sequence[str], counts: Sequence[int]) -> go.Figure:
     """Latents by log10 feature density (share of evaluation tokens they fire on)."""
     fig = go.Figure(
         go.Bar(x=list(labels), y=list(counts), hovertemplate="%{x}: %{y}<extra></extra>")
     )
     fig.update_layout(
-        title=title or "Feature density: latents by log10(share of tokens they fire on)",
+        title="Feature density: latents by log10(share of tokens they fire on)",
         height=340,
         xaxis={"title": "log10 density", "type": "category"},
         yaxis={"title": "latents"},

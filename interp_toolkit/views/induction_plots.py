@@ -160,22 +160,21 @@ TEXT_CURVES = (
 )
 
 
-def text_curves(
-    rows: Sequence[dict[str, Any]], *, x: str = "step", title: str = "Induction on text"
-) -> go.Figure:
-    """The text measures over training (metrics.jsonl rows that carry them), each with its 95%
-    interval as a band where logged."""
+def text_curves(rows: Sequence[dict[str, Any]]) -> go.Figure:
+    """The text measures over training by step (metrics.jsonl rows that carry them), each with
+    its 95% interval as a band where logged."""
     present = [c for c in TEXT_CURVES if any(c[0] in r for r in rows)]
+    n = max(1, len(present))
     fig = make_subplots(
-        rows=max(1, len(present)),
+        rows=n,
         cols=1,
         shared_xaxes=True,
         vertical_spacing=0.08,
         subplot_titles=[c[2] for c in present],
     )
     for i, (key, ci, _) in enumerate(present, start=1):
-        rs = [r for r in rows if key in r and x in r and r[key] is not None]
-        xs = [r[x] for r in rs]
+        rs = [r for r in rows if key in r and "step" in r and r[key] is not None]
+        xs = [r["step"] for r in rs]
         if ci is not None and all(ci in r for r in rs):
             fig.add_trace(
                 go.Scatter(
@@ -195,6 +194,6 @@ def text_curves(
             row=i,
             col=1,
         )
-    fig.update_layout(title=title, height=220 * max(1, len(present)) + 80, showlegend=False)
-    fig.update_xaxes(title_text=x, row=max(1, len(present)), col=1)
+    fig.update_layout(title="Induction on text", height=220 * n + 80, showlegend=False)
+    fig.update_xaxes(title_text="step", row=n, col=1)
     return fig

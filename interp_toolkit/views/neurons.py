@@ -84,63 +84,30 @@ def neuron_table(info: LayerNeurons, label: dict[int, str], neurons: Sequence[in
     return table(NEURON_HEADER, neuron_rows(info, label, neurons))
 
 
-def baseline_chart(
-    layers: Sequence[LayerNeurons], names: Sequence[str], *, title: str | None = None
-) -> go.Figure:
+def baseline_chart(layers: Sequence[LayerNeurons], names: Sequence[str]) -> go.Figure:
     """Share of live neurons that are monosemantic, on the model beside the untrained twin and
     the shuffled-activation control, per layer."""
     fig = go.Figure()
     for reading in BASELINES:
-        ys, xs, counts = [], [], []
-        for info, name in zip(layers, names, strict=True):
-            if reading not in info.stats:
-                continue
-            rule = info.stats[reading].rule
-            xs.append(name)
-            ys.append(rule.share)
-            counts.append(f"{rule.monosemantic} of {rule.live}")
+        pairs = zip(layers, names, strict=True)
+        rules = [(name, i.stats[reading].rule) for i, name in pairs if reading in i.stats]
         fig.add_trace(
             go.Bar(
-                x=xs,
-                y=ys,
+                x=[name for name, _ in rules],
+                y=[rule.share for _, rule in rules],
                 name=READING[reading],
-                customdata=counts,
+                customdata=[f"{rule.monosemantic} of {rule.live}" for _, rule in rules],
                 hovertemplate="%{x}: %{customdata} live (%{y:.1%})<extra></extra>",
             )
         )
     fig.update_layout(
-        title=title or "Monosemantic neurons: the model against its baselines",
+        title="Monosemantic neurons: the model against its baselines",
         barmode="group",
         height=380,
         yaxis={"title": "share of live neurons", "tickformat": ".0%"},
         margin={"t": 60, "l": 60, "r": 20, "b": 50},
     )
     return fig
-
-
-def baseline_rows(layers: Sequence[LayerNeurons], names: Sequence[str]) -> list[list[object]]:
-    """Per layer and reading: the rule's count, the withdrawn group count, entropy, top-token
-    share (every statistic beside its baselines)."""
-    rows: list[list[object]] = []
-    for info, name in zip(layers, names, strict=True):
-        for reading in BASELINES:
-            if reading not in info.stats:
-                continue
-            s = info.stats[reading].summary()
-            rule, groups = s.rule, s.token_groups
-            rows.append(
-                [
-                    name,
-                    READING[reading],
-                    f"{rule.monosemantic} of {rule.live}",
-                    rule.dead,
-                    groups.two_or_more,
-                    groups.mean,
-                    s.entropy_bits_mean,
-                    s.top_token_share_mean,
-                ]
-            )
-    return rows
 
 
 BASELINE_HEADER = [
@@ -156,4 +123,25 @@ BASELINE_HEADER = [
 
 
 def baseline_table(layers: Sequence[LayerNeurons], names: Sequence[str]) -> str:
-    return table(BASELINE_HEADER, baseline_rows(layers, names))
+    """Per layer and reading: the rule's count, the withdrawn group count, entropy, top-token
+    share (every statistic beside its baselines)."""
+    summaries = [
+        (name, READING[reading], info.stats[reading].summary())
+        for info, name in zip(layers, names, strict=True)
+        for reading in BASELINES
+        if reading in info.stats
+    ]
+    rows = [
+        [
+            name,
+            reading,
+            f"{s.rule.monosemantic} of {s.rule.live}",
+            s.rule.dead,
+            s.token_groups.two_or_more,
+            s.token_groups.mean,
+            s.entropy_bits_mean,
+            s.top_token_share_mean,
+        ]
+        for name, reading, s in summaries
+    ]
+    return table(BASELINE_HEADER, rows)

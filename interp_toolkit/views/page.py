@@ -184,10 +184,6 @@ def page_layout(fig: go.Figure) -> go.Figure:
 FIGURE_CONFIG = {"displaylogo": False, "responsive": True}
 
 
-def _figure_html(fig: go.Figure) -> str:
-    return page_layout(fig).to_html(full_html=False, include_plotlyjs=False, config=FIGURE_CONFIG)
-
-
 def _item_html(item: Item, state: dict[str, bool]) -> str:
     if isinstance(item, Row):
         caps = item.captions or [""] * len(item.items)
@@ -198,7 +194,10 @@ def _item_html(item: Item, state: dict[str, bool]) -> str:
         return f'<div class="{item.cls}">{cells}</div>'
     if isinstance(item, go.Figure):
         state["plotly"] = True
-        return f'<div class="fig">{_figure_html(item)}</div>'
+        fig = page_layout(item).to_html(
+            full_html=False, include_plotlyjs=False, config=FIGURE_CONFIG
+        )
+        return f'<div class="fig">{fig}</div>'
     if isinstance(item, RenderedHTML):
         item = item.local_src
     if isinstance(item, str):
@@ -235,10 +234,6 @@ td.not-measured b{color:#666;font-weight:500}
 """.replace("CELL_MIN", str(CELL_MIN_PX))
 
 
-def _anchor(title: str, i: int) -> str:
-    return "s" + str(i) + "-" + re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")
-
-
 #: Plotly sizes a figure drawn inside a closed ``<details>`` to nothing: opening one tells the
 #: figures the window changed, so they take their place's width.
 FOLD_SCRIPT = (
@@ -259,7 +254,7 @@ def render_report(
     state = {"plotly": False, "circuitsvis": False}
     body, links = [], []
     for i, sec in enumerate(sections):
-        anchor = sec.anchor or _anchor(sec.title, i)
+        anchor = sec.anchor or f"s{i}-" + re.sub(r"[^a-z0-9]+", "-", sec.title.lower()).strip("-")
         links.append(f'<a href="#{anchor}">{html.escape(sec.title)}</a>')
         items = "\n".join(_item_html(it, state) for it in sec.items)
         intro = text(sec.intro, "p", "note") if sec.intro else ""

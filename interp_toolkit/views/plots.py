@@ -65,8 +65,7 @@ def loss_curve(
         row=1,
         col=1,
     )
-    if any("val_loss" in r for r in rows):
-        vr = [r for r in rows if "val_loss" in r]
+    if vr := [r for r in rows if "val_loss" in r]:
         fig.add_trace(
             go.Scatter(
                 x=[r[x] for r in vr],
@@ -132,12 +131,10 @@ def head_score_heatmap(
     n_layers, n_heads = s.shape
     label = SCORE[kind].title
     marked = passes.detach().cpu().bool() if passes is not None else None
+    stars = marked.tolist() if marked is not None else [[False] * n_heads] * n_layers
     text = [
-        [
-            f"{v:.2f}" + (" ★" if marked is not None and marked[i, j] else "")
-            for j, v in enumerate(row)
-        ]
-        for i, row in enumerate(s.tolist())
+        [f"{v:.2f}" + " ★" * m for v, m in zip(*rows, strict=True)]
+        for rows in zip(s.tolist(), stars, strict=True)
     ]
     grids = [(name, grid) for name, grid in (("τ", tau), ("p", p_value)) if grid is not None]
     hover = [
@@ -149,17 +146,10 @@ def head_score_heatmap(
         for i in range(n_layers)
     ]
     zmin, zmax = min(0.0, float(s.min())), max(1.0, float(s.max()))
-    ticks: dict[float, str] = {}
-    if floor is not None:
-        ticks[round(floor, 3)] = f"floor {floor:.2g}"
+    ticks = {} if floor is None else {round(floor, 3): f"floor {floor:.2g}"}
     for end in (zmin, zmax):  # the ends, unless they would collide with the floor
         if all(abs(end - t) > 0.08 * (zmax - zmin) for t in ticks):
             ticks[round(end, 2)] = f"{end:.2g}"
-    colorbar: dict[str, Any] = {
-        "title": {"text": label},
-        "tickvals": sorted(ticks),
-        "ticktext": [ticks[t] for t in sorted(ticks)],
-    }
     fig = go.Figure(
         go.Heatmap(
             z=s.tolist(),
@@ -170,7 +160,11 @@ def head_score_heatmap(
             colorscale="Blues",
             zmin=zmin,
             zmax=zmax,
-            colorbar=colorbar,
+            colorbar={
+                "title": {"text": label},
+                "tickvals": sorted(ticks),
+                "ticktext": [ticks[t] for t in sorted(ticks)],
+            },
             customdata=hover,
             hovertemplate="%{customdata}<extra></extra>",
             name=label,
@@ -218,8 +212,7 @@ def head_impact_curves(
     order = [(ly, h) for ly in range(n_layers) for h in range(n_heads)]
     if top is not None and top < len(order):
         mean = imp.mean(dim=-1)
-        order = sorted(order, key=lambda lh: -float(mean[lh]))[:top]
-        order.sort()
+        order = sorted(sorted(order, key=lambda lh: -float(mean[lh]))[:top])
     fig = go.Figure()
     for ly, h in order:
         fig.add_trace(
@@ -250,15 +243,10 @@ def exam_topk(result: ExamResult, *, title: str | None = None) -> go.Figure:
     """Bar chart of an exam's top-k next-token probabilities (``result``: an ExamResult, rank 0 = top);
     the target is highlighted, and added as an extra bar when it is not in the top k."""
     target_label = visible_token(result.target)
-    names, probs, colours = [], [], []
-    found = False
-    for i, (tok, p) in enumerate(result.top, start=1):
-        is_target = tok == result.target
-        found |= is_target
-        names.append(f"#{i} {escape_label(visible_token(tok))}")
-        probs.append(float(p))
-        colours.append(TARGET_COLOUR if is_target else OTHER_COLOUR)
-    if not found:
+    names = [f"#{i} {escape_label(visible_token(t))}" for i, (t, _) in enumerate(result.top, 1)]
+    probs = [float(p) for _, p in result.top]
+    colours = [TARGET_COLOUR if t == result.target else OTHER_COLOUR for t, _ in result.top]
+    if TARGET_COLOUR not in colours:
         names.append(f"#{int(result.rank) + 1} {escape_label(target_label)} (target)")
         probs.append(float(result.prob))
         colours.append(TARGET_COLOUR)
@@ -301,9 +289,8 @@ def attention_heatmap(
     p = pattern.detach().float().cpu()
     n_dest, n_src = p.shape
     tl = [escape_label(lb) for lb in labels] if labels is not None else None
-    hover_src = tl if tl is not None else list(range(n_src))
-    hover_dest = tl if tl is not None else list(range(n_dest))
-    custom = [[f"{hover_dest[j]} → {hover_src[k]}" for k in range(n_src)] for j in range(n_dest)]
+    hover = tl if tl is not None else list(range(max(n_src, n_dest)))
+    custom = [[f"{hover[j]} → {hover[k]}" for k in range(n_src)] for j in range(n_dest)]
     fig = go.Figure(
         go.Heatmap(
             z=p.tolist(),

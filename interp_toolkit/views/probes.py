@@ -22,8 +22,6 @@ def _ci(value: float | None, ci: tuple[float, float] | None) -> str:
 def probe_curves(
     results: Sequence[ProbeResult],
     names: Sequence[str] | None = None,
-    *,
-    title: str | None = None,
 ) -> go.Figure:
     """Balanced accuracy (solid, with its 95% interval), the control task's (dashed) and an
     untrained model's (dotted) against depth in layers (embed 0; after layer l's attention l + 1,
@@ -36,7 +34,6 @@ def probe_curves(
         name = names[i] if names is not None else _name(res)
         colour = palette[i % len(palette)]
         x = [r.depth for r in res.rows]
-        text = [r.boundary for r in res.rows]
         series = [
             ("balanced", "balanced_ci", None, ""),
             ("control", "control_ci", "dash", " control"),
@@ -51,7 +48,7 @@ def probe_curves(
                 go.Scatter(
                     x=x,
                     y=ys,
-                    text=text,
+                    text=[r.boundary for r in res.rows],
                     mode="lines+markers",
                     name=name + label,
                     legendgroup=name,
@@ -80,8 +77,7 @@ def probe_curves(
     features = sorted({r.feature for r in results})
     depth = max((r.depth for res in results for r in res.rows), default=1.0)
     fig.update_layout(
-        title=title
-        or f"Linear probe balanced accuracy by layer: {', '.join(features)} (held-out rows, 95%)",
+        title=f"Linear probe balanced accuracy by layer: {', '.join(features)} (held-out rows, 95%)",
         height=HEIGHT,
         xaxis={"title": "layer boundary (0 = embedding)", "dtick": 0.5 if depth < 6 else 1},
         yaxis={"title": "balanced accuracy", "range": [0, 1.02]},
@@ -124,12 +120,7 @@ def probe_table(res: ProbeResult) -> str:
     return table(PROBE_HEADER, rows)
 
 
-def probe_section(
-    results: Sequence[ProbeResult],
-    names: Sequence[str] | None = None,
-    *,
-    title: str = "Linear probes by layer",
-) -> Section:
+def probe_section(results: Sequence[ProbeResult], names: Sequence[str] | None = None) -> Section:
     """A page section: the curves of every result, then each result's table with its definition."""
     items: list = [probe_curves(results, names)]
     for i, res in enumerate(results):
@@ -144,7 +135,7 @@ def probe_section(
         )
         items.append(probe_table(res))
     return Section(
-        title,
+        "Linear probes by layer",
         items,
         intro="A linear probe (LDA) per layer boundary, fit on 80% of the rows and scored on the "
         "rest by balanced accuracy (the mean over labels of each label's share predicted right; "
