@@ -16,12 +16,7 @@ from interp_toolkit.files.io import write_json, write_text
 from interp_toolkit.files.serialize import Jsonable
 from interp_toolkit.reports.neurons import context_windows
 from interp_toolkit.saes.evaluate import SAEEvals
-from interp_toolkit.saes.features import (
-    LatentFeatures,
-    LatentRecord,
-    labeller,
-    latent_activations,
-)
+from interp_toolkit.saes.features import LatentFeatures, LatentRecord, labeller, latent_activations
 from interp_toolkit.saes.pipeline import SAEResult
 from interp_toolkit.saes.sae import SparseAutoencoder
 from interp_toolkit.text.codecs import Codec

@@ -12,12 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from interp_toolkit.causal.routes import (
-    INPUTS,
-    Estimate,
-    ModelRoute,
-    RouteName,
-)
+from interp_toolkit.causal.routes import INPUTS, Estimate, ModelRoute, RouteName
 from interp_toolkit.exams.periods import PeriodExam
 from interp_toolkit.exams.role_checks import RoleCheck, RoleChecks
 from interp_toolkit.exams.verdict import exam_verdict

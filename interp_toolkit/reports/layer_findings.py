@@ -100,8 +100,7 @@ def neuron_sentence(name: str, info: LayerNeurons) -> str:
     base = f"untrained twin {_count(untrained)}, " if untrained else ""
     base += f"shuffled activations {_count(shuffled)}"
     s = f"{name} layer {info.layer}: "
-    wins = beats(model, shuffled) and untrained is not None and beats(model, untrained)
-    if wins:
+    if beats(model, shuffled) and untrained is not None and beats(model, untrained):
         s += (
             f"{_count(model)} neurons are monosemantic (one concept at ≥ {MONO_SHARE:.0%} of "
             f"their top {k} positions, ≥ {MONO_LIFT:g}x its base rate), more than the baselines "

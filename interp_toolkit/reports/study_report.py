@@ -39,12 +39,11 @@ def describe_run(summary: RunSummary) -> str:
             s += f" fed by {summary.feeder} (route by path)"
     else:
         top = summary.top_induction
-        floor = summary.floors[top.kind]
         s += (
             f"; no induction head (best head {top.head} scores {top.score:.2f} on "
             f"{SCORE[top.kind].title}, τ {top.tau:.2g}, p {top.p_value:.2g}; a head needs "
-            f"{summary.test} in its "
-            f"specificity test and ≥ the effect-size floor {floor:.2f})"
+            f"{summary.test} in its specificity test and ≥ the effect-size floor "
+            f"{summary.floors[top.kind]:.2f})"
         )
     return s + "."
 

@@ -123,11 +123,7 @@ def probe_view(target: str, res: ProbeResult) -> Shown:
 
 
 def neurons_view(
-    target: str,
-    info: LayerNeurons,
-    labels: Mapping[int, str],
-    shown: Sequence[int],
-    finding: str,
+    target: str, info: LayerNeurons, labels: Mapping[int, str], shown: Sequence[int], finding: str
 ) -> Shown:
     """The ``shown`` neurons' table (:func:`~.views.neurons.neuron_rows`, tokens as ``labels``
     names them), the layer's ``finding`` and the definitions."""
