@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import plotly.graph_objects as go
+
 from interp_toolkit.causal.circuit import Circuit
 from interp_toolkit.causal.routes import INPUTS, ModelRoute, RouteName
 from interp_toolkit.causal.summary import CircuitSummary
@@ -58,15 +60,15 @@ def route_rows(run: str, route: ModelRoute) -> list[list[object]]:
                 run,
                 str(h.head),
                 str(h.effect),
-                *[share(h.inputs[c], h) for c in INPUTS],
+                *[share(h.inputs[c]) for c in INPUTS],
                 h.name.value,
                 "—" if h.feeder is None else str(h.feeder),
                 f"{best.source} -> {h.head} ({INPUT_WORD[best.input]}) removes "
-                f"{share(best.removed, h)}; comp {best.composition:.3f} "
+                f"{share(best.removed)}; comp {best.composition:.3f} "
                 f"(random {route.composition_baseline or 0:.3f})",
                 "—"
                 if worst is None
-                else f"{h.control} removes ≤ {worst.high:.2f}{over_one(worst, h)}",
+                else f"{h.control} removes ≤ {worst.high:.2f}{over_one(worst)}",
             ]
         )
     return rows
@@ -166,21 +168,21 @@ def _edges(edges: Sequence[str], *, bare: bool = False) -> str:
 MAX_DRAWN = 20
 
 
-def _edge_dicts(c: Circuit) -> list[dict[str, object]]:
-    return [e.to_dict() for e in c.edges]
+def _figure(c: Circuit, n_layers: int, n_heads: int, title: str) -> go.Figure:
+    """The circuit's graph, its :data:`MAX_DRAWN` largest edges drawn."""
+    edges = [e.to_dict() for e in c.edges]
+    return circuit_figure(
+        edges, n_layers=n_layers, n_heads=n_heads, title=title, max_edges=MAX_DRAWN
+    )
 
 
 def _finding(c: CircuitSummary, t: Thresholds) -> str:
     """A circuit's sentence, and under it the route's edge lists it only counts, folded."""
     out = text(circuit_sentence(c, t), "p", "finding")
-    names = (
-        "route edges in the circuit",
-        "route edges of heads pruned whole",
-        "route edges lacked",
-    )
-    for noun, edges in zip(names, route_edge_lists(c), strict=True):
+    nouns = ("in the circuit", "of heads pruned whole", "lacked")
+    for noun, edges in zip(nouns, route_edge_lists(c), strict=True):
         if len(edges) > FOLD_AT:
-            out += f'<div class="note">{fold(edges, noun)}</div>'
+            out += f'<div class="note">{fold(edges, f"route edges {noun}")}</div>'
     return out
 
 
@@ -191,15 +193,7 @@ def circuit_section(summaries: Sequence[CircuitSummary], t: Thresholds = THRESHO
     figs, caps, capped = [], [], []
     for c in summaries:
         if c.circuit.edges:
-            figs.append(
-                circuit_figure(
-                    _edge_dicts(c.circuit),
-                    n_layers=c.n_layers,
-                    n_heads=c.n_heads,
-                    title=c.run,
-                    max_edges=MAX_DRAWN,
-                )
-            )
+            figs.append(_figure(c.circuit, c.n_layers, c.n_heads, c.run))
             caps.append(f"{c.run}: faithfulness {c.circuit.faithfulness:.0%}")
             n = len(c.circuit.edges)
             if n > MAX_DRAWN:
@@ -249,15 +243,7 @@ def circuit_page(
     """The standalone page of ``interp-toolkit circuit --out``."""
     items: list[object] = []
     if circuit.edges:
-        items.append(
-            circuit_figure(
-                _edge_dicts(circuit),
-                n_layers=n_layers,
-                n_heads=n_heads,
-                title=target,
-                max_edges=MAX_DRAWN,
-            )
-        )
+        items.append(_figure(circuit, n_layers, n_heads, target))
         summary = (
             f"{circuit.method}: {len(circuit.edges)} of {circuit.total_edges} edges recover "
             f"{circuit.faithfulness:.0%} of the gap (clean {circuit.clean:.3f}, corrupt "

@@ -16,12 +16,7 @@ from interp_toolkit.files.io import write_json, write_text
 from interp_toolkit.files.serialize import Jsonable
 from interp_toolkit.reports.neurons import context_windows
 from interp_toolkit.saes.evaluate import SAEEvals
-from interp_toolkit.saes.features import (
-    LatentFeatures,
-    LatentRecord,
-    labeller,
-    latent_activations,
-)
+from interp_toolkit.saes.features import LatentFeatures, LatentRecord, labeller, latent_activations
 from interp_toolkit.saes.pipeline import SAEResult
 from interp_toolkit.saes.sae import SparseAutoencoder
 from interp_toolkit.text.codecs import Codec
@@ -104,30 +99,19 @@ def features_page(
     """The top ``contexts`` contexts of each of ``latents``, coloured by every shown latent's
     activation (a circuitsvis drop-down), and a table of what each promotes."""
     label = labeller(codec)
-    picks = sorted(
-        {
-            (int(r), int(p))
-            for i in latents
-            for r, p in zip(
-                feats.top.rows[i, :contexts], feats.top.positions[i, :contexts], strict=True
-            )
-        }
-    )
-    rows = sorted({r for r, _ in picks})
     idx = torch.tensor(list(latents), dtype=torch.long)
-    acts = latent_activations(model, sae, tokens[rows])[..., idx] if rows else None
-    ctx_tokens, ctx_acts = context_windows(codec, tokens, picks, rows, acts)
+
+    def acts(rows: list[int]) -> torch.Tensor:
+        return latent_activations(model, sae, tokens[rows])[..., idx]
+
+    ctx_tokens, ctx_acts = context_windows(codec, tokens, feats.top, latents, contexts, acts)
+    ranked = (feats.promoted, feats.suppressed)
     table_rows = [
-        [
-            i,
-            feats.descriptions[i],
-            ", ".join(label(int(t)) for t in feats.promoted[i, :6].tolist()),
-            ", ".join(label(int(t)) for t in feats.suppressed[i, :6].tolist()),
-        ]
+        [i, feats.descriptions[i], *(", ".join(map(label, t[i, :6].tolist())) for t in ranked)]
         for i in latents
     ]
     items: list[Any] = [table(["latent", "description", "promotes", "suppresses"], table_rows)]
-    if picks:
+    if ctx_tokens:
         items.append(context_view(ctx_tokens, ctx_acts, latents))
     return render_report(
         [

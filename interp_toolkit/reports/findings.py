@@ -12,13 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from interp_toolkit.causal.routes import (
-    INPUTS,
-    Estimate,
-    HeadRoute,
-    ModelRoute,
-    RouteName,
-)
+from interp_toolkit.causal.routes import INPUTS, Estimate, ModelRoute, RouteName
 from interp_toolkit.exams.periods import PeriodExam
 from interp_toolkit.exams.role_checks import RoleCheck, RoleChecks
 from interp_toolkit.exams.verdict import exam_verdict
@@ -76,13 +70,13 @@ def route_phrase(route: ModelRoute, t: Thresholds = THRESHOLDS) -> str:
                 "the gap)"
             )
         elif h.carrying:
-            carried = ", ".join(f"{INPUT_WORD[c]} {share(h.inputs[c], h)}" for c in h.carrying)
+            carried = ", ".join(f"{INPUT_WORD[c]} {share(h.inputs[c])}" for c in h.carrying)
             parts.append(f"{h.head} via {carried} from {h.feeder}")
         else:
             best = max(INPUTS, key=lambda c: h.inputs[c].value)
             parts.append(
                 f"{h.head} has no input that carries it (largest {INPUT_WORD[best]} "
-                f"{share(h.inputs[best], h)})"
+                f"{share(h.inputs[best])})"
             )
     return starred(f"route by path {route.name.value} ({'; '.join(parts)})")
 
@@ -97,15 +91,15 @@ OVER_ONE = (
 )
 
 
-def over_one(e: Estimate, h: HeadRoute) -> str:
-    """The star a share of head ``h``'s effect above 1 carries ("" up to 1): :data:`OVER_ONE`."""
+def over_one(e: Estimate) -> str:
+    """The star a share of a head's effect above 1 carries ("" up to 1): :data:`OVER_ONE`."""
     return "*" if e.value > 1 else ""
 
 
-def share(e: Estimate, h: HeadRoute) -> str:
-    """A share of head ``h``'s own effect as printed, starred above 1 (:data:`OVER_ONE`). Not
-    for a head without effect (its shares are not printed: "no effect to route")."""
-    return f"{e}{over_one(e, h)}"
+def share(e: Estimate) -> str:
+    """A share of a head's own effect as printed, starred above 1 (:data:`OVER_ONE`). Not for a
+    head without effect (its shares are not printed: "no effect to route")."""
+    return f"{e}{over_one(e)}"
 
 
 def starred(words: str) -> str:
@@ -113,9 +107,14 @@ def starred(words: str) -> str:
     return f"{words} ({OVER_ONE})" if "*" in words else words
 
 
+def interval_pct(e: Estimate) -> str:
+    """'12% [8%, 15%]': an estimate and its interval as percentages."""
+    return f"{pct(e.value)} [{pct(e.low)}, {pct(e.high)}]"
+
+
 def _removed(c: RoleCheck) -> str:
     r = c.removed or Estimate(float("nan"), float("nan"), float("nan"))  # a tested check has one
-    return f"{c.role} head {c.head} removes {pct(r.value)} [{pct(r.low)}, {pct(r.high)}] of {c.of}"
+    return f"{c.role} head {c.head} removes {interval_pct(r)} of {c.of}"
 
 
 def _role_list(cs: Sequence[RoleCheck], at: int = 3) -> str:

@@ -24,7 +24,6 @@ from interp_toolkit.measures.layers import (
 from interp_toolkit.models.build import ModelConfig
 from interp_toolkit.probing.probes import ProbeRow
 from interp_toolkit.reports.findings import exam_phrase, layers_phrase, pct, route_phrase
-from interp_toolkit.saes.evaluate import SAEEvals
 from interp_toolkit.stats.thresholds import THRESHOLDS, Thresholds
 from interp_toolkit.units.neurons import LayerNeurons
 from interp_toolkit.units.reading import MONO_LIFT, MONO_SHARE, RuleCount, beats
@@ -101,8 +100,7 @@ def neuron_sentence(name: str, info: LayerNeurons) -> str:
     base = f"untrained twin {_count(untrained)}, " if untrained else ""
     base += f"shuffled activations {_count(shuffled)}"
     s = f"{name} layer {info.layer}: "
-    wins = beats(model, shuffled) and untrained is not None and beats(model, untrained)
-    if wins:
+    if beats(model, shuffled) and untrained is not None and beats(model, untrained):
         s += (
             f"{_count(model)} neurons are monosemantic (one concept at ≥ {MONO_SHARE:.0%} of "
             f"their top {k} positions, ≥ {MONO_LIFT:g}x its base rate), more than the baselines "
@@ -136,28 +134,24 @@ def latent_sentence(name: str, info: LayerNeurons, sae: LatentCount) -> str:
     s += f" and {_count(sae.model)} latents"
     s += f" (the same SAE on the untrained twin {_count(sae.untrained)})" if sae.untrained else ""
     s += f" (shuffled control {_count(sae.shuffled)})" if sae.shuffled else ""
-    s += " are monosemantic"
-    claims = []
+    s += " are monosemantic; "
     if beats(sae.model, neurons) and (sae.untrained is None or beats(sae.model, sae.untrained)):
-        claims.append("the latents beat the neurons and the untrained twin's latents")
+        s += "the latents beat the neurons and the untrained twin's latents"
     elif not beats(sae.model, neurons):
-        claims.append("the latents do not beat the neurons")
+        s += "the latents do not beat the neurons"
     else:
-        claims.append("the latents do not beat the untrained twin's latents")
-    if sae.evals is not None:
-        claims.append(_family_clause(sae.evals))
-    return s + "; " + "; ".join(claims) + "."
-
-
-def _family_clause(e: SAEEvals) -> str:
-    """CE loss recovered and explained variance, pooled and per row family."""
-    fam = e.by_family
-    each = ", ".join(
-        f"{k} rows {v.ce_loss_score:.3f} / {v.explained_variance:.3f}" for k, v in fam.items()
-    )
-    s = f"the SAE recovers CE loss / explains variance {e.ce_loss_score:.3f} / "
-    s += f"{e.explained_variance:.3f} over all held-out rows"
-    return s + (f" ({each})" if len(fam) > 1 else "")
+        s += "the latents do not beat the untrained twin's latents"
+    if (e := sae.evals) is not None:  # CE loss recovered, explained variance; per row family too
+        s += (
+            f"; the SAE recovers CE loss / explains variance {e.ce_loss_score:.3f} / "
+            f"{e.explained_variance:.3f} over all held-out rows"
+        )
+        fam = [
+            f"{k} rows {v.ce_loss_score:.3f} / {v.explained_variance:.3f}"
+            for k, v in e.by_family.items()
+        ]
+        s += f" ({', '.join(fam)})" if len(fam) > 1 else ""
+    return s + "."
 
 
 def block_phrase(cfg: ModelConfig) -> str:

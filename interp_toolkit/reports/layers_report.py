@@ -12,9 +12,14 @@ from interp_toolkit.measures.layers import RULE_TEXT, NeuronMeasurement, ProbeMe
 from interp_toolkit.reports.layer_findings import mlp_findings, probe_sentence
 from interp_toolkit.reports.study_report import depth_section
 from interp_toolkit.stats.thresholds import THRESHOLDS, Thresholds
+from interp_toolkit.units.reading import RuleCount
 from interp_toolkit.views.neurons import baseline_chart, baseline_table
 from interp_toolkit.views.page import Section, table, text
 from interp_toolkit.views.probes import probe_section
+
+
+def _of(c: RuleCount) -> str:
+    return f"{c.monosemantic} of {c.live}"
 
 
 def _findings(lines: Sequence[str]) -> str:
@@ -80,15 +85,8 @@ def _neuron_items(neurons: Sequence[NeuronMeasurement]) -> list[Any]:
         for c in n.latents:
             info = by_layer[c.layer]
             twin = info.stats.get("untrained")
-            rows.append(
-                [
-                    f"{n.name} layer {c.layer}",
-                    f"{info.model.rule.monosemantic} of {info.model.rule.live}",
-                    f"{twin.rule.monosemantic} of {twin.rule.live}" if twin else "—",
-                    f"{c.model.monosemantic} of {c.model.live}",
-                    f"{c.untrained.monosemantic} of {c.untrained.live}" if c.untrained else "—",
-                ]
-            )
+            counts = [info.model.rule, twin and twin.rule, c.model, c.untrained]
+            rows.append([f"{n.name} layer {c.layer}", *(_of(x) if x else "—" for x in counts)])
     if rows:
         header = ["layer", "neurons", "neurons, untrained twin", "SAE latents"]
         items.append(table([*header, "SAE latents, untrained twin"], rows))

@@ -4,7 +4,7 @@ a shuffled-activation control's): which are shown (:func:`shown_neurons`) and th
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import torch
 from jaxtyping import Int
@@ -15,6 +15,7 @@ from interp_toolkit.reports.layer_findings import neuron_sentence
 from interp_toolkit.text.codecs import Codec
 from interp_toolkit.text.labels import token_labels
 from interp_toolkit.units.neurons import LayerNeurons, neuron_activations
+from interp_toolkit.units.reading import TopActivations
 from interp_toolkit.views.neurons import baseline_chart, baseline_table, context_view, neuron_table
 from interp_toolkit.views.page import Section, render_report, text
 
@@ -25,12 +26,18 @@ BEFORE, AFTER = 12, 3
 def context_windows(
     codec: Codec,
     tokens: Int[torch.Tensor, "row pos"],
-    picks: Sequence[tuple[int, int]],
-    rows: Sequence[int],
-    acts: torch.Tensor,
+    top: TopActivations,
+    units: Sequence[int],
+    contexts: int,
+    activations: Callable[[list[int]], torch.Tensor],
 ) -> tuple[list[list[str]], list[torch.Tensor]]:
-    """Each picked (row, position)'s window (:data:`BEFORE` tokens before it, :data:`AFTER`
-    after) as token labels, and the units' activations there; ``acts[i]`` holds ``rows[i]``'s."""
+    """The window (:data:`BEFORE` tokens before it, :data:`AFTER` after) of each of the top
+    ``contexts`` (row, position)s of every unit in ``units``, as token labels, and the units'
+    activations there (``activations(rows)``: theirs on those rows of ``tokens``)."""
+    top_rows, top_at = top.rows[:, :contexts].tolist(), top.positions[:, :contexts].tolist()
+    picks = sorted({(r, p) for u in units for r, p in zip(top_rows[u], top_at[u], strict=True)})
+    rows = sorted({r for r, _ in picks})
+    acts = activations(rows) if rows else None
     at = {r: i for i, r in enumerate(rows)}
     ctx_tokens, ctx_acts = [], []
     for r, p in picks:
@@ -70,11 +77,11 @@ def neuron_page(
     """An offline page: the table of ``neurons`` (token ids shown as ``labels``,
     :func:`neuron_labels`) and a circuitsvis view of each one's top ``contexts`` contexts,
     coloured by every shown neuron's activation."""
-    top = info.top.rows[:, :contexts].tolist(), info.top.positions[:, :contexts].tolist()
-    picks = sorted({(r, p) for n in neurons for r, p in zip(top[0][n], top[1][n], strict=True)})
-    rows = sorted({r for r, _ in picks})
-    acts = neuron_activations(model, tokens[rows], info.layer, neurons)
-    ctx_tokens, ctx_acts = context_windows(codec, tokens, picks, rows, acts)
+
+    def acts(rows: list[int]) -> torch.Tensor:
+        return neuron_activations(model, tokens[rows], info.layer, neurons)
+
+    ctx_tokens, ctx_acts = context_windows(codec, tokens, info.top, neurons, contexts, acts)
     view = context_view(ctx_tokens, ctx_acts, layer=info.layer, neurons=neurons)
     names = [f"layer {info.layer}"]
     return render_report(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 from pathlib import Path
+from typing import Any
 
 from interp_toolkit.development.curve import Stages
 from interp_toolkit.exams.prompts import MIN_OFFSETS
@@ -15,6 +16,7 @@ from interp_toolkit.exams.role_checks import RoleChecks
 from interp_toolkit.exams.verdict import chance_rule, pass_rule, passes_rule
 from interp_toolkit.files.io import check_output, write_text
 from interp_toolkit.heads.discovery import HeadReport
+from interp_toolkit.heads.patterns import heads_by_layer
 from interp_toolkit.heads.registry import NO_ROLE, ROLES, SCORE, SCORES, HeadId
 from interp_toolkit.measures.run import RunAnalysis, analyse_run
 from interp_toolkit.models.architecture import architecture_of
@@ -23,9 +25,10 @@ from interp_toolkit.reports.findings import (
     KIND_WORDS,
     data_mix_sentence,
     exam_phrase,
-    pct,
+    interval_pct,
     role_check_phrase,
 )
+from interp_toolkit.reports.terminal import PERIOD_COLUMNS, chance_cell
 from interp_toolkit.reports.text_findings import text_sentences
 from interp_toolkit.runs.folder import Run, RunPaths, load_run, read_stages
 from interp_toolkit.runs.target import Target
@@ -78,43 +81,26 @@ def period_exam_section(analysis: RunAnalysis) -> Section:
         return Section("Exam at every period", [text(f"Not run: {analysis.period_exam_error}")])
     t = THRESHOLDS
     refs = list(dict.fromkeys(c.model for e in exams for c in e.chance))
-    rows = []
-    for e in exams:
-        iv = e.interval
-        chance = {c.model: c for c in e.chance}
-        rows.append(
-            [
-                e.period,
-                KIND_WORDS.get(e.kind, e.kind),
-                f"{e.offsets[0]}..{e.offsets[1]} of {e.positions}",
-                e.n_prompts,
-                f"{e.pass_rate:.1%} [{iv.low:.1%}, {iv.high:.1%}]",
-                verdict(passes_rule(e, t)),
-                e.median_rank,
-                *[
-                    f"{chance[r].pass_rate:.1%} (p {chance[r].p_value:.2g})" if r in chance else "-"
-                    for r in refs
-                ],
-            ]
-        )
+    rows = [
+        [
+            e.period,
+            KIND_WORDS.get(e.kind, e.kind),
+            f"{e.offsets[0]}..{e.offsets[1]} of {e.positions}",
+            e.n_prompts,
+            f"{e.pass_rate:.1%} [{e.interval.low:.1%}, {e.interval.high:.1%}]",
+            verdict(passes_rule(e, t)),
+            e.median_rank,
+            *[chance_cell(e, r, "p ") for r in refs],
+        ]
+        for e in exams
+    ]
     return Section(
         "Exam at every period",
         [
             text(f"The model {exam_phrase(exams, t)}.", "p", "finding"),
             period_exam_plot({analysis.name: exams}, lower_bound=t.exam_lower_bound),
             table(
-                [
-                    "period",
-                    "tokens",
-                    "offsets",
-                    "prompts",
-                    "pass rate [Wilson 95%]",
-                    "passes",
-                    "median rank",
-                    *[f"chance: {r}" for r in refs],
-                ],
-                rows,
-                raw=(5,),
+                [*PERIOD_COLUMNS, "median rank", *[f"chance: {r}" for r in refs]], rows, raw=(5,)
             ),
         ],
         intro="Prompts [BOS] prefix s s[:-1]: s is distinct tokens (single letters, never "
@@ -218,13 +204,8 @@ def run_report_sections(analysis: RunAnalysis) -> list[Section]:
     sections.append(Section("Config and recipe", cfg_items))
 
     if analysis.rows:
-        sections.append(
-            Section(
-                "Training",
-                [plots.loss_curve(analysis.rows)],
-                intro="Loss and, if logged, per-head scores over training (the phase change).",
-            )
-        )
+        intro = "Loss and, if logged, per-head scores over training (the phase change)."
+        sections.append(Section("Training", [plots.loss_curve(analysis.rows)], intro=intro))
     else:
         sections.append(Section("Training", [text("No metrics.jsonl in this run folder.")]))
 
@@ -235,9 +216,7 @@ def run_report_sections(analysis: RunAnalysis) -> list[Section]:
         ]
         sections.append(Section("Samples", [table(["prompt", "text"], rows, raw=(1,))]))
 
-    sections.append(exam_section(analysis))
-    sections.append(period_exam_section(analysis))
-    sections.append(text_section(analysis))
+    sections += [exam_section(analysis), period_exam_section(analysis), text_section(analysis)]
 
     heat = Row(
         [
@@ -288,9 +267,11 @@ def run_report_sections(analysis: RunAnalysis) -> list[Section]:
             title=f"{ind} ({role}) on a repeated sequence",
         )
     )
-    sections.append(Section("Impact and the induction stripe", key_items))
-    sections.append(route_section([(analysis.name, analysis.route)]))
-    sections.append(role_check_section(analysis.role_checks))
+    sections += [
+        Section("Impact and the induction stripe", key_items),
+        route_section([(analysis.name, analysis.route)]),
+        role_check_section(analysis.role_checks),
+    ]
     if run.paths.stages.exists() or run.paths.stages.is_symlink():  # `stages RUN` was run
         title = "Stages from the local learning coefficient (`stages RUN`)"
         sections.append(
@@ -298,9 +279,7 @@ def run_report_sections(analysis: RunAnalysis) -> list[Section]:
         )
 
     key = analysis.key_heads()
-    plan: dict[int, list[int]] = {}
-    for layer, head in key:
-        plan.setdefault(layer, []).append(head)
+    plan = heads_by_layer(rep.scores.n_layers, rep.scores.n_heads, None, key)
     names = {h: f"{h} {_role_of(rep, h)}" for h in key}
     views = layer_views(analysis.patterns, plan, labels, head_labels=names)
     sections.append(
@@ -325,9 +304,7 @@ def role_check_section(rc: RoleChecks | None) -> Section:
         [
             str(c.head),
             c.role,
-            "—"
-            if c.removed is None
-            else f"{pct(c.removed.value)} [{pct(c.removed.low)}, {pct(c.removed.high)}]",
+            "—" if c.removed is None else interval_pct(c.removed),
             c.of or "—",
             verdict(bool(c.passed), c.why if c.passed is None else ""),
         ]
@@ -344,22 +321,19 @@ def role_check_section(rc: RoleChecks | None) -> Section:
     return Section(title, [table(header, rows, raw=(4,))], intro=intro)
 
 
-def run_report_html(analysis: RunAnalysis) -> str:
-    cfg = analysis.run.model.cfg
-    return render_report(
-        run_report_sections(analysis),
-        title=f"Run report: {analysis.name}",
-        subtitle=f"{cfg.n_layers} layer(s) x {cfg.n_heads} heads, d_model {cfg.d_model}, n_ctx {cfg.n_ctx}, "
-        f"vocabulary {cfg.d_vocab}",
+def _shape(cfg: Any) -> str:
+    return (
+        f"{cfg.n_layers} layer(s) x {cfg.n_heads} heads, d_model {cfg.d_model}, n_ctx "
+        f"{cfg.n_ctx}, vocabulary {cfg.d_vocab}"
     )
 
 
-def report_path(run_path: str | Path, out: str | Path | None) -> Path:
-    """Where the report goes, checked writable (UserError otherwise) before any work is done."""
-    default = RunPaths(Path(run_path)).report
-    path = Path(out) if out is not None else default
-    check_output(path, "output", default.name)
-    return path
+def run_report_html(analysis: RunAnalysis) -> str:
+    return render_report(
+        run_report_sections(analysis),
+        title=f"Run report: {analysis.name}",
+        subtitle=_shape(analysis.run.model.cfg),
+    )
 
 
 def build_run_report(
@@ -372,7 +346,9 @@ def build_run_report(
 ) -> Path:
     """Load the run, analyse it and write RUN/report.html (or ``out``) atomically."""
     run = load_run(run_path, device=device)
-    path = report_path(run_path, out)
+    default = RunPaths(Path(run_path)).report
+    path = Path(out) if out is not None else default
+    check_output(path, "output", default.name)  # writable (UserError otherwise) before any work
     analysis = analyse_run(run, samples=samples, head_report=head_report)
     return write_text(path, run_report_html(analysis))
 
@@ -388,7 +364,6 @@ def build_target_report(target: Target, out: str | Path) -> Path:
     arch = architecture_of(target.model)
     notes = [*arch.notes("heads", period=analysis.head_report.batch.period)]
     notes += [n for n in arch.notes("circuit") + arch.notes("copying") if n not in notes]
-    cfg = target.model.cfg
     return write_text(
         path,
         render_report(
@@ -399,7 +374,6 @@ def build_target_report(target: Target, out: str | Path) -> Path:
                 *run_report_sections(analysis),
             ],
             title=f"Model report: {analysis.name}",
-            subtitle=f"{arch.name}: {cfg.n_layers} layer(s) x {cfg.n_heads} heads, d_model "
-            f"{cfg.d_model}, n_ctx {cfg.n_ctx}, vocabulary {cfg.d_vocab}",
+            subtitle=f"{arch.name}: {_shape(target.model.cfg)}",
         ),
     )

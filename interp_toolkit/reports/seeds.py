@@ -10,10 +10,6 @@ from interp_toolkit.measures.seeds import SettingOverSeeds
 from interp_toolkit.views.page import Section, table
 
 
-def _seeds(seeds: tuple[int, ...]) -> str:
-    return ", ".join(map(str, seeds)) or "none"
-
-
 def seeds_section(s: SettingOverSeeds) -> Section:
     """A table: one row per measure, one column per run, median (range) over the seeds."""
     runs = s.runs
@@ -25,7 +21,7 @@ def seeds_section(s: SettingOverSeeds) -> Section:
             cells = [f"{c} of {r.n_exams}" for c, r in zip(cells, runs, strict=True)]
         rows.append([label, *cells])
     intro = (
-        f"Seeds {_seeds(s.seeds)}: each seed sets the model's initialisation, the data order and "
+        f"Seeds {', '.join(map(str, s.seeds)) or 'none'}: each seed sets the model's initialisation, the data order and "
         "the analysis prompts. A cell is the median over the seeds and (in brackets) the lowest "
         "and highest; a count says in how many seeds it held. Each seed's own study is in "
         "seed-S/ (the first seed's is this page's other sections)."

@@ -81,26 +81,22 @@ class StagesOfRun:
         return None if f is None or r is None else r.start <= f[2] and f[1] <= r.end
 
 
-def _bounds(s: StagesOfRun) -> str:
-    b = s.stages.boundaries
-    if not b:
-        return "no stage boundary"
-    return "boundaries at " + ", ".join(
-        f"step {x.step:,} ({x.kind}; {x.low:,}-{x.high:,})" for x in b
-    )
-
-
 def stage_sentence(s: StagesOfRun) -> str:
     """One run in one seed: its checkpoints, boundaries, and where the phase change, the loss's
     steepest fall and the LLC's steepest rise lie."""
     n = sum(math.isfinite(e.llc) for e in s.stages.curve.estimates)
-    not_read = s.stages.rule.not_read_steps or []
-    below = len(not_read)
+    not_read, b = s.stages.rule.not_read_steps, s.stages.boundaries
     out = f"{s.name} (seed {s.seed}, {layers_phrase(s.n_layers)}): the LLC at {n} kept checkpoints"
-    if below:
-        last = max(not_read)
-        out += f" ({below} below 0, the last at step {last:,}: not at a local minimum, not read)"
-    out += f"; {_bounds(s)}"
+    if not_read:
+        out += (
+            f" ({len(not_read)} below 0, the last at step {max(not_read):,}: not at a local "
+            "minimum, not read)"
+        )
+    out += "; " + (
+        "boundaries at " + ", ".join(f"step {x.step:,} ({x.kind}; {x.low:,}-{x.high:,})" for x in b)
+        if b
+        else "no stage boundary"
+    )
     rise, fall = s.rise, s.loss_fall
     if rise is not None:
         out += (
@@ -184,11 +180,8 @@ def seeds_move_sentence(runs: Sequence[StagesOfRun]) -> str:
     head = f"{runs[0].name} over seeds {_steps([s.seed for s in runs])}:"
     parts = []
     for kind in ("trough", "peak"):
-        firsts = [
-            (s, next(b for b in s.stages.boundaries if b.kind == kind))
-            for s in runs
-            if any(b.kind == kind for b in s.stages.boundaries)
-        ]
+        found = [(s, next((b for b in s.stages.boundaries if b.kind == kind), None)) for s in runs]
+        firsts = [(s, b) for s, b in found if b is not None]
         part = f"a {kind} in {len(firsts)} of {len(runs)} seeds"
         if firsts:
             at = [b.step for _, b in firsts]

@@ -17,6 +17,7 @@ from interp_toolkit.measures.registry import percent
 from interp_toolkit.measures.run import RunSummary
 from interp_toolkit.measures.seeds import Held
 from interp_toolkit.reports.claims import claims_table
+from interp_toolkit.reports.findings import interval_pct
 from interp_toolkit.stats.thresholds import THRESHOLDS, Thresholds
 from interp_toolkit.views.induction_plots import copier_figure
 from interp_toolkit.views.page import Row, Section, render_report, table, text
@@ -89,16 +90,12 @@ def heads_table(depths: Sequence[DepthMeasurement], summaries: Sequence[RunSumma
     """Every head with a role, one row each: its deciding score, its causal check (what ablating
     it removes, with the interval, and whether that passes), and for an induction head its route
     by path (the input that carries it and the head feeding it)."""
+    by_name = {x.name: x for x in summaries}
     rows = []
     for d in depths:
-        s = next((x for x in summaries if x.name == d.name), None)
-        if s is None:
+        if (s := by_name.get(d.name)) is None:
             continue
-        checks = (
-            {}
-            if d.role_checks is None
-            else {(str(c.head), c.role): c for c in d.role_checks.checks}
-        )
+        checks = {(str(c.head), c.role): c for c in (d.role_checks.checks if d.role_checks else ())}
         routes = {str(h.head): h for h in d.route.heads}
         for role, heads in s.heads.items():
             kind = s.decides.get(role)
@@ -111,8 +108,7 @@ def heads_table(depths: Sequence[DepthMeasurement], summaries: Sequence[RunSumma
                 elif c.removed is None:
                     check = f"untestable ({c.why})"
                 else:
-                    r = c.removed
-                    check = f"{percent(r.value)} [{percent(r.low)}, {percent(r.high)}] {'pass' if c.passed else 'flagged'}"
+                    check = f"{interval_pct(c.removed)} {'pass' if c.passed else 'flagged'}"
                 route = routes.get(h) if role == "induction" else None
                 way = (
                     "—"
@@ -120,15 +116,8 @@ def heads_table(depths: Sequence[DepthMeasurement], summaries: Sequence[RunSumma
                     else route.name.value + (f" from {route.feeder}" if route.feeder else "")
                 )
                 rows.append([d.name, h, role, "—" if score is None else f"{score:.3f}", check, way])
-    header = [
-        "run",
-        "head",
-        "role",
-        "deciding score",
-        "causal check: share removed [95%]",
-        "route by path",
-    ]
-    return table(header, rows)
+    header = ["run", "head", "role", "deciding score", "causal check: share removed [95%]"]
+    return table([*header, "route by path"], rows)
 
 
 def study_page(

@@ -12,7 +12,6 @@ import plotly.graph_objects as go
 import torch
 
 from interp_toolkit.errors import UserError
-from interp_toolkit.exams.periods import PeriodExam
 from interp_toolkit.heads.registry import SCORE
 from interp_toolkit.measures.depth import DepthMeasurement
 from interp_toolkit.measures.registry import MEASURES
@@ -40,12 +39,11 @@ def describe_run(summary: RunSummary) -> str:
             s += f" fed by {summary.feeder} (route by path)"
     else:
         top = summary.top_induction
-        floor = summary.floors[top.kind]
         s += (
             f"; no induction head (best head {top.head} scores {top.score:.2f} on "
             f"{SCORE[top.kind].title}, τ {top.tau:.2g}, p {top.p_value:.2g}; a head needs "
-            f"{summary.test} in its "
-            f"specificity test and ≥ the effect-size floor {floor:.2f})"
+            f"{summary.test} in its specificity test and ≥ the effect-size floor "
+            f"{summary.floors[top.kind]:.2f})"
         )
     return s + "."
 
@@ -118,14 +116,8 @@ def comparison_sections(
     if any(r.loss_curve for r in runs):
         fig = go.Figure()
         for r in runs:
-            fig.add_trace(
-                go.Scatter(
-                    x=[p[0] for p in r.loss_curve],
-                    y=[p[1] for p in r.loss_curve],
-                    mode="lines",
-                    name=r.name,
-                )
-            )
+            x, y = [p[0] for p in r.loss_curve], [p[1] for p in r.loss_curve]
+            fig.add_trace(go.Scatter(x=x, y=y, mode="lines", name=r.name))
         fig.update_layout(
             title="Training loss", height=380, xaxis={"title": "tokens"}, yaxis={"title": "loss"}
         )
@@ -161,8 +153,13 @@ def depth_section(
         *([m.label, *[m.show(m.read(d)) for d in depths]] for m in MEASURES if m.study_table),
         *text_rows(depths, curves),
     ]
+    rate = {
+        (d.name, e.key): f"{e.pass_rate:.0%} [{e.interval.low:.0%}, {e.interval.high:.0%}]"
+        for d in depths
+        for e in d.period_exams
+    }
     by_period = [
-        [e.period, e.kind, *[_rate(x) for x in exams_at(depths, e.kind, e.period)]]
+        [e.period, e.kind, *[rate.get((d.name, e.key), "-") for d in depths]]
         for e in depths[0].period_exams
     ]
     names = [d.name for d in depths]
@@ -206,17 +203,6 @@ def text_rows(
         ["repeated-passage drop on text, nats"]
         + [last(d, "passage_drop", "passage_ci") for d in depths],
     ]
-
-
-def exams_at(depths: Sequence[DepthMeasurement], kind: str, period: int) -> list[PeriodExam | None]:
-    return [next((e for e in d.period_exams if e.key == (kind, period)), None) for d in depths]
-
-
-def _rate(e: PeriodExam | None) -> str:
-    if e is None:
-        return "-"
-    iv = e.interval
-    return f"{e.pass_rate:.0%} [{iv.low:.0%}, {iv.high:.0%}]"
 
 
 def render_comparison(

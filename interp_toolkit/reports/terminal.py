@@ -26,6 +26,8 @@ if TYPE_CHECKING:  # torch, which these modules import, is not needed to draw a 
 
 #: What a renderer returns: rich Tables, markup strings and Texts, printed in order.
 Shown = list[Any]
+#: The period exams' first columns (``exam --periods``'s table and the run report's).
+PERIOD_COLUMNS = ("period", "tokens", "offsets", "prompts", "pass rate [Wilson 95%]", "passes")
 
 
 def fmt(x: float | None, digits: int = 3) -> str:
@@ -35,21 +37,26 @@ def fmt(x: float | None, digits: int = 3) -> str:
 def heads_csv(report: HeadReport) -> str:
     """The ``heads`` table as CSV: one row per head; per score its value, ``tau_``, ``p_value_``,
     ``decided_by_``, ``significant_`` and ``passes_`` (the JSON's per-head fields, flattened)."""
-    import csv
-    import io
-
     fields = ("tau", "p_value", "decided_by", "significant", "passes")
-    buf = io.StringIO()
-    cols = ["head", "layer", "index", "role"]
-    cols += [c for k in SCORE_KINDS for c in (k, *(f"{f}_{k}" for f in fields))]
-    writer = csv.DictWriter(buf, fieldnames=cols, lineterminator="\n")
-    writer.writeheader()
+    rows = []
     for h in report.head_entries():
         row: dict[str, Any] = {"head": h.head, "layer": h.layer, "index": h.index, "role": h.role}
         for k in SCORE_KINDS:
             row[k] = h.scores[k]
             row.update({f"{f}_{k}": getattr(h, f)[k] for f in fields})
-        writer.writerow(row)
+        rows.append(row)
+    return csv_text(rows)
+
+
+def csv_text(rows: Sequence[dict[str, Any]]) -> str:
+    """Rows as CSV, the first row's keys the header."""
+    import csv
+    import io
+
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
     return buf.getvalue()
 
 
@@ -61,11 +68,10 @@ def heads_view(target: str, report: HeadReport, notes: Sequence[str], wide: bool
     probe, floors = report.batch, report.floors
     shown: Shown = []
     if wide:
-        title = (
-            f"{target}: period {probe.period}, {probe.n_seqs} seqs; each score's "
-            f"specificity test (p, and the comparison that decided it, below the score)"
+        table = Table(
+            title=f"{target}: period {probe.period}, {probe.n_seqs} seqs; each score's specificity "
+            "test (p, and the comparison that decided it, below the score)"
         )
-        table = Table(title=title)
         table.add_column("head")
         for s in SCORES:
             table.add_column(f"{s.label}\n(floor {floors[s.name]:g})", justify="right")
@@ -80,33 +86,23 @@ def heads_view(target: str, report: HeadReport, notes: Sequence[str], wide: bool
         table.add_column("role", overflow="fold")
         for s in SCORES:
             table.add_column(f"{s.label} ({floors[s.name]:g})", justify="right", overflow="fold")
-    entries = report.head_entries()
-    for e in entries:
+    reasons: list[str] = []  # the roles' deciding tests, under the narrow table
+    for e in report.head_entries():
         cells = []
         for k in SCORE_KINDS:
             text = f"{e.scores[k]:.3f}" + (
                 f"\np {e.p_value[k]:.2g} {e.decided_by[k]}" if wide else ""
             )
             cells.append(f"[bold]{text}[/bold]" if e.passes[k] else text)
-        style = "green" if e.role != "none" else None
-        why = e.role_reason
+        style, why = "green" if e.role != "none" else None, e.role_reason
         if wide:
             shown_role = e.role if why is None else f"{e.role}\n({why.score}, p {why.p_value:.2g})"
             table.add_row(str(e.head), *cells, shown_role, style=style)
-        else:
-            table.add_row(str(e.head), e.role, *cells, style=style)
-    shown.append(table)
-    if not wide:
-        shown += [
-            f"{e.head} {e.role}: {why.score} p {why.p_value:.2g} ({why.decided_by})"
-            for e in entries
-            if (why := e.role_reason) is not None
-        ]
-    return shown + heads_footer(report, notes)
-
-
-def heads_footer(report: HeadReport, notes: Sequence[str]) -> Shown:
-    """What the test was and how to read it, its warnings and the architecture's notes."""
+            continue
+        table.add_row(str(e.head), e.role, *cells, style=style)
+        if why is not None:
+            reasons.append(f"{e.head} {e.role}: {why.score} p {why.p_value:.2g} ({why.decided_by})")
+    # what the test was and how to read it, its warnings and the architecture's notes
     significance = "BH at FDR" if report.fdr else "p <="
     n_heads = report.scores.n_layers * report.scores.n_heads
     expected = report.test.expected_false_positives.per_score
@@ -119,6 +115,9 @@ def heads_footer(report: HeadReport, notes: Sequence[str]) -> Shown:
     )
     tests = report.tests
     return [
+        *shown,
+        table,
+        *reasons,
         f"bold = significant ({significance} {report.alpha:g}) and >= the score's effect-size "
         f"floor. By chance {expected:.2g} of {n_heads} heads reach p <= {report.alpha:g} per "
         f"score; the smallest attainable p is {tests.smallest_p:.2g} ({tests.n_draws} "
@@ -200,28 +199,27 @@ def period_exams_view(target: str, rows: Sequence[PeriodExam], verdict: ExamVerd
         title=f"{target}: two-repeat exams by period ({verdict.n_passing} of "
         f"{verdict.n_exams} pass; {pass_rule(THRESHOLDS)})"
     )
-    for col in ("period", "tokens", "offsets", "prompts", "pass rate [Wilson 95%]", "passes"):
+    for col in (*PERIOD_COLUMNS, "median rank", *(f"chance: {ref} (p)" for ref in refs)):
         table.add_column(col, justify="right")
-    table.add_column("median rank", justify="right")
-    for ref in refs:
-        table.add_column(f"chance: {ref} (p)", justify="right")
     for r in rows:
-        iv = r.interval
-        chance = {c.model: c for c in r.chance}
         table.add_row(
             str(r.period),
             r.kind,
             f"{r.offsets[0]}..{r.offsets[1]} of {r.positions}",
             str(r.n_prompts),
-            f"{r.pass_rate:.1%} [{iv.low:.1%}, {iv.high:.1%}]",
+            f"{r.pass_rate:.1%} [{r.interval.low:.1%}, {r.interval.high:.1%}]",
             "yes" if passes_rule(r, THRESHOLDS) else "no",
             f"{r.median_rank:g}",
-            *[
-                f"{chance[m].pass_rate:.1%} ({chance[m].p_value:.2g})" if m in chance else "-"
-                for m in refs
-            ],
+            *[chance_cell(r, m) for m in refs],
         )
     return [table, chance_rule(len(rows), THRESHOLDS)]
+
+
+def chance_cell(e: PeriodExam, model: str, p: str = "") -> str:
+    """``model``'s pass rate on ``e``'s prompts, with the p-value of ``e``'s passing more often
+    ('-' when it did not sit them)."""
+    c = next((c for c in e.chance if c.model == model), None)
+    return "-" if c is None else f"{c.pass_rate:.1%} ({p}{c.p_value:.2g})"
 
 
 def training_line(p: Any) -> str:

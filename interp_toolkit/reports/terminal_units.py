@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from interp_toolkit.reports.terminal import Shown
+from interp_toolkit.reports.terminal import Shown, csv_text
 
 if TYPE_CHECKING:  # torch, which these modules import, is not needed to draw a table
     from interp_toolkit.causal.circuit import Circuit
@@ -71,26 +71,17 @@ def circuit_view(target: str, found: Circuit, notes: list[str]) -> Shown:
 def probe_csv(result: ProbeResult) -> str:
     """One row per boundary, the same field names as the JSON rows (an interval ``x_ci`` as
     ``x_lo`` and ``x_hi``)."""
-    import csv
-    import io
 
     def flat(row: ProbeRow) -> dict[str, Any]:
-        out: dict[str, Any] = {}
+        out: dict[str, Any] = {"feature": result.feature}
         for key, value in row.to_dict().items():
             if key.endswith("_ci"):
-                lo, hi = value if value is not None else (None, None)
-                out[f"{key[:-3]}_lo"], out[f"{key[:-3]}_hi"] = lo, hi
+                out[f"{key[:-3]}_lo"], out[f"{key[:-3]}_hi"] = value or (None, None)
             else:
                 out[key] = value
         return out
 
-    rows = [flat(r) for r in result.rows]
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=["feature", *rows[0]], lineterminator="\n")
-    writer.writeheader()
-    for row in rows:
-        writer.writerow({"feature": result.feature, **row})
-    return buf.getvalue()
+    return csv_text([flat(r) for r in result.rows])
 
 
 def _cell(row: ProbeRow, key: str, ci_key: str | None) -> str:
@@ -132,11 +123,7 @@ def probe_view(target: str, res: ProbeResult) -> Shown:
 
 
 def neurons_view(
-    target: str,
-    info: LayerNeurons,
-    labels: Mapping[int, str],
-    shown: Sequence[int],
-    finding: str,
+    target: str, info: LayerNeurons, labels: Mapping[int, str], shown: Sequence[int], finding: str
 ) -> Shown:
     """The ``shown`` neurons' table (:func:`~.views.neurons.neuron_rows`, tokens as ``labels``
     names them), the layer's ``finding`` and the definitions."""
