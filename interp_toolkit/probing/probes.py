@@ -412,14 +412,13 @@ def probe(
     seed: int = 0,
     ablate: Sequence[tuple[int, int]] = (),
     untrained: TransformerBridge | ProbeResult | None = None,
-    baseline: bool = True,
     model_cfg: ModelConfig | None = None,
 ) -> ProbeResult:
     """:func:`probe_layers` on its default data: ``data="text"`` (held-out windows of ``corpus``,
     the default for token features) or ``"repeats"`` (:func:`~.probe_data.varied_repeats`, the
     only data for ``in_repeat``). Rows of ``seq_len`` tokens (default: the context, at most
     ``MAX_SEQ``); ``n_seqs`` rows (default: :data:`DEFAULT_POSITIONS` positions in all). The
-    untrained baseline: ``untrained`` when given, else (``baseline``) a freshly initialised model
+    untrained baseline: ``untrained`` when given, else a freshly initialised model
     of the same architecture (:func:`~.untrained.untrained_models`; ``model_cfg``: a toy run's
     config); None when the model cannot be rebuilt (the rows then have no untrained numbers)."""
     feat = check_feature(feature)
@@ -449,7 +448,7 @@ def probe(
             seed=seed,
         )
         info |= {"corpus": corpus, "split": "held-out"}
-    if untrained is None and baseline:
+    if untrained is None:
         maker = untrained_models(model, model_cfg=model_cfg, n_models=1)
         untrained = None if maker is None else maker.make(maker.seeds[0])
         info["untrained_seed"] = Untrained.NOT_REBUILT if maker is None else maker.seeds[0]

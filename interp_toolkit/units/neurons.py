@@ -88,8 +88,6 @@ def top_activations(
     """Streaming top-``k`` of every neuron of ``layers`` over all positions of ``tokens`` (one
     pass, rows in chunks of ~128 MiB of activations; the pass stops after the last layer)."""
     check_layers(model, layers)
-    if k < 1:
-        raise UserError(f"--top {k} cannot work: use 1 or more.")
     n, seq = tokens.shape
     d_mlp = int(model.cfg.d_mlp)
     k = min(k, n * seq)

@@ -98,18 +98,6 @@ def full_qk(model: TransformerBridge, layer: int, head: int) -> FactoredMatrix:
         return FactoredMatrix(left.detach(), right.detach())
 
 
-def ov_eigenvalues(model: TransformerBridge) -> torch.Tensor:
-    """Non-zero eigenvalues of every head's full OV circuit, [layer, head, d_head] complex128.
-
-    They equal the eigenvalues of the d_head x d_head product ``W_O (W_U W_E) W_V``.
-    """
-    m = circuit_model(model)
-    with torch.no_grad():
-        ue = (m.W_U @ m.W_E).double()  # [d, d]
-        small = head_weights(m, "W_O").double() @ ue @ head_weights(m, "W_V").double()
-        return torch.linalg.eigvals(small)
-
-
 def ov_gain(model: TransformerBridge) -> Float[torch.Tensor, "layer head"]:
     """``‖W_E W_V W_O W_U‖_F / (‖W_E‖_F ‖W_U‖_F)`` of every head (float64): how much of the
     embedding the head's full OV circuit carries to the logits. Computed through d x d Gram
@@ -130,9 +118,13 @@ def copying_scores(model: TransformerBridge) -> Float[torch.Tensor, "layer head"
 
     Positive: the head tends to raise the logit of the token it attends to (copying). NaN for a
     head whose OV circuit is empty (:func:`ov_gain` <= :data:`EMPTY_OV_GAIN`): its eigenvalues
-    are rounding noise, so there is no score to report."""
+    are rounding noise, so there is no score to report. The non-zero eigenvalues of the full OV
+    circuit are those of the d_head x d_head product ``W_O (W_U W_E) W_V`` (complex128)."""
     m = circuit_model(model)  # once: an LN model is processed on a copy
-    ev = ov_eigenvalues(m)
+    with torch.no_grad():
+        ue = (m.W_U @ m.W_E).double()  # [d, d]
+        small = head_weights(m, "W_O").double() @ ue @ head_weights(m, "W_V").double()
+        ev = torch.linalg.eigvals(small)  # [layer, head, d_head]
     score = (ev.real.sum(-1) / ev.abs().sum(-1).clamp_min(1e-30)).float().cpu()
     return score.masked_fill(ov_gain(m) <= EMPTY_OV_GAIN, float("nan"))
 
