@@ -5,9 +5,8 @@ claims (:mod:`.claims`) read it; reports render it."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from interp_toolkit.causal.routes import ModelRoute
 from interp_toolkit.causal.summary import CircuitSummary
@@ -56,10 +55,8 @@ class DepthMeasurement(Jsonable):
     json_extra = ("heads_per_layer",)
 
     def heads_per_layer(self) -> list[int]:
-        counts = [0] * self.n_layers
-        for h in self.induction_heads:
-            counts[int(h.split(".")[0])] += 1
-        return counts
+        layers = [int(h.split(".")[0]) for h in self.induction_heads]
+        return [layers.count(la) for la in range(self.n_layers)]
 
     def prompt_exam(self, name: str) -> ExamRow | None:
         """The original post's exam ``name`` as this model sat it (None: not sat)."""
@@ -81,6 +78,7 @@ def measure_depth(
     step = first_induction_step(rows, THRESHOLDS.induction)
     hit = next((r for r in rows if r["step"] == step), None)
     val = [r["val_loss"] for r in rows if "val_loss" in r]
+    data = run.settings.get("data") or {}  # the training setting: "" when not recorded
     return DepthMeasurement(
         name=run.name,
         n_layers=run.model_cfg.n_layers,
@@ -98,7 +96,7 @@ def measure_depth(
         period_exams=tuple(period_exams),
         route=route,
         circuit=circuit,
-        setting=_setting(run.settings),
+        setting=setting_name(data["repeat_fraction"]) if "repeat_fraction" in data else "",
         role_checks=role_checks,
         previous_token_heads=tuple(summary.heads.get("previous-token", ())),
         prompt_exams=tuple(summary.prompt_exams.results),
@@ -106,12 +104,6 @@ def measure_depth(
         phase=phase_loss(rows, THRESHOLDS.induction),
         probe=probe,
     )
-
-
-def _setting(settings: Mapping[str, Any]) -> str:
-    """The run's training setting from its recorded data settings ("" when not recorded)."""
-    data = settings.get("data") or {}
-    return setting_name(data["repeat_fraction"]) if "repeat_fraction" in data else ""
 
 
 def one_layer_chance(ms: Sequence[DepthMeasurement]) -> list[DepthMeasurement]:

@@ -44,13 +44,8 @@ def headline_evals(evals: SAEEvals) -> dict[str, Any]:
     family (the study's SAE numbers; evals.json in the SAE folder has them all)."""
 
     def pick(e: SAEEvals) -> dict[str, Any]:
-        return {
-            "l0": e.l0,
-            "explained_variance": e.explained_variance,
-            "ce_loss_score": e.ce_loss_score,
-            "dead": e.dead,
-            "tokens": e.total_tokens_eval,
-        }
+        kept = ("l0", "explained_variance", "ce_loss_score", "dead")
+        return {**{k: getattr(e, k) for k in kept}, "tokens": e.total_tokens_eval}
 
     return {**pick(evals), "by_family": {k: pick(v) for k, v in evals.by_family.items()}}
 

@@ -82,10 +82,7 @@ def _check_share(m: DepthMeasurement) -> float | None:
 
 def _all_roles_pass(m: DepthMeasurement) -> bool | None:
     """Every testable role passes its causal check (None: no testable role)."""
-    if _check_share(m) is None:
-        return None
-    rc = m.role_checks
-    return rc is not None and not rc.flagged() and bool(rc.passing())
+    return None if m.role_checks is None or _check_share(m) is None else not m.role_checks.flagged()
 
 
 def _probe_accuracy(m: DepthMeasurement) -> float | None:
@@ -97,10 +94,8 @@ def _probe_accuracy(m: DepthMeasurement) -> float | None:
 
 def _circuit(m: DepthMeasurement, what: str) -> float | int | None:
     c = None if m.circuit is None else m.circuit.circuit
-    if c is None:
-        return None
-    if what == "edges":
-        return len(c.edges)
+    if c is None or what == "edges":
+        return None if c is None else len(c.edges)
     return None if c.heldout is None else c.heldout.value
 
 

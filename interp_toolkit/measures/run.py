@@ -6,8 +6,8 @@ by path of the induction heads (:func:`~interp_toolkit.causal.induction_route`),
 attention patterns of the key heads: the heads with a role, the strongest induction head
 (:func:`~interp_toolkit.heads.induction.strongest_induction_head`) and the heads that feed the
 induction heads (measured by the route), and the causal check of each induction and
-previous-token role (:func:`check_roles`). :meth:`RunAnalysis.summary` is the :class:`RunSummary` a
-study compares.
+previous-token role (:mod:`~interp_toolkit.exams.role_checks`). :meth:`RunAnalysis.summary` is
+the :class:`RunSummary` a study compares.
 """
 
 from __future__ import annotations
@@ -102,10 +102,10 @@ class RunSummary(Jsonable):
     prompt_exams: ExamSummary  # the single-prompt exams (the period exams: DepthMeasurement)
     heads: dict[str, list[str]]  # role -> heads with it
     has_induction_head: bool = field(metadata=_NOT_SAVED)
-    top_induction: TopHead
-    top_previous_token: TopHead = field(metadata=_NOT_SAVED)
     feeder: str | None  # the head feeding the strongest induction head, by the route by path
     route: ModelRoute
+    top_induction: TopHead
+    top_previous_token: TopHead = field(metadata=_NOT_SAVED)
     decides: dict[str, str]  # role -> deciding score
     test: str  # when a score is significant, e.g. "p <= 0.05"
     floors: dict[str, float] = field(metadata=_NOT_SAVED)  # effect-size floors
@@ -116,20 +116,6 @@ class RunSummary(Jsonable):
     passes: dict[str, list[list[bool]]] = field(metadata=_NOT_SAVED)
     loss_curve: list[list[int | float]] = field(metadata=_NOT_SAVED)  # [tokens (or step), loss]
     role_checks: RoleChecks | None = None  # None: not measured
-
-    json_order = (
-        "name",
-        "n_layers",
-        "final_loss",
-        "prompt_exams",
-        "heads",
-        "feeder",
-        "route",
-        "top_induction",
-        "decides",
-        "test",
-        "role_checks",
-    )
 
 
 @dataclass
@@ -184,13 +170,8 @@ class RunAnalysis:
         kinds = [rep.decides[role] for role in SUMMARY_ROLES]
 
         def top(kind: str, head: HeadId) -> TopHead:
-            return TopHead(
-                kind,
-                str(head),
-                float(sc.get(kind)[head]),
-                float(rep.tests.tau[kind][head]),
-                float(rep.tests.p_value[kind][head]),
-            )
+            grids = (sc.get(kind), rep.tests.tau[kind], rep.tests.p_value[kind])
+            return TopHead(kind, str(head), *(float(g[head]) for g in grids))
 
         return RunSummary(
             name=self.name,
@@ -258,14 +239,12 @@ def analyse_run(
         except UserError as exc:
             outcomes.append(ExamOutcome(exam, None, str(exc)))
     period = max(2, min(24, (int(model.cfg.n_ctx) - 1) // 2))
-    probe = repeated_batch(codec, codec.d_vocab, n_seqs, period, seed=seed)
-    batch = probe.tokens
+    batch = repeated_batch(codec, codec.d_vocab, n_seqs, period, seed=seed).tokens
     with torch.no_grad():
         impact = head_impact(model, batch, mode="mean").detach().float().cpu()
-    induction = head_report.scores.get(head_report.decides["induction"])
-    previous = head_report.scores.get(head_report.decides["previous-token"])
-    induction_head = strongest_induction_head(induction)
-    prev_token_head = top_head(previous)
+    scores, decides = head_report.scores, head_report.decides
+    induction_head = strongest_induction_head(scores.get(decides["induction"]))
+    prev_token_head = top_head(scores.get(decides["previous-token"]))
     assert induction_head is not None and prev_token_head is not None  # every model has heads
     repeated = batch[0].cpu()
     try:
@@ -277,6 +256,11 @@ def analyse_run(
         period_exams, period_error = [], str(exc)
     route = induction_route(model, codec, head_report, seed=seed)
     windows = check_windows(run, seed=seed)
+    checks = passage = None
+    if windows is not None:
+        roles = {r: head_report.heads_with_role(r) for r in CHECKED_ROLES}
+        checks = role_checks(model, windows, roles, route, seed=seed)
+        passage = passage_order_effect(model, windows, seed=seed)
     analysis = RunAnalysis(
         run=run,
         rows=run.metrics(),
@@ -292,10 +276,8 @@ def analyse_run(
         patterns={},
         period_exams=period_exams,
         period_exam_error=period_error,
-        role_checks=None
-        if windows is None
-        else check_roles(run, head_report, route, windows, seed),
-        passage_order=None if windows is None else passage_order_effect(model, windows, seed=seed),
+        role_checks=checks,
+        passage_order=passage,
     )
     layers = sorted({h.layer for h in analysis.key_heads()})
     analysis.patterns = attention_patterns(model, repeated, layers)
@@ -318,16 +300,3 @@ def check_windows(run: Run, *, seed: int = 0) -> Int[Tensor, "window pos"] | Non
         )
     except TooShort:  # a corpus that is gone is said as itself, not as "no window"
         return None
-
-
-def check_roles(
-    run: Run,
-    report: HeadReport,
-    route: ModelRoute,
-    windows: Int[Tensor, "window pos"],
-    seed: int = 0,
-) -> RoleChecks:
-    """The causal check of the run's induction and previous-token roles
-    (:mod:`~interp_toolkit.exams.role_checks`) on held-out ``windows`` (:func:`check_windows`)."""
-    roles = {r: report.heads_with_role(r) for r in CHECKED_ROLES}
-    return role_checks(run.model, windows, roles, route, seed=seed)

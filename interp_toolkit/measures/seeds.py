@@ -164,16 +164,13 @@ def over_seeds(
         runs = []
         for name in names:
             per_seed = [(s.seed, m) for s in measured for m in s.depths if m.name == name]
-            if per_seed:
-                got = [m for _, m in per_seed]
-                runs.append(
-                    RunOverSeeds(
-                        name,
-                        got[0].n_layers,
-                        exam_verdict(got[0].period_exams, t).n_exams if got[0].period_exams else 0,
-                        {x.name: over(x, [s for s, _ in per_seed], got) for x in MEASURES},
-                    )
-                )
+            if not per_seed:
+                continue
+            ids, got = zip(*per_seed, strict=True)
+            exams = got[0].period_exams
+            n_exams = exam_verdict(exams, t).n_exams if exams else 0
+            measures = {x.name: over(x, ids, got) for x in MEASURES}
+            runs.append(RunOverSeeds(name, got[0].n_layers, n_exams, measures))
         mine = [one_layer_chance([m for m in s.depths if m.name in names]) for s in measured]
         held = held_in(seeds, [reliable_copier(ms, t) for ms in mine])
         claims = claims_over_seeds(seeds, [verdicts(ms, t) for ms in mine], t)

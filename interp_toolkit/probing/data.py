@@ -165,6 +165,10 @@ FEATURES: dict[str, Feature] = {
 }
 
 
+#: The token features: the label (and input) of position p is the token at p - lag.
+_LAG = {"token": 0, "prev_token": 1, "prev2_token": 2}
+
+
 def check_feature(name: str) -> Feature:
     if name not in FEATURES:
         raise UserError(f"unknown feature {name!r}: use one of {', '.join(FEATURES)}.")
@@ -180,11 +184,8 @@ def feature_labels(
     out = torch.full((n, p), -1, dtype=torch.long)
     if feat.needs_repeats and repeats is None:
         raise UserError(f"feature {feature!r} needs repeated-token rows: use --data repeats.")
-    if feature == "token":
-        out[:] = tokens
-    elif feature in ("prev_token", "prev2_token"):
-        lag = 1 if feature == "prev_token" else 2
-        out[:, lag:] = tokens[:, :-lag]
+    if feature in _LAG:
+        out[:, _LAG[feature] :] = tokens[:, : p - _LAG[feature]]
     elif feature == "position":
         out[:] = torch.arange(p)[None, :]
     else:
@@ -202,7 +203,7 @@ def feature_inputs(feature: str, tokens: Int[torch.Tensor, "n pos"]) -> Int[torc
     n, p = tokens.shape
     if feature == "position":
         return torch.arange(p)[None, :].expand(n, p).clone()
-    lag = {"prev_token": 1, "prev2_token": 2}.get(feature, 0)
+    lag = _LAG.get(feature, 0)  # in_repeat's input: the token at p
     out = torch.zeros_like(tokens)
     out[:, lag:] = tokens[:, : p - lag]
     return out

@@ -124,15 +124,14 @@ def boundaries(model: TransformerBridge) -> list[Boundary]:
     parallel = bool(getattr(model.cfg, "parallel_attn_mlp", False))  # no stream between them
     out = [Boundary("embed", "blocks.0.hook_resid_pre", 0.0)]
     for layer in range(int(model.cfg.n_layers)):
-        if has_mlp and parallel:
-            out.append(
-                Boundary(f"attn+mlp {layer}", f"blocks.{layer}.hook_resid_post", layer + 1.0)
-            )
-        elif has_mlp:
-            out.append(Boundary(f"attn {layer}", f"blocks.{layer}.hook_resid_mid", layer + 0.5))
-            out.append(Boundary(f"mlp {layer}", f"blocks.{layer}.hook_resid_post", layer + 1.0))
+        post = f"blocks.{layer}.hook_resid_post"
+        if not has_mlp:
+            out.append(Boundary(f"attn {layer}", post, layer + 1.0))
+        elif parallel:
+            out.append(Boundary(f"attn+mlp {layer}", post, layer + 1.0))
         else:
-            out.append(Boundary(f"attn {layer}", f"blocks.{layer}.hook_resid_post", layer + 1.0))
+            mid = Boundary(f"attn {layer}", f"blocks.{layer}.hook_resid_mid", layer + 0.5)
+            out += [mid, Boundary(f"mlp {layer}", post, layer + 1.0)]
     return out
 
 
@@ -340,11 +339,9 @@ def probe_layers(
     n_values = int(tokens.shape[1]) if feature == "position" else int(model.cfg.d_vocab)
     control = control_labels(inputs, labels, train_rows, n_values, seed)
     mask = labels >= 0
-    hooks = []
     for layer, head in ablate:
         HeadId(layer, head).check(int(model.cfg.n_layers), int(model.cfg.n_heads))
-    if ablate:
-        hooks = ablation_hooks(list(ablate), mode="mean", means=mean_z(model, tokens))
+    hooks = ablation_hooks(list(ablate), mode="mean", means=mean_z(model, tokens)) if ablate else []
     acts = stream_at(model, tokens, mask, fwd_hooks=hooks)
     base = stream_at(untrained, tokens, mask) if isinstance(untrained, TransformerBridge) else None
     y, yc = labels[mask], control[mask]
@@ -366,16 +363,13 @@ def probe_layers(
         pred = predict(acts[i], y)
         task = balanced_accuracy(pred, y_test, unit_of, weights)
         ctl = balanced_accuracy(predict(acts[i], yc), yc_test, unit_of, weights)
-        untr_ci: Interval | None
+        untr_point, untr_ci = None, None  # not measured
         if base is not None:
             untr = balanced_accuracy(predict(base[i], y), y_test, unit_of, weights)
-            untr_point: float | None = round(float(untr[0]), 4)
-            untr_ci = interval(untr)
-        elif isinstance(untrained, ProbeResult):
+            untr_point, untr_ci = round(float(untr[0]), 4), interval(untr)
+        elif isinstance(untrained, ProbeResult):  # the same rows' numbers, reused
             old = untrained.row(b.name)
             untr_point, untr_ci = old.untrained, old.untrained_ci
-        else:
-            untr_point, untr_ci = None, None
         rows.append(
             ProbeRow(
                 boundary=b.name,
@@ -400,8 +394,7 @@ def probe_layers(
                 boot_mean=round(float(task[1:].mean()), 4),
             )
         )
-    n_rows, seq_len = tokens.shape
-    info = ProbeData(n_rows, seq_len, test_fraction, seed, n_boot, **(data or {}))
+    info = ProbeData(*tokens.shape, test_fraction, seed, n_boot, **(data or {}))
     ablated = [str(HeadId(layer, head)) for layer, head in ablate]
     return ProbeResult(feat.name, feat.definition, info, rows, ablated, feat.input)
 
@@ -419,14 +412,13 @@ def probe(
     seed: int = 0,
     ablate: Sequence[tuple[int, int]] = (),
     untrained: TransformerBridge | ProbeResult | None = None,
-    baseline: bool = True,
     model_cfg: ModelConfig | None = None,
 ) -> ProbeResult:
     """:func:`probe_layers` on its default data: ``data="text"`` (held-out windows of ``corpus``,
     the default for token features) or ``"repeats"`` (:func:`~.probe_data.varied_repeats`, the
     only data for ``in_repeat``). Rows of ``seq_len`` tokens (default: the context, at most
     ``MAX_SEQ``); ``n_seqs`` rows (default: :data:`DEFAULT_POSITIONS` positions in all). The
-    untrained baseline: ``untrained`` when given, else (``baseline``) a freshly initialised model
+    untrained baseline: ``untrained`` when given, else a freshly initialised model
     of the same architecture (:func:`~.untrained.untrained_models`; ``model_cfg``: a toy run's
     config); None when the model cannot be rebuilt (the rows then have no untrained numbers)."""
     feat = check_feature(feature)
@@ -456,7 +448,7 @@ def probe(
             seed=seed,
         )
         info |= {"corpus": corpus, "split": "held-out"}
-    if untrained is None and baseline:
+    if untrained is None:
         maker = untrained_models(model, model_cfg=model_cfg, n_models=1)
         untrained = None if maker is None else maker.make(maker.seeds[0])
         info["untrained_seed"] = Untrained.NOT_REBUILT if maker is None else maker.seeds[0]

@@ -88,8 +88,6 @@ def top_activations(
     """Streaming top-``k`` of every neuron of ``layers`` over all positions of ``tokens`` (one
     pass, rows in chunks of ~128 MiB of activations; the pass stops after the last layer)."""
     check_layers(model, layers)
-    if k < 1:
-        raise UserError(f"--top {k} cannot work: use 1 or more.")
     n, seq = tokens.shape
     d_mlp = int(model.cfg.d_mlp)
     k = min(k, n * seq)
@@ -114,14 +112,9 @@ def promoted_tokens(
     with torch.no_grad():
         w_out = folded.blocks[layer].mlp.W_out.detach().float().cpu()  # [neuron, d_model]
         w_u = folded.W_U.detach().float().cpu()  # [d_model, vocab]
-        m = min(m, w_u.shape[1])
-        ids, vals = [], []
-        step = max(1, 2**25 // w_u.shape[1])
-        for lo in range(0, w_out.shape[0], step):
-            v, i = (w_out[lo : lo + step] @ w_u).topk(m, dim=-1)
-            ids.append(i)
-            vals.append(v)
-    return torch.cat(ids), torch.cat(vals)
+        m, step = min(m, w_u.shape[1]), max(1, 2**25 // w_u.shape[1])
+        tops = [(w_out[lo : lo + step] @ w_u).topk(m) for lo in range(0, w_out.shape[0], step)]
+    return torch.cat([t.indices for t in tops]), torch.cat([t.values for t in tops])
 
 
 def similarity_threshold(
@@ -322,27 +315,17 @@ class LayerNeurons:
 
     def records(self, label: Mapping[int, str]) -> list[NeuronRecord]:
         """Every neuron's record, its tokens as ``label`` names them."""
-        out = []
+        t, out = self.top, []
         for n, c in enumerate(self.model.concepts):
-            top = zip(
-                *(t[n].tolist() for t in (self.top.rows, self.top.positions, self.top.values)),
-                self.top_tokens[n].tolist(),
-                strict=True,
-            )
+            cols = (t.rows[n], t.positions[n], t.values[n], self.top_tokens[n])
+            top = zip(*(x.tolist() for x in cols), strict=True)
             promoted = zip(self.promoted[n].tolist(), self.promoted_logits[n].tolist(), strict=True)
-            out.append(
-                NeuronRecord(
-                    n,
-                    float(self.top.values[n, 0]),
-                    c,
-                    label[c.value] if c.kind in ("token", "previous") and c.value >= 0 else c.value,
-                    [
-                        {"row": r, "pos": p, "activation": v, "token": label[t]}
-                        for r, p, v, t in top
-                    ],
-                    [{"token": label[t], "logit": v} for t, v in promoted],
-                )
-            )
+            value = label[c.value] if c.kind in ("token", "previous") and c.value >= 0 else c.value
+            contexts = [
+                {"row": r, "pos": p, "activation": v, "token": label[i]} for r, p, v, i in top
+            ]
+            boosts = [{"token": label[i], "logit": v} for i, v in promoted]
+            out.append(NeuronRecord(n, float(t.values[n, 0]), c, value, contexts, boosts))
         return out
 
 

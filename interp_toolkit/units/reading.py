@@ -96,11 +96,8 @@ class ContextFacts:
         return cls(t, prev, seen, (pair & earlier).any(-1))
 
     def base(self, concept: str, value: int = 0) -> float:
-        if concept == "token":
-            return float((self.tokens == value).float().mean())
-        if concept == "previous":
-            return float((self.previous == value).float().mean())
-        return float(getattr(self, concept).float().mean())
+        grid = getattr(self, "tokens" if concept == "token" else concept)
+        return float((grid == value if concept in ("token", "previous") else grid).float().mean())
 
 
 @dataclass(frozen=True)
@@ -169,13 +166,10 @@ def concept_of(facts: ContextFacts, rows: Tensor, positions: Tensor, alive: bool
         value, count = Counter(grid[rows, positions].tolist()).most_common(1)[0]
         if value >= 0:
             cands.append((kind, int(value), int(count)))
-    for kind in ("seen", "in_repeat"):
-        cands.append((kind, 0, int(getattr(facts, kind)[rows, positions].sum())))
+    cands += [(kind, 0, int(getattr(facts, kind)[rows, positions].sum())) for kind in CONCEPTS[2:]]
     scored = [(c, facts.base(c[0], c[1])) for c in cands]
     (kind, value, count), base = max(scored, key=lambda cb: (cb[0][2], -cb[1]))
-    p = binomial_tail(count, k, base)
-    share = count / k
-    return judged(kind, value, share, base, p)
+    return judged(kind, value, count / k, base, binomial_tail(count, k, base))
 
 
 def judged(kind: str, value: int, share: float, base: float, p: float) -> Concept:

@@ -98,18 +98,6 @@ def full_qk(model: TransformerBridge, layer: int, head: int) -> FactoredMatrix:
         return FactoredMatrix(left.detach(), right.detach())
 
 
-def ov_eigenvalues(model: TransformerBridge) -> torch.Tensor:
-    """Non-zero eigenvalues of every head's full OV circuit, [layer, head, d_head] complex128.
-
-    They equal the eigenvalues of the d_head x d_head product ``W_O (W_U W_E) W_V``.
-    """
-    m = circuit_model(model)
-    with torch.no_grad():
-        ue = (m.W_U @ m.W_E).double()  # [d, d]
-        small = head_weights(m, "W_O").double() @ ue @ head_weights(m, "W_V").double()
-        return torch.linalg.eigvals(small)
-
-
 def ov_gain(model: TransformerBridge) -> Float[torch.Tensor, "layer head"]:
     """``‖W_E W_V W_O W_U‖_F / (‖W_E‖_F ‖W_U‖_F)`` of every head (float64): how much of the
     embedding the head's full OV circuit carries to the logits. Computed through d x d Gram
@@ -130,9 +118,13 @@ def copying_scores(model: TransformerBridge) -> Float[torch.Tensor, "layer head"
 
     Positive: the head tends to raise the logit of the token it attends to (copying). NaN for a
     head whose OV circuit is empty (:func:`ov_gain` <= :data:`EMPTY_OV_GAIN`): its eigenvalues
-    are rounding noise, so there is no score to report."""
+    are rounding noise, so there is no score to report. The non-zero eigenvalues of the full OV
+    circuit are those of the d_head x d_head product ``W_O (W_U W_E) W_V`` (complex128)."""
     m = circuit_model(model)  # once: an LN model is processed on a copy
-    ev = ov_eigenvalues(m)
+    with torch.no_grad():
+        ue = (m.W_U @ m.W_E).double()  # [d, d]
+        small = head_weights(m, "W_O").double() @ ue @ head_weights(m, "W_V").double()
+        ev = torch.linalg.eigvals(small)  # [layer, head, d_head]
     score = (ev.real.sum(-1) / ev.abs().sum(-1).clamp_min(1e-30)).float().cpu()
     return score.masked_fill(ov_gain(m) <= EMPTY_OV_GAIN, float("nan"))
 
@@ -158,10 +150,6 @@ def _heads_factors(
     for layer, head in heads:
         check_head(m, layer, head)
         yield (layer, head, *_head_ov(m, layer, head, w_e, w_u))
-
-
-def _device(m: TransformerBridge, device: str | torch.device | None) -> torch.device:
-    return m.W_E.device if device is None else resolve_device(device)
 
 
 def _rows(m: TransformerBridge, rows: torch.Tensor | None, dev: torch.device) -> torch.Tensor:
@@ -192,7 +180,7 @@ def copy_ranks(
     ``candidates``: ``"bf16"`` or ``"fp32"`` matmuls find the candidates (default: bf16 where
     it is fast), the ranks are the same."""
     m = circuit_model(model)
-    dev = _device(m, device)
+    dev = m.W_E.device if device is None else resolve_device(device)
     cap = int(m.cfg.d_vocab) if cap is None else cap
     (_, _, left, right) = next(_heads_factors(m, [(layer, head)], dev))
     return self_ranks(left, right, _rows(m, rows, dev), cap, budget, candidates).cpu()
@@ -219,7 +207,7 @@ def copy_accuracy(
     if not ks or min(ks) < 1:
         raise UserError(f"ks={ks} cannot work: use k >= 1.")
     m = circuit_model(model)
-    dev = _device(m, device)
+    dev = m.W_E.device if device is None else resolve_device(device)
     n_layers, n_heads = int(m.cfg.n_layers), int(m.cfg.n_heads)
     out = {k: torch.full((n_layers, n_heads), float("nan")) for k in ks}
     wanted = (
@@ -288,18 +276,17 @@ def pos_prev_token_score(model: TransformerBridge, layer: int, head: int) -> flo
     return float(pos_qk_pattern(model, layer, head).diagonal(-1).mean())
 
 
-@dataclass
+@dataclass(kw_only=True)
 class HeadCircuit(Jsonable):
-    """Summary of one head's circuits (what ``interp-toolkit circuits`` prints)."""
+    """Summary of one head's circuits (what ``interp-toolkit circuits`` prints), its fields in
+    its JSON's order."""
 
     head: str
     copying_score: float | None
     copying_note: str | None
     top1_accuracy: float
     top5_accuracy: float
-    pos_prev_token: float | None
-    boosted: list[dict[str, Any]]
-    n_rows: int
+    accuracy_over: str = field(init=False)  # the ids the accuracies are over, in words
     # over the ids the model was trained on
     trained_top1: float | None = field(
         default=None, metadata=json_field(key="trained_top1_accuracy")
@@ -309,27 +296,12 @@ class HeadCircuit(Jsonable):
     )
     trained_rows: int | None = None
     trained_ids: str | None = None  # which ids those are, in words
+    pos_prev_token: float | None
+    n_rows: int
+    boosted: list[dict[str, Any]]
 
-    json_extra = ("accuracy_over",)
-    json_order = (
-        "head",
-        "copying_score",
-        "copying_note",
-        "top1_accuracy",
-        "top5_accuracy",
-        "accuracy_over",
-        "trained_top1_accuracy",
-        "trained_top5_accuracy",
-        "trained_rows",
-        "trained_ids",
-        "pos_prev_token",
-        "n_rows",
-        "boosted",
-    )
-
-    @property
-    def accuracy_over(self) -> str:
-        return f"all {self.n_rows} ids of the vocabulary"
+    def __post_init__(self) -> None:
+        self.accuracy_over = f"all {self.n_rows} ids of the vocabulary"
 
 
 def head_circuit(

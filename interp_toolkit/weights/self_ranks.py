@@ -175,17 +175,31 @@ class _Scan:
             self.count[z] += left * self._beats(z, zero_col).long()
         return live[~(beyond | zero)]
 
-    def _block(self, idx: torch.Tensor, lo: int, hi: int, cap: int) -> None:
-        """Count the beaters of rows ``idx`` among sorted columns ``lo:hi``."""
+    def _scores(
+        self,
+        a: torch.Tensor,
+        bt: torch.Tensor,
+        below: torch.Tensor,
+        idx: torch.Tensor,
+        lo: int,
+        hi: int,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Rows ``idx`` of ``a`` against sorted columns ``lo:hi`` of ``bt`` ([c, w], each row's own
+        entry -inf); past the first block, only the rows whose maximum reaches ``below``."""
         with _cpu_threads(self.threads):
-            s = _take(self.a, idx) @ self.bt[lo:hi].T  # [c, w] float32
+            s = _take(a, idx) @ bt[lo:hi].T  # [c, w]
         p = self.own_pos[idx] - lo
         own_here = (p >= 0) & (p < hi - lo)
         s[own_here.nonzero().squeeze(1), p[own_here]] = float("-inf")
         if lo > 0:  # rows left after the first block mostly copy: few reach the band at all
-            hot = (s.amax(1, keepdim=True) >= self.below[idx]).squeeze(1).nonzero().squeeze(1)
+            hot = (s.amax(1, keepdim=True) >= below[idx]).squeeze(1).nonzero().squeeze(1)
             if len(hot) < len(idx):
                 idx, s = idx[hot], s[hot]
+        return idx, s
+
+    def _block(self, idx: torch.Tensor, lo: int, hi: int, cap: int) -> None:
+        """Count the beaters of rows ``idx`` among sorted columns ``lo:hi``."""
+        idx, s = self._scores(self.a, self.bt, self.below, idx, lo, hi)  # float32
         above, below = _take(self.above, idx), _take(self.below, idx)
         work = torch.empty_like(s)
         certain = torch.gt(s, above, out=work).sum(1).long()
@@ -208,15 +222,7 @@ class _Scan:
     def _block16(self, idx: torch.Tensor, lo: int, hi: int, cap: int) -> None:
         """Rows ``idx`` against sorted columns ``lo:hi`` in bf16: rows the bf16 band decides are
         counted here; the rest go through :meth:`_block` (float32, then exact)."""
-        with _cpu_threads(self.threads):
-            s = _take(self.a16, idx) @ self.bt16[lo:hi].T  # [c, w] bf16
-        p = self.own_pos[idx] - lo
-        own_here = (p >= 0) & (p < hi - lo)
-        s[own_here.nonzero().squeeze(1), p[own_here]] = float("-inf")
-        if lo > 0:  # as in _block: most rows left reach no band at all
-            hot = (s.amax(1, keepdim=True) >= self.below16[idx]).squeeze(1).nonzero().squeeze(1)
-            if len(hot) < len(idx):
-                idx, s = idx[hot], s[hot]
+        idx, s = self._scores(self.a16, self.bt16, self.below16, idx, lo, hi)  # bf16
         if not len(idx):
             return
         work = torch.empty_like(s)
