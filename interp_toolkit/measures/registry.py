@@ -94,8 +94,10 @@ def _probe_accuracy(m: DepthMeasurement) -> float | None:
 
 def _circuit(m: DepthMeasurement, what: str) -> float | int | None:
     c = None if m.circuit is None else m.circuit.circuit
-    if c is None or what == "edges":
-        return None if c is None else len(c.edges)
+    if c is None:
+        return None
+    if what == "edges":
+        return len(c.edges)
     return None if c.heldout is None else c.heldout.value
 
 

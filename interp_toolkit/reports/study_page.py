@@ -116,8 +116,15 @@ def heads_table(depths: Sequence[DepthMeasurement], summaries: Sequence[RunSumma
                     else route.name.value + (f" from {route.feeder}" if route.feeder else "")
                 )
                 rows.append([d.name, h, role, "—" if score is None else f"{score:.3f}", check, way])
-    header = ["run", "head", "role", "deciding score", "causal check: share removed [95%]"]
-    return table([*header, "route by path"], rows)
+    header = [
+        "run",
+        "head",
+        "role",
+        "deciding score",
+        "causal check: share removed [95%]",
+        "route by path",
+    ]
+    return table(header, rows)
 
 
 def study_page(
